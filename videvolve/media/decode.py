@@ -1,0 +1,258 @@
+"""Frames at timestamps: the frame on screen at each requested time, decoded with a plan.
+
+The frame on screen at ``t`` is the one with ``pts <= t < next pts``. Targets are sorted and deduplicated; the
+decoder seeks (to the last keyframe at or before a target) only when that skips a real stretch of frames, and
+otherwise decodes forward, so dense requests become one sequential pass. Results come back in the caller's order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+from PIL import Image
+
+from videvolve.errors import TimeOutOfRangeError, UnreadableVideoError
+from videvolve.media.cache import CachedFrame, FrameCache, frame_cache
+from videvolve.media.info import StreamIndex, VideoInfo, file_key, open_video, probe, stream_index
+
+SEEK_MIN_SKIP_FRAMES = 12
+"""Seek only when it skips at least this many frames; otherwise decoding forward is cheaper than a flush."""
+_PTS_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A decoded frame: the time asked for, the frame's own presentation time, and its pixels."""
+
+    requested: float
+    time: float
+    image: Image.Image
+
+
+def scaled_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
+    """Size after shrinking so the longer side is at most ``max_side`` (never enlarged; even numbers)."""
+    if not max_side or max(width, height) <= max_side:
+        return width, height
+    scale = max_side / max(width, height)
+    return max(2, round(width * scale / 2) * 2), max(2, round(height * scale / 2) * 2)
+
+
+def to_image(frame: av.VideoFrame, max_side: int | None = None) -> Image.Image:
+    """RGB PIL image of a decoded frame, area-downscaled to ``max_side`` if given."""
+    w, h = scaled_size(frame.width, frame.height, max_side)
+    if (w, h) == (frame.width, frame.height):
+        return frame.to_image()
+    return frame.to_image(width=w, height=h, interpolation="AREA")
+
+
+def check_times(info: VideoInfo, times: Sequence[float], clamp: bool) -> list[float]:
+    """Validate (or clamp) timestamps to [0, duration]."""
+    out = []
+    for t in times:
+        t = float(t)
+        if not math.isfinite(t):
+            raise TimeOutOfRangeError(info.path, t, info.duration)
+        if t < 0 or t > info.duration + _PTS_EPS:
+            if not clamp:
+                raise TimeOutOfRangeError(info.path, t, info.duration)
+            t = min(max(t, 0.0), info.duration)
+        out.append(t)
+    return out
+
+
+class _Cursor:
+    """A decoding position in one open file: the last frame at or before the target, and one frame ahead."""
+
+    def __init__(self, path: str, index: StreamIndex) -> None:
+        self.path = path
+        self.index = index
+        self.container = open_video(path)
+        self.stream = self.container.streams.video[0]
+        self.stream.thread_type = "AUTO"
+        self._frames: Iterator[av.VideoFrame] | None = None
+        self.prev: av.VideoFrame | None = None
+        self.ahead: av.VideoFrame | None = None
+        self.eof = False
+        self.error: av.FFmpegError | None = None
+
+    def close(self) -> None:
+        self.container.close()
+
+    def seek(self, pts: int) -> None:
+        self.container.seek(pts, stream=self.stream, backward=True, any_frame=False)
+        self._frames = self.container.decode(self.stream)
+        self.prev = self.ahead = None
+        self.eof = False
+        self.error = None
+
+    @property
+    def position(self) -> int | None:
+        frame = self.ahead or self.prev
+        return frame.pts if frame is not None else None
+
+    def _pull(self, t: float) -> av.VideoFrame | None:
+        assert self._frames is not None
+        while True:
+            try:
+                frame = next(self._frames)
+            except StopIteration:
+                return None
+            except av.FFmpegError as exc:  # damage: keep what decoded so far, let the caller decide
+                self.error = exc
+                return None
+            if frame.pts is None:
+                continue
+            if self.prev is not None and frame.pts <= self.prev.pts:
+                continue  # out-of-order or repeated pts in a broken stream
+            return frame
+
+    def advance_to(self, tp: int, t: float) -> None:
+        """Decode forward until ``prev`` is the frame on screen at pts ``tp`` (``ahead`` the next one)."""
+        while not self.eof:
+            if self.ahead is None:
+                self.ahead = self._pull(t)
+                if self.ahead is None:
+                    self.eof = True
+                    break
+            if self.ahead.pts <= tp:
+                self.prev, self.ahead = self.ahead, None
+            else:
+                break
+
+
+def _decode_sorted(
+    path: str, info: VideoInfo, targets: list[float]
+) -> Iterator[tuple[float, av.VideoFrame, float]]:
+    """Yield ``(target, frame, end)`` for sorted unique targets; ``end`` is when the next frame starts."""
+    index = stream_index(path)
+    tb = index.time_base
+    cursor = _Cursor(path, index)
+    min_skip = SEEK_MIN_SKIP_FRAMES * index.min_step
+    try:
+        started = False
+        for t in targets:
+            tp = math.floor(t / tb + _PTS_EPS)
+            kf = index.keyframe_at_or_before(tp)
+            pos = cursor.position
+            if not started or pos is None or (kf is not None and kf > pos and kf - pos >= min_skip):
+                _seek_to(cursor, index, tp, t)
+                started = True
+            else:
+                cursor.advance_to(tp, t)
+            frame = cursor.prev
+            if frame is None:  # target before the first frame: show the first frame
+                frame = cursor.ahead
+                if frame is None:
+                    raise _damage(cursor, t, "no frame could be decoded")
+                yield t, frame, float(frame.time)
+                continue
+            if cursor.ahead is not None:
+                end = float(cursor.ahead.time)
+            else:  # end of the stream, or damage right after this frame
+                nxt = index.next_pts(frame.pts)
+                if nxt is not None and tp >= nxt:
+                    raise _damage(cursor, t, "decoding stopped early")
+                end = float(nxt * tb) if nxt is not None else max(info.duration, float(frame.time) + 1e-3)
+                if cursor.error is not None:
+                    started = False  # a later target must seek past the damage, never decode through it
+            yield t, frame, end
+    finally:
+        cursor.close()
+
+
+def _damage(cursor: _Cursor, t: float, what: str) -> UnreadableVideoError:
+    reason = f"{what} ({cursor.error})" if cursor.error is not None else what
+    if cursor.prev is not None:
+        reason += f"; last good frame at {cursor.prev.time:.3f} s"
+    return UnreadableVideoError(cursor.path, reason, time=t)
+
+
+def _seek_to(cursor: _Cursor, index: StreamIndex, tp: int, t: float) -> None:
+    """Seek so that the frame on screen at ``tp`` is decoded; back off a keyframe if a seek overshoots."""
+    kf = index.keyframe_at_or_before(tp)
+    if kf is None:
+        kf = index.keyframes[0]
+    while True:
+        cursor.seek(kf)
+        cursor.advance_to(tp, t)
+        if cursor.prev is not None or tp < index.first_pts:
+            return
+        earlier = index.keyframe_before(kf)
+        if earlier is None:
+            return
+        kf = earlier
+
+
+def frames_at(
+    path: str | Path,
+    times: Sequence[float],
+    max_side: int | None = None,
+    *,
+    clamp: bool = False,
+    cache: FrameCache | None = frame_cache,
+) -> list[Frame]:
+    """Return the frame on screen at each time, in the caller's order (duplicates allowed).
+
+    ``max_side`` shrinks each image so its longer side fits. Times outside [0, duration] raise
+    :class:`TimeOutOfRangeError` unless ``clamp`` is set. A missing file raises ``MediaNotFoundError``; a file or
+    region that cannot be decoded raises ``UnreadableVideoError`` naming the file and the time.
+    """
+    key = file_key(path)
+    info = probe(path)
+    checked = check_times(info, times, clamp)
+    out: list[Frame | None] = [None] * len(checked)
+    pending: dict[float, list[int]] = {}
+    for i, t in enumerate(checked):
+        hit = cache.get(key, max_side, t) if cache is not None else None
+        if hit is not None:
+            out[i] = Frame(requested=t, time=hit.time, image=hit.image)
+        else:
+            pending.setdefault(t, []).append(i)
+    if pending:
+        images: dict[int, CachedFrame] = {}
+        for t, frame, end in _decode_sorted(key[0], info, sorted(pending)):
+            entry = images.get(frame.pts)
+            if entry is None:
+                entry = CachedFrame(time=float(frame.time), end=end, image=to_image(frame, max_side))
+                images[frame.pts] = entry
+                if cache is not None:
+                    cache.put(key, max_side, entry)
+            for i in pending[t]:
+                out[i] = Frame(requested=t, time=entry.time, image=entry.image)
+    return [f for f in out if f is not None]
+
+
+def iter_frames(path: str | Path, start: float, end: float) -> Iterator[av.VideoFrame]:
+    """Decode sequentially every frame on screen during [start, end): the one at ``start``, then each after."""
+    info = probe(path)
+    start, end = check_times(info, [start, end], clamp=True)
+    index = stream_index(path)
+    tp = math.floor(start / index.time_base + _PTS_EPS)
+    cursor = _Cursor(str(path), index)
+    try:
+        _seek_to(cursor, index, tp, start)
+        first = cursor.prev or cursor.ahead
+        if first is None:
+            raise _damage(cursor, start, "no frame could be decoded")
+        yield first
+        if cursor.prev is not None and cursor.ahead is not None and cursor.ahead.time < end:
+            yield cursor.ahead
+        last = cursor.ahead or cursor.prev
+        cursor.prev = last
+        while last is not None and last.time < end:
+            frame = cursor._pull(float(last.time))
+            if frame is None:
+                nxt = index.next_pts(last.pts)
+                if cursor.error is not None and nxt is not None and nxt * index.time_base < end:
+                    raise _damage(cursor, float(nxt * index.time_base), "decoding stopped early")
+                break
+            if frame.time >= end:
+                break
+            yield frame
+            cursor.prev = last = frame
+    finally:
+        cursor.close()

@@ -1,0 +1,324 @@
+"""Tasks, intervals and predictions; JSONL I/O with per-line errors; video-disjoint splits.
+
+A task file is JSON Lines, one :class:`Task` per line. Intervals are written as ``[start, end]`` pairs in seconds.
+Relative ``video`` paths are resolved against the directory of the tasks file.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
+
+from videvolve.errors import TaskFormatError
+
+Kind = Literal["mcq", "grounding"]
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+SPLITS = ("train", "selection", "test")
+MIN_SELECTION = 50
+"""Below this many selection questions one question moves accuracy by more than 2 points (eps = 1/n)."""
+
+
+class Interval(BaseModel):
+    """A closed time interval in seconds, ``start <= end``; serialised as ``[start, end]``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: float = Field(ge=0, description="start time in seconds")
+    end: float = Field(ge=0, description="end time in seconds")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_pair(cls, data: Any) -> Any:
+        if isinstance(data, list | tuple):
+            if len(data) != 2:
+                raise ValueError(f"an interval is [start, end], got {list(data)!r}")
+            return {"start": data[0], "end": data[1]}
+        return data
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Interval:
+        if self.start > self.end:
+            raise ValueError(f"interval start {self.start} is after its end {self.end}")
+        return self
+
+    @model_serializer
+    def _as_pair(self) -> list[float]:
+        return [self.start, self.end]
+
+    @property
+    def length(self) -> float:
+        """Duration in seconds."""
+        return self.end - self.start
+
+    def pair(self) -> tuple[float, float]:
+        """``(start, end)`` as a tuple."""
+        return (self.start, self.end)
+
+
+class TaskView(BaseModel):
+    """What harness code receives: an allowlist. Never the answer, evidence, split, meta or video path."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    kind: Kind
+    question: str
+    options: tuple[str, ...] | None = None
+    duration: float
+
+
+class Task(BaseModel):
+    """One question about one video, with its gold answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, description="unique task id")
+    video_id: str = Field(min_length=1, description="id of the video; splits never share one")
+    video: str = Field(min_length=1, description="path of the video file (relative to the tasks file)")
+    kind: Kind = Field(description="'mcq' (answer is a letter) or 'grounding' (answer is a list of intervals)")
+    question: str = Field(min_length=1)
+    options: list[str] | None = Field(default=None, description="mcq only: option texts, lettered A, B, ...")
+    answer: str | list[Interval] = Field(description="mcq: a letter; grounding: [[start, end], ...], [] if absent")
+    duration: float = Field(gt=0, description="video duration in seconds")
+    evidence: list[Interval] = Field(default_factory=list, description="optional: where the answer can be seen")
+    split: str | None = Field(default=None, description="train | selection | test (or any name)")
+    source: str = Field(default="custom", description="benchmark the task comes from")
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _kind_matches_answer(self) -> Task:
+        if self.kind == "mcq":
+            if not self.options or len(self.options) < 2:
+                raise ValueError("an mcq task needs at least two options")
+            if len(self.options) > len(LETTERS):
+                raise ValueError(f"at most {len(LETTERS)} options")
+            if not isinstance(self.answer, str):
+                raise ValueError("an mcq answer is an option letter such as 'B'")
+            letters = LETTERS[: len(self.options)]
+            if self.answer not in letters:
+                raise ValueError(f"answer {self.answer!r} is not one of the option letters {letters}")
+        else:
+            if self.options:
+                raise ValueError("a grounding task has no options")
+            if isinstance(self.answer, str):
+                raise ValueError("a grounding answer is a list of [start, end] intervals ([] if absent)")
+        return self
+
+    @property
+    def intervals(self) -> list[Interval]:
+        """Gold intervals of a grounding task (``[]`` when the target is absent)."""
+        return self.answer if isinstance(self.answer, list) else []
+
+    def view(self) -> TaskView:
+        """The allowlisted view that harness code may see."""
+        return TaskView(
+            id=self.id,
+            kind=self.kind,
+            question=self.question,
+            options=tuple(self.options) if self.options else None,
+            duration=self.duration,
+        )
+
+
+class Prediction(BaseModel):
+    """A harness's answer to one task; ``answer`` is None when no answer could be parsed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    kind: Kind
+    answer: str | list[Interval] | None = None
+    raw: str = Field(default="", description="the model's final text, kept for the trace")
+    evidence_times: list[float] = Field(default_factory=list, description="times the answer rests on")
+
+
+def _format_validation(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def _read_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+    records: list[tuple[int, dict[str, Any]]] = []
+    problems: list[str] = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.append(f"{path}:{lineno}: not JSON ({exc.msg} at column {exc.colno})")
+                continue
+            if not isinstance(obj, dict):
+                problems.append(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+                continue
+            records.append((lineno, obj))
+    return records, problems
+
+
+def read_tasks(path: str | Path) -> list[Task]:
+    """Read a tasks JSONL file; raise :class:`TaskFormatError` listing the file and line of every bad record."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"tasks file not found: {path}")
+    records, problems = _read_jsonl_records(path)
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    for lineno, obj in records:
+        try:
+            task = Task.model_validate(obj)
+        except ValidationError as exc:
+            problems.append(f"{path}:{lineno}: {_format_validation(exc)}")
+            continue
+        if task.id in seen:
+            problems.append(f"{path}:{lineno}: duplicate task id {task.id!r} (first on line {seen[task.id]})")
+            continue
+        seen[task.id] = lineno
+        video = Path(task.video)
+        if not video.is_absolute():
+            task = task.model_copy(update={"video": str((path.parent / video).resolve())})
+        tasks.append(task)
+    if problems:
+        raise TaskFormatError(path, problems)
+    return tasks
+
+
+def write_tasks(tasks: Iterable[Task], path: str | Path) -> Path:
+    """Write tasks as JSONL; video paths under the file's directory are written relative to it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    base = path.parent.resolve()
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for task in tasks:
+            data = task.model_dump(mode="json")
+            video = Path(task.video)
+            if video.is_absolute() and video.resolve().is_relative_to(base):
+                data["video"] = str(video.resolve().relative_to(base))
+            fh.write(json.dumps(data, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_predictions(path: str | Path) -> list[Prediction]:
+    """Read a predictions JSONL file (one :class:`Prediction` per line)."""
+    path = Path(path)
+    records, problems = _read_jsonl_records(path)
+    preds = []
+    for lineno, obj in records:
+        try:
+            preds.append(Prediction.model_validate(obj))
+        except ValidationError as exc:
+            problems.append(f"{path}:{lineno}: {_format_validation(exc)}")
+    if problems:
+        raise TaskFormatError(path, problems)
+    return preds
+
+
+def write_predictions(preds: Iterable[Prediction], path: str | Path) -> Path:
+    """Write predictions as JSONL."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for p in preds:
+            fh.write(p.model_dump_json() + "\n")
+    return path
+
+
+def parse_fractions(text: str) -> dict[str, float]:
+    """Parse ``train=0.6,selection=0.2,test=0.2`` (or ``0.6,0.2,0.2`` for the three standard splits)."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    out: dict[str, float] = {}
+    for i, part in enumerate(parts):
+        if "=" in part:
+            name, value = part.split("=", 1)
+        elif i < len(SPLITS) and len(parts) == len(SPLITS):
+            name, value = SPLITS[i], part
+        else:
+            raise ValueError(f"cannot read fraction {part!r}: use name=value, e.g. train=0.6,selection=0.2,test=0.2")
+        out[name.strip()] = float(value)
+    if any(v < 0 for v in out.values()) or sum(out.values()) <= 0:
+        raise ValueError(f"fractions must be non-negative and not all zero: {text!r}")
+    return out
+
+
+def split_by_video(tasks: Sequence[Task], fractions: Mapping[str, float], seed: int = 0) -> list[Task]:
+    """Assign each task a split so that no video appears in two splits.
+
+    Videos (not tasks) are shuffled with ``seed`` and dealt to splits by largest remainder on the fractions; every
+    split with a positive fraction gets at least one video when there are enough videos.
+    """
+    if not fractions:
+        raise ValueError("no split fractions given")
+    total = sum(fractions.values())
+    names = list(fractions)
+    videos = sorted({t.video_id for t in tasks})
+    random.Random(seed).shuffle(videos)
+    n = len(videos)
+    quotas = {k: fractions[k] / total * n for k in names}
+    counts = {k: int(q) for k, q in quotas.items()}
+    for k in sorted(names, key=lambda k: quotas[k] - counts[k], reverse=True)[: n - sum(counts.values())]:
+        counts[k] += 1
+    for k in names:  # make sure no positive split is empty if another can spare a video
+        if fractions[k] > 0 and counts[k] == 0:
+            donor = max(names, key=lambda d: counts[d])
+            if counts[donor] > 1:
+                counts[donor] -= 1
+                counts[k] += 1
+    assignment: dict[str, str] = {}
+    i = 0
+    for k in names:
+        for v in videos[i : i + counts[k]]:
+            assignment[v] = k
+        i += counts[k]
+    return [t.model_copy(update={"split": assignment[t.video_id]}) for t in tasks]
+
+
+def check_video_disjoint(tasks: Iterable[Task]) -> list[str]:
+    """Return the ids of videos that appear in more than one split (empty when the splits are disjoint)."""
+    splits_of: dict[str, set[str]] = defaultdict(set)
+    for t in tasks:
+        splits_of[t.video_id].add(t.split or "")
+    return sorted(v for v, s in splits_of.items() if len(s) > 1)
+
+
+def selection_warning(n_selection: int, minimum: int = MIN_SELECTION) -> str | None:
+    """A warning when the selection set is too small for the gate to tell a one-question change from noise."""
+    if n_selection == 0:
+        return "no selection split: `evolve` needs one for its gate"
+    if n_selection < minimum:
+        eps = 1 / n_selection
+        return (
+            f"the selection split has only {n_selection} questions: one question moves its score by "
+            f"eps = 1/{n_selection} = {eps:.3f}, so the gate cannot tell a one-question change from noise; "
+            f"aim for at least {minimum}"
+        )
+    return None
+
+
+def summarize(tasks: Sequence[Task]) -> dict[str, Any]:
+    """Counts per split and kind, number of videos, and the mcq letter distribution."""
+    by_split: dict[str, Counter[str]] = defaultdict(Counter)
+    for t in tasks:
+        by_split[t.split or "-"][t.kind] += 1
+    letters = Counter(t.answer for t in tasks if t.kind == "mcq" and isinstance(t.answer, str))
+    return {
+        "tasks": len(tasks),
+        "videos": len({t.video_id for t in tasks}),
+        "by_split": {s: dict(c) for s, c in sorted(by_split.items())},
+        "videos_by_split": {
+            s: len({t.video_id for t in tasks if (t.split or "-") == s}) for s in sorted(by_split)
+        },
+        "mcq_letters": dict(sorted(letters.items())),
+        "absent_targets": sum(1 for t in tasks if t.kind == "grounding" and not t.intervals),
+    }
