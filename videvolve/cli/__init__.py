@@ -1,0 +1,47 @@
+"""The ``videvolve`` console entry point: parse arguments, call the library, print."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from videvolve import __version__
+from videvolve.cli import data_cmds, demo_cmd, score_cmd
+from videvolve.errors import VidevolveError
+
+console = Console(stderr=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (one sub-command per verb)."""
+    parser = argparse.ArgumentParser(
+        prog="videvolve",
+        description="A self-improving agent for long-video understanding.",
+    )
+    parser.add_argument("--version", action="version", version=f"videvolve {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    data_cmds.register(sub)
+    score_cmd.register(sub)
+    demo_cmd.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; user errors print one line and exit 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (VidevolveError, FileNotFoundError, ValueError) as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        return 2
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

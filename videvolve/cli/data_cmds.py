@@ -1,0 +1,172 @@
+"""Commands about data: ``synth``, ``tasks validate``, ``tasks split``, ``import``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from videvolve.datasets.loaders import LOADERS, import_benchmark
+from videvolve.datasets.synthworld import generate_world, world_stats
+from videvolve.tasks import (
+    Task,
+    check_video_disjoint,
+    parse_fractions,
+    read_tasks,
+    selection_warning,
+    split_by_video,
+    summarize,
+    write_tasks,
+)
+
+out = Console()
+err = Console(stderr=True)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the data commands."""
+    p = sub.add_parser("synth", help="generate a SynthWorld: videos/*.mp4 and tasks.jsonl")
+    p.add_argument("out_dir", type=Path)
+    p.add_argument("--videos", type=int, default=12, help="number of videos (default 12)")
+    p.add_argument("--minutes", type=float, default=20.0, help="mean video length in minutes (default 20)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fractions", default="train=0.5,selection=0.25,test=0.25", help="video-disjoint split shares")
+    p.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.set_defaults(func=cmd_synth)
+
+    tasks = sub.add_parser("tasks", help="check or split a tasks.jsonl file")
+    tsub = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
+    v = tsub.add_parser("validate", help="check every record; report the file and line of each problem")
+    v.add_argument("file", type=Path)
+    v.add_argument("--no-videos", action="store_true", help="do not check that the video files exist")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=cmd_validate)
+    s = tsub.add_parser("split", help="assign video-disjoint splits")
+    s.add_argument("file", type=Path)
+    s.add_argument("--fractions", default="train=0.5,selection=0.25,test=0.25",
+                   help="e.g. train=0.6,selection=0.2,test=0.2 (shares of videos)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", type=Path, default=None, help="output file (default: FILE with .split.jsonl)")
+    s.set_defaults(func=cmd_split)
+
+    imp = sub.add_parser("import", help="turn a benchmark's annotation file into tasks.jsonl")
+    imp.add_argument("benchmark", choices=sorted(LOADERS))
+    imp.add_argument("annotations", type=Path)
+    imp.add_argument("--videos", type=Path, required=True, help="folder holding the benchmark's videos")
+    imp.add_argument("--out", type=Path, required=True)
+    imp.set_defaults(func=cmd_import)
+
+
+def stats_table(stats: dict[str, Any]) -> Table:
+    """A world's statistics as a table."""
+    table = Table(title="SynthWorld", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    table.add_row("videos / hours", f"{stats['videos']} / {stats['hours']}")
+    table.add_row("grounding questions", str(stats["grounding"]))
+    table.add_row("  short targets (<= 10 s)", f"{stats['short_share']:.0%} of present targets")
+    table.add_row("  multi-occurrence targets", f"{stats['multi_share']:.0%} of present targets")
+    table.add_row("  absent targets", f"{stats['absent_share']:.0%}")
+    table.add_row("mcq questions", str(stats["mcq"]))
+    table.add_row("  templates", ", ".join(f"{k} {v}" for k, v in sorted(stats["mcq_templates"].items())))
+    table.add_row("  correct letters", ", ".join(f"{k} {v}" for k, v in stats["mcq_letters"].items()))
+    for name, s in stats["splits"].items():
+        table.add_row(f"split {name}", f"{s['videos']} videos, {s['tasks']} tasks")
+    return table
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    """``videvolve synth``."""
+    with Progress(TextColumn("encoding videos"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as progress:
+        bar = progress.add_task("videos", total=args.videos)
+        world = generate_world(args.out_dir, videos=args.videos, minutes=args.minutes, seed=args.seed,
+                               fractions=parse_fractions(args.fractions), workers=args.workers,
+                               progress=lambda done, total: progress.update(bar, completed=done))
+    stats = world_stats(world.tasks)
+    if args.json:
+        print(json.dumps(stats))
+    else:
+        out.print(stats_table(stats))
+        out.print(f"wrote {world.tasks_path} and {len(world.scripts)} videos under {world.root / 'videos'}")
+    return 0
+
+
+def _warnings(tasks: Sequence[Task], check_videos: bool) -> list[str]:
+    warnings = []
+    shared = check_video_disjoint(tasks)
+    if shared:
+        warnings.append(f"{len(shared)} video(s) appear in more than one split (e.g. {shared[0]}): "
+                        "run `videvolve tasks split` to make the splits video-disjoint")
+    if any(t.split for t in tasks):
+        w = selection_warning(sum(1 for t in tasks if t.split == "selection"))
+        if w:
+            warnings.append(w)
+    else:
+        warnings.append("no task has a split: run `videvolve tasks split` before `evolve`")
+    late = [t.id for t in tasks for i in t.intervals + t.evidence if i.end > t.duration + 1.0]
+    if late:
+        warnings.append(f"{len(late)} interval(s) end after their video's duration (e.g. task {late[0]})")
+    if check_videos:
+        missing = sorted({t.video for t in tasks if not Path(t.video).is_file()})
+        if missing:
+            warnings.append(f"{len(missing)} video file(s) not found (e.g. {missing[0]})")
+    return warnings
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``videvolve tasks validate``: exit 2 on invalid records, 0 otherwise (warnings printed)."""
+    tasks = read_tasks(args.file)
+    summary = summarize(tasks)
+    warnings = _warnings(tasks, not args.no_videos)
+    if args.json:
+        print(json.dumps({"valid": True, **summary, "warnings": warnings}))
+        return 0
+    table = Table(title=f"{args.file}: {summary['tasks']} valid tasks, {summary['videos']} videos")
+    table.add_column("split")
+    table.add_column("videos", justify="right")
+    table.add_column("mcq", justify="right")
+    table.add_column("grounding", justify="right")
+    for split, kinds in summary["by_split"].items():
+        table.add_row(split, str(summary["videos_by_split"][split]), str(kinds.get("mcq", 0)),
+                      str(kinds.get("grounding", 0)))
+    out.print(table)
+    if summary["mcq_letters"]:
+        out.print("correct letters: " + ", ".join(f"{k} {v}" for k, v in summary["mcq_letters"].items()))
+    for w in warnings:
+        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+    return 0
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    """``videvolve tasks split``."""
+    tasks = split_by_video(read_tasks(args.file), parse_fractions(args.fractions), seed=args.seed)
+    dest = args.out or args.file.with_name(args.file.name.removesuffix(".jsonl") + ".split.jsonl")
+    write_tasks(tasks, dest)
+    summary = summarize(tasks)
+    for split, kinds in summary["by_split"].items():
+        out.print(f"{split}: {summary['videos_by_split'][split]} videos, {sum(kinds.values())} tasks")
+    w = selection_warning(sum(1 for t in tasks if t.split == "selection"))
+    if w:
+        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+    out.print(f"wrote {dest}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """``videvolve import``."""
+    tasks = import_benchmark(args.benchmark, args.annotations, args.videos)
+    write_tasks(tasks, args.out)
+    missing = sum(1 for v in {t.video for t in tasks} if not Path(v).is_file())
+    out.print(f"wrote {len(tasks)} tasks over {len({t.video_id for t in tasks})} videos to {args.out}")
+    if missing:
+        err.print(f"[yellow]warning:[/] {missing} video file(s) not found under {args.videos}; "
+                  "put them there (named <video_id>.mp4/.mkv/...) before `eval`", highlight=False)
+    return 0

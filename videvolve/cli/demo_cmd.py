@@ -1,0 +1,18 @@
+"""``videvolve demo``: what `make demo` runs on the offline default."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from videvolve.demo import run_demo
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``demo``."""
+    p = sub.add_parser("demo", help="the offline demo: synthesize a world and look at it with SimVLM")
+    p.add_argument("--out", type=Path, default=Path("demo"), help="working folder (default ./demo)")
+    p.add_argument("--videos", type=int, default=8)
+    p.add_argument("--minutes", type=float, default=6.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=lambda a: run_demo(a.out, videos=a.videos, minutes=a.minutes, seed=a.seed))

@@ -1,0 +1,103 @@
+"""``videvolve score``: official metrics on a ground-truth file and a prediction file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from videvolve.datasets.loaders import read_json_records
+from videvolve.errors import PredictionFormatError
+from videvolve.metrics import score_extremewhen, score_qvhighlights, score_vue_tr, summarize_scores
+from videvolve.tasks import read_predictions, read_tasks
+
+out = Console()
+
+
+def _vue(version: int) -> Callable[[Path, Path, argparse.Namespace], dict[str, Any]]:
+    return lambda gt, pred, args: score_vue_tr(read_json_records(gt), read_json_records(pred), version)
+
+
+def _qvh(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:
+    return score_qvhighlights(read_json_records(gt), read_json_records(pred))
+
+
+def _ewb(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:
+    preds = {str(r.get("qid")): r for r in read_json_records(pred)}
+    rows = []
+    for r in read_json_records(gt):
+        if "correct_interval" not in r or "qid" not in r:
+            raise PredictionFormatError(f"{gt}: each ground-truth row needs 'qid' and 'correct_interval'")
+        p = preds.get(str(r["qid"]), {})
+        rows.append({"correct_interval": r["correct_interval"], "response": p.get("response", ""),
+                     "interval": p.get("interval")})
+    return score_extremewhen(rows, parser=args.parser)
+
+
+def _ours(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:
+    tasks = read_tasks(gt)
+    by_id = {p.task_id: p for p in read_predictions(pred)}
+    unknown = set(by_id) - {t.id for t in tasks}
+    if unknown:
+        raise PredictionFormatError(f"{pred}: {len(unknown)} prediction(s) for unknown task ids, e.g. {min(unknown)}")
+    return {"benchmark": "videvolve", **summarize_scores(tasks, [by_id.get(t.id) for t in tasks])}
+
+
+SCORERS: dict[str, Callable[[Path, Path, argparse.Namespace], dict[str, Any]]] = {
+    "vue-tr": _vue(1), "vue-tr-v2": _vue(2), "qvhighlights": _qvh, "extremewhenbench": _ewb, "videvolve": _ours,
+}
+HEADLINE = {
+    "vue-tr": ["precision_auc", "recall_auc", "iou_auc", "precision_auc_zero_filled", "miou", "n",
+               "empty_predictions"],
+    "qvhighlights": ["MR-full-R1@0.5", "MR-full-R1@0.7", "MR-full-mAP", "MR-full-mAP@0.5", "MR-full-mAP@0.75",
+                     "MR-short-mAP", "MR-middle-mAP", "MR-long-mAP"],
+    "extremewhenbench": ["miou", "R@0.3", "R@0.5", "R@0.7", "parse_fail", "n"],
+}
+HEADLINE["vue-tr-v2"] = HEADLINE["vue-tr"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``score``."""
+    p = sub.add_parser("score", help="score predictions with a benchmark's official metric")
+    p.add_argument("--benchmark", required=True, choices=sorted(SCORERS),
+                   help="'videvolve' scores our own tasks.jsonl + predictions.jsonl")
+    p.add_argument("--gt", type=Path, required=True, help="ground truth (the benchmark's own file)")
+    p.add_argument("--pred", type=Path, required=True, help="predictions (the benchmark's submission format)")
+    p.add_argument("--parser", choices=["lmms", "vllm"], default="lmms",
+                   help="ExtremeWhenBench text parser (lmms-eval, or the repository's vLLM script)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_score)
+
+
+def _flat(result: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    rows = []
+    for k, v in result.items():
+        if isinstance(v, dict):
+            rows += _flat(v, f"{prefix}{k}.")
+        elif not isinstance(v, list | tuple) or k == "wilson95":
+            rows.append((f"{prefix}{k}", v))
+    return rows
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """Print the metrics (a table, or JSON)."""
+    result = SCORERS[args.benchmark](args.gt, args.pred, args)
+    if args.json:
+        print(json.dumps(result, default=float))
+        return 0
+    table = Table(title=f"{args.benchmark}: {args.pred.name}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    keys = HEADLINE.get(args.benchmark)
+    rows = [(k, result[k]) for k in keys] if keys else _flat(result)
+    for k, v in rows:
+        if k == "benchmark":
+            continue
+        table.add_row(k, f"{v:.6f}" if isinstance(v, float) else str(v))
+    out.print(table)
+    return 0
