@@ -35,11 +35,13 @@ class UnreadableVideoError(MediaError, ValueError):
         self.path = str(path)
         self.time = time
         self.reason = reason
-        where = f" at {time:.3f} s" if time is not None else ""
-        super().__init__(
-            f"cannot decode {self.path}{where}: {reason} "
-            "(the file is truncated or damaged here; earlier times may still decode, or re-encode the file)"
-        )
+        if time is None:
+            hint = "(check that it is a video file that plays; re-encoding it with ffmpeg often helps)"
+            where = ""
+        else:
+            hint = "(the file is damaged here; earlier times may still decode, or re-encode the file)"
+            where = f" at {time:.3f} s"
+        super().__init__(f"cannot decode {self.path}{where}: {reason} {hint}")
 
 
 class TimeOutOfRangeError(MediaError, ValueError):

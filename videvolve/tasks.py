@@ -147,9 +147,9 @@ def _format_validation(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _read_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+def _read_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
     records: list[tuple[int, dict[str, Any]]] = []
-    problems: list[str] = []
+    problems: list[tuple[int, str]] = []
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
@@ -157,10 +157,10 @@ def _read_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], l
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                problems.append(f"{path}:{lineno}: not JSON ({exc.msg} at column {exc.colno})")
+                problems.append((lineno, f"{path}:{lineno}: not JSON ({exc.msg} at column {exc.colno})"))
                 continue
             if not isinstance(obj, dict):
-                problems.append(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+                problems.append((lineno, f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}"))
                 continue
             records.append((lineno, obj))
     return records, problems
@@ -178,10 +178,10 @@ def read_tasks(path: str | Path) -> list[Task]:
         try:
             task = Task.model_validate(obj)
         except ValidationError as exc:
-            problems.append(f"{path}:{lineno}: {_format_validation(exc)}")
+            problems.append((lineno, f"{path}:{lineno}: {_format_validation(exc)}"))
             continue
         if task.id in seen:
-            problems.append(f"{path}:{lineno}: duplicate task id {task.id!r} (first on line {seen[task.id]})")
+            problems.append((lineno, f"{path}:{lineno}: duplicate task id {task.id!r} (first on line {seen[task.id]})"))
             continue
         seen[task.id] = lineno
         video = Path(task.video)
@@ -189,7 +189,7 @@ def read_tasks(path: str | Path) -> list[Task]:
             task = task.model_copy(update={"video": str((path.parent / video).resolve())})
         tasks.append(task)
     if problems:
-        raise TaskFormatError(path, problems)
+        raise TaskFormatError(path, [msg for _, msg in sorted(problems)])
     return tasks
 
 
@@ -219,9 +219,9 @@ def read_predictions(path: str | Path) -> list[Prediction]:
         try:
             preds.append(Prediction.model_validate(obj))
         except ValidationError as exc:
-            problems.append(f"{path}:{lineno}: {_format_validation(exc)}")
+            problems.append((lineno, f"{path}:{lineno}: {_format_validation(exc)}"))
     if problems:
-        raise TaskFormatError(path, problems)
+        raise TaskFormatError(path, [msg for _, msg in sorted(problems)])
     return preds
 
 

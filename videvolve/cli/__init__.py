@@ -12,7 +12,7 @@ from videvolve import __version__
 from videvolve.cli import data_cmds, demo_cmd, score_cmd
 from videvolve.errors import VidevolveError
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from videvolve.tasks import (
 )
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

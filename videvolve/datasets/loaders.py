@@ -26,14 +26,15 @@ def read_json_records(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise FileNotFoundError(f"annotation file not found: {path}")
     text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+    try:  # a JSON array, a single object, or one line of JSON Lines
+        whole = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if text.lstrip().startswith("["):
             raise TaskFormatError(path, [f"{path}:{exc.lineno}: not JSON ({exc.msg})"]) from exc
+    else:
+        data = whole if isinstance(whole, list) else [whole]
         if not all(isinstance(x, dict) for x in data):
-            raise TaskFormatError(path, [f"{path}: expected a list of JSON objects"])
+            raise TaskFormatError(path, [f"{path}: expected JSON objects (a list, or one per line)"])
         return data
     records, problems = [], []
     for lineno, line in enumerate(text.splitlines(), start=1):

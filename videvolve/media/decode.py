@@ -175,7 +175,7 @@ def _seek_to(cursor: _Cursor, index: StreamIndex, tp: int, t: float) -> None:
     """Seek so that the frame on screen at ``tp`` is decoded; back off a keyframe if a seek overshoots."""
     kf = index.keyframe_at_or_before(tp)
     if kf is None:
-        kf = index.keyframes[0]
+        kf = int(index.keyframes[0])
     while True:
         cursor.seek(kf)
         cursor.advance_to(tp, t)

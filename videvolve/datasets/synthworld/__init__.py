@@ -4,6 +4,6 @@ Perception here is real pixel work: a glyph may be on screen for one second, and
 sheet cannot be read. The truth lives only in ``tasks.jsonl``; video files carry no label, seed or event marker.
 """
 
-from videvolve.datasets.synthworld.world import DEFAULT_FRACTIONS, World, generate_world, world_stats
+from videvolve.datasets.synthworld.world import DEFAULT_FRACTIONS, World, generate_world, plan_world, world_stats
 
-__all__ = ["DEFAULT_FRACTIONS", "World", "generate_world", "world_stats"]
+__all__ = ["DEFAULT_FRACTIONS", "World", "generate_world", "plan_world", "world_stats"]

@@ -75,18 +75,9 @@ def _encode(args: tuple[VideoScript, str]) -> str:
     return str(encode_video(script, out))
 
 
-def generate_world(
-    out_dir: str | Path,
-    videos: int = 12,
-    minutes: float = 20.0,
-    seed: int = 0,
-    fractions: dict[str, float] | None = None,
-    workers: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> World:
-    """Write ``videos/*.mp4`` and ``tasks.jsonl`` under ``out_dir``; the same seed gives the same world."""
-    root = Path(out_dir)
-    (root / "videos").mkdir(parents=True, exist_ok=True)
+def plan_world(videos: int, minutes: float, seed: int,
+               fractions: dict[str, float] | None = None) -> tuple[list[VideoScript], list[Task]]:
+    """The scripts and tasks of a world, without encoding anything (deterministic in the seed)."""
     rng = random.Random(seed)
     scripts = []
     for i in range(videos):
@@ -99,6 +90,23 @@ def generate_world(
         drafts += [(script, d) for d in grounding(script, qrng, n)]
         drafts += [(script, d) for d in mcq(script, qrng, n)]
     tasks = split_by_video(_letter_tasks(drafts, rng), fractions or DEFAULT_FRACTIONS, seed=seed)
+    return scripts, tasks
+
+
+def generate_world(
+    out_dir: str | Path,
+    videos: int = 12,
+    minutes: float = 20.0,
+    seed: int = 0,
+    fractions: dict[str, float] | None = None,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> World:
+    """Write ``videos/*.mp4`` and ``tasks.jsonl`` under ``out_dir``; the same seed gives the same world."""
+    root = Path(out_dir)
+    (root / "videos").mkdir(parents=True, exist_ok=True)
+    scripts, planned = plan_world(videos, minutes, seed, fractions)
+    tasks = [t.model_copy(update={"video": str((root / t.video).resolve())}) for t in planned]
     jobs = [(s, str(root / "videos" / f"{s.video_id}.mp4")) for s in scripts]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     done = 0

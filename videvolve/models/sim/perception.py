@@ -26,6 +26,7 @@ FG_THRESHOLD = 55.0
 SIDE_ALPHA = 0.25
 """The glyph's box spans the rows and columns where its coverage reaches this value."""
 MIN_BLOB_MASS = 2.0
+BG_SAMPLE = 4096
 """A blob with less coverage than this (in pixels) is noise, not a glyph."""
 
 _BG_NAMES = list(BACKGROUNDS)
@@ -64,9 +65,12 @@ class Percept(BaseModel):
 
 
 def _background(pixels: np.ndarray) -> tuple[str | None, np.ndarray]:
-    dist = np.linalg.norm(pixels[:, None, :] - _BG_RGB[None, :, :], axis=2)
-    nearest = dist.argmin(axis=1)
-    close = dist[np.arange(len(pixels)), nearest] < BG_TOLERANCE
+    if len(pixels) > BG_SAMPLE:  # a regular subsample is plenty to find the dominant colour
+        pixels = pixels[:: len(pixels) // BG_SAMPLE]
+    diff = pixels[:, None, :] - _BG_RGB[None, :, :]
+    dist2 = np.einsum("nkc,nkc->nk", diff, diff)
+    nearest = dist2.argmin(axis=1)
+    close = dist2[np.arange(len(pixels)), nearest] < BG_TOLERANCE**2
     if close.mean() < BG_MIN_SHARE:
         return None, np.median(pixels, axis=0)
     counts = np.bincount(nearest[close], minlength=len(_BG_NAMES))
@@ -110,7 +114,8 @@ def perceive(image: Image.Image | np.ndarray) -> Percept:
     background, bg_rgb = _background(pixels)
     if background is None:
         return Percept(background=None, glyph="unclear")
-    dist = np.linalg.norm(arr - bg_rgb, axis=2)
+    delta = arr - bg_rgb
+    dist = np.sqrt(np.einsum("hwc,hwc->hw", delta, delta))
     labels, n = ndimage.label(dist > FG_THRESHOLD, structure=np.ones((3, 3)))
     if n == 0:
         return Percept(background=background, glyph="none")

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from videvolve.media import frame_cache
+from videvolve.testing import make_index_video
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SAMPLES = SHARED / "samples"
+
+
+def sample(*parts: str) -> Path:
+    """A file under ../shared/samples, or skip the test when the folder is absent (a user's clone)."""
+    path = SAMPLES.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"sample data not available: {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def index_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """20 s, 25 fps, GOP of 12 frames, B-frames; frame i shows index i."""
+    return make_index_video(tmp_path_factory.mktemp("media") / "index.mp4", seconds=20, fps=25, gop=12)
+
+
+@pytest.fixture(scope="session")
+def long_gop_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """12 s, 30 fps, a keyframe every 5 s."""
+    return make_index_video(tmp_path_factory.mktemp("media") / "long_gop.mp4", seconds=12, fps=30, gop=150)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_frame_cache() -> None:
+    frame_cache.clear()

@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import sample
+from tests.test_tasks import grounding, mcq
+from videvolve.cli import main
+from videvolve.tasks import Prediction, read_tasks, write_predictions, write_tasks
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "videvolve", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(("benchmark", "folder", "gt", "pred", "expected"), [
+    ("vue-tr", "vue_tr", "VUE-TR_ground_truth.json", "results_Vidi.json", (0.489556, 0.525075, 0.354340)),
+    ("vue-tr", "vue_tr", "VUE-TR_ground_truth.json", "results_Gemini-2.5-Pro.json", (0.393065, 0.289149, 0.151852)),
+    ("vue-tr-v2", "vue_tr_v2", "VUE-TRv2_ground_truth.json", "results_Vidi2.json", (0.624450, 0.649266, 0.487459)),
+    ("vue-tr-v2", "vue_tr_v2", "VUE-TRv2_ground_truth.json", "results_GPT-5.json", (0.296351, 0.266325, 0.171519)),
+])
+def test_score_cli_reproduces_vue_tr(benchmark, folder, gt, pred, expected):
+    r = run("score", "--benchmark", benchmark, "--gt", str(sample(folder, gt)), "--pred", str(sample(folder, pred)),
+            "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (round(out["precision_auc"], 6), round(out["recall_auc"], 6), round(out["iou_auc"], 6)) == expected
+
+
+def test_score_cli_qvhighlights_table_and_json():
+    gt, pred = sample("qvhighlights", "highlight_val_release.jsonl"), sample("qvhighlights", "sample_val_preds.jsonl")
+    r = run("score", "--benchmark", "qvhighlights", "--gt", str(gt), "--pred", str(pred), "--json")
+    out = json.loads(r.stdout)
+    assert round(out["MR-full-R1@0.5"] * 100, 2) == 53.94 and round(out["MR-full-mAP"] * 100, 2) == 32.2
+    table = run("score", "--benchmark", "qvhighlights", "--gt", str(gt), "--pred", str(pred))
+    assert "MR-full-R1@0.7" in table.stdout and "0.348" in table.stdout
+
+
+def test_score_cli_on_our_own_format(tmp_path: Path, capsys):
+    tasks = [mcq(0), mcq(1, answer="C"), grounding(2, answer=((0, 4),)), grounding(3, answer=())]
+    write_tasks(tasks, tmp_path / "tasks.jsonl")
+    write_predictions([Prediction(task_id="t0", kind="mcq", answer="B"),
+                       Prediction(task_id="g2", kind="grounding", answer=[[0, 2]]),
+                       Prediction(task_id="g3", kind="grounding", answer=[])], tmp_path / "p.jsonl")
+    assert main(["score", "--benchmark", "videvolve", "--gt", str(tmp_path / "tasks.jsonl"),
+                 "--pred", str(tmp_path / "p.jsonl"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mcq"]["accuracy"] == 0.5 and out["grounding"]["miou"] == 0.75 and out["unanswered"] == 1
+
+
+def test_score_cli_extremewhenbench(tmp_path: Path, capsys):
+    gt = tmp_path / "gt.jsonl"
+    gt.write_text(sample("extremewhenbench", "readme_example_record.json").read_text().strip() + "\n")
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text(json.dumps({"qid": "-WnyRMZqV1U_q042", "response": "The event happens in 1805 - 1822."}) + "\n")
+    assert main(["score", "--benchmark", "extremewhenbench", "--gt", str(gt), "--pred", str(pred), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["miou"] == 1.0
+
+
+def test_bad_prediction_file_is_one_clear_line(tmp_path: Path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"query_id": 0, "answer": [[1, 2, 0.5]]}]')
+    r = run("score", "--benchmark", "vue-tr", "--gt", str(sample("vue_tr", "VUE-TR_ground_truth.json")),
+            "--pred", str(bad))
+    assert r.returncode == 2 and "error:" in r.stderr and "query 0" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_tasks_validate_reports_lines_and_exit_code(tmp_path: Path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(mcq(0).model_dump(mode="json")) + "\n" + '{"id": "x"}\n')
+    r = run("tasks", "validate", str(path), "--no-videos")
+    assert r.returncode == 2
+    assert f"{path}:2:" in r.stderr.replace("\n", "") or ":2:" in r.stderr
+
+
+def test_tasks_split_warns_about_small_selection(tmp_path: Path):
+    tasks = [mcq(i * 10 + j, video=f"v{i}") for i in range(8) for j in range(2)]
+    write_tasks(tasks, tmp_path / "t.jsonl")
+    r = run("tasks", "split", str(tmp_path / "t.jsonl"), "--fractions", "train=0.5,selection=0.25,test=0.25")
+    assert r.returncode == 0, r.stderr
+    assert "eps = 1/4" in r.stderr.replace("\n", " ")
+    out = read_tasks(tmp_path / "t.split.jsonl")
+    assert {t.split for t in out} == {"train", "selection", "test"}
+    v = run("tasks", "validate", str(tmp_path / "t.split.jsonl"), "--no-videos", "--json")
+    assert json.loads(v.stdout)["by_split"]["selection"] == {"mcq": 4}
+
+
+def test_import_vue_tr_and_qvhighlights(tmp_path: Path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    (videos / "coPfnSFOXj0.mkv").write_bytes(b"")
+    r = run("import", "vue-tr", str(sample("vue_tr", "VUE-TR_ground_truth.json")), "--videos", str(videos),
+            "--out", str(tmp_path / "vue.jsonl"))
+    assert r.returncode == 0, r.stderr
+    tasks = read_tasks(tmp_path / "vue.jsonl")
+    assert len(tasks) == 1598 and tasks[0].video.endswith("coPfnSFOXj0.mkv") and tasks[0].meta["query_id"] == 0
+    assert "not found" in r.stderr
+    r = run("import", "qvhighlights", str(sample("qvhighlights", "highlight_val_release.jsonl")),
+            "--videos", str(videos), "--out", str(tmp_path / "qvh.jsonl"))
+    assert r.returncode == 0 and len(read_tasks(tmp_path / "qvh.jsonl")) == 1550
+
+
+def test_import_reports_malformed_records(tmp_path: Path):
+    bad = tmp_path / "gt.json"
+    bad.write_text(json.dumps([{"query_id": 1, "video_id": "v", "duration": 10, "query": "q", "gt": [[5, 2]]},
+                               {"query_id": 2, "video_id": "v", "query": "q", "gt": [[1, 2]]}]))
+    r = run("import", "vue-tr", str(bad), "--videos", str(tmp_path), "--out", str(tmp_path / "o.jsonl"))
+    assert r.returncode == 2 and "record 1" in r.stderr and "record 2" in r.stderr
+
+
+def test_version_and_module_entry():
+    r = run("--version")
+    assert r.returncode == 0 and "videvolve" in r.stdout
