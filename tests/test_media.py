@@ -78,14 +78,14 @@ def test_out_of_range_times(index_video: Path):
 
 
 def test_missing_and_unreadable_files(tmp_path: Path):
-    with pytest.raises(MediaNotFoundError, match="no_such.mp4") as info:
+    with pytest.raises(MediaNotFoundError, match=r"no_such\.mp4") as info:
         frames_at(tmp_path / "no_such.mp4", [0.0])
     assert isinstance(info.value, FileNotFoundError)
     with pytest.raises(FileNotFoundError):
         probe(tmp_path / "no_such.mp4")
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"this is not a video" * 100)
-    with pytest.raises(UnreadableVideoError, match="junk.mp4") as info2:
+    with pytest.raises(UnreadableVideoError, match=r"junk\.mp4") as info2:
         probe(junk)
     assert isinstance(info2.value, ValueError)
     with pytest.raises(MediaNotFoundError):
@@ -102,7 +102,7 @@ def test_truncated_file_raises_with_the_time(index_video: Path, tmp_path: Path):
     cut.write_bytes(bytes(damaged))
     early = frames_at(cut, [0.5, 5.0])
     assert [read_index(f.image) for f in early] == [12, 125]
-    with pytest.raises(UnreadableVideoError, match="cut.mp4 at ") as info:
+    with pytest.raises(UnreadableVideoError, match=r"cut\.mp4 at ") as info:
         frames_at(cut, [i * 0.5 for i in range(40)], cache=None)
     assert info.value.time is not None and 5.0 < info.value.time < 20.0
     assert read_index(frames_at(cut, [19.0], cache=None)[0].image) == 475  # past the damage, a seek recovers
@@ -169,7 +169,7 @@ def test_contact_sheet_layout(index_video: Path):
 
 def test_contact_sheet_labels_are_drawn(index_video: Path):
     sheet = contact_sheet(frames_at(index_video, [0.0, 10.0]), cols=2, cell_width=96)
-    left, top, right, bottom = sheet.cell_box(1)
+    left, _, right, bottom = sheet.cell_box(1)
     band = sheet.image.crop((left, bottom, right, bottom + sheet.label_height)).convert("L")
     assert max(band.getdata()) > 200  # white text on the black band
 

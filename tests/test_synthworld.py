@@ -38,7 +38,7 @@ def test_script_is_seeded_and_well_formed():
         assert (e.start * 4).is_integer() and (e.end * 4).is_integer()
         for t in (e.start, (e.start + e.end) / 2, e.end - 0.25):
             x, y = e.position(t)
-            assert 0 <= x and x + e.size <= a.width and 0 <= y and y + e.size <= a.height
+            assert x >= 0 and x + e.size <= a.width and y >= 0 and y + e.size <= a.height
 
 
 def test_render_frame_shows_exactly_the_event():

@@ -1,0 +1,1 @@
+"""Datasets: the SynthWorld generator and loaders for real benchmark annotation files."""

@@ -77,8 +77,10 @@ def _build(path: Path, records: list[dict[str, Any]], make: Callable[[dict[str, 
 
 
 def load_vue_tr(path: str | Path, videos_dir: str | Path, version: int = 1) -> list[Task]:
-    """VUE-TR (``version=1``) or VUE-TR-V2 ground truth (a JSON list of ``query_id, video_id, duration, query,
-    gt, ...``)."""
+    """VUE-TR (``version=1``) or VUE-TR-V2 ground truth.
+
+    The file is a JSON list of ``query_id, video_id, duration, query, gt, ...`` records.
+    """
     path, videos = Path(path), Path(videos_dir)
     source = "vue-tr" if version == 1 else "vue-tr-v2"
 

@@ -64,6 +64,12 @@ def check_times(info: VideoInfo, times: Sequence[float], clamp: bool) -> list[fl
     return out
 
 
+def pts_of(frame: av.VideoFrame) -> int:
+    """A decoded frame's pts (frames without one are skipped before they get here)."""
+    assert frame.pts is not None
+    return int(frame.pts)
+
+
 class _Cursor:
     """A decoding position in one open file: the last frame at or before the target, and one frame ahead."""
 
@@ -92,7 +98,7 @@ class _Cursor:
     @property
     def position(self) -> int | None:
         frame = self.ahead or self.prev
-        return frame.pts if frame is not None else None
+        return pts_of(frame) if frame is not None else None
 
     def _pull(self, t: float) -> av.VideoFrame | None:
         assert self._frames is not None
@@ -106,7 +112,7 @@ class _Cursor:
                 return None
             if frame.pts is None:
                 continue
-            if self.prev is not None and frame.pts <= self.prev.pts:
+            if self.prev is not None and frame.pts <= pts_of(self.prev):
                 continue  # out-of-order or repeated pts in a broken stream
             return frame
 
@@ -118,7 +124,7 @@ class _Cursor:
                 if self.ahead is None:
                     self.eof = True
                     break
-            if self.ahead.pts <= tp:
+            if pts_of(self.ahead) <= tp:
                 self.prev, self.ahead = self.ahead, None
             else:
                 break
@@ -153,7 +159,7 @@ def _decode_sorted(
             if cursor.ahead is not None:
                 end = float(cursor.ahead.time)
             else:  # end of the stream, or damage right after this frame
-                nxt = index.next_pts(frame.pts)
+                nxt = index.next_pts(pts_of(frame))
                 if nxt is not None and tp >= nxt:
                     raise _damage(cursor, t, "decoding stopped early")
                 end = float(nxt * tb) if nxt is not None else max(info.duration, float(frame.time) + 1e-3)
@@ -215,10 +221,10 @@ def frames_at(
     if pending:
         images: dict[int, CachedFrame] = {}
         for t, frame, end in _decode_sorted(key[0], info, sorted(pending)):
-            entry = images.get(frame.pts)
+            entry = images.get(pts_of(frame))
             if entry is None:
                 entry = CachedFrame(time=float(frame.time), end=end, image=to_image(frame, max_side))
-                images[frame.pts] = entry
+                images[pts_of(frame)] = entry
                 if cache is not None:
                     cache.put(key, max_side, entry)
             for i in pending[t]:
@@ -246,7 +252,7 @@ def iter_frames(path: str | Path, start: float, end: float) -> Iterator[av.Video
         while last is not None and last.time < end:
             frame = cursor._pull(float(last.time))
             if frame is None:
-                nxt = index.next_pts(last.pts)
+                nxt = index.next_pts(pts_of(last))
                 if cursor.error is not None and nxt is not None and nxt * index.time_base < end:
                     raise _damage(cursor, float(nxt * index.time_base), "decoding stopped early")
                 break

@@ -19,7 +19,7 @@ BORDER_COLOUR = (24, 24, 24)
 
 def format_timestamp(t: float) -> str:
     """``M:SS`` under an hour, ``H:MM:SS`` above (whole seconds, for labels)."""
-    s = int(math.floor(t + 1e-9))
+    s = math.floor(t + 1e-9)
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"

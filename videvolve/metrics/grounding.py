@@ -25,8 +25,11 @@ def _ordered(a: float, b: float) -> Pair:
 
 
 def parse_extremewhen(text: str, parser: str = "lmms") -> Pair | None:
-    """ExtremeWhenBench's text parser: ``lmms`` (lmms-eval: last ``a - b``, ``a to b``, ``a ~ b``) or ``vllm``
-    (``eval_qwen35_vllm.py``: first ``a - b`` in sentences that mention happen/start/end). None if unparsable."""
+    """ExtremeWhenBench's text parser; None if unparsable.
+
+    ``lmms`` (lmms-eval): the last ``a - b``, ``a to b`` or ``a ~ b``. ``vllm`` (``eval_qwen35_vllm.py``): the
+    first ``a - b`` in the sentences that mention happen / start / end.
+    """
     if parser == "lmms":
         matches = _EWB_LMMS.findall(text)
         return _ordered(float(matches[-1][0]), float(matches[-1][1])) if matches else None
@@ -52,7 +55,7 @@ def _fmt(x: float) -> str:
 
 def single_interval_scores(preds: Sequence[Pair | None], gts: Sequence[Sequence[float]],
                            thresholds: Sequence[float] = (0.3, 0.5, 0.7)) -> dict[str, float]:
-    """mIoU and R@t (``>=``) of one predicted interval per query; an unparsed prediction (None) scores 0."""
+    """MIoU and R@t (``>=``) of one predicted interval per query; an unparsed prediction (None) scores 0."""
     ious = [hull_iou(p, g) if p is not None else 0.0 for p, g in zip(preds, gts, strict=True)]
     out = {"miou": float(np.mean(ious)) if ious else 0.0}
     out.update({f"R@{t}": float(np.mean([i >= t for i in ious])) if ious else 0.0 for t in thresholds})
@@ -100,8 +103,10 @@ def comet_query(pred: Sequence[Sequence[float]], gt: Sequence[Sequence[float]]) 
 
 
 def score_comet(preds: Sequence[Sequence[Sequence[float]]], gts: Sequence[Sequence[Sequence[float]]]) -> dict[str, Any]:
-    """CoMET-Bench (UNVERIFIED, from the CoEvoWhen appendix): grounding over positive queries, rejection over
-    negative ones, counting over all."""
+    """CoMET-Bench, UNVERIFIED (formulas from the CoEvoWhen appendix).
+
+    Grounding over positive queries, rejection over negative ones, counting over all.
+    """
     rows = [comet_query(p, g) for p, g in zip(preds, gts, strict=True)]
     pos = [r for r in rows if r["n_gt"] > 0]
     neg = [r for r in rows if r["n_gt"] == 0]

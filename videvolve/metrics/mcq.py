@@ -23,8 +23,8 @@ import numpy as np
 
 _VIDEOMME_PREFIXES = [
     "The best answer is", "The correct answer is", "The answer is", "The answer",
-    "The best option is" "The correct option is",  # noqa: ISC001 - the official list misses this comma
-    "Best answer:" "Best option:",  # noqa: ISC001 - and this one
+    "The best option is" "The correct option is",
+    "Best answer:" "Best option:",
     "Answer:", "Option:", "The correct answer", "The correct option",
 ]
 _LVB_PREFIXES = [
@@ -61,8 +61,10 @@ def parse_videomme(text: str) -> str:
 
 
 def parse_longvideobench(text: str, letters: str = "ABCDE", rng: random.Random | None = None) -> tuple[str, bool]:
-    """LongVideoBench (lmms-eval): the first A-E after stripping prefixes; else a random letter. Returns
-    (letter, guessed)."""
+    """LongVideoBench (lmms-eval): the first A-E after stripping prefixes, else a random letter.
+
+    Returns ``(letter, guessed)``.
+    """
     s = text.strip()
     for prefix in _LVB_PREFIXES:
         s = s.replace(prefix, "")
@@ -116,8 +118,8 @@ def mcq_accuracy(benchmark: str, golds: Sequence[str], responses: Sequence[str],
     guessed = 0
     for r in responses:
         if benchmark == "longvideobench":
-            letter, g = parse_longvideobench(r, rng=rng)
-            guessed += g
+            letter, was_guess = parse_longvideobench(r, rng=rng)
+            guessed += was_guess
         else:
             letter = PARSERS[benchmark](r)
         letters.append(letter)

@@ -102,7 +102,9 @@ def score_qvhighlights(gt: list[dict[str, Any]], predictions: list[dict[str, Any
     preds = {}
     for p in predictions:
         if "qid" not in p or not p.get("pred_relevant_windows"):
-            raise PredictionFormatError(f"each prediction needs 'qid' and non-empty 'pred_relevant_windows': {p!r:.120}")
+            raise PredictionFormatError(
+                f"each prediction needs 'qid' and non-empty 'pred_relevant_windows': {p!r:.120}"
+            )
         preds[p["qid"]] = p
     gt_qids = {d["qid"] for d in gt}
     if match_number and set(preds) != gt_qids:

@@ -116,7 +116,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 def score_vue_tr(gt: list[dict[str, Any]], predictions: list[dict[str, Any]], version: int = 1) -> dict[str, Any]:
     """Score VUE-TR (``version=1``) or VUE-TR-V2 (``version=2``) prediction records against ground-truth records."""
     by_id = {r["query_id"]: r for r in gt}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for rec in predictions:
         qid = rec.get("query_id", rec.get("id") if version == 2 else None)
         if qid not in by_id:

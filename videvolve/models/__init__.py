@@ -1,0 +1,1 @@
+"""Vision-language model backends (SimVLM offline; OpenAI-compatible servers such as vLLM)."""

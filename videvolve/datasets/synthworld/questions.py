@@ -147,8 +147,9 @@ def successor(script: VideoScript, rng: random.Random) -> list[Draft]:
         correct = _name(nxt.kind)
         pool = [_name(k) for k in _neighbours(nxt.kind) if k in counts and k != e.kind]
         pool += [_name(x.kind) for x in script.events if x.kind not in (e.kind, nxt.kind)]
+        fallback = [_name(k) for k in _neighbours(nxt.kind)]
         out.append(Draft("successor", "mcq", f"What appears right after the {e.name}?", correct,
-                         [_span(e), _span(nxt)], _options(rng, correct, pool, [_name(k) for k in _neighbours(nxt.kind)]),
+                         [_span(e), _span(nxt)], _options(rng, correct, pool, fallback),
                          {"target": e.name, "sizes": [e.size, nxt.size]}))
     return out
 

@@ -40,8 +40,10 @@ def render_frame(script: VideoScript, t: float) -> np.ndarray:
 
 
 def encode_video(script: VideoScript, out: str | Path, crf: int = CRF) -> Path:
-    """Write the script as an MP4. The GOP is fixed and scene-cut detection off, so neither keyframe positions
-    nor keyframe sizes mark scene changes or events."""
+    """Write the script as an MP4.
+
+    The GOP is fixed and scene-cut detection off, so keyframe positions and sizes never mark scenes or events.
+    """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".part.mp4")
