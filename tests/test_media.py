@@ -212,3 +212,19 @@ def test_stream_index_of_webm_with_irregular_keyframes():
     assert idx.packets == 720 and len(idx.keyframes) > 5
     frames = frames_at(path, [5.8, 5.79, 11.13], cache=None)
     assert frames[0].time <= 5.8 < frames[0].time + 0.05
+
+
+def test_parallel_groups_return_the_same_frames(long_gop_video: Path, monkeypatch):
+    from videvolve.media import decode
+
+    times = [0.3, 11.9, 5.2, 0.3, 7.77, 2.5, 9.0, 10.1, 1.1, 6.4]
+    idx = stream_index(long_gop_video)
+    groups = decode.plan_groups(idx, sorted(set(times)), workers=2)
+    assert len(groups) == 2 and sorted(groups[0] + groups[1]) == sorted(set(times))
+    assert max(groups[0]) < min(groups[1])  # contiguous in time
+    assert decode.plan_groups(idx, sorted(set(times)), workers=1) == [sorted(set(times))]
+    monkeypatch.setattr(decode, "DECODE_WORKERS", 1)
+    serial = [read_index(f.image) for f in frames_at(long_gop_video, times, cache=None)]
+    monkeypatch.setattr(decode, "DECODE_WORKERS", 2)
+    parallel = [read_index(f.image) for f in frames_at(long_gop_video, times, cache=None)]
+    assert serial == parallel == [expected(t, 30, 360) for t in times]

@@ -8,7 +8,9 @@ otherwise decodes forward, so dense requests become one sequential pass. Results
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,11 @@ from videvolve.media.info import StreamIndex, VideoInfo, file_key, open_video, p
 
 SEEK_MIN_SKIP_FRAMES = 12
 """Seek only when it skips at least this many frames; otherwise decoding forward is cheaper than a flush."""
+DECODE_WORKERS = min(4, os.cpu_count() or 1)
+"""Threads decoding independent stretches of one request in parallel (PyAV releases the GIL while decoding)."""
+COST_PER_SEEK_FRAMES = 4
+MIN_PARALLEL_FRAMES = 240
+"""Below this many frames to decode, one thread is faster than starting several."""
 _PTS_EPS = 1e-6
 
 
@@ -219,17 +226,73 @@ def frames_at(
         else:
             pending.setdefault(t, []).append(i)
     if pending:
-        images: dict[int, CachedFrame] = {}
-        for t, frame, end in _decode_sorted(key[0], info, sorted(pending)):
-            entry = images.get(pts_of(frame))
-            if entry is None:
-                entry = CachedFrame(time=float(frame.time), end=end, image=to_image(frame, max_side))
-                images[pts_of(frame)] = entry
+        groups = plan_groups(stream_index(key[0]), sorted(pending), DECODE_WORKERS)
+        if len(groups) == 1:
+            results = [_decode_group(key[0], info, groups[0], max_side)]
+        else:
+            with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+                futures = [pool.submit(_decode_group, key[0], info, g, max_side) for g in groups]
+                results = []
+                for future in futures:  # in time order, so the earliest damage is the one reported
+                    results.append(future.result())
+        for result in results:
+            for t, entry in result:
                 if cache is not None:
                     cache.put(key, max_side, entry)
-            for i in pending[t]:
-                out[i] = Frame(requested=t, time=entry.time, image=entry.image)
+                for i in pending[t]:
+                    out[i] = Frame(requested=t, time=entry.time, image=entry.image)
     return [f for f in out if f is not None]
+
+
+def _decode_group(path: str, info: VideoInfo, targets: list[float],
+                  max_side: int | None) -> list[tuple[float, CachedFrame]]:
+    images: dict[int, CachedFrame] = {}
+    out = []
+    for t, frame, end in _decode_sorted(path, info, targets):
+        entry = images.get(pts_of(frame))
+        if entry is None:
+            entry = CachedFrame(time=float(frame.time), end=end, image=to_image(frame, max_side))
+            images[pts_of(frame)] = entry
+        out.append((t, entry))
+    return out
+
+
+def plan_groups(index: StreamIndex, targets: list[float], workers: int) -> list[list[float]]:
+    """Split sorted targets into at most ``workers`` contiguous groups that decode independently.
+
+    A target starts a new segment when reaching it means seeking anyway (its keyframe lies well past the previous
+    target); segments are then dealt to groups in order, balancing the frames each group must decode.
+    """
+    if workers <= 1 or len(targets) < 2:
+        return [targets]
+    tb, step = index.time_base, index.min_step
+    min_skip = SEEK_MIN_SKIP_FRAMES * step
+    segments: list[list[float]] = []
+    costs: list[float] = []
+    prev_tp: int | None = None
+    for t in targets:
+        tp = math.floor(t / tb + _PTS_EPS)
+        kf = index.keyframe_at_or_before(tp)
+        kf = index.first_pts if kf is None else kf
+        if prev_tp is None or (kf > prev_tp and kf - prev_tp >= min_skip):
+            segments.append([t])
+            costs.append((tp - kf) / step + 1 + COST_PER_SEEK_FRAMES)
+        else:
+            segments[-1].append(t)
+            costs[-1] += (tp - prev_tp) / step + 1
+        prev_tp = tp
+    total = sum(costs)
+    if len(segments) < 2 or total < MIN_PARALLEL_FRAMES:
+        return [targets]
+    n = min(workers, len(segments))
+    groups: list[list[float]] = [[]]
+    acc = 0.0
+    for seg, cost in zip(segments, costs, strict=True):
+        if groups[-1] and acc >= total * len(groups) / n and len(groups) < n:
+            groups.append([])
+        groups[-1].extend(seg)
+        acc += cost
+    return groups
 
 
 def iter_frames(path: str | Path, start: float, end: float) -> Iterator[av.VideoFrame]:
