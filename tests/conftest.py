@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from videvolve.media import frame_cache
 from videvolve.testing import make_index_video
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED = Path(os.environ.get("VIDEVOLVE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 SAMPLES = SHARED / "samples"
 
 
