@@ -118,8 +118,9 @@ def main() -> int:
     random_times = [rng.uniform(0, args.minutes * 60) for _ in range(64)]
     sweep = [float(s) for s in range(int(args.minutes * 60))]
     table = Table(title=f"frame access, {args.minutes:g} min {W}x{H} {FPS} fps H.264, cold caches")
-    for col in ("GOP", "request", "method", "seconds", "frames right", "videvolve is faster by"):
-        table.add_column(col, justify="right" if col in ("seconds", "frames right", "videvolve is faster by") else "left")
+    numeric = ("seconds", "frames right", "videvolve is faster by")
+    for col in ("GOP", "request", "method", *numeric):
+        table.add_column(col, justify="right" if col in numeric else "left")
     checks: list[tuple[str, float, float]] = []
     for gop in (2, 10):
         path = video(gop, args.minutes)

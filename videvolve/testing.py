@@ -6,12 +6,12 @@ to survive H.264 compression and downscaling, so a test can tell exactly which f
 
 from __future__ import annotations
 
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 from PIL import Image
+
+from videvolve.media.encode import write_h264
 
 BITS = 16
 
@@ -47,21 +47,6 @@ def read_index(image: Image.Image) -> int:
 def make_index_video(path: str | Path, seconds: float = 20.0, fps: int = 25, gop: int = 12,
                      width: int = 320, height: int = 180, preset: str = "veryfast") -> Path:
     """Encode an H.264 MP4 (with B-frames) whose frame ``i`` shows index ``i`` at time ``i / fps``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    container = av.open(str(path), "w")
-    try:
-        stream = container.add_stream("libx264", rate=Fraction(fps))
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"preset": preset, "crf": "20", "g": str(gop), "keyint_min": str(gop),
-                          "sc_threshold": "0", "bf": "2"}
-        for i in range(round(seconds * fps)):
-            frame = av.VideoFrame.from_ndarray(index_frame(i, width, height), format="rgb24")
-            frame.pts, frame.time_base = i, Fraction(1, fps)
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    finally:
-        container.close()
-    return path
+    frames = (index_frame(i, width, height) for i in range(round(seconds * fps)))
+    return write_h264(path, frames, fps, width, height, {"preset": preset, "crf": "20", "g": str(gop),
+                                                         "keyint_min": str(gop), "sc_threshold": "0", "bf": "2"})

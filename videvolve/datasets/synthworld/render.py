@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import functools
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 
 from videvolve.datasets.synthworld.palette import BACKGROUNDS, GLYPH_COLOURS, glyph_alpha
 from videvolve.datasets.synthworld.script import VideoScript
+from videvolve.media.encode import write_h264
 
 GOP_SECONDS = 4
 CRF = 16
@@ -48,23 +47,9 @@ def encode_video(script: VideoScript, out: str | Path, crf: int = CRF) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".part.mp4")
     gop = str(GOP_SECONDS * script.fps)
-    container = av.open(str(tmp), "w")
-    try:
-        stream = container.add_stream("libx264", rate=Fraction(script.fps))
-        stream.width, stream.height, stream.pix_fmt = script.width, script.height, "yuv420p"
-        stream.options = {"crf": str(crf), "preset": "veryfast", "g": gop, "keyint_min": gop,
-                          "sc_threshold": "0", "tune": "animation"}
-        container.metadata.clear()
-        n = round(script.duration * script.fps)
-        for i in range(n):
-            frame = av.VideoFrame.from_ndarray(render_frame(script, i / script.fps), format="rgb24")
-            frame.pts = i
-            frame.time_base = Fraction(1, script.fps)
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    finally:
-        container.close()
+    n = round(script.duration * script.fps)
+    write_h264(tmp, (render_frame(script, i / script.fps) for i in range(n)), script.fps, script.width,
+               script.height, {"crf": str(crf), "preset": "veryfast", "g": gop, "keyint_min": gop,
+                               "sc_threshold": "0", "tune": "animation"})
     tmp.replace(out)
     return out
