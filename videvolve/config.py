@@ -1,0 +1,39 @@
+"""Settings, with a one-line why for each field. A run saves its resolved settings; they are never state."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ModelSettings(BaseModel):
+    """Which model answers, and how it is reached."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["sim", "openai"] = Field("sim", description="sim: offline SimVLM; openai: any OpenAI-compatible "
+                                              "server such as vLLM")
+    model: str = Field("simvlm", description="model name as the server knows it")
+    base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8000/v1 for `vllm serve`")
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the API key (never stored)")
+    family: str = Field("qwen2.5-vl", description="visual-token formula: qwen2.5-vl (f=28) or qwen3-vl (f=32)")
+    temperature: float = Field(0.0, description="0 makes replies repeatable and cacheable")
+    max_tokens: int = Field(1024, description="reply length cap")
+    timeout_s: float = Field(120.0, description="per-request timeout")
+    max_retries: int = Field(4, description="retries of transient failures (connection, timeout, 429, 5xx)")
+
+
+class RuntimeSettings(BaseModel):
+    """How harnesses run: sandbox limits, metering, and what is sent to the model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget: int | None = Field(None, description="per-task cap on distinct frames shown to the model (None: no cap)")
+    image_format: Literal["png", "jpeg"] = Field("png", description="png is lossless; jpeg makes requests smaller")
+    jpeg_quality: int = Field(90, ge=30, le=100)
+    clip_mode: Literal["frames", "video"] = Field("frames", description="clips as images, or as one video_url part "
+                                                  "with num_frames set to the metered frames")
+    wall_seconds: float = Field(900.0, description="a task's harness is killed after this long")
+    memory_bytes: int = Field(2 * 1024**3, description="address-space limit of the harness process")
+    concurrency: int = Field(4, ge=1, description="tasks run at once")

@@ -1,0 +1,70 @@
+"""The VLM protocol: OpenAI-format messages in, a reply with usage out."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+Message = dict[str, Any]
+"""An OpenAI chat message: ``{"role": ..., "content": str | [parts], "tool_calls": [...]}``. Image parts are
+``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}``."""
+Tool = dict[str, Any]
+"""An OpenAI tool schema: ``{"type": "function", "function": {"name", "description", "parameters"}}``."""
+
+
+@dataclass
+class ToolCall:
+    """One function call requested by the model."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Usage:
+    """Token counts as the server reported them (None where it reported nothing)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass
+class Reply:
+    """What a model said."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (for the response cache and traces)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Reply:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            text=data.get("text", ""),
+            tool_calls=[ToolCall(**c) for c in data.get("tool_calls", [])],
+            usage=Usage(**data.get("usage", {})),
+            cached=bool(data.get("cached", False)),
+        )
+
+
+class VLM(Protocol):
+    """A vision-language model behind one call."""
+
+    name: str
+    """Model name (also part of the response-cache key)."""
+    revision: str
+    """Anything that changes the model's behaviour beyond its name (a checkpoint hash, a version)."""
+
+    def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
+        """Answer a conversation; raise ``InfraError`` (retryable, run stops) or ``ModelRequestError``."""
+        ...
+
+    def decoding(self) -> dict[str, Any]:
+        """Decoding settings that change replies (temperature, max tokens, ...), for the cache key."""
+        ...

@@ -1,0 +1,85 @@
+"""An on-disk response cache keyed by model, revision, decoding settings and messages (image bytes hashed).
+
+The endpoint address is not part of the key, so re-validation and resumed runs never pay twice for the same
+request. Hits and misses are counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from videvolve.models.base import VLM, Message, Reply, Tool
+
+
+def _fingerprint(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _fingerprint(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_fingerprint(v) for v in value]
+    if isinstance(value, str) and value.startswith("data:") and len(value) > 64:
+        return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+    return value
+
+
+def request_key(vlm: VLM, messages: list[Message], tools: list[Tool] | None) -> str:
+    """The cache key of one request."""
+    payload = {"model": vlm.name, "revision": vlm.revision, "decoding": vlm.decoding(),
+               "messages": _fingerprint(messages), "tools": _fingerprint(tools or [])}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+class ResponseCache:
+    """SQLite-backed; safe to share between threads of one process and between processes."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL)")
+        self._db.commit()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> Reply | None:
+        """A stored reply, marked ``cached``."""
+        with self._lock:
+            row = self._db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+        reply = Reply.from_dict(json.loads(row[0]))
+        reply.cached = True
+        return reply
+
+    def put(self, key: str, reply: Reply) -> None:
+        """Store a reply."""
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?)", (key, json.dumps(reply.to_dict())))
+            self._db.commit()
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+
+def complete(vlm: VLM, messages: list[Message], tools: list[Tool] | None = None,
+             cache: ResponseCache | None = None) -> Reply:
+    """One model call through the cache (when given)."""
+    key = request_key(vlm, messages, tools) if cache is not None else ""
+    if cache is not None:
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    reply = vlm.complete(messages, tools)
+    if cache is not None:
+        cache.put(key, reply)
+    return reply

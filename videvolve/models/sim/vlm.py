@@ -1,0 +1,214 @@
+"""SimVLM: answers from the pixels in the request and its text, nothing else.
+
+Its only input is the serialized message list: text parts and ``data:`` image URLs (it refuses file and http
+URLs). Each image is read with the caption before it (a frame's time, or a contact sheet's grid and cell times);
+sheets are cut into cells and every cell perceived. Three request types: a final answer (an option letter, or
+intervals built from which observed times show the target, with boundaries halfway to the nearest observation
+that clearly does not), a match ('which of these images show X?') and a describe. When nothing it saw answers an
+mcq question it guesses deterministically, which scores about 25 % over many questions. It never opens a file and
+never chooses tools.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image
+
+from videvolve.errors import ModelRequestError
+from videvolve.models.base import Message, Reply, Tool, Usage
+from videvolve.models.cost import CostModel, cost_model, text_tokens
+from videvolve.models.sim.grammar import Question, parse_duration, parse_question, parse_target, request_type
+from videvolve.models.sim.perception import Percept, perceive
+from videvolve.skill_library.captions import SheetLayout, parse_caption
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One perceived picture at one time."""
+
+    time: float
+    percept: Percept
+
+
+def decode_data_url(url: str) -> Image.Image:
+    """The image of a ``data:`` URL; anything else is refused."""
+    if not url.startswith("data:image/"):
+        raise ModelRequestError(f"SimVLM accepts only data:image URLs, got {url[:40]!r}")
+    try:
+        _, payload = url.split(",", 1)
+        return Image.open(io.BytesIO(base64.b64decode(payload))).convert("RGB")
+    except (ValueError, OSError) as exc:
+        raise ModelRequestError(f"undecodable image in request: {exc}") from exc
+
+
+def _parts(message: Message) -> list[dict[str, Any]]:
+    content = message.get("content") or ""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content)
+
+
+class SimVLM:
+    """The offline VLM of SynthWorld (see the module docstring)."""
+
+    name = "simvlm"
+    revision = "1"
+
+    def __init__(self, family: str = "qwen2.5-vl") -> None:
+        self.cost: CostModel = cost_model(family)
+
+    def decoding(self) -> dict[str, Any]:
+        """SimVLM is deterministic; nothing to set."""
+        return {}
+
+    def observe(self, messages: list[Message]) -> tuple[list[Seen], str, int]:
+        """Every observation in the conversation (time order), all its text, and its prompt tokens."""
+        seen: list[Seen] = []
+        texts: list[str] = []
+        tokens = 0
+        for message in messages:
+            caption: float | SheetLayout | None = None
+            for part in _parts(message):
+                if part.get("type") == "text":
+                    text = str(part.get("text", ""))
+                    texts.append(text)
+                    tokens += text_tokens(text)
+                    caption = parse_caption(text) or caption
+                elif part.get("type") == "image_url":
+                    image = decode_data_url(str(part.get("image_url", {}).get("url", "")))
+                    tokens += self.cost.image_tokens(*image.size)
+                    seen += self._read(image, caption)
+                    caption = None
+        return sorted(seen, key=lambda s: s.time), "\n".join(texts), tokens
+
+    @staticmethod
+    def _read(image: Image.Image, caption: float | SheetLayout | None) -> list[Seen]:
+        if isinstance(caption, SheetLayout):
+            return [Seen(t, perceive(image.crop(caption.cell_box(i)))) for i, t in enumerate(caption.times)]
+        if isinstance(caption, float):
+            return [Seen(caption, perceive(image))]
+        return []  # an image without a caption has no time: nothing to place on the timeline
+
+    def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
+        """Answer the last request in ``messages``."""
+        seen, text, prompt_tokens = self.observe(messages)
+        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {"content": text})
+        request = " ".join(str(p.get("text", "")) for p in _parts(last_user) if p.get("type") == "text")
+        kind = request_type(request)
+        if kind == "describe":
+            out = "\n".join(f"{s.time:.2f} s: {s.percept.describe()}" for s in seen) or "I see no images."
+        elif kind == "match":
+            out = self._match(seen, request)
+        else:
+            out = self._answer(seen, text)
+        return Reply(text=out, usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=text_tokens(out)))
+
+    @staticmethod
+    def _match(seen: list[Seen], request: str) -> str:
+        target = parse_target(request.split("show", 1)[-1] if "show" in request else request)
+        yes, maybe = [], []
+        for s in seen:
+            p = s.percept
+            if p.glyph == "unclear" and p.background is not None:
+                maybe.append(s.time)
+            elif p.glyph == "clear" and target is not None:
+                colour, shape = target
+                if (colour is None or p.colour == colour) and (shape is None or p.shape == shape):
+                    yes.append(s.time)
+        return json.dumps({"yes": yes, "maybe": maybe})
+
+    def _answer(self, seen: list[Seen], text: str) -> str:
+        q = parse_question(text)
+        if q is None:
+            return "I cannot tell what is being asked."
+        if q.template == "grounding":
+            return json.dumps([[round(a, 2), round(b, 2)] for a, b in ground(seen, q.slots, parse_duration(text))])
+        choice = choose(seen, q)
+        if choice is None:
+            letters = sorted(q.options) or ["A", "B", "C", "D"]
+            key = hashlib.sha256((text[-2000:]).encode()).digest()[0]
+            return letters[key % len(letters)]
+        return choice
+
+
+def _runs(seen: list[Seen], name: str) -> list[tuple[int, int]]:
+    """Index ranges of consecutive clear sightings of ``name`` (unclear pictures neither break nor extend)."""
+    runs: list[tuple[int, int]] = []
+    start = last = None
+    for i, s in enumerate(seen):
+        if s.percept.glyph == "unclear":
+            continue
+        if s.percept.name == name:
+            start = i if start is None else start
+            last = i
+        elif start is not None and last is not None:
+            runs.append((start, last))
+            start = last = None
+    if start is not None and last is not None:
+        runs.append((start, last))
+    return runs
+
+
+def _negative_before(seen: list[Seen], i: int) -> float | None:
+    for j in range(i - 1, -1, -1):
+        if seen[j].percept.glyph != "unclear":
+            return seen[j].time
+    return None
+
+
+def _negative_after(seen: list[Seen], i: int) -> float | None:
+    for j in range(i + 1, len(seen)):
+        if seen[j].percept.glyph != "unclear":
+            return seen[j].time
+    return None
+
+
+def ground(seen: list[Seen], slots: tuple[str, ...], duration: float | None) -> list[tuple[float, float]]:
+    """Intervals where the target was seen, boundaries halfway to the nearest clear negative sighting."""
+    name = " ".join(slots)
+    out = []
+    for a, b in _runs(seen, name):
+        before, after = _negative_before(seen, a), _negative_after(seen, b)
+        start = (before + seen[a].time) / 2 if before is not None else seen[a].time
+        end = (seen[b].time + after) / 2 if after is not None else (duration or seen[b].time)
+        out.append((max(0.0, start), end))
+    return out
+
+
+def choose(seen: list[Seen], q: Question) -> str | None:
+    """The option letter the sightings support, or None when they do not settle the question."""
+    clear = [s for s in seen if s.percept.glyph == "clear"]
+    value: str | None = None
+    if q.template == "identity_colour":
+        shape, bg = q.slots
+        hits = [s.percept.colour for s in clear if s.percept.shape == shape and s.percept.background == bg]
+        value = max(set(hits), key=hits.count) if hits else None
+    elif q.template == "identity_shape":
+        colour, bg = q.slots
+        hits = [s.percept.shape for s in clear if s.percept.colour == colour and s.percept.background == bg]
+        value = max(set(hits), key=hits.count) if hits else None
+    elif q.template == "order":
+        firsts = {text: next((s.time for s in clear if s.percept.name == text), None) for text in q.options.values()}
+        known = {k: v for k, v in firsts.items() if v is not None}
+        value = min(known, key=lambda k: known[k]) if known else None
+    elif q.template == "count":
+        if seen:
+            value = str(len(_runs(seen, " ".join(q.slots))))
+    elif q.template == "successor":
+        name = " ".join(q.slots)
+        runs = _runs(seen, name)
+        if runs:
+            after = [s for s in seen[runs[0][1] + 1 :] if s.percept.glyph == "clear" and s.percept.name != name]
+            value = after[0].percept.name if after else None
+    if value is None:
+        return None
+    for letter, text in q.options.items():
+        if text == value:
+            return letter
+    return None

@@ -1,0 +1,171 @@
+"""The harness format: an immutable, content-hashed directory.
+
+```
+<version_id>/
+  manifest.json        name, version_id, parent_id, created_at, task_kinds, entry, summary, scores
+  SKILL.md             policy (the system prompt for agentic use)
+  references/*.md      optional policy notes
+  config.toml          tunables read by solver.py and tools
+  solver.py            def solve(task, ctx) -> answer
+  tools/<name>/tool.json + tool.py    media tools: {name, description, parameters} and run(ctx, **args)
+```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tomllib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from videvolve.errors import HarnessError
+from videvolve.skill_library.static_check import check_source
+
+HASHED_SUFFIXES = (".py", ".md", ".toml", ".json")
+MAX_FILE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One media tool of a harness."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    source: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Harness:
+    """A loaded harness version (its files read once; the directory is never written again)."""
+
+    path: Path
+    version_id: str
+    manifest: dict[str, Any]
+    skill: str
+    config: dict[str, Any]
+    solver_source: str
+    tools: tuple[ToolSpec, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        """The harness's name (its lineage shares it)."""
+        return str(self.manifest.get("name", self.path.name))
+
+
+def _content_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in HASHED_SUFFIXES
+                  and p.name != "manifest.json" and "__pycache__" not in p.parts)
+
+
+def content_hash(path: str | Path) -> str:
+    """A hash of every file that defines behaviour (not the manifest): the version id's source."""
+    path = Path(path)
+    h = hashlib.sha256()
+    for p in _content_files(path):
+        h.update(str(p.relative_to(path)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def validate_harness(path: str | Path) -> str | None:
+    """Why a harness directory is not runnable, or None when it is (structure, config, static code check)."""
+    path = Path(path)
+    if not path.is_dir():
+        return f"{path} is not a directory"
+    problems: list[str] = []
+    for p in path.rglob("*"):
+        if p.is_symlink():
+            problems.append(f"{p.relative_to(path)}: symbolic links are not allowed")
+        elif p.is_file() and p.stat().st_size > MAX_FILE_BYTES:
+            problems.append(f"{p.relative_to(path)}: larger than {MAX_FILE_BYTES} bytes")
+    solver = path / "solver.py"
+    if not solver.is_file():
+        problems.append("solver.py is missing")
+    else:
+        problems += check_source(solver.read_text(encoding="utf-8"), "solver.py")
+    try:
+        tomllib.loads((path / "config.toml").read_text(encoding="utf-8")) if (path / "config.toml").exists() else {}
+    except tomllib.TOMLDecodeError as exc:
+        problems.append(f"config.toml: {exc}")
+    tools = path / "tools"
+    if tools.exists():
+        for tool_dir in sorted(d for d in tools.iterdir() if d.is_dir()):
+            rel = tool_dir.relative_to(path)
+            try:
+                spec = json.loads((tool_dir / "tool.json").read_text(encoding="utf-8"))
+                if not isinstance(spec, dict) or not {"name", "description", "parameters"} <= set(spec):
+                    problems.append(f"{rel}/tool.json: needs name, description and parameters")
+            except (OSError, json.JSONDecodeError) as exc:
+                problems.append(f"{rel}/tool.json: {exc}")
+            if not (tool_dir / "tool.py").is_file():
+                problems.append(f"{rel}/tool.py is missing")
+            else:
+                problems += check_source((tool_dir / "tool.py").read_text(encoding="utf-8"), f"{rel}/tool.py")
+    return "; ".join(problems) if problems else None
+
+
+def load_harness(path: str | Path) -> Harness:
+    """Load a harness directory (validated first); raises :class:`HarnessError` with the reason."""
+    path = Path(path)
+    reason = validate_harness(path)
+    if reason:
+        raise HarnessError(f"harness {path} is not valid: {reason}")
+    manifest_path = path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
+    config = tomllib.loads((path / "config.toml").read_text(encoding="utf-8")) if (path / "config.toml").exists() \
+        else {}
+    tools = []
+    if (path / "tools").exists():
+        for tool_dir in sorted(d for d in (path / "tools").iterdir() if d.is_dir()):
+            spec = json.loads((tool_dir / "tool.json").read_text(encoding="utf-8"))
+            tools.append(ToolSpec(spec["name"], spec["description"], spec["parameters"],
+                                  (tool_dir / "tool.py").read_text(encoding="utf-8"),
+                                  f"tools/{tool_dir.name}/tool.py"))
+    skill = (path / "SKILL.md").read_text(encoding="utf-8") if (path / "SKILL.md").exists() else ""
+    return Harness(path=path, version_id=content_hash(path), manifest=manifest, skill=skill, config=config,
+                   solver_source=(path / "solver.py").read_text(encoding="utf-8"), tools=tuple(tools))
+
+
+SEEDS = ("uniform", "scan_refine", "coevowhen_base")
+
+
+def seed_path(name: str) -> Path:
+    """The packaged directory of a seed harness (read-only package data)."""
+    if name not in SEEDS:
+        raise HarnessError(f"unknown seed harness {name!r}; seeds: {', '.join(SEEDS)}")
+    return Path(str(resources.files("videvolve.skill_library") / "seeds" / name))
+
+
+def resolve_harness(name_or_dir: str | Path) -> Path:
+    """A seed name or a harness directory."""
+    p = Path(name_or_dir)
+    if p.is_dir():
+        return p
+    if str(name_or_dir) in SEEDS:
+        return seed_path(str(name_or_dir))
+    raise HarnessError(f"no harness {name_or_dir!r}: give a directory or one of the seeds ({', '.join(SEEDS)})")
+
+
+def copy_harness(src: str | Path, dest_root: str | Path, parent_id: str | None = None,
+                 summary: str = "") -> Path:
+    """Copy a harness into ``dest_root/<version_id>`` with a fresh manifest; returns the new directory."""
+    src, dest_root = Path(src), Path(dest_root)
+    version = content_hash(src)
+    dest = dest_root / version
+    if not dest.exists():
+        tmp = dest_root / f".{version}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        old = json.loads((src / "manifest.json").read_text()) if (src / "manifest.json").exists() else {}
+        manifest = {**old, "version_id": version, "parent_id": parent_id,
+                    "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "summary": summary or
+                    old.get("summary", "")}
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        tmp.rename(dest)
+    return dest

@@ -1,0 +1,215 @@
+"""Run a harness on one task in the sandbox and serve its requests; every failure becomes an outcome.
+
+Outcomes: ``ok``, or ``error`` with a kind: ``parse`` (no usable answer), ``budget``, ``timeout``, ``memory``,
+``crash`` (an exception, a killed process, a protocol violation), ``bad_request`` (the model endpoint rejected a
+request, e.g. too many images), ``media``, ``static`` (refused before running). Infrastructure failures (endpoint
+down, auth) are not outcomes: :class:`InfraError` propagates so the run stops cleanly and resumes later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from videvolve.errors import HarnessError, InfraError
+from videvolve.models.parsing import parse_intervals, parse_letter
+from videvolve.skill_library.harness import Harness, content_hash
+from videvolve.skill_library.sandbox import get_sandbox
+from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES
+from videvolve.skill_library.services import ServiceError, TaskServices
+from videvolve.tasks import Interval, Prediction, TaskView
+
+STDERR_TAIL = 4000
+
+
+@dataclass
+class RunOutcome:
+    """The result of one harness on one task (no score: scoring needs the gold answer, kept elsewhere)."""
+
+    outcome: str
+    error_kind: str | None = None
+    error: str | None = None
+    prediction: Prediction | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+def _to_prediction(view: TaskView, result: Any) -> tuple[Prediction | None, str | None]:
+    """Turn what ``solve`` returned into a prediction, or say why it cannot be used."""
+    raw = ""
+    evidence: list[float] = []
+    answer = result
+    if isinstance(result, dict):
+        answer = result.get("answer")
+        raw = str(result.get("raw", ""))[:4000]
+        ev = result.get("evidence_times", [])
+        evidence = [float(t) for t in ev if isinstance(t, int | float)] if isinstance(ev, list) else []
+    if view.kind == "mcq":
+        n = len(view.options or ())
+        letter = parse_letter(answer, n) if isinstance(answer, str) else None
+        if letter is None:
+            return None, f"no option letter in the answer {str(answer)[:200]!r}"
+        return Prediction(task_id=view.id, kind="mcq", answer=letter, raw=raw or str(answer)[:4000],
+                          evidence_times=evidence), None
+    if isinstance(answer, str):
+        pairs = parse_intervals(answer, view.duration)
+        raw = raw or answer[:4000]
+    elif isinstance(answer, list) and all(isinstance(x, list | tuple) and len(x) == 2 and
+                                          all(isinstance(v, int | float) for v in x) for x in answer):
+        pairs = parse_intervals(json.dumps([list(map(float, x)) for x in answer]), view.duration)
+    else:
+        pairs = None
+    if pairs is None:
+        return None, f"no intervals in the answer {str(answer)[:200]!r}"
+    return Prediction(task_id=view.id, kind="grounding", answer=[Interval(start=a, end=b) for a, b in pairs],
+                      raw=raw, evidence_times=evidence), None
+
+
+class _Pipe:
+    """Reads newline-delimited messages from the child with a deadline and a size cap."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        self.fd = proc.stdout.fileno()
+        self.buf = b""
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.fd, selectors.EVENT_READ)
+
+    def readline(self, deadline: float) -> bytes | None:
+        while b"\n" not in self.buf:
+            if len(self.buf) > MAX_MESSAGE_BYTES:
+                raise HarnessError("message from the harness exceeds the size cap")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if not self.sel.select(timeout=left):
+                continue
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+
+def run_task(harness: Harness, services: TaskServices, timeout: float | None = None) -> RunOutcome:
+    """Run ``harness`` on the task behind ``services`` in a fresh sandboxed interpreter."""
+    started = time.monotonic()
+    settings = services.settings
+    timeout = timeout or settings.wall_seconds
+    if content_hash(harness.path) != harness.version_id:
+        raise HarnessError(f"harness {harness.path} changed on disk since it was loaded (expected "
+                           f"{harness.version_id}); harness versions are immutable")
+    sandbox = get_sandbox()
+    argv, user = sandbox.command(harness.path)
+    init = {
+        "task": services.view.model_dump(mode="json"), "config": harness.config, "budget": settings.budget,
+        "skill": harness.skill,
+        "sdk_dir": "/vv" if sandbox.mode == "bwrap" else str(sandbox.runtime_dir),
+        "solver_path": "solver.py", "solver_source": harness.solver_source,
+        "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters, "source": t.source,
+                   "path": t.path} for t in harness.tools],
+        "limits": {"memory_bytes": settings.memory_bytes, "cpu_seconds": int(timeout) + 5,
+                   "file_bytes": 16 * 1024 * 1024, "processes": 32, "open_files": 64},
+    }
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            close_fds=True, env={}, start_new_session=True, user=user)
+    stderr: list[bytes] = []
+    drain = threading.Thread(target=_drain, args=(proc, stderr), daemon=True)
+    drain.start()
+    outcome: RunOutcome | None = None
+    last_error_kind: str | None = None
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write((json.dumps(init) + "\n").encode())
+        proc.stdin.flush()
+        pipe = _Pipe(proc)
+        deadline = started + timeout
+        while outcome is None:
+            line = pipe.readline(deadline)
+            if line is None:
+                break
+            try:
+                msg = json.loads(line)
+                op, args = msg["op"], msg.get("args", {})
+            except (ValueError, KeyError, TypeError):
+                outcome = RunOutcome("error", "crash", "the harness broke the protocol (not a JSON request)")
+                break
+            if op == "final":
+                prediction, why = _to_prediction(services.view, args.get("result"))
+                services.trace.write("final", answer=str(args.get("result"))[:2000], parsed=why is None)
+                outcome = RunOutcome("ok", prediction=prediction) if why is None else \
+                    RunOutcome("error", "parse", why)
+            elif op == "fail":
+                kind = str(args.get("kind", "crash"))
+                if kind == "bad_request" and last_error_kind in ("budget", "bad_request", "media", "invalid"):
+                    kind = last_error_kind if last_error_kind != "invalid" else "crash"
+                elif kind == "bad_request":
+                    kind = "crash"
+                services.trace.write("error", kind=kind, error=str(args.get("error"))[:3000])
+                outcome = RunOutcome("error", kind, str(args.get("error"))[:3000])
+            else:
+                reply: dict[str, Any]
+                try:
+                    result = services.handle(op, args if isinstance(args, dict) else {})
+                    reply = {"id": msg.get("id"), "ok": True, "result": result}
+                except ServiceError as exc:
+                    last_error_kind = exc.kind
+                    reply = {"id": msg.get("id"), "ok": False, "kind": exc.kind, "error": str(exc)}
+                except TypeError as exc:
+                    reply = {"id": msg.get("id"), "ok": False, "kind": "invalid", "error": f"bad arguments: {exc}"}
+                if "id" in msg:
+                    proc.stdin.write((json.dumps(reply) + "\n").encode())
+                    proc.stdin.flush()
+    except TimeoutError:
+        outcome = RunOutcome("error", "timeout", f"the harness did not finish within {timeout:.0f} s")
+    except InfraError:
+        raise
+    except (BrokenPipeError, HarnessError) as exc:
+        outcome = RunOutcome("error", "crash", str(exc) or "the harness closed its channel")
+    finally:
+        _kill(proc)
+        drain.join(timeout=5)
+    if outcome is None:
+        tail = b"".join(stderr).decode(errors="replace")[-STDERR_TAIL:]
+        code = proc.returncode
+        why = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        kind = "memory" if "MemoryError" in tail else "crash"
+        outcome = RunOutcome("error", kind, f"the harness process {why} without an answer. {tail}".strip())
+        services.trace.write("error", kind=kind, error=outcome.error)
+    outcome.usage = services.meter.to_dict()
+    outcome.wall_s = round(time.monotonic() - started, 3)
+    return outcome
+
+
+def _drain(proc: subprocess.Popen[bytes], sink: list[bytes]) -> None:
+    assert proc.stderr is not None
+    total = 0
+    for chunk in iter(lambda: proc.stderr.read(4096), b""):  # type: ignore[union-attr]
+        total += len(chunk)
+        sink.append(chunk)
+        while total > 4 * STDERR_TAIL and len(sink) > 1:
+            total -= len(sink.pop(0))
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the child's whole process group."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()

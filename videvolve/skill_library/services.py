@@ -1,0 +1,361 @@
+"""The trusted side of the harness SDK: media handles, rendering with captions, metering, budget, model calls.
+
+One :class:`TaskServices` serves one task's harness process. Every image or clip that reaches the model is metered
+here when the request is built (so a cache hit costs the same as a call): distinct frames (a contact sheet of 24
+cells is 24 frames, one image's tokens), image and video tokens, and cumulative prompt tokens across rounds.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from videvolve.config import RuntimeSettings
+from videvolve.errors import MediaError, ModelRequestError
+from videvolve.media import clip as make_clip
+from videvolve.media import contact_sheet, frames_at, probe
+from videvolve.models.base import VLM, Message, Tool
+from videvolve.models.cache import ResponseCache, complete
+from videvolve.models.cost import CostModel, text_tokens
+from videvolve.models.parsing import parse_match
+from videvolve.skill_library import prompts
+from videvolve.skill_library.captions import SheetLayout, frame_caption, sheet_caption, video_caption
+from videvolve.tasks import Task
+
+MAX_SHEET_CELLS = 400
+MAX_CLIP_FRAMES = 256
+
+
+class ServiceError(Exception):
+    """A refused request; ``kind`` is reported to the harness (``budget``, ``bad_request``, ``invalid``)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class Meter:
+    """What one task has cost."""
+
+    frame_keys: set[float] = field(default_factory=set)
+    image_tokens: int = 0
+    video_tokens: int = 0
+    cumulative_tokens: int = 0
+    reported_prompt_tokens: int = 0
+    model_calls: int = 0
+    cache_hits: int = 0
+    tool_calls: int = 0
+    observed_times: set[float] = field(default_factory=set)
+
+    @property
+    def frames(self) -> int:
+        """Distinct video frames shown to the model."""
+        return len(self.frame_keys)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form."""
+        return {"frames": self.frames, "image_tokens": self.image_tokens, "video_tokens": self.video_tokens,
+                "cumulative_tokens": self.cumulative_tokens, "reported_prompt_tokens": self.reported_prompt_tokens,
+                "model_calls": self.model_calls, "cache_hits": self.cache_hits, "tool_calls": self.tool_calls,
+                "observed_times": sorted(self.observed_times)}
+
+
+@dataclass
+class _Obs:
+    kind: str
+    times: list[float]
+    max_side: int | None = None
+    cols: int = 6
+    cell_width: int = 160
+    start: float = 0.0
+    end: float = 0.0
+
+
+class TraceWriter:
+    """Appends one JSON line per step to a task's trace file."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.step = 0
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("")
+
+    def write(self, event: str, **data: Any) -> None:
+        """One step."""
+        self.step += 1
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"step": self.step, "event": event, **data}, default=str) + "\n")
+
+
+class TaskServices:
+    """Serves the requests of one task's harness process."""
+
+    def __init__(self, task: Task, vlm: VLM, cost: CostModel, settings: RuntimeSettings, skill: str = "",
+                 cache: ResponseCache | None = None, trace: TraceWriter | None = None) -> None:
+        self.task = task
+        self.view = task.view()
+        self.vlm = vlm
+        self.cost = cost
+        self.settings = settings
+        self.skill = skill
+        self.cache = cache
+        self.trace = trace or TraceWriter(None)
+        self.meter = Meter()
+        self._handles: dict[str, _Obs] = {}
+        self._scratch: Path | None = None
+
+    # ---- the allowlist of calls ----
+
+    def handle(self, op: str, args: dict[str, Any]) -> Any:
+        """Dispatch one request from the harness."""
+        method = getattr(self, f"op_{op}", None)
+        if method is None:
+            raise ServiceError("invalid", f"unknown request {op!r}")
+        return method(**args)
+
+    def op_probe(self) -> dict[str, Any]:
+        """Duration, rate and size of the task's video."""
+        info = probe(self.task.video)
+        return {"duration": info.duration, "fps": info.fps, "width": info.width, "height": info.height}
+
+    def _clamp(self, t: Any) -> float:
+        if not isinstance(t, int | float) or not math.isfinite(t):
+            raise ServiceError("invalid", f"a time must be a number of seconds, got {t!r}")
+        return min(max(float(t), 0.0), self.task.duration)
+
+    def _new(self, obs: _Obs) -> dict[str, Any]:
+        handle = secrets.token_hex(12)
+        self._handles[handle] = obs
+        return {"handle": handle, "times": obs.times}
+
+    def op_frames(self, times: list[float], max_side: int | None = None) -> list[dict[str, Any]]:
+        """One frame handle per time."""
+        if not isinstance(times, list) or len(times) > MAX_SHEET_CELLS:
+            raise ServiceError("invalid", f"frames takes a list of at most {MAX_SHEET_CELLS} times")
+        side = _side(max_side)
+        return [self._new(_Obs("frame", [self._clamp(t)], max_side=side)) for t in times]
+
+    def op_sheet(self, times: list[float], cols: int = 6, cell_width: int = 160) -> dict[str, Any]:
+        """A contact-sheet handle."""
+        if not isinstance(times, list) or not 1 <= len(times) <= MAX_SHEET_CELLS:
+            raise ServiceError("invalid", f"a sheet has 1 to {MAX_SHEET_CELLS} cells")
+        if not isinstance(cols, int) or not 1 <= cols <= 16 or not isinstance(cell_width, int) \
+                or not 16 <= cell_width <= 1024:
+            raise ServiceError("invalid", "sheet needs 1 <= cols <= 16 and 16 <= cell_width <= 1024")
+        return self._new(_Obs("sheet", [self._clamp(t) for t in times], cols=cols, cell_width=cell_width))
+
+    def op_clip(self, start: float, end: float, fps: float = 2.0, max_side: int | None = None) -> dict[str, Any]:
+        """A clip handle (its sampled frames)."""
+        start, end = self._clamp(start), self._clamp(end)
+        if end <= start or not isinstance(fps, int | float) or fps <= 0:
+            raise ServiceError("invalid", "clip needs start < end and fps > 0")
+        n = min(MAX_CLIP_FRAMES, max(1, math.ceil((end - start) * fps - 1e-9)))
+        times = [start + k / fps for k in range(n)]
+        return self._new(_Obs("clip", times, max_side=_side(max_side), start=start, end=end))
+
+    def op_ask(self, handles: list[str], prompt: str | None = None, mode: str = "answer",
+               target: str | None = None) -> str:
+        """Show observations with a prompt; the model's text."""
+        if mode not in ("answer", "match", "describe"):
+            raise ServiceError("invalid", f"mode must be answer, match or describe, not {mode!r}")
+        content: list[dict[str, Any]] = []
+        for h in handles:
+            content += self._observation_parts(h)
+        instruction = prompt if isinstance(prompt, str) else self._instruction(mode, target)
+        content.append({"type": "text", "text": instruction})
+        messages: list[Message] = []
+        if self.skill.strip():
+            messages.append({"role": "system", "content": self.skill})
+        messages.append({"role": "user", "content": content})
+        return self._call(messages, None, event=f"ask:{mode}", handles=handles)["text"]
+
+    def op_chat(self, messages: list[dict[str, Any]], tools: list[Tool] | None = None) -> dict[str, Any]:
+        """A raw model call with observation parts and tools."""
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise ServiceError("invalid", "chat takes a list of message objects")
+        rendered: list[Message] = []
+        handles: list[str] = []
+        for m in messages:
+            content = m.get("content")
+            if isinstance(content, list):
+                parts: list[dict[str, Any]] = []
+                for part in content:
+                    if isinstance(part, dict) and part.get("type") == "observation":
+                        handles.append(str(part.get("handle")))
+                        parts += self._observation_parts(str(part.get("handle")))
+                    elif isinstance(part, dict) and part.get("type") == "text":
+                        parts.append({"type": "text", "text": str(part.get("text", ""))})
+                    else:
+                        raise ServiceError("invalid", "chat content parts are text or observation parts")
+                rendered.append({**{k: v for k, v in m.items() if k != "content"}, "content": parts})
+            else:
+                rendered.append(dict(m))
+        return self._call(rendered, tools or None, event="chat", handles=handles)
+
+    def op_parse(self, what: str, text: str) -> Any:
+        """Parse a reply in the trusted parent."""
+        if what != "match":
+            raise ServiceError("invalid", f"cannot parse {what!r}")
+        return parse_match(str(text)) or {"yes": [], "maybe": []}
+
+    def op_usage(self) -> dict[str, Any]:
+        """What the task has cost so far."""
+        return {k: v for k, v in self.meter.to_dict().items() if k != "observed_times"}
+
+    def op_log(self, message: str, data: dict[str, Any] | None = None) -> None:
+        """A note in the trace."""
+        self.trace.write("log", message=str(message)[:2000], data=data or {})
+
+    def op_tool(self, name: str, args: dict[str, Any] | None = None) -> None:
+        """Count and trace a tool call."""
+        self.meter.tool_calls += 1
+        self.trace.write("tool", tool=str(name), params=args or {})
+
+    # ---- rendering and metering ----
+
+    def _instruction(self, mode: str, target: str | None) -> str:
+        v = self.view
+        if mode == "describe":
+            return prompts.render("describe")
+        if mode == "match":
+            return prompts.render("match", target=target or v.question)
+        if v.kind == "mcq":
+            return prompts.render("answer_mcq", question=v.question, options=prompts.options_block(v.options or ()))
+        return prompts.render("answer_grounding", question=v.question, duration=f"{v.duration:.0f}")
+
+    def _observation_parts(self, handle: str) -> list[dict[str, Any]]:
+        obs = self._handles.get(handle)
+        if obs is None:
+            raise ServiceError("invalid", f"unknown observation handle {handle[:8]!r} (handles belong to one task)")
+        return [{"type": "observation_ref", "handle": handle}]
+
+    def _render(self, messages: list[Message]) -> tuple[list[Message], set[float], int, int, set[float]]:
+        """Replace observation references by captioned images; return pts keys, tokens and observed times."""
+        keys: set[float] = set()
+        image_tokens = video_tokens = 0
+        observed: set[float] = set()
+        out: list[Message] = []
+        for m in messages:
+            content = m.get("content")
+            if not isinstance(content, list):
+                out.append(m)
+                continue
+            parts: list[dict[str, Any]] = []
+            for part in content:
+                if part.get("type") != "observation_ref":
+                    parts.append(part)
+                    continue
+                obs = self._handles[part["handle"]]
+                rendered, k, it, vt = self._render_obs(obs)
+                parts += rendered
+                keys |= k
+                image_tokens += it
+                video_tokens += vt
+                observed |= set(obs.times)
+            out.append({**m, "content": parts})
+        return out, keys, image_tokens, video_tokens, observed
+
+    def _render_obs(self, obs: _Obs) -> tuple[list[dict[str, Any]], set[float], int, int]:
+        try:
+            if obs.kind == "frame":
+                frame = frames_at(self.task.video, obs.times, max_side=obs.max_side, clamp=True)[0]
+                return ([{"type": "text", "text": frame_caption(obs.times[0])}, self._image_part(frame.image)],
+                        {frame.time}, self.cost.image_tokens(*frame.image.size), 0)
+            if obs.kind == "sheet":
+                frames = frames_at(self.task.video, obs.times, max_side=obs.cell_width, clamp=True)
+                sheet = contact_sheet(frames, cols=obs.cols, cell_width=obs.cell_width)
+                layout = SheetLayout(sheet.cols, sheet.rows, sheet.cell_width, sheet.cell_height,
+                                     sheet.label_height, sheet.gap, sheet.times)
+                return ([{"type": "text", "text": sheet_caption(layout)}, self._image_part(sheet.image)],
+                        {f.time for f in frames}, self.cost.image_tokens(*sheet.image.size), 0)
+            frames = frames_at(self.task.video, obs.times, max_side=obs.max_side, clamp=True)
+            keys = {f.time for f in frames}
+            if self.settings.clip_mode == "video":
+                return self._video_part(obs, frames), keys, 0, self.cost.video_tokens(
+                    *frames[0].image.size, len(frames))
+            parts: list[dict[str, Any]] = []
+            tokens = 0
+            for t, f in zip(obs.times, frames, strict=True):
+                parts += [{"type": "text", "text": frame_caption(t)}, self._image_part(f.image)]
+                tokens += self.cost.image_tokens(*f.image.size)
+            return parts, keys, tokens, 0
+        except MediaError as exc:
+            raise ServiceError("media", str(exc)) from exc
+
+    def _video_part(self, obs: _Obs, frames: list[Any]) -> list[dict[str, Any]]:
+        import tempfile
+
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="videvolve-clip-"))
+        out = self._scratch / f"{secrets.token_hex(6)}.mp4"
+        fps = len(obs.times) / max(obs.end - obs.start, 1e-6)
+        make_clip(self.task.video, obs.start, obs.end, out, fps=fps, max_side=obs.max_side)
+        url = "data:video/mp4;base64," + base64.b64encode(out.read_bytes()).decode()
+        out.unlink(missing_ok=True)
+        return [{"type": "text", "text": video_caption(obs.start, obs.end, obs.times)},
+                {"type": "video_url", "video_url": {"url": url}, "num_frames": len(frames)}]
+
+    def _image_part(self, image: Image.Image) -> dict[str, Any]:
+        buf = io.BytesIO()
+        if self.settings.image_format == "jpeg":
+            image.save(buf, format="JPEG", quality=self.settings.jpeg_quality)
+            mime = "image/jpeg"
+        else:
+            image.save(buf, format="PNG", optimize=False, compress_level=3)
+            mime = "image/png"
+        url = f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode()}"
+        return {"type": "image_url", "image_url": {"url": url}}
+
+    def _call(self, messages: list[Message], tools: list[Tool] | None, event: str,
+              handles: list[str]) -> dict[str, Any]:
+        started = time.perf_counter()
+        rendered, keys, image_tokens, video_tokens, observed = self._render(messages)
+        new = keys - self.meter.frame_keys
+        budget = self.settings.budget
+        if budget is not None and self.meter.frames + len(new) > budget:
+            self.trace.write("budget", requested=len(new), used=self.meter.frames, budget=budget)
+            raise ServiceError("budget", f"showing {len(new)} more frame(s) would exceed the budget of {budget} "
+                                         f"(already shown: {self.meter.frames})")
+        text = " ".join(str(p.get("text", "")) for m in rendered for p in (
+            m["content"] if isinstance(m.get("content"), list) else [{"text": m.get("content") or ""}]))
+        prompt_tokens = text_tokens(text) + image_tokens + video_tokens
+        self.meter.frame_keys |= new
+        self.meter.image_tokens += image_tokens
+        self.meter.video_tokens += video_tokens
+        self.meter.cumulative_tokens += prompt_tokens
+        self.meter.model_calls += 1
+        self.meter.observed_times |= observed
+        try:
+            reply = complete(self.vlm, rendered, tools, self.cache)
+        except ModelRequestError as exc:
+            self.trace.write("model_error", error=str(exc))
+            raise ServiceError("bad_request", str(exc)) from exc
+        self.meter.cache_hits += int(reply.cached)
+        self.meter.reported_prompt_tokens += reply.usage.prompt_tokens or 0
+        self.trace.write(event, observed_times=sorted(observed), new_frames=len(new), image_tokens=image_tokens,
+                         video_tokens=video_tokens, prompt_tokens=prompt_tokens,
+                         reported_prompt_tokens=reply.usage.prompt_tokens, cached=reply.cached,
+                         reply=reply.text[:500], tool_calls=[c.name for c in reply.tool_calls],
+                         wall_s=round(time.perf_counter() - started, 4))
+        return {"text": reply.text,
+                "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls]}
+
+
+def _side(max_side: Any) -> int | None:
+    if max_side is None:
+        return None
+    if not isinstance(max_side, int) or not 16 <= max_side <= 4096:
+        raise ServiceError("invalid", f"max_side must be an integer in [16, 4096], got {max_side!r}")
+    return max_side
