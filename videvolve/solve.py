@@ -82,7 +82,8 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
             cache: ResponseCache | None = None) -> TaskResult:
     """Run and score one task, write its result; raises :class:`InfraError` without writing anything."""
     trace = TraceWriter(out_dir / "traces" / f"{result_path(out_dir, task.id).stem}.jsonl")
-    services = TaskServices(task, vlm, cost, settings, skill=harness.skill, cache=cache, trace=trace)
+    services = TaskServices(task.view(), task.video, vlm, cost, settings, skill=harness.skill, cache=cache,
+                            trace=trace)
     run = run_task(harness, services)
     score = task_score(task, run.prediction) if run.outcome == "ok" else 0.0
     result = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
@@ -144,12 +145,20 @@ def summarize(tasks: Sequence[Task], results: Sequence[TaskResult]) -> dict[str,
     preds = [by_id[t.id].prediction if t.id in by_id and by_id[t.id].outcome == "ok" else None for t in tasks]
     out = summarize_scores(tasks, preds)
 
-    def mean(key: str) -> float:
-        return float(np.mean([r.usage.get(key, 0) for r in rs])) if rs else 0.0
+    def mean(key: str, kind: str | None = None) -> float:
+        vals = [r.usage.get(key, 0) for r in rs if kind is None or r.kind == kind]
+        return float(np.mean(vals)) if vals else 0.0
+
+    for kind in ("mcq", "grounding"):
+        if kind in out:
+            out[kind].update({"frames_per_question": mean("frames", kind),
+                              "image_tokens_per_question": mean("image_tokens", kind),
+                              "errors": sum(1 for r in rs if r.kind == kind and r.outcome == "error")})
 
     out.update({
         "frames_per_question": mean("frames"), "image_tokens_per_question": mean("image_tokens"),
         "video_tokens_per_question": mean("video_tokens"), "cumulative_tokens_per_question": mean("cumulative_tokens"),
+        "requests": int(sum(r.usage.get("requests", 0) for r in rs)),
         "model_calls": int(sum(r.usage.get("model_calls", 0) for r in rs)),
         "cache_hits": int(sum(r.usage.get("cache_hits", 0) for r in rs)),
         "tool_calls": int(sum(r.usage.get("tool_calls", 0) for r in rs)),

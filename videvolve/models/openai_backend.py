@@ -108,8 +108,8 @@ def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModel
     if not settings.base_url:
         raise ValueError("the openai backend needs --base-url (e.g. http://127.0.0.1:8000/v1 for `vllm serve`)")
     key = api_key or os.environ.get(settings.api_key_env) or "EMPTY"
-    chat = ChatOpenAI(base_url=settings.base_url, api_key=key, model=settings.model,  # type: ignore[arg-type]
-                      temperature=settings.temperature, max_tokens=settings.max_tokens,  # type: ignore[call-arg]
+    chat = ChatOpenAI(base_url=settings.base_url, api_key=key, model=settings.model,
+                      temperature=settings.temperature, max_tokens=settings.max_tokens,
                       timeout=settings.timeout_s, max_retries=0)
     return ChatModelVLM(chat, name=settings.model, where=settings.base_url, max_retries=settings.max_retries,
                         decoding={"temperature": settings.temperature, "max_tokens": settings.max_tokens})

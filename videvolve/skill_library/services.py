@@ -1,6 +1,7 @@
 """The trusted side of the harness SDK: media handles, rendering with captions, metering, budget, model calls.
 
-One :class:`TaskServices` serves one task's harness process. Every image or clip that reaches the model is metered
+One :class:`TaskServices` serves one task's harness process; it holds the task's allowlisted view and the video's
+path, never the gold answer. Every image or clip that reaches the model is metered
 here when the request is built (so a cache hit costs the same as a call): distinct frames (a contact sheet of 24
 cells is 24 frames, one image's tokens), image and video tokens, and cumulative prompt tokens across rounds.
 """
@@ -29,7 +30,7 @@ from videvolve.models.cost import CostModel, text_tokens
 from videvolve.models.parsing import parse_match
 from videvolve.skill_library import prompts
 from videvolve.skill_library.captions import SheetLayout, frame_caption, sheet_caption, video_caption
-from videvolve.tasks import Task
+from videvolve.tasks import TaskView
 
 MAX_SHEET_CELLS = 400
 MAX_CLIP_FRAMES = 256
@@ -52,7 +53,7 @@ class Meter:
     video_tokens: int = 0
     cumulative_tokens: int = 0
     reported_prompt_tokens: int = 0
-    model_calls: int = 0
+    requests: int = 0
     cache_hits: int = 0
     tool_calls: int = 0
     observed_times: set[float] = field(default_factory=set)
@@ -66,7 +67,8 @@ class Meter:
         """Plain-JSON form."""
         return {"frames": self.frames, "image_tokens": self.image_tokens, "video_tokens": self.video_tokens,
                 "cumulative_tokens": self.cumulative_tokens, "reported_prompt_tokens": self.reported_prompt_tokens,
-                "model_calls": self.model_calls, "cache_hits": self.cache_hits, "tool_calls": self.tool_calls,
+                "requests": self.requests, "model_calls": self.requests - self.cache_hits,
+                "cache_hits": self.cache_hits, "tool_calls": self.tool_calls,
                 "observed_times": sorted(self.observed_times)}
 
 
@@ -102,10 +104,10 @@ class TraceWriter:
 class TaskServices:
     """Serves the requests of one task's harness process."""
 
-    def __init__(self, task: Task, vlm: VLM, cost: CostModel, settings: RuntimeSettings, skill: str = "",
-                 cache: ResponseCache | None = None, trace: TraceWriter | None = None) -> None:
-        self.task = task
-        self.view = task.view()
+    def __init__(self, view: TaskView, video: str, vlm: VLM, cost: CostModel, settings: RuntimeSettings,
+                 skill: str = "", cache: ResponseCache | None = None, trace: TraceWriter | None = None) -> None:
+        self.view = view
+        self.video = video
         self.vlm = vlm
         self.cost = cost
         self.settings = settings
@@ -127,13 +129,13 @@ class TaskServices:
 
     def op_probe(self) -> dict[str, Any]:
         """Duration, rate and size of the task's video."""
-        info = probe(self.task.video)
+        info = probe(self.video)
         return {"duration": info.duration, "fps": info.fps, "width": info.width, "height": info.height}
 
     def _clamp(self, t: Any) -> float:
         if not isinstance(t, int | float) or not math.isfinite(t):
             raise ServiceError("invalid", f"a time must be a number of seconds, got {t!r}")
-        return min(max(float(t), 0.0), self.task.duration)
+        return min(max(float(t), 0.0), self.view.duration)
 
     def _new(self, obs: _Obs) -> dict[str, Any]:
         handle = secrets.token_hex(12)
@@ -270,17 +272,17 @@ class TaskServices:
     def _render_obs(self, obs: _Obs) -> tuple[list[dict[str, Any]], set[float], int, int]:
         try:
             if obs.kind == "frame":
-                frame = frames_at(self.task.video, obs.times, max_side=obs.max_side, clamp=True)[0]
+                frame = frames_at(self.video, obs.times, max_side=obs.max_side, clamp=True)[0]
                 return ([{"type": "text", "text": frame_caption(obs.times[0])}, self._image_part(frame.image)],
                         {frame.time}, self.cost.image_tokens(*frame.image.size), 0)
             if obs.kind == "sheet":
-                frames = frames_at(self.task.video, obs.times, max_side=obs.cell_width, clamp=True)
+                frames = frames_at(self.video, obs.times, max_side=obs.cell_width, clamp=True)
                 sheet = contact_sheet(frames, cols=obs.cols, cell_width=obs.cell_width)
                 layout = SheetLayout(sheet.cols, sheet.rows, sheet.cell_width, sheet.cell_height,
                                      sheet.label_height, sheet.gap, sheet.times)
                 return ([{"type": "text", "text": sheet_caption(layout)}, self._image_part(sheet.image)],
                         {f.time for f in frames}, self.cost.image_tokens(*sheet.image.size), 0)
-            frames = frames_at(self.task.video, obs.times, max_side=obs.max_side, clamp=True)
+            frames = frames_at(self.video, obs.times, max_side=obs.max_side, clamp=True)
             keys = {f.time for f in frames}
             if self.settings.clip_mode == "video":
                 return self._video_part(obs, frames), keys, 0, self.cost.video_tokens(
@@ -301,7 +303,7 @@ class TaskServices:
             self._scratch = Path(tempfile.mkdtemp(prefix="videvolve-clip-"))
         out = self._scratch / f"{secrets.token_hex(6)}.mp4"
         fps = len(obs.times) / max(obs.end - obs.start, 1e-6)
-        make_clip(self.task.video, obs.start, obs.end, out, fps=fps, max_side=obs.max_side)
+        make_clip(self.video, obs.start, obs.end, out, fps=fps, max_side=obs.max_side)
         url = "data:video/mp4;base64," + base64.b64encode(out.read_bytes()).decode()
         out.unlink(missing_ok=True)
         return [{"type": "text", "text": video_caption(obs.start, obs.end, obs.times)},
@@ -335,7 +337,7 @@ class TaskServices:
         self.meter.image_tokens += image_tokens
         self.meter.video_tokens += video_tokens
         self.meter.cumulative_tokens += prompt_tokens
-        self.meter.model_calls += 1
+        self.meter.requests += 1
         self.meter.observed_times |= observed
         try:
             reply = complete(self.vlm, rendered, tools, self.cache)

@@ -1,0 +1,87 @@
+"""The Python API: ``load_harness(name_or_dir).ask(video, question, ...)``."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.media import probe
+from videvolve.models import make_vlm
+from videvolve.models.base import VLM
+from videvolve.models.cache import ResponseCache
+from videvolve.models.cost import cost_model
+from videvolve.skill_library.harness import Harness, resolve_harness
+from videvolve.skill_library.harness import load_harness as _load
+from videvolve.skill_library.runner import run_task
+from videvolve.skill_library.services import TaskServices, TraceWriter
+from videvolve.tasks import TaskView
+
+
+@dataclass
+class Answer:
+    """What a harness answered about a video, its evidence and its cost."""
+
+    outcome: str
+    answer: Any = None
+    evidence_times: list[float] = field(default_factory=list)
+    observed_times: list[float] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    error_kind: str | None = None
+    error: str | None = None
+    raw: str = ""
+
+
+def clean_option(text: str) -> str:
+    """``"A) red"`` / ``"B. blue"`` / ``"red"`` -> the option text."""
+    s = text.strip()
+    if len(s) > 2 and s[0].isalpha() and s[0].isupper() and s[1] in ").:" and s[2] == " ":
+        return s[3:].strip()
+    return s
+
+
+class LoadedHarness:
+    """A harness ready to answer questions about videos."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.harness = harness
+
+    def ask(self, video: str | Path, question: str, options: list[str] | None = None, grounding: bool = False,
+            model: ModelSettings | None = None, runtime: RuntimeSettings | None = None, vlm: VLM | None = None,
+            cache: ResponseCache | None = None, trace: Path | None = None) -> Answer:
+        """Answer one question (mcq when ``options`` are given, else grounding) about one video."""
+        info = probe(video)
+        kind = "mcq" if options and not grounding else "grounding"
+        view = TaskView(id="ask", kind=kind, question=question,
+                        options=tuple(clean_option(o) for o in options) if kind == "mcq" and options else None,
+                        duration=info.duration)
+        model = model or ModelSettings()
+        runtime = runtime or RuntimeSettings()
+        services = TaskServices(view, str(video), vlm or make_vlm(model), cost_model(model.family), runtime,
+                                skill=self.harness.skill, cache=cache, trace=TraceWriter(trace))
+        run = run_task(self.harness, services)
+        pred = run.prediction
+        return Answer(
+            outcome=run.outcome, error_kind=run.error_kind, error=run.error, usage=run.usage,
+            observed_times=list(run.usage.get("observed_times", [])),
+            answer=None if pred is None else (pred.answer if isinstance(pred.answer, str) else
+                                              [i.pair() for i in pred.answer or []]),
+            evidence_times=[] if pred is None else pred.evidence_times, raw="" if pred is None else pred.raw)
+
+
+def load_harness(name_or_dir: str | Path) -> LoadedHarness:
+    """A seed harness by name (``uniform``, ``scan_refine``, ``coevowhen_base``) or a harness directory."""
+    return LoadedHarness(_load(resolve_harness(name_or_dir)))
+
+
+def default_cache_path() -> Path:
+    """``~/.cache/videvolve/responses.sqlite`` (or a temporary folder when home is not writable)."""
+    base = Path.home() / ".cache" / "videvolve"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        base = Path(tempfile.gettempdir()) / "videvolve-cache"
+        base.mkdir(parents=True, exist_ok=True)
+    return base / "responses.sqlite"

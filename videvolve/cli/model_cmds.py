@@ -1,0 +1,187 @@
+"""Commands that run harnesses or serve models: ``eval``, ``ask``, ``serve-sim``, ``doctor``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings
+from videvolve.errors import InfraError
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the commands."""
+    e = sub.add_parser("eval", help="run a harness on a split of a tasks file and score it")
+    e.add_argument("--tasks", type=Path, required=True)
+    e.add_argument("--split", default="test", help="split to run (or 'all')")
+    e.add_argument("--harness", default="uniform", help="seed name or harness directory")
+    e.add_argument("--concurrency", type=int, default=4)
+    e.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
+    e.add_argument("--out", type=Path, default=None, help="output folder (default evals/<harness>-<split>); "
+                   "rerunning into it skips finished tasks")
+    e.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    add_model_args(e)
+    e.set_defaults(func=cmd_eval)
+
+    a = sub.add_parser("ask", help="ask a harness one question about one video")
+    a.add_argument("video", type=Path)
+    a.add_argument("question")
+    a.add_argument("--option", action="append", default=[], help="an option (repeat): 'A) red' or 'red'")
+    a.add_argument("--grounding", action="store_true", help="a 'when does X happen?' query (default without options)")
+    a.add_argument("--harness", default="scan_refine")
+    a.add_argument("--trace", type=Path, default=None, help="write the trace (JSON lines) here")
+    a.add_argument("--json", action="store_true")
+    add_model_args(a)
+    a.set_defaults(func=cmd_ask)
+
+    s = sub.add_parser("serve-sim", help="SimVLM behind an OpenAI-compatible HTTP API")
+    s.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--latency-ms", type=float, default=0.0, help="added latency per request (to mimic a GPU server)")
+    s.add_argument("--model", default="simvlm")
+    s.add_argument("--api-key", default=None, help="require this bearer token")
+    s.add_argument("--max-images", type=int, default=512, help="images per request before a 400, like vLLM's limit")
+    s.set_defaults(func=cmd_serve_sim)
+
+    d = sub.add_parser("doctor", help="check decoding, the sandbox and a model endpoint; say what to fix")
+    add_model_args(d)
+    d.set_defaults(func=cmd_doctor)
+
+
+def summary_table(title: str, summary: dict[str, Any]) -> Table:
+    """The per-kind results of one evaluation (errors score 0 and their frames count)."""
+    table = Table(title=title)
+    for col in ("metric", "n", "value", "frames/q", "tokens/q", "errors"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for kind, metric, key in (("mcq", "mcq accuracy", "accuracy"), ("grounding", "grounding mIoU", "miou")):
+        if kind in summary:
+            part = summary[kind]
+            table.add_row(metric, str(part["n"]), f"{part[key]:.3f}", f"{part['frames_per_question']:.1f}",
+                          f"{part['image_tokens_per_question']:.0f}", str(part["errors"]))
+    if "grounding" in summary:
+        table.add_row("grounding R@0.5", "", f"{summary['grounding']['R@0.5']:.3f}", "", "", "")
+    errors = ", ".join(f"{k} {v}" for k, v in summary["errors_by_kind"].items()) or "0"
+    table.add_row("all: mean score", str(summary["n"]), f"{summary['score']:.3f}",
+                  f"{summary['frames_per_question']:.1f}", f"{summary['image_tokens_per_question']:.0f}", errors)
+    return table
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``videvolve eval``."""
+    from videvolve.datasets.submissions import write_submissions
+    from videvolve.models import make_vlm
+    from videvolve.models.cost import cost_model
+    from videvolve.skill_library.harness import copy_harness, load_harness, resolve_harness
+    from videvolve.solve import solve_tasks, summarize, write_summary
+    from videvolve.tasks import read_tasks
+
+    tasks = read_tasks(args.tasks)
+    if args.split != "all":
+        tasks = [t for t in tasks if t.split == args.split]
+    if args.limit:
+        tasks = tasks[: args.limit]
+    if not tasks:
+        raise ValueError(f"no tasks in split {args.split!r} of {args.tasks} (see `videvolve tasks validate`)")
+    src = resolve_harness(args.harness)
+    name = Path(args.harness).name
+    outdir = args.out or Path("evals") / f"{name}-{args.split}"
+    harness = load_harness(copy_harness(src, outdir / "harnesses"))
+    ms, rs = model_settings(args), runtime_settings(args, args.concurrency)
+    vlm, cache = make_vlm(ms), open_cache(args)
+    cost = cost_model(ms.family)
+    scores: list[float] = []
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        bar = progress.add_task(f"{name} on {args.split}", total=len(tasks), info="")
+
+        def on_result(r: Any) -> None:
+            scores.append(r.score)
+            progress.update(bar, advance=1, info=f"score {sum(scores) / len(scores):.3f}")
+
+        try:
+            results = solve_tasks(harness, tasks, vlm, cost, rs, outdir, cache, on_result=on_result)
+        except InfraError as exc:
+            progress.stop()
+            err.print(f"[bold red]run stopped:[/] {exc}\n{len(scores)} task result(s) are kept in {outdir}; "
+                      "rerun the same command to continue.", highlight=False)
+            return 3
+    summary = summarize(tasks, results)
+    summary.update({"harness": name, "harness_id": harness.version_id, "split": args.split,
+                    "backend": ms.backend, "model": ms.model})
+    write_summary(outdir, summary)
+    by_id = {r.task_id: r for r in results}
+    write_submissions(tasks, [by_id[t.id].prediction for t in tasks], outdir)
+    if args.json:
+        print(json.dumps(summary, default=float))
+    else:
+        out.print(summary_table(f"{name} ({harness.version_id}) on {args.split} of {args.tasks.name}", summary))
+        out.print(f"results, traces and predictions: {outdir}")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """``videvolve ask``: the answer, its evidence and its cost; one clear line on failure."""
+    from videvolve.api import load_harness
+    from videvolve.models import make_vlm
+
+    ms = model_settings(args)
+    loaded = load_harness(args.harness)
+    answer = loaded.ask(args.video, args.question, options=args.option or None, grounding=args.grounding,
+                        model=ms, runtime=runtime_settings(args), vlm=make_vlm(ms), cache=open_cache(args),
+                        trace=args.trace)
+    usage = {k: v for k, v in answer.usage.items() if k != "observed_times"}
+    if args.json:
+        print(json.dumps({"outcome": answer.outcome, "answer": answer.answer, "error_kind": answer.error_kind,
+                          "error": answer.error, "evidence_times": answer.evidence_times,
+                          "observed_times": answer.observed_times, "usage": usage}))
+    elif answer.outcome == "ok":
+        shown = answer.answer if isinstance(answer.answer, str) else (
+            ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in answer.answer) or "never (no interval)")
+        out.print(f"[bold]answer:[/] {shown}")
+        if answer.observed_times:
+            ts = answer.observed_times
+            out.print(f"looked at {len(ts)} moment(s) between {min(ts):.1f} s and {max(ts):.1f} s")
+        out.print(f"cost: {usage.get('frames', 0)} frames, {usage.get('image_tokens', 0)} image tokens, "
+                  f"{usage.get('cumulative_tokens', 0)} prompt tokens over {usage.get('requests', 0)} request(s)")
+    if answer.outcome != "ok":
+        err.print(f"[bold red]error:[/] the harness failed ({answer.error_kind}): "
+                  f"{(answer.error or '').splitlines()[0] if answer.error else ''}", highlight=False)
+        return 1
+    return 0
+
+
+def cmd_serve_sim(args: argparse.Namespace) -> int:
+    """``videvolve serve-sim``."""
+    from videvolve.models.sim.server import serve
+
+    err.print(f"serving SimVLM as model {args.model!r} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
+    serve(host=args.host, port=args.port, model=args.model, latency_ms=args.latency_ms, api_key=args.api_key,
+          max_images=args.max_images)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``videvolve doctor``."""
+    from videvolve.models.doctor import run_checks
+
+    checks = run_checks(model_settings(args))
+    table = Table(title="videvolve doctor")
+    for col in ("check", "status", "detail"):
+        table.add_column(col)
+    colours = {"ok": "green", "warn": "yellow", "fail": "red", "skip": "dim"}
+    for c in checks:
+        table.add_row(c.name, f"[{colours[c.status]}]{c.status}[/]", c.detail)
+    out.print(table)
+    return 1 if any(c.status == "fail" for c in checks) else 0
+
+
