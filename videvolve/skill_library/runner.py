@@ -25,6 +25,7 @@ from videvolve.skill_library.harness import Harness, content_hash
 from videvolve.skill_library.sandbox import get_sandbox
 from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES
 from videvolve.skill_library.services import ServiceError, TaskServices
+from videvolve.skill_library.static_check import check_source
 from videvolve.tasks import Interval, Prediction, TaskView
 
 STDERR_TAIL = 4000
@@ -100,9 +101,27 @@ class _Pipe:
         return line
 
 
-def run_task(harness: Harness, services: TaskServices, timeout: float | None = None) -> RunOutcome:
-    """Run ``harness`` on the task behind ``services`` in a fresh sandboxed interpreter."""
+def code_problems(harness: Harness) -> list[str]:
+    """The static check of every file of harness code."""
+    problems = check_source(harness.solver_source, "solver.py")
+    for tool in harness.tools:
+        problems += check_source(tool.source, tool.path)
+    return problems
+
+
+def run_task(harness: Harness, services: TaskServices, timeout: float | None = None,
+             static_check: bool = True) -> RunOutcome:
+    """Run ``harness`` on the task behind ``services`` in a fresh sandboxed interpreter.
+
+    ``static_check=False`` exists only so tests can show that the runtime walls hold on their own.
+    """
     started = time.monotonic()
+    if static_check:
+        problems = code_problems(harness)
+        if problems:
+            services.trace.write("error", kind="static", error="; ".join(problems))
+            return RunOutcome("error", "static", "refused before running: " + "; ".join(problems),
+                              usage=services.meter.to_dict())
     settings = services.settings
     timeout = timeout or settings.wall_seconds
     if content_hash(harness.path) != harness.version_id:

@@ -69,7 +69,7 @@ def _bwrap_prefix(python: str, runtime_dir: Path, harness_dir: Path) -> list[str
     if not str(py_dir).startswith(("/usr", str(prefix))):
         args += ["--ro-bind", str(py_dir), str(py_dir)]
     args += ["--ro-bind", str(runtime_dir), "/vv", "--ro-bind", str(harness_dir), "/harness",
-             "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+             "--size", str(64 * 1024 * 1024), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
     return args
 
 

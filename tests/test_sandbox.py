@@ -1,0 +1,110 @@
+"""Hostile and broken harnesses each end as an error with its reason while the others finish; none sees gold."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import sandbox_cases
+from tests.conftest_helpers import serve_sim
+from videvolve.testing import make_index_video
+
+EXPECTED = {
+    "good": ("ok", None),
+    "reads_secret_file": ("error", "static"),
+    "imports_os": ("error", "static"),
+    "imports_subprocess": ("error", "static"),
+    "imports_socket": ("error", "static"),
+    "os_through_typing": ("error", "static"),
+    "os_through_dataclasses": ("error", "static"),
+    "frame_walking": ("error", "static"),
+    "forks": ("error", "static"),
+    "loops_forever": ("error", "timeout"),
+    "allocates_8gb": ("error", "memory"),
+    "writes_huge_file": ("error", "static"),
+    "raises": ("error", "crash"),
+    "returns_garbage": ("error", "parse"),
+    "exceeds_budget": ("error", "budget"),
+    "runtime_reads_secret_file": ("error", "crash"),
+    "runtime_imports_os": ("error", "crash"),
+    "runtime_network": ("error", "crash"),
+    "runtime_writes_huge_file": ("error", "crash"),
+    "runtime_lists_host_files": ("ok", None),
+}
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[tuple[str, str]]:
+    d = Path(tempfile.mkdtemp(prefix="videvolve-test-cases-"))
+    d.chmod(0o755)  # readable by the unprivileged user too
+    video = make_index_video(d / "v.mp4", seconds=20, fps=10, gop=10)
+    secret = d / "tasks.jsonl"
+    secret.write_text('{"id": "t", "answer": "GOLD-SECRET-7731"}\n')
+    for p in (video, secret):
+        p.chmod(0o644)
+    yield str(video), str(secret)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def check(outcomes: dict[str, dict[str, object]]) -> None:
+    assert set(outcomes) == set(EXPECTED)
+    for name, (outcome, kind) in EXPECTED.items():
+        got = outcomes[name]
+        assert (got["outcome"], got["kind"]) == (outcome, kind), (name, got)
+        assert "GOLD-SECRET" not in json.dumps(got)
+    assert "boom" in str(outcomes["raises"]["error"])
+    assert "No such file" in str(outcomes["runtime_reads_secret_file"]["error"])
+    assert "not allowed" in str(outcomes["runtime_imports_os"]["error"])
+    net = str(outcomes["runtime_network"]["error"])
+    assert "refused" in net or "unreachable" in net, net
+    assert "signal" in str(outcomes["runtime_writes_huge_file"]["error"]) or \
+        "File too large" in str(outcomes["runtime_writes_huge_file"]["error"])
+    seen = json.loads(str(outcomes["runtime_lists_host_files"]["raw"]))
+    assert seen["/tmp"] == []  # the host's /tmp (where the tasks file is) is not there
+    assert not {"etc", "home", "work", "var", "srv", "mnt"} & set(seen["/"]), seen["/"]
+    assert "typing.sys" in str(outcomes["os_through_typing"]["error"])
+
+
+def test_hostile_harnesses_as_this_user(world: tuple[str, str]):
+    with serve_sim() as base:  # a real server on the host: the harness must not reach it
+        port = int(base.split(":")[-1].split("/")[0])
+        check(sandbox_cases.run_all(world[0], world[1], port))
+
+
+def _system_python() -> str | None:
+    for candidate in (f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}", "/usr/bin/python3"):
+        if Path(candidate).is_file():
+            out = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
+                                 text=True)
+            if out.stdout.strip() == str(tuple(sys.version_info[:2])):
+                return candidate
+    return None
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to switch to an "
+                    "unprivileged user (run as a normal user, the test above already is unprivileged)")
+def test_hostile_harnesses_as_an_unprivileged_user(world: tuple[str, str]):
+    python = _system_python()
+    if python is None or shutil.which("setpriv") is None:
+        pytest.skip("no system Python of this version (or no setpriv) to run as an unprivileged user")
+    repo = Path(__file__).resolve().parents[1]
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp",
+           "PYTHONPATH": f"{repo}{os.pathsep}{sysconfig.get_paths()['purelib']}"}
+    with serve_sim() as base:
+        port = base.split(":")[-1].split("/")[0]
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python,
+                            str(repo / "tests" / "sandbox_cases.py"), world[0], world[1], port],
+                           capture_output=True, text=True, env=env, timeout=300)
+    if r.returncode != 0 and ("Permission denied" in r.stderr and "site-packages" in r.stderr):
+        pytest.skip("the virtual environment is not readable by an unprivileged user here")
+    assert r.returncode == 0, r.stderr[-2000:]
+    check(json.loads(r.stdout.strip().splitlines()[-1]))
