@@ -35,3 +35,11 @@ def long_gop_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def _fresh_frame_cache() -> None:
     frame_cache.clear()
+
+
+@pytest.fixture(scope="session")
+def small_world(tmp_path_factory: pytest.TempPathFactory):
+    """A SynthWorld of 4 videos of about 3 minutes (both task kinds, three splits)."""
+    from videvolve.datasets.synthworld import generate_world
+
+    return generate_world(tmp_path_factory.mktemp("small_world"), videos=4, minutes=3, seed=5)

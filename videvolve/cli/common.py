@@ -21,6 +21,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="visual-token formula of the model family")
     g.add_argument("--max-tokens", type=int, default=1024)
     g.add_argument("--timeout", type=float, default=120.0, help="seconds per model request")
+    g.add_argument("--max-retries", type=int, default=4, help="retries of transient endpoint failures")
     r = p.add_argument_group("harness runtime")
     r.add_argument("--budget", type=int, default=None, help="per-question cap on distinct frames shown to the model")
     r.add_argument("--image-format", choices=["png", "jpeg"], default=None,
@@ -35,7 +36,7 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
     """Model settings from the arguments."""
     return ModelSettings(backend=args.backend, model=args.model or ("simvlm" if args.backend == "sim" else ""),
                          base_url=args.base_url, api_key_env=args.api_key_env, family=args.family,
-                         max_tokens=args.max_tokens, timeout_s=args.timeout)
+                         max_tokens=args.max_tokens, timeout_s=args.timeout, max_retries=args.max_retries)
 
 
 def runtime_settings(args: argparse.Namespace, concurrency: int = 1) -> RuntimeSettings:

@@ -78,8 +78,8 @@ class ChatModelVLM:
                     out = self._invoke(lc, tools)
         except TRANSIENT as exc:
             raise InfraError(f"model endpoint {self.where or '?'} (model {self.name}) failed after "
-                             f"{self.max_retries} retries: {exc}. Check that the server is up, then rerun with "
-                             "--resume.") from exc
+                             f"{self.max_retries} retries: {str(exc).rstrip('.')}. Check that the server is up; "
+                             "finished work is kept.") from exc
         except openai.AuthenticationError as exc:
             raise EndpointError(f"{self.where}: authentication failed for model {self.name} (401). Set the API key "
                                 "in the environment variable named by --api-key-env.") from exc

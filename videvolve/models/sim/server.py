@@ -30,7 +30,7 @@ def create_app(model: str = "simvlm", latency_ms: float = 0.0, api_key: str | No
     """The app; ``api_key`` makes it answer 401 to requests without ``Authorization: Bearer <key>``."""
     app = FastAPI(title="videvolve serve-sim")
     sim = SimVLM(family)
-    stats = {"requests": 0}
+    stats = {"requests": 0, "prompt_tokens": 0}
     app.state.stats = stats
 
     @app.middleware("http")
@@ -46,6 +46,10 @@ def create_app(model: str = "simvlm", latency_ms: float = 0.0, api_key: str | No
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "videvolve",
                                             "max_model_len": 131072}]}
+
+    @app.get("/stats")
+    async def get_stats() -> dict[str, int]:
+        return dict(stats)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -80,6 +84,7 @@ def create_app(model: str = "simvlm", latency_ms: float = 0.0, api_key: str | No
         except (KeyError, TypeError, AttributeError) as exc:
             raise HTTPException(status_code=400, detail=f"malformed messages: {exc}") from exc
         prompt, completion = reply.usage.prompt_tokens or 0, reply.usage.completion_tokens or 0
+        stats["prompt_tokens"] += prompt
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
             "model": model,

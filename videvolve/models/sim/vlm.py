@@ -54,6 +54,9 @@ def _parts(message: Message) -> list[dict[str, Any]]:
     return list(content)
 
 
+TEMPLATE_TOKENS_PER_MESSAGE = 4
+
+
 class SimVLM:
     """The offline VLM of SynthWorld (see the module docstring)."""
 
@@ -107,7 +110,9 @@ class SimVLM:
             out = self._match(seen, request)
         else:
             out = self._answer(seen, text)
-        return Reply(text=out, usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=text_tokens(out)))
+        overhead = TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + 3  # role markers, as a chat template adds
+        return Reply(text=out, usage=Usage(prompt_tokens=prompt_tokens + overhead,
+                                           completion_tokens=text_tokens(out)))
 
     @staticmethod
     def _match(seen: list[Seen], request: str) -> str:

@@ -1,0 +1,148 @@
+"""End to end: eval with SimVLM in-process and through serve-sim over HTTP; faults; the cache; ask."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest_helpers import free_port, serve_sim
+from videvolve.config import RuntimeSettings
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.skill_library.harness import load_harness, seed_path
+from videvolve.solve import solve_tasks, summarize
+from videvolve.tasks import read_predictions
+
+
+def videvolve(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "videvolve", *args], capture_output=True, text=True, timeout=600)
+
+
+def eval_args(world, out: Path, *extra: str) -> list[str]:
+    return ["eval", "--tasks", str(world.tasks_path), "--split", "all", "--harness", "scan_refine", "--out", str(out),
+            "--concurrency", "2", "--json", *extra]
+
+
+def test_serve_sim_over_http_equals_in_process(small_world, tmp_path: Path):
+    local = videvolve(*eval_args(small_world, tmp_path / "local", "--no-cache"))
+    assert local.returncode == 0, local.stderr
+    with serve_sim() as base:
+        remote = videvolve(*eval_args(small_world, tmp_path / "remote", "--no-cache", "--backend", "openai",
+                                      "--base-url", base, "--model", "simvlm", "--image-format", "png"))
+        stats = httpx.get(base.removesuffix("/v1") + "/stats").json()
+    assert remote.returncode == 0, remote.stderr
+    a = {p.task_id: p.answer for p in read_predictions(tmp_path / "local" / "predictions.jsonl")}
+    b = {p.task_id: p.answer for p in read_predictions(tmp_path / "remote" / "predictions.jsonl")}
+    assert a == b and len(a) == len(small_world.tasks)
+    s_local, s_remote = json.loads(local.stdout), json.loads(remote.stdout)
+    assert s_remote["mcq"]["accuracy"] == s_local["mcq"]["accuracy"] >= 0.5
+    assert s_remote["frames_per_question"] == s_local["frames_per_question"]
+    reported = sum(json.loads(p.read_text())["usage"]["reported_prompt_tokens"]
+                   for p in (tmp_path / "remote" / "results").glob("*.json"))
+    estimated = sum(json.loads(p.read_text())["usage"]["cumulative_tokens"]
+                    for p in (tmp_path / "remote" / "results").glob("*.json"))
+    assert reported == stats["prompt_tokens"] and reported != estimated  # the server's own counts are kept
+
+
+def test_second_eval_is_served_from_the_cache(small_world, tmp_path: Path):
+    cache = tmp_path / "cache.sqlite"
+    first = videvolve(*eval_args(small_world, tmp_path / "a", "--cache", str(cache)))
+    second = videvolve(*eval_args(small_world, tmp_path / "b", "--cache", str(cache)))
+    s1, s2 = json.loads(first.stdout), json.loads(second.stdout)
+    assert s1["model_calls"] > 0 and s2["model_calls"] == 0 and s2["cache_hits"] == s2["requests"]
+    for key in ("frames_per_question", "image_tokens_per_question", "cumulative_tokens_per_question", "score"):
+        assert s1[key] == s2[key], key
+    rerun = videvolve(*eval_args(small_world, tmp_path / "b", "--cache", str(cache)))
+    assert json.loads(rerun.stdout)["requests"] == s2["requests"]  # results on disk are reused, not recomputed
+
+
+def test_endpoint_down_is_a_clear_error_after_bounded_retries(small_world, tmp_path: Path):
+    r = videvolve(*eval_args(small_world, tmp_path / "down", "--backend", "openai", "--base-url",
+                             f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--max-retries", "1", "--no-cache"))
+    assert r.returncode == 3
+    assert "failed after 1 retries" in r.stderr and "rerun the same command to continue" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not list((tmp_path / "down" / "results").glob("*.json"))  # infrastructure errors are never scored
+
+
+def test_401_fails_at_once(small_world, tmp_path: Path):
+    with serve_sim("--api-key", "right") as base:
+        r = videvolve(*eval_args(small_world, tmp_path / "auth", "--backend", "openai", "--base-url", base,
+                                 "--model", "simvlm", "--max-retries", "3", "--no-cache"))
+    assert r.returncode == 3 and "authentication failed" in r.stderr and "401" in r.stderr
+
+
+def test_too_many_images_is_that_tasks_error(small_world, tmp_path: Path):
+    with serve_sim("--max-images", "2") as base:
+        r = videvolve("eval", "--tasks", str(small_world.tasks_path), "--split", "all", "--harness", "uniform",
+                      "--out", str(tmp_path / "400"), "--backend", "openai", "--base-url", base, "--model", "simvlm",
+                      "--no-cache", "--json", "--limit", "4")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["errors_by_kind"] == {"bad_request": 4} and summary["score"] == 0
+    assert summary["frames_per_question"] > 0  # an error's frames still count
+
+
+class Garbage(SimVLM):
+    def complete(self, messages, tools=None):
+        reply = super().complete(messages, tools)
+        reply.text = "Hmm, hard to say."
+        return reply
+
+
+def test_unparsable_reply_is_an_error_not_a_wrong_answer(small_world, tmp_path: Path):
+    harness = load_harness(seed_path("uniform"))
+    tasks = small_world.tasks[:6]
+    results = solve_tasks(harness, tasks, Garbage(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2),
+                          tmp_path)
+    assert all(r.outcome == "error" and r.error_kind == "parse" and r.score == 0 for r in results)
+    summary = summarize(tasks, results)
+    assert summary["errors"] == 6 and summary["frames_per_question"] == 64
+    trace = (tmp_path / "traces" / f"{tasks[0].id}.jsonl").read_text()
+    assert "Hmm, hard to say." in trace  # the reply is kept
+
+
+def test_traces_carry_times_outcome_and_score(small_world, tmp_path: Path):
+    harness = load_harness(seed_path("scan_refine"))
+    task = next(t for t in small_world.tasks if t.kind == "grounding" and t.intervals)
+    result = solve_tasks(harness, [task], SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path)[0]
+    steps = [json.loads(line) for line in (tmp_path / "traces" / f"{task.id}.jsonl").read_text().splitlines()]
+    events = [s["event"] for s in steps]
+    assert events[0] == "ask:match" and events[-2:] == ["final", "result"]
+    assert all("observed_times" in s and "image_tokens" in s for s in steps if s["event"].startswith("ask"))
+    assert steps[-1]["outcome"] == "ok" and steps[-1]["score"] == pytest.approx(result.score)
+    assert result.usage["observed_times"] and result.frames == steps[-1]["frames"]
+
+
+def test_ask_cli(small_world, tmp_path: Path):
+    task = next(t for t in small_world.tasks if t.kind == "mcq")
+    args = ["ask", task.video, task.question, *sum((["--option", o] for o in task.options or []), []), "--json",
+            "--no-cache"]
+    r = videvolve(*args)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["outcome"] == "ok" and out["answer"] in "ABCD" and out["usage"]["frames"] > 0
+    g = videvolve("ask", task.video, "When does the red circle appear?", "--no-cache")
+    assert g.returncode == 0 and "answer:" in g.stdout and "cost:" in g.stdout
+    missing = videvolve("ask", str(tmp_path / "nope.mp4"), "When?")
+    assert missing.returncode == 2 and "video not found" in missing.stderr and len(missing.stderr.splitlines()) == 1
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(b"not a video at all" * 50)
+    corrupt = videvolve("ask", str(bad), "When?")
+    assert corrupt.returncode == 2 and "bad.mp4" in corrupt.stderr and "Traceback" not in corrupt.stderr
+    down = videvolve("ask", task.video, "When?", "--backend", "openai", "--base-url",
+                     f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--max-retries", "0", "--no-cache")
+    assert down.returncode != 0 and "error" in down.stderr.lower() and "Traceback" not in down.stderr
+
+
+def test_python_api(small_world):
+    from videvolve import load_harness as api_load
+
+    task = next(t for t in small_world.tasks if t.kind == "grounding")
+    answer = api_load("scan_refine").ask(task.video, task.question)
+    assert answer.outcome == "ok" and isinstance(answer.answer, list) and answer.usage["frames"] > 0
