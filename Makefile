@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --quiet --disable-pip-version-check
 
-.PHONY: demo test lint bench install install-dev clean
+.PHONY: demo test lint bench install install-dev sandbox clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,21 +17,30 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[dev]'
 	@touch $@ $(VENV)/.installed
 
+# The harness sandbox needs bubblewrap (Debian/Ubuntu package `bubblewrap`); installed here when we may.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; }; \
+	  else echo "note: bubblewrap is missing; install it (sudo apt install bubblewrap) to sandbox harness code"; fi; }
+
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed sandbox
 	$(BIN)/videvolve demo --out demo
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev sandbox
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check videvolve tests bench
 	$(BIN)/mypy
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed sandbox
 	$(BIN)/python bench/media.py
+	$(BIN)/python bench/seeds.py
+	$(BIN)/python bench/solve.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache .mypy_cache .ruff_cache

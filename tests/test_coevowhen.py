@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -19,8 +19,8 @@ from videvolve.solve import solve_tasks
 class ScriptedChat(GenericFakeChatModel):
     """Returns scripted AIMessages (with tool calls) and records every request it receives."""
 
-    seen: list[list[BaseMessage]] = []
-    tools_seen: list[Any] = []
+    seen: ClassVar[list[list[BaseMessage]]] = []
+    tools_seen: ClassVar[list[Any]] = []
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:  # type: ignore[override]
         type(self).tools_seen.append(tools)

@@ -10,13 +10,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest_helpers import free_port, serve_sim
 from videvolve.config import RuntimeSettings
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness, seed_path
 from videvolve.solve import solve_tasks, summarize
 from videvolve.tasks import read_predictions
+from videvolve.testing import free_port, serve_sim
 
 
 def videvolve(*args: str) -> subprocess.CompletedProcess:
@@ -121,8 +121,8 @@ def test_traces_carry_times_outcome_and_score(small_world, tmp_path: Path):
 
 def test_ask_cli(small_world, tmp_path: Path):
     task = next(t for t in small_world.tasks if t.kind == "mcq")
-    args = ["ask", task.video, task.question, *sum((["--option", o] for o in task.options or []), []), "--json",
-            "--no-cache"]
+    options = [x for o in task.options or [] for x in ("--option", o)]
+    args = ["ask", task.video, task.question, *options, "--json", "--no-cache"]
     r = videvolve(*args)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -146,3 +146,14 @@ def test_python_api(small_world):
     task = next(t for t in small_world.tasks if t.kind == "grounding")
     answer = api_load("scan_refine").ask(task.video, task.question)
     assert answer.outcome == "ok" and isinstance(answer.answer, list) and answer.usage["frames"] > 0
+
+
+def test_doctor_against_serve_sim():
+    with serve_sim() as base:
+        r = videvolve("doctor", "--backend", "openai", "--base-url", base, "--model", "simvlm")
+        wrong = videvolve("doctor", "--backend", "openai", "--base-url", base, "--model", "nope")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for check in ("PyAV decoding", "sandbox", "endpoint", "model name", "chat", "tool calling", "images per"):
+        assert check in r.stdout
+    assert "enable-auto-tool-choice" in r.stdout.replace("\n", "")  # SimVLM never calls tools: the advice shows
+    assert wrong.returncode == 1 and "is not served" in wrong.stdout.replace("\n", " ")

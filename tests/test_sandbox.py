@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests import sandbox_cases
-from tests.conftest_helpers import serve_sim
-from videvolve.testing import make_index_video
+from videvolve.testing import make_index_video, serve_sim
 
 EXPECTED = {
     "good": ("ok", None),

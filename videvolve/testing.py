@@ -1,4 +1,4 @@
-"""Test helpers shipped with the package: videos whose frames encode their own index.
+"""Test helpers shipped with the package: videos whose frames encode their own index, and serve-sim.
 
 Each frame carries its index as a row of black/white blocks (one bit each, most significant first), large enough
 to survive H.264 compression and downscaling, so a test can tell exactly which frame came back.
@@ -6,8 +6,15 @@ to survive H.264 compression and downscaling, so a test can tell exactly which f
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 from PIL import Image
 
@@ -50,3 +57,32 @@ def make_index_video(path: str | Path, seconds: float = 20.0, fps: int = 25, gop
     frames = (index_frame(i, width, height) for i in range(round(seconds * fps)))
     return write_h264(path, frames, fps, width, height, {"preset": preset, "crf": "20", "g": str(gop),
                                                          "keyint_min": str(gop), "sc_threshold": "0", "bf": "2"})
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_sim(*extra: str) -> Iterator[str]:
+    """Start `videvolve serve-sim` as a real subprocess; yields its base URL."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "videvolve", "serve-sim", "--port", str(port), *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except httpx.HTTPError:
+                if proc.poll() is not None:
+                    raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "serve-sim died") from None
+                time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
