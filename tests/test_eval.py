@@ -23,17 +23,30 @@ def videvolve(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "videvolve", *args], capture_output=True, text=True, timeout=600)
 
 
-def eval_args(world, out: Path, *extra: str) -> list[str]:
-    return ["eval", "--tasks", str(world.tasks_path), "--split", "all", "--harness", "scan_refine", "--out", str(out),
+@pytest.fixture(scope="module")
+def light(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """scan_refine with 64 frames a question (the seed's 256 make these end-to-end tests slow)."""
+    import shutil
+
+    d = tmp_path_factory.mktemp("harness") / "scan_refine_64"
+    shutil.copytree(seed_path("scan_refine"), d)
+    config = (d / "config.toml").read_text().replace("frames = 256", "frames = 64")
+    (d / "config.toml").write_text(config)
+    return str(d)
+
+
+def eval_args(world, out: Path, *extra: str, harness: str = "scan_refine") -> list[str]:
+    return ["eval", "--tasks", str(world.tasks_path), "--split", "all", "--harness", harness, "--out", str(out),
             "--concurrency", "2", "--json", *extra]
 
 
-def test_serve_sim_over_http_equals_in_process(small_world, tmp_path: Path):
-    local = videvolve(*eval_args(small_world, tmp_path / "local", "--no-cache"))
+def test_serve_sim_over_http_equals_in_process(small_world, light, tmp_path: Path):
+    local = videvolve(*eval_args(small_world, tmp_path / "local", "--no-cache", harness=light))
     assert local.returncode == 0, local.stderr
     with serve_sim() as base:
         remote = videvolve(*eval_args(small_world, tmp_path / "remote", "--no-cache", "--backend", "openai",
-                                      "--base-url", base, "--model", "simvlm", "--image-format", "png"))
+                                      "--base-url", base, "--model", "simvlm", "--image-format", "png",
+                                      harness=light))
         stats = httpx.get(base.removesuffix("/v1") + "/stats").json()
     assert remote.returncode == 0, remote.stderr
     a = {p.task_id: p.answer for p in read_predictions(tmp_path / "local" / "predictions.jsonl")}
@@ -49,15 +62,15 @@ def test_serve_sim_over_http_equals_in_process(small_world, tmp_path: Path):
     assert reported == stats["prompt_tokens"] and reported != estimated  # the server's own counts are kept
 
 
-def test_second_eval_is_served_from_the_cache(small_world, tmp_path: Path):
+def test_second_eval_is_served_from_the_cache(small_world, light, tmp_path: Path):
     cache = tmp_path / "cache.sqlite"
-    first = videvolve(*eval_args(small_world, tmp_path / "a", "--cache", str(cache)))
-    second = videvolve(*eval_args(small_world, tmp_path / "b", "--cache", str(cache)))
+    first = videvolve(*eval_args(small_world, tmp_path / "a", "--cache", str(cache), harness=light))
+    second = videvolve(*eval_args(small_world, tmp_path / "b", "--cache", str(cache), harness=light))
     s1, s2 = json.loads(first.stdout), json.loads(second.stdout)
     assert s1["model_calls"] > 0 and s2["model_calls"] == 0 and s2["cache_hits"] == s2["requests"]
     for key in ("frames_per_question", "image_tokens_per_question", "cumulative_tokens_per_question", "score"):
         assert s1[key] == s2[key], key
-    rerun = videvolve(*eval_args(small_world, tmp_path / "b", "--cache", str(cache)))
+    rerun = videvolve(*eval_args(small_world, tmp_path / "b", "--cache", str(cache), harness=light))
     assert json.loads(rerun.stdout)["requests"] == s2["requests"]  # results on disk are reused, not recomputed
 
 
@@ -102,7 +115,7 @@ def test_unparsable_reply_is_an_error_not_a_wrong_answer(small_world, tmp_path: 
                           tmp_path)
     assert all(r.outcome == "error" and r.error_kind == "parse" and r.score == 0 for r in results)
     summary = summarize(tasks, results)
-    assert summary["errors"] == 6 and summary["frames_per_question"] == 64
+    assert summary["errors"] == 6 and summary["frames_per_question"] == harness.config["n_frames"]
     trace = (tmp_path / "traces" / f"{tasks[0].id}.jsonl").read_text()
     assert "Hmm, hard to say." in trace  # the reply is kept
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from videvolve.cli.data_cmds import stats_table
@@ -67,9 +67,12 @@ def run_demo(out: Path, videos: int = 8, minutes: float = 10.0, seed: int = 0) -
         with Progress(TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=True) as progress:
             bar = progress.add_task(name, total=len(tasks))
+
+            def advance(_: TaskResult, bar: TaskID = bar, progress: Progress = progress) -> None:
+                progress.advance(bar)
+
             results[name] = solve_tasks(harness, tasks, SimVLM(), cost_model("qwen2.5-vl"),
-                                        RuntimeSettings(concurrency=2), out / "evals" / name,
-                                        on_result=lambda _r, b=bar, p=progress: p.advance(b))
+                                        RuntimeSettings(concurrency=2), out / "evals" / name, on_result=advance)
         s = summarize(tasks, results[name])
         g = s.get("grounding", {})
         table.add_row(name, f"{s.get('mcq', {}).get('accuracy', 0):.3f}", f"{g.get('miou', 0):.3f}",
