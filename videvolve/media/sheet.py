@@ -26,10 +26,9 @@ def format_timestamp(t: float) -> str:
 
 
 @dataclass(frozen=True)
-class Sheet:
-    """A grid image plus its layout: cell ``i`` (reading order) shows the frame at ``times[i]``."""
+class SheetLayout:
+    """Where each cell of a contact sheet is: cell ``i`` (reading order) shows the frame at ``times[i]``."""
 
-    image: Image.Image
     cols: int
     rows: int
     cell_width: int
@@ -44,6 +43,13 @@ class Sheet:
         left = self.gap + c * (self.cell_width + self.gap)
         top = self.gap + r * (self.cell_height + self.label_height + self.gap)
         return left, top, left + self.cell_width, top + self.cell_height
+
+
+@dataclass(frozen=True)
+class Sheet(SheetLayout):
+    """A grid image plus its layout."""
+
+    image: Image.Image
 
     def cell(self, i: int) -> Image.Image:
         """The picture of cell ``i``."""
@@ -68,7 +74,7 @@ def contact_sheet(
     image = Image.new("RGB", (width, height), BORDER_COLOUR)
     draw = ImageDraw.Draw(image)
     font = ImageFont.load_default()
-    sheet = Sheet(image, cols, rows, cell_width, cell_height, label_height, GAP, tuple(f.requested for f in frames))
+    sheet = Sheet(cols, rows, cell_width, cell_height, label_height, GAP, tuple(f.requested for f in frames), image)
     for i, frame in enumerate(frames):
         left, top, right, bottom = sheet.cell_box(i)
         image.paste(frame.image.convert("RGB").resize((cell_width, cell_height), Image.Resampling.BILINEAR),

@@ -10,27 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class SheetLayout:
-    """Where each cell of a contact sheet is (mirrors :class:`videvolve.media.Sheet`)."""
-
-    cols: int
-    rows: int
-    cell_width: int
-    cell_height: int
-    label_height: int
-    gap: int
-    times: tuple[float, ...]
-
-    def cell_box(self, i: int) -> tuple[int, int, int, int]:
-        """``(left, top, right, bottom)`` of cell ``i``'s picture."""
-        r, c = divmod(i, self.cols)
-        left = self.gap + c * (self.cell_width + self.gap)
-        top = self.gap + r * (self.cell_height + self.label_height + self.gap)
-        return left, top, left + self.cell_width, top + self.cell_height
+from videvolve.media.sheet import SheetLayout
 
 
 def _times(times: Sequence[float]) -> str:

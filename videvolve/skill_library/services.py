@@ -29,7 +29,7 @@ from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
 from videvolve.models.parsing import parse_match
 from videvolve.skill_library import prompts
-from videvolve.skill_library.captions import SheetLayout, frame_caption, sheet_caption, video_caption
+from videvolve.skill_library.captions import frame_caption, sheet_caption, video_caption
 from videvolve.tasks import TaskView
 
 MAX_SHEET_CELLS = 400
@@ -278,9 +278,7 @@ class TaskServices:
             if obs.kind == "sheet":
                 frames = frames_at(self.video, obs.times, max_side=obs.cell_width, clamp=True)
                 sheet = contact_sheet(frames, cols=obs.cols, cell_width=obs.cell_width)
-                layout = SheetLayout(sheet.cols, sheet.rows, sheet.cell_width, sheet.cell_height,
-                                     sheet.label_height, sheet.gap, sheet.times)
-                return ([{"type": "text", "text": sheet_caption(layout)}, self._image_part(sheet.image)],
+                return ([{"type": "text", "text": sheet_caption(sheet)}, self._image_part(sheet.image)],
                         {f.time for f in frames}, self.cost.image_tokens(*sheet.image.size), 0)
             frames = frames_at(self.video, obs.times, max_side=obs.max_side, clamp=True)
             keys = {f.time for f in frames}
