@@ -1,0 +1,56 @@
+"""A diagnosis is a first-class record: what failed, what a probe found, why, and what the fix led to."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Category = Literal["missed_event", "misperception", "evidence_unused", "boundary_error", "format_error",
+                   "infra_error", "budget_exhausted", "crash", "unresolved"]
+CATEGORIES: tuple[str, ...] = ("missed_event", "misperception", "evidence_unused", "boundary_error", "format_error",
+                               "infra_error", "budget_exhausted", "crash", "unresolved")
+
+
+class Evidence(BaseModel):
+    """One probe observation: a time and what was seen there."""
+
+    time: float
+    seen: str
+
+
+class RevisionOutcome(BaseModel):
+    """What the revision a diagnosis led to became."""
+
+    candidate: str | None = Field(None, description="harness version proposed")
+    operator: str | None = Field(None, description="the editor's operator (heuristic) or 'llm'")
+    decision: Literal["accepted", "rejected", "dropped", "none"]
+    reason: str = ""
+    d_score: float | None = None
+    d_cost: float | None = None
+
+
+class Diagnosis(BaseModel):
+    """Why one training task failed, found by revisiting its video."""
+
+    id: str
+    run_id: str
+    iteration: int
+    harness_id: str
+    task_id: str
+    video_id: str
+    kind: Literal["mcq", "grounding"]
+    source: str = "custom"
+    category: Category
+    evidence: list[Evidence] = Field(default_factory=list, description="probe times and what was seen")
+    hypothesis: str = Field(description="why the harness failed")
+    applies_when: str = Field(description="conditions under which a fix applies")
+    preserve: str = Field(description="behaviour a fix must keep")
+    probe_cost: dict[str, int] = Field(default_factory=dict, description="the investigator's own frames and tokens")
+    created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    outcome: RevisionOutcome | None = None
+
+    def text(self) -> str:
+        """What is embedded for similarity search."""
+        return f"{self.category.replace('_', ' ')}: {self.hypothesis} Applies when: {self.applies_when}"

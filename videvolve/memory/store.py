@@ -1,0 +1,245 @@
+"""Diagnosis stores: JSONL records are the truth; the search index (in memory, or Chroma on disk) is rebuildable.
+
+A store lives in a memory workspace shared by runs (``--memory DIR``, default ``~/.videvolve/memory``):
+``diagnoses.jsonl`` (append-only; the last line for an id wins) and ``chroma/`` (the index). The index is checked
+against the records when the store opens and rebuilt if they disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from videvolve.memory.embedders import Embedder
+from videvolve.memory.records import Diagnosis, RevisionOutcome
+
+log = logging.getLogger(__name__)
+COLLECTION = "diagnoses"
+
+
+class DiagnosisStore(Protocol):
+    """Where diagnoses are kept and found again."""
+
+    def put(self, records: Sequence[Diagnosis]) -> None:
+        """Add or replace records (by id)."""
+        ...
+
+    def set_outcome(self, ids: Sequence[str], outcome: RevisionOutcome) -> None:
+        """Record what the revision these diagnoses led to became."""
+        ...
+
+    def get(self, id: str) -> Diagnosis | None:
+        """One record."""
+        ...
+
+    def records(self) -> list[Diagnosis]:
+        """Every record (latest version of each), oldest first."""
+        ...
+
+    def search(self, text: str, k: int = 5, exclude_videos: Iterable[str] = (), exclude_run: str | None = None,
+               category: str | None = None) -> list[tuple[Diagnosis, float]]:
+        """The ``k`` records most similar to ``text`` with their similarity, leaving out the given videos."""
+        ...
+
+
+class _Records:
+    """The JSONL truth, loaded into a dict."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.by_id: dict[str, Diagnosis] = {}
+        self.lock = threading.Lock()
+        if path is not None and path.exists():
+            for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if line.strip():
+                    try:
+                        d = Diagnosis.model_validate_json(line)
+                    except ValueError as exc:
+                        log.warning("%s:%d: skipping an unreadable diagnosis (%s)", path, lineno, exc)
+                        continue
+                    self.by_id.pop(d.id, None)
+                    self.by_id[d.id] = d
+
+    def write(self, records: Sequence[Diagnosis]) -> list[Diagnosis]:
+        changed = [r for r in records if self.by_id.get(r.id) != r]
+        if not changed:
+            return []
+        with self.lock:
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as fh:
+                    for r in changed:
+                        fh.write(r.model_dump_json() + "\n")
+            for r in changed:
+                self.by_id.pop(r.id, None)
+                self.by_id[r.id] = r
+        return changed
+
+
+def _keep(d: Diagnosis, exclude: set[str], exclude_run: str | None, category: str | None) -> bool:
+    return d.video_id not in exclude and (exclude_run is None or d.run_id != exclude_run) and \
+        (category is None or d.category == category)
+
+
+class InMemoryStore:
+    """Records in a dict (optionally mirrored to JSONL) and a numpy cosine index; for tests and small runs."""
+
+    def __init__(self, embedder: Embedder, path: str | Path | None = None) -> None:
+        self.embedder = embedder
+        self._records = _Records(Path(path) if path else None)
+        self._vectors: dict[str, np.ndarray] = {}
+        self._index(list(self._records.by_id.values()))
+
+    def _index(self, records: Sequence[Diagnosis]) -> None:
+        if records:
+            for r, v in zip(records, self.embedder.embed([r.text() for r in records]), strict=True):
+                self._vectors[r.id] = v
+
+    def put(self, records: Sequence[Diagnosis]) -> None:
+        """Add or replace records."""
+        self._index(self._records.write(records))
+
+    def set_outcome(self, ids: Sequence[str], outcome: RevisionOutcome) -> None:
+        """Attach an outcome."""
+        self._records.write([d.model_copy(update={"outcome": outcome}) for i in ids
+                             if (d := self._records.by_id.get(i)) is not None])
+
+    def get(self, id: str) -> Diagnosis | None:
+        """One record."""
+        return self._records.by_id.get(id)
+
+    def records(self) -> list[Diagnosis]:
+        """All records."""
+        return list(self._records.by_id.values())
+
+    def search(self, text: str, k: int = 5, exclude_videos: Iterable[str] = (), exclude_run: str | None = None,
+               category: str | None = None) -> list[tuple[Diagnosis, float]]:
+        """Cosine similarity over the records that pass the filters."""
+        exclude = set(exclude_videos)
+        pool = [d for d in self._records.by_id.values() if _keep(d, exclude, exclude_run, category)]
+        if not pool:
+            return []
+        q = self.embedder.embed([text])[0]
+        scored = [(d, float(self._vectors[d.id] @ q)) for d in pool]
+        return sorted(scored, key=lambda x: (-x[1], x[0].id))[:k]
+
+
+class ChromaStore:
+    """Records in ``diagnoses.jsonl``; a Chroma ``PersistentClient`` index (telemetry off) in ``chroma/``.
+
+    Embeddings are computed by the injected embedder and handed to Chroma, so Chroma never loads (or downloads)
+    an embedding model of its own.
+    """
+
+    def __init__(self, root: str | Path, embedder: Embedder) -> None:
+        import chromadb
+        from chromadb.config import Settings
+
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.embedder = embedder
+        self._records = _Records(self.root / "diagnoses.jsonl")
+        self._client = chromadb.PersistentClient(path=str(self.root / "chroma"),
+                                                 settings=Settings(anonymized_telemetry=False))
+        self._collection = self._open()
+        self.check()
+
+    def _open(self) -> Any:
+        return self._client.get_or_create_collection(
+            COLLECTION, embedding_function=None,
+            metadata={"hnsw:space": "cosine", "embedder": self.embedder.name})
+
+    def check(self) -> bool:
+        """Compare the index with the records; rebuild it when they differ. Returns True if it was rebuilt."""
+        meta = self._collection.metadata or {}
+        indexed = set(self._collection.get(include=[])["ids"])
+        if indexed == set(self._records.by_id) and meta.get("embedder") == self.embedder.name:
+            return False
+        log.info("diagnosis index out of date (%d indexed, %d records): rebuilding", len(indexed),
+                 len(self._records.by_id))
+        self.rebuild()
+        return True
+
+    def rebuild(self) -> int:
+        """Drop the index and index every record again; returns how many."""
+        self._client.delete_collection(COLLECTION)
+        self._collection = self._open()
+        self._upsert(list(self._records.by_id.values()))
+        return len(self._records.by_id)
+
+    def _upsert(self, records: Sequence[Diagnosis]) -> None:
+        for i in range(0, len(records), 256):
+            chunk = records[i : i + 256]
+            self._collection.upsert(
+                ids=[r.id for r in chunk], embeddings=self.embedder.embed([r.text() for r in chunk]).tolist(),
+                metadatas=[{"video_id": r.video_id, "run_id": r.run_id, "category": r.category, "kind": r.kind}
+                           for r in chunk],
+                documents=[r.text() for r in chunk])
+
+    def put(self, records: Sequence[Diagnosis]) -> None:
+        """Add or replace records."""
+        self._upsert(self._records.write(records))
+
+    def set_outcome(self, ids: Sequence[str], outcome: RevisionOutcome) -> None:
+        """Attach an outcome (the index holds ids only, so it needs no change)."""
+        self._records.write([d.model_copy(update={"outcome": outcome}) for i in ids
+                             if (d := self._records.by_id.get(i)) is not None])
+
+    def get(self, id: str) -> Diagnosis | None:
+        """One record."""
+        return self._records.by_id.get(id)
+
+    def records(self) -> list[Diagnosis]:
+        """All records."""
+        return list(self._records.by_id.values())
+
+    def search(self, text: str, k: int = 5, exclude_videos: Iterable[str] = (), exclude_run: str | None = None,
+               category: str | None = None) -> list[tuple[Diagnosis, float]]:
+        """Nearest records by cosine similarity, filtered in Chroma's ``where`` and again here."""
+        exclude = set(exclude_videos)
+        if not self._records.by_id:
+            return []
+        clauses: list[dict[str, Any]] = []
+        if exclude:
+            clauses.append({"video_id": {"$nin": sorted(exclude)}})
+        if exclude_run:
+            clauses.append({"run_id": {"$ne": exclude_run}})
+        if category:
+            clauses.append({"category": category})
+        where = clauses[0] if len(clauses) == 1 else ({"$and": clauses} if clauses else None)
+        res = self._collection.query(query_embeddings=self.embedder.embed([text]).tolist(),
+                                     n_results=min(k, len(self._records.by_id)), where=where,
+                                     include=["distances"])
+        out = []
+        for id_, dist in zip(res["ids"][0], res["distances"][0], strict=True):
+            d = self._records.by_id.get(id_)
+            if d is not None and _keep(d, exclude, exclude_run, category):
+                out.append((d, 1.0 - float(dist)))
+        return out
+
+
+def open_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStore:
+    """The shared memory workspace at ``root`` with the default (real where installed) embedder."""
+    from videvolve.memory.embedders import default_embedder
+
+    return ChromaStore(root, embedder or default_embedder())
+
+
+def store_summary(store: DiagnosisStore) -> dict[str, Any]:
+    """Counts by category and outcome."""
+    from collections import Counter
+
+    records = store.records()
+    return {"records": len(records), "by_category": dict(Counter(r.category for r in records)),
+            "by_outcome": dict(Counter(r.outcome.decision if r.outcome else "pending" for r in records))}
+
+
+def dump(records: Iterable[Diagnosis]) -> str:
+    """Records as JSON lines."""
+    return "\n".join(json.dumps(r.model_dump(mode="json")) for r in records)
