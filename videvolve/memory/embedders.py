@@ -11,7 +11,7 @@ import functools
 import hashlib
 import logging
 import re
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -62,7 +62,7 @@ class MiniLMEmbedder:
 
 
 @functools.lru_cache(maxsize=1)
-def _minilm():  # type: ignore[no-untyped-def]
+def _minilm() -> Any:
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -243,6 +243,15 @@ class TaskServices:
             raise ServiceError("invalid", f"unknown observation handle {handle[:8]!r} (handles belong to one task)")
         return [{"type": "observation_ref", "handle": handle}]
 
+    def _spec(self, handle: str) -> dict[str, Any]:
+        obs = self._handles[handle]
+        spec: dict[str, Any] = {"kind": obs.kind, "times": obs.times}
+        if obs.kind == "sheet":
+            spec["cell_width"] = obs.cell_width
+        else:
+            spec["max_side"] = obs.max_side
+        return spec
+
     def _render(self, messages: list[Message]) -> tuple[list[Message], set[float], int, int, set[float]]:
         """Replace observation references by captioned images; return pts keys, tokens and observed times."""
         keys: set[float] = set()
@@ -321,6 +330,8 @@ class TaskServices:
     def _call(self, messages: list[Message], tools: list[Tool] | None, event: str,
               handles: list[str]) -> dict[str, Any]:
         started = time.perf_counter()
+        specs = [self._spec(p["handle"]) for m in messages if isinstance(m.get("content"), list)
+                 for p in m["content"] if p.get("type") == "observation_ref"]
         rendered, keys, image_tokens, video_tokens, observed = self._render(messages)
         new = keys - self.meter.frame_keys
         budget = self.settings.budget
@@ -344,7 +355,8 @@ class TaskServices:
             raise ServiceError("bad_request", str(exc)) from exc
         self.meter.cache_hits += int(reply.cached)
         self.meter.reported_prompt_tokens += reply.usage.prompt_tokens or 0
-        self.trace.write(event, observed_times=sorted(observed), new_frames=len(new), image_tokens=image_tokens,
+        self.trace.write(event, observed_times=sorted(observed), observations=specs, new_frames=len(new),
+                         image_tokens=image_tokens,
                          video_tokens=video_tokens, prompt_tokens=prompt_tokens,
                          reported_prompt_tokens=reply.usage.prompt_tokens, cached=reply.cached,
                          reply=reply.text[:500], tool_calls=[c.name for c in reply.tool_calls],

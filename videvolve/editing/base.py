@@ -1,0 +1,138 @@
+"""What an editor sees and what it proposes; writing a proposal as a new, immutable candidate version.
+
+An editor never receives a selection-set task, question, video or per-item outcome: only the incumbent's files,
+this batch's training diagnoses, similar past diagnoses from memory (without this run's selection or test videos)
+and the gate's aggregate history.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from videvolve.errors import HarnessError
+from videvolve.memory.records import Diagnosis
+from videvolve.skill_library.harness import content_hash
+
+EDITABLE = re.compile(r"^(SKILL\.md|config\.toml|solver\.py|references/[A-Za-z0-9_-]+\.md|"
+                      r"tools/[A-Za-z0-9_-]+/tool\.(json|py))$")
+MAX_EDIT_BYTES = 128 * 1024
+
+
+class PastDiagnosis(BaseModel):
+    """A similar diagnosis from memory, with the outcome of the revision it led to."""
+
+    diagnosis: Diagnosis
+    similarity: float
+
+
+class EditorInput(BaseModel):
+    """Everything an editor may know."""
+
+    incumbent: str
+    files: dict[str, str] = Field(description="the incumbent's files, path -> text")
+    diagnoses: list[Diagnosis] = Field(description="this batch's diagnoses (training tasks only)")
+    similar: list[PastDiagnosis] = Field(default_factory=list, description="similar past diagnoses and outcomes")
+    history: list[dict[str, Any]] = Field(default_factory=list, description="the gate's aggregate history")
+    feedback: str | None = Field(None, description="why the previous proposal failed validation")
+    tried: list[str] = Field(default_factory=list, description="operators already tried on this incumbent")
+
+
+class Proposal(BaseModel):
+    """A revision: edits to the incumbent's files and why."""
+
+    operator: str
+    rationale: str
+    applies_when: str = ""
+    preserve: str = ""
+    edits: dict[str, str | None] = Field(description="path -> new content (None deletes the file)")
+    diagnoses: list[str] = Field(default_factory=list)
+
+
+class Editor(Protocol):
+    """Proposes a revision, or None when it has nothing to try."""
+
+    def propose(self, inp: EditorInput) -> Proposal | None:
+        """One proposal."""
+        ...
+
+
+def read_files(harness_dir: Path) -> dict[str, str]:
+    """The editable files of a harness."""
+    out = {}
+    for p in sorted(harness_dir.rglob("*")):
+        rel = p.relative_to(harness_dir).as_posix()
+        if p.is_file() and EDITABLE.match(rel):
+            out[rel] = p.read_text(encoding="utf-8")
+    return out
+
+
+def check_edit(path: str, content: str | None) -> str | None:
+    """Why an edit is refused, or None: no absolute paths, no '..', only the harness's own kinds of files."""
+    if path.startswith("/") or "\\" in path or any(part == ".." for part in path.split("/")):
+        return f"edit path {path!r} leaves the harness folder"
+    if not EDITABLE.match(path):
+        return (f"edit path {path!r} is not an editable harness file (SKILL.md, config.toml, solver.py, "
+                "references/*.md, tools/<name>/tool.json|tool.py)")
+    if content is not None and len(content.encode()) > MAX_EDIT_BYTES:
+        return f"{path}: {len(content.encode())} bytes is over the {MAX_EDIT_BYTES}-byte limit"
+    return None
+
+
+def unified_diff(old: dict[str, str], new: dict[str, str]) -> str:
+    """A unified diff of two file sets."""
+    lines: list[str] = []
+    for path in sorted(set(old) | set(new)):
+        a, b = old.get(path, ""), new.get(path, "")
+        if a != b:
+            lines += difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True),
+                                          f"a/{path}", f"b/{path}")
+    return "".join(lines)
+
+
+def write_candidate(incumbent_dir: Path, harnesses_dir: Path, proposal: Proposal) -> str:
+    """Copy the incumbent, apply the edits, and store the result as a new version; the incumbent is untouched."""
+    for path, content in proposal.edits.items():
+        reason = check_edit(path, content)
+        if reason:
+            raise HarnessError(reason)
+    before = read_files(incumbent_dir)
+    work = Path(tempfile.mkdtemp(prefix="videvolve-candidate-")) / "h"
+    shutil.copytree(incumbent_dir, work, ignore=shutil.ignore_patterns("__pycache__"))
+    try:
+        for path, content in proposal.edits.items():
+            target = work / path
+            if target.is_symlink() or any(p.is_symlink() for p in target.parents if work in p.parents):
+                raise HarnessError(f"edit path {path!r} goes through a symbolic link")
+            if content is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(content, encoding="utf-8")
+        after = read_files(work)
+        version = content_hash(work)
+        manifest = json.loads((incumbent_dir / "manifest.json").read_text()) if \
+            (incumbent_dir / "manifest.json").exists() else {}
+        manifest.update({
+            "version_id": version, "parent_id": content_hash(incumbent_dir),
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "summary": proposal.rationale[:500],
+            "revision": {"operator": proposal.operator, "rationale": proposal.rationale,
+                         "applies_when": proposal.applies_when, "preserve": proposal.preserve,
+                         "diagnoses": proposal.diagnoses, "diff": unified_diff(before, after)},
+        })
+        (work / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        dest = harnesses_dir / version
+        if not dest.exists():
+            shutil.copytree(work, dest)
+        return version
+    finally:
+        shutil.rmtree(work.parent, ignore_errors=True)

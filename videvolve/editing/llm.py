@@ -1,0 +1,94 @@
+"""The LLM editor: a model proposes a ``HarnessRevision`` (structured output read with bounded retries).
+
+It may change policy text, config, solver.py and tools, and create or retire tools (CoEvoWhen's co-evolution).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pydantic import BaseModel, Field, ValidationError
+
+from videvolve.editing.base import EditorInput, Proposal
+from videvolve.models.base import VLM
+from videvolve.models.parsing import strip_think
+
+SYSTEM = """You improve an executable harness that lets a frozen vision-language model answer questions about long
+videos. The harness is a folder: SKILL.md (policy), config.toml, solver.py (def solve(task, ctx)), tools/<name>/.
+solver.py may import only math, json, re, itertools, statistics, collections, dataclasses, typing, functools and
+videvolve_sdk; it reaches media and the model only through ctx: ctx.frames(times, max_side), ctx.sheet(times, cols,
+cell_width), ctx.clip(start, end, fps), ctx.ask(observations, prompt=None, mode="answer"|"match"|"describe",
+target=None), ctx.parse_match(text), ctx.chat(messages, tools), ctx.config, ctx.tools, ctx.log(msg).
+Every frame shown to the model costs; a revision is kept only if selection accuracy rises without raising the mean
+frames per question by more than 10 %, or if cost falls by 20 % with at most one question lost.
+Reply with one JSON object only:
+{"rationale": str, "applies_when": str, "preserve": str, "edits": [{"path": str, "content": str}]}
+Each edit replaces a whole file; paths are relative to the harness folder."""
+
+
+class FileEdit(BaseModel):
+    """One file's new content."""
+
+    path: str = Field(description="relative path inside the harness, e.g. solver.py or config.toml")
+    content: str = Field(description="the complete new content of the file")
+
+
+class HarnessRevision(BaseModel):
+    """The LLM editor's decision."""
+
+    rationale: str = Field(description="which failures this addresses and why the change should help")
+    applies_when: str = Field(description="the conditions under which the change helps")
+    preserve: str = Field(description="behaviour the change must keep")
+    edits: list[FileEdit] = Field(description="files to write")
+
+
+def _prompt(inp: EditorInput) -> str:
+    files = "\n\n".join(f"=== {p} ===\n{t}" for p, t in sorted(inp.files.items()))
+    diags = "\n".join(f"- [{d.category}] {d.hypothesis} (applies when: {d.applies_when})" for d in inp.diagnoses)
+    similar = "\n".join(
+        f"- [{p.diagnosis.category}] {p.diagnosis.hypothesis} -> "
+        f"{p.diagnosis.outcome.decision if p.diagnosis.outcome else 'pending'}"
+        f"{' via ' + p.diagnosis.outcome.operator if p.diagnosis.outcome and p.diagnosis.outcome.operator else ''}"
+        for p in inp.similar)
+    history = "\n".join(json.dumps(h, default=float) for h in inp.history[-10:])
+    text = (f"Incumbent harness {inp.incumbent}:\n{files}\n\nFailures in this batch of training questions:\n"
+            f"{diags or '- none'}\n\nSimilar past diagnoses and what their revisions became:\n{similar or '- none'}"
+            f"\n\nGate history (aggregates):\n{history or '- none'}\n")
+    if inp.feedback:
+        text += f"\nYour previous revision was rejected by validation:\n{inp.feedback}\nFix it.\n"
+    return text
+
+
+def parse_revision(text: str) -> HarnessRevision:
+    """The JSON object in a reply, validated."""
+    s = strip_think(text)
+    m = re.search(r"\{[\s\S]*\}", s)
+    if not m:
+        raise ValueError("no JSON object in the reply")
+    return HarnessRevision.model_validate_json(m.group(0))
+
+
+class LLMEditor:
+    """Asks a model for a revision; a reply that does not parse is asked again, at most ``retries`` times."""
+
+    def __init__(self, vlm: VLM, retries: int = 2) -> None:
+        self.vlm = vlm
+        self.retries = retries
+
+    def propose(self, inp: EditorInput) -> Proposal | None:
+        """One revision, or None when the model gives nothing usable."""
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _prompt(inp)}]
+        for _ in range(self.retries + 1):
+            reply = self.vlm.complete(messages)
+            try:
+                rev = parse_revision(reply.text)
+            except (ValueError, ValidationError) as exc:
+                messages += [{"role": "assistant", "content": reply.text},
+                             {"role": "user", "content": f"That did not parse ({str(exc)[:300]}). Reply with the "
+                                                         "JSON object only."}]
+                continue
+            return Proposal(operator="llm", rationale=rev.rationale, applies_when=rev.applies_when,
+                            preserve=rev.preserve, edits={e.path: e.content for e in rev.edits},
+                            diagnoses=[d.id for d in inp.diagnoses])
+        return None

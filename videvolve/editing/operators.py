@@ -1,0 +1,148 @@
+"""The heuristic editor's catalogue: bounded, parametric revisions of a harness's own files.
+
+Each operator names the diagnosis categories it addresses (with a weight) and turns the incumbent's files into
+new ones, or says it does not apply. Edits are real, incremental diffs: a config value changed within bounds, a
+policy sentence added, or a refinement step inserted into ``solver.py`` at a known anchor.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Files = dict[str, str]
+
+
+def set_key(text: str, key: str, value: Any) -> str:
+    """Set ``key = value`` in TOML text, keeping every comment and other line."""
+    rendered = "true" if value is True else "false" if value is False else repr(value) if isinstance(value, str) \
+        else str(value)
+    line = f"{key} = {rendered}"
+    pattern = re.compile(rf"^{re.escape(key)}\s*=.*$", re.M)
+    if pattern.search(text):
+        return pattern.sub(line, text, count=1)
+    return text.rstrip("\n") + f"\n{line}\n"
+
+
+def config_of(files: Files) -> dict[str, Any]:
+    """The parsed config.toml ({} when absent or broken)."""
+    try:
+        return tomllib.loads(files.get("config.toml", ""))
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One kind of revision."""
+
+    name: str
+    summary: str
+    weights: dict[str, float]
+    apply: Callable[[Files, dict[str, Any]], Files | None]
+
+
+def _raise_resolution(files: Files, cfg: dict[str, Any]) -> Files | None:
+    if cfg.get("max_side"):
+        side = int(cfg["max_side"])
+        if side >= 320:
+            return None
+        return {"config.toml": set_key(files["config.toml"], "max_side", min(320, side * 3 // 2))}
+    if "cell_width" in cfg and int(cfg["cell_width"]) < 320:
+        return {"config.toml": set_key(files["config.toml"], "cell_width", min(320, int(cfg["cell_width"]) + 80))}
+    return None
+
+
+def _scale_frames(factor: float) -> Callable[[Files, dict[str, Any]], Files | None]:
+    def apply(files: Files, cfg: dict[str, Any]) -> Files | None:
+        for key in ("n_frames", "frames"):
+            if key in cfg:
+                new = max(4, int(int(cfg[key]) * factor))
+                return None if new == int(cfg[key]) else {"config.toml": set_key(files["config.toml"], key, new)}
+        return None
+
+    return apply
+
+
+SCAN_ANCHOR = '''    times = [task.duration * (i + 0.5) / n for i in range(n)]
+    frames = ctx.frames(times, max_side=ctx.config.get("max_side"))
+    reply = ctx.ask(frames)'''
+SCAN_REFINED = '''    refine = int(n * float(ctx.config.get("refine_share", 0.0)))
+    scan = n - refine
+    times = [task.duration * (i + 0.5) / scan for i in range(scan)]
+    frames = ctx.frames(times, max_side=ctx.config.get("max_side"))
+    if refine > 0:
+        frames = frames + _refine(task, ctx, frames, times, refine)
+    reply = ctx.ask(frames)'''
+REFINE_FUNCTION = '''
+
+def _refine(task, ctx, frames, times, budget):
+    """Local dense resampling, at full resolution, around the moments a match pass flags."""
+    target = "what this question is about: " + task.question
+    if task.options:
+        target += " (options: " + "; ".join(task.options) + ")"
+    found = ctx.parse_match(ctx.ask(frames, mode="match", target=target))
+    step = task.duration / max(1, len(times))
+    window = max(1, int(ctx.config.get("refine_window", 4)))
+    picks = sorted(set(found["yes"]) | set(found["maybe"]))[: max(1, budget // window)]
+    extra = []
+    for c in picks:
+        extra += [c - step / 2 + step * (j + 0.5) / window for j in range(window)]
+    extra = [t for t in extra if 0 <= t <= task.duration][:budget]
+    return ctx.frames(extra) if extra else []
+'''
+
+
+def _add_refinement(files: Files, cfg: dict[str, Any]) -> Files | None:
+    solver = files.get("solver.py", "")
+    if SCAN_ANCHOR not in solver or "_refine(" in solver:
+        return None
+    config = set_key(set_key(files["config.toml"], "refine_share", 0.25), "refine_window", 4)
+    return {"solver.py": solver.replace(SCAN_ANCHOR, SCAN_REFINED).rstrip("\n") + "\n" + REFINE_FUNCTION,
+            "config.toml": config}
+
+
+def _sharper_boundaries(files: Files, cfg: dict[str, Any]) -> Files | None:
+    if "boundary_frames" in cfg and int(cfg["boundary_frames"]) < 4:
+        return {"config.toml": set_key(files["config.toml"], "boundary_frames", int(cfg["boundary_frames"]) + 1)}
+    if "refine_window" in cfg and int(cfg["refine_window"]) < 8:
+        return {"config.toml": set_key(files["config.toml"], "refine_window", int(cfg["refine_window"]) + 2)}
+    return None
+
+
+def _more_refinement(files: Files, cfg: dict[str, Any]) -> Files | None:
+    if "refine_share" in cfg and float(cfg["refine_share"]) < 0.5:
+        return {"config.toml": set_key(files["config.toml"], "refine_share",
+                                       round(float(cfg["refine_share"]) + 0.1, 2))}
+    if "max_candidates" in cfg and int(cfg["max_candidates"]) < 32:
+        return {"config.toml": set_key(files["config.toml"], "max_candidates", int(cfg["max_candidates"]) + 4)}
+    return None
+
+
+FORMAT_RULE = ("\nAlways end with the answer alone: one option letter for a multiple-choice question, or a JSON "
+               "list of [start, end] intervals in seconds ([] if it never happens).\n")
+
+
+def _stricter_format(files: Files, cfg: dict[str, Any]) -> Files | None:
+    skill = files.get("SKILL.md", "")
+    return None if FORMAT_RULE.strip() in skill else {"SKILL.md": skill.rstrip("\n") + "\n" + FORMAT_RULE}
+
+
+CATALOGUE: tuple[Operator, ...] = (
+    Operator("raise_resolution", "show frames (or sheet cells) at 1.5x the resolution, same frame count",
+             {"misperception": 1.0, "unresolved": 0.2}, _raise_resolution),
+    Operator("add_refinement", "add local dense resampling at full resolution around flagged moments (25 % of "
+             "the frames), frame count unchanged", {"boundary_error": 1.0, "missed_event": 0.4,
+                                                   "evidence_unused": 0.3, "misperception": 0.3}, _add_refinement),
+    Operator("denser_sampling", "10 % more frames", {"missed_event": 1.0, "unresolved": 0.3}, _scale_frames(1.1)),
+    Operator("sharper_boundaries", "more frames around each boundary", {"boundary_error": 0.8}, _sharper_boundaries),
+    Operator("more_refinement", "give refinement a larger share (or more candidates)",
+             {"missed_event": 0.5, "evidence_unused": 0.6, "boundary_error": 0.3}, _more_refinement),
+    Operator("stricter_format", "state the answer format in the policy", {"format_error": 1.0}, _stricter_format),
+    Operator("sparser_sampling", "20 % fewer frames (a cost cut)", {"budget_exhausted": 1.0, "crash": 0.2},
+             _scale_frames(0.8)),
+)
+OPERATORS = {op.name: op for op in CATALOGUE}

@@ -1,0 +1,48 @@
+"""Run settings (not state): models, budgets, gate thresholds, paths. Saved to ``settings.json`` with each run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from videvolve.config import ModelSettings, RuntimeSettings
+
+
+class Context(BaseModel):
+    """Everything a run needs to know that is not its state; a run's ``settings.json`` is a valid ``--config``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_dir: str = Field(description="the run directory")
+    run_id: str = Field(description="the run's name; also the checkpointer's thread id")
+    tasks: str = Field(description="tasks file with train and selection splits (test is never loaded)")
+    seed_harness: str = Field("uniform", description="seed name or harness directory to start from")
+    memory: str = Field(str(Path.home() / ".videvolve" / "memory"), description="diagnosis memory shared by runs")
+    model: ModelSettings = Field(default_factory=ModelSettings, description="the frozen solver model")
+    runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    editor: Literal["heuristic", "llm"] = Field("heuristic", description="heuristic works offline")
+    editor_model: ModelSettings | None = Field(None, description="model for the llm editor (default: the solver)")
+    investigator_model: ModelSettings | None = Field(None, description="model for probes (default: the solver)")
+    iterations: int = Field(6, ge=0, description="revisions to try")
+    hours: float | None = Field(None, description="stop after this much wall-clock time")
+    batch: int = Field(8, ge=1, description="training tasks solved and investigated per iteration")
+    seed: int = Field(0, description="drives batch sampling")
+    max_calls: int | None = Field(None, description="stop once this many model calls were made")
+    max_visual_tokens: int | None = Field(None, description="stop once this many visual tokens were sent")
+    alpha: float = Field(0.1, description="accept a better candidate only if its cost is at most (1+alpha) C")
+    beta: float = Field(0.2, description="accept an equal-or-slightly-worse one only if its cost is at most (1-beta) C")
+    eps: float | None = Field(None, description="tolerated score loss; default 1/|selection set|")
+    cost_metric: Literal["frames", "visual_tokens"] = Field("frames", description="C in the gate's rule")
+    repair_rounds: int = Field(1, ge=0, description="times a failing candidate goes back to the editor")
+    smoke_tasks: int = Field(2, ge=1, description="training tasks of the validation smoke run")
+    failure_threshold: float = Field(0.5, description="a training task with a lower score is investigated")
+    probe_frames: int = Field(16, description="the investigator's frame cap per failure")
+    embedder: Literal["auto", "minilm", "hashing"] = Field("auto", description="memory embedder")
+    cache: str | None = Field(None, description="response cache file (default ~/.cache/videvolve)")
+
+    @property
+    def root(self) -> Path:
+        """The run directory as a path."""
+        return Path(self.run_dir)

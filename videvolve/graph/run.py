@@ -1,0 +1,136 @@
+"""What the nodes share within one process: tasks, models, cache, memory, events, lineage, paths.
+
+Built from the run's :class:`Context` on first use and cached per run directory, so nodes stay small and a resumed
+process rebuilds exactly the same services from ``settings.json``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from videvolve.graph.context import Context
+from videvolve.memory.embedders import Embedder, HashingEmbedder, MiniLMEmbedder, default_embedder
+from videvolve.memory.store import ChromaStore
+from videvolve.models import make_vlm
+from videvolve.models.base import VLM
+from videvolve.models.cache import ResponseCache
+from videvolve.models.cost import CostModel, cost_model
+from videvolve.skill_library.harness import Harness, load_harness
+from videvolve.solve import TaskResult, load_result, solve_tasks
+from videvolve.tasks import Task, read_tasks
+
+
+@dataclass
+class Run:
+    """Services of one run."""
+
+    ctx: Context
+    train: list[Task]
+    selection: list[Task]
+    excluded_videos: set[str]
+    """Videos of this run's selection and test splits: memory queries for the editor leave them out."""
+    vlm: VLM
+    probe_vlm: VLM
+    cost: CostModel
+    cache: ResponseCache | None
+    memory: ChromaStore
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def root(self) -> Path:
+        """The run directory."""
+        return self.ctx.root
+
+    def harness_dir(self, version: str) -> Path:
+        """Where a harness version lives."""
+        return self.root / "harnesses" / version
+
+    def harness(self, version: str) -> Harness:
+        """A harness version of this run."""
+        return load_harness(self.harness_dir(version))
+
+    def eval_dir(self, version: str, split: str) -> Path:
+        """Results of one version on one split (``selection`` is read by the gate alone)."""
+        return self.root / "evals" / version / split
+
+    def evaluate(self, version: str, tasks: list[Task], split: str) -> list[TaskResult]:
+        """Results of a version on tasks (finished ones are reused from disk)."""
+        return solve_tasks(self.harness(version), tasks, self.vlm, self.cost, self.ctx.runtime,
+                           self.eval_dir(version, split), self.cache)
+
+    def stored(self, version: str, task: Task, split: str) -> TaskResult | None:
+        """A stored result, without running anything."""
+        return load_result(self.eval_dir(version, split), task, version)
+
+    def batch(self, iteration: int) -> list[Task]:
+        """The training batch of an iteration (deterministic in the seed and the iteration)."""
+        rng = random.Random(f"{self.ctx.seed}:{iteration}")
+        return rng.sample(self.train, min(self.ctx.batch, len(self.train)))
+
+    def event(self, iteration: int, node: str, event: str, **data: Any) -> None:
+        """One line in ``events.jsonl``."""
+        line = json.dumps({"ts": round(time.time(), 3), "iteration": iteration, "node": node, "event": event, **data},
+                          default=str)
+        with self._lock, (self.root / "events.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+    # ---- lineage: one JSON line per version, the last line of an id wins ----
+
+    def lineage(self) -> dict[str, dict[str, Any]]:
+        """Every version with its parent, scores, decision and reason."""
+        path = self.root / "lineage.jsonl"
+        out: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    rec = json.loads(line)
+                    out[rec["version"]] = {**out.get(rec["version"], {}), **rec}
+        return out
+
+    def record_lineage(self, version: str, **data: Any) -> None:
+        """Add or update one version's lineage entry (idempotent)."""
+        current = self.lineage().get(version, {})
+        merged = {**current, "version": version, **data}
+        if merged != current:
+            with self._lock, (self.root / "lineage.jsonl").open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(merged, default=float) + "\n")
+
+
+def _embedder(name: str) -> Embedder:
+    if name == "hashing":
+        return HashingEmbedder()
+    if name == "minilm":
+        return MiniLMEmbedder()
+    return default_embedder()
+
+
+@functools.lru_cache(maxsize=8)
+def _build(settings_json: str) -> Run:
+    ctx = Context.model_validate_json(settings_json)
+    tasks = read_tasks(ctx.tasks)
+    train = [t for t in tasks if t.split == "train"]
+    selection = [t for t in tasks if t.split == "selection"]
+    if not train or not selection:
+        raise ValueError(f"{ctx.tasks} needs train and selection splits (`videvolve tasks split`); found "
+                         f"{len(train)} train and {len(selection)} selection tasks")
+    excluded = {t.video_id for t in tasks if t.split not in ("train",)}
+    del tasks  # the test split is never used by evolve
+    vlm = make_vlm(ctx.model)
+    probe = make_vlm(ctx.investigator_model) if ctx.investigator_model else vlm
+    from videvolve.api import default_cache_path
+
+    cache = ResponseCache(ctx.cache or default_cache_path())
+    return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded, vlm=vlm, probe_vlm=probe,
+               cost=cost_model(ctx.model.family), cache=cache, memory=ChromaStore(ctx.memory, _embedder(ctx.embedder)))
+
+
+def get_run(ctx: Context) -> Run:
+    """The (cached) services of a run."""
+    return _build(ctx.model_dump_json())

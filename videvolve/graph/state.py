@@ -1,0 +1,52 @@
+"""The loop's state: references (harness ids, task ids, diagnosis ids) and scores, never images or traces."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+
+def replace(_: Any, new: Any) -> Any:
+    """Reducer of per-iteration channels: the latest value wins."""
+    return new
+
+
+def add_counts(old: dict[str, float] | None, new: dict[str, float] | None) -> dict[str, float]:
+    """Reducer of running totals: counts add up."""
+    out = dict(old or {})
+    for k, v in (new or {}).items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+class State(TypedDict, total=False):
+    """One run of the loop."""
+
+    started_at: float
+    """Unix time of the first step (for --hours)."""
+    iteration: int
+    """Iterations finished so far."""
+    incumbent: str
+    """Version id of the current best harness."""
+    incumbent_score: float
+    incumbent_cost: float
+    batch: Annotated[list[str], replace]
+    """Training task ids solved in this iteration."""
+    failures: Annotated[list[str], replace]
+    """Task ids of this batch that failed."""
+    diagnoses: Annotated[list[str], replace]
+    """Diagnosis ids written in this iteration."""
+    candidate: str | None
+    """Version id the editor proposed (None: no proposal)."""
+    operator: str | None
+    """How the candidate was made (a heuristic operator, or 'llm')."""
+    feedback: str | None
+    """Why validation failed, for the editor's repair round."""
+    dropped: str | None
+    """A candidate that failed validation after its repair rounds."""
+    repair_round: int
+    history: Annotated[list[dict[str, Any]], operator.add]
+    """One aggregate record per gate or dropped candidate: no per-item selection outcomes."""
+    spent: Annotated[dict[str, float], add_counts]
+    """Running totals: model calls and visual tokens (solver, gate, investigator)."""
+    stop_reason: str | None

@@ -1,0 +1,199 @@
+"""The investigator: revisit a failed training task's video, compare with the trace and the gold, and diagnose.
+
+Trusted code: it knows the gold answer and the evidence intervals, and uses them to decide where to look; its
+perception probes never contain the answer ("which of these images show <what the question is about>?" on frames
+it chooses). Categories, each produced when, and only when, its condition holds:
+
+- ``format_error`` / ``budget_exhausted`` / ``infra_error`` / ``crash``: the harness's error outcome (parse;
+  budget; bad request or media; crash, timeout, memory, static);
+- ``boundary_error``: grounding, the prediction overlaps the gold but scores below the threshold;
+- ``misperception``: the trace observed the evidence (or, for an absent target, reported something where a
+  full-resolution probe sees no target) and a probe at the trace's own resolution does not read it, while a
+  full-resolution probe does;
+- ``evidence_unused``: the trace observed the evidence and a probe at the trace's own resolution reads it;
+- ``missed_event``: the trace never observed the evidence and a dense full-resolution probe inside it finds it;
+- ``unresolved``: none of the above could be established (the probe does not see it either).
+
+Probe frames and tokens are the investigator's own ledger, never the solver's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from videvolve.config import RuntimeSettings
+from videvolve.memory.records import Diagnosis, Evidence
+from videvolve.metrics.intervals import hull_iou
+from videvolve.models.base import VLM
+from videvolve.models.cache import ResponseCache
+from videvolve.models.cost import CostModel
+from videvolve.models.parsing import parse_match
+from videvolve.skill_library.services import TaskServices
+from videvolve.solve import TaskResult
+from videvolve.tasks import Task
+
+ERROR_CATEGORIES = {"parse": "format_error", "budget": "budget_exhausted", "bad_request": "infra_error",
+                    "media": "infra_error", "crash": "crash", "timeout": "crash", "memory": "crash",
+                    "static": "crash"}
+
+
+def probe_target(task: Task) -> str:
+    """What probes ask about: the question itself, never its answer."""
+    text = "what this question is about: " + task.question
+    if task.options:
+        text += " (options: " + "; ".join(task.options) + ")"
+    return text
+
+
+@dataclass
+class Seen:
+    """Observations of the trace: time and how it was shown (frame max_side, or sheet cell width)."""
+
+    time: float
+    kind: str
+    size: int | None
+
+
+def trace_observations(trace: list[dict[str, Any]]) -> list[Seen]:
+    """Every observation the harness showed the model, from its trace."""
+    out: list[Seen] = []
+    for step in trace:
+        for spec in step.get("observations", []):
+            size = spec.get("cell_width") if spec.get("kind") == "sheet" else spec.get("max_side")
+            out.extend(Seen(float(t), str(spec.get("kind")), size) for t in spec.get("times", []))
+    return out
+
+
+def diagnosis_id(run_id: str, iteration: int, harness_id: str, task_id: str) -> str:
+    """Deterministic, so a resumed run writes the same records."""
+    return hashlib.sha1(f"{run_id}:{iteration}:{harness_id}:{task_id}".encode()).hexdigest()[:16]
+
+
+class Investigator:
+    """Diagnoses failures with perception probes on the original videos."""
+
+    def __init__(self, vlm: VLM, cost: CostModel, probe_frames: int = 16, cache: ResponseCache | None = None,
+                 image_format: str = "png") -> None:
+        self.vlm = vlm
+        self.cost = cost
+        self.probe_frames = probe_frames
+        self.cache = cache
+        self.settings = RuntimeSettings(image_format="jpeg" if image_format == "jpeg" else "png")
+        self.ledger: dict[str, int] = {"frames": 0, "image_tokens": 0, "model_calls": 0}
+
+    def _probe(self, task: Task, times: list[float], size: int | None = None, sheet: bool = False) -> set[float]:
+        """Times (among ``times``) at which a probe sees what the question is about."""
+        times = sorted(set(times))[: self.probe_frames]
+        if not times:
+            return set()
+        services = TaskServices(task.view(), task.video, self.vlm, self.cost, self.settings, cache=self.cache)
+        if sheet:
+            handles = [services.op_sheet(times, cols=min(6, len(times)), cell_width=size or 160)["handle"]]
+        else:
+            handles = [o["handle"] for o in services.op_frames(times, max_side=size)]
+        reply = services.op_ask(handles, mode="match", target=probe_target(task))
+        usage = services.meter.to_dict()
+        for key in self.ledger:
+            self.ledger[key] += int(usage.get(key, 0))
+        found = parse_match(reply) or {"yes": []}
+        return {t for t in times if any(abs(t - y) < 1e-3 for y in found["yes"])}
+
+    def diagnose(self, task: Task, result: TaskResult, trace: list[dict[str, Any]], run_id: str,
+                 iteration: int) -> Diagnosis:
+        """One diagnosis for one failed result."""
+        before = dict(self.ledger)
+        category, evidence, facts = self._classify(task, result, trace)
+        cost = {k: self.ledger[k] - before[k] for k in self.ledger}
+        hypothesis, applies, preserve = _narrative(category, task, result, facts)
+        return Diagnosis(id=diagnosis_id(run_id, iteration, result.harness_id, task.id), run_id=run_id,
+                         iteration=iteration, harness_id=result.harness_id, task_id=task.id, video_id=task.video_id,
+                         kind=task.kind, source=task.source, category=category, evidence=evidence,
+                         hypothesis=hypothesis, applies_when=applies, preserve=preserve, probe_cost=cost)
+
+    def _classify(self, task: Task, result: TaskResult,
+                  trace: list[dict[str, Any]]) -> tuple[Any, list[Evidence], dict[str, Any]]:
+        if result.outcome == "error":
+            return ERROR_CATEGORIES.get(result.error_kind or "crash", "crash"), [], {"error": result.error or ""}
+        seen = trace_observations(trace)
+        times = sorted({s.time for s in seen})
+        spacing = statistics.median([b - a for a, b in zip(times, times[1:], strict=False)]) if len(times) > 1 \
+            else task.duration
+        facts: dict[str, Any] = {"spacing": spacing, "observed": len(times)}
+        pred = [] if result.prediction is None or not isinstance(result.prediction.answer, list) else \
+            [i.pair() for i in result.prediction.answer]
+        if task.kind == "grounding":
+            gold = [i.pair() for i in task.intervals]
+            facts.update(pred=pred, gold=gold)
+            if not gold:  # an absent target, reported anyway
+                centers = [(a + b) / 2 for a, b in pred][: self.probe_frames]
+                hits = self._probe(task, centers)
+                ev = [Evidence(time=t, seen="target" if t in hits else "no target") for t in centers]
+                return ("misperception" if centers and not hits else "unresolved"), ev, facts
+            if any(hull_iou(p, g) > 0 for p in pred for g in gold):
+                facts["iou"] = result.score
+                return "boundary_error", [Evidence(time=p[0], seen="predicted start") for p in pred], facts
+            spans = gold
+        else:
+            spans = [i.pair() for i in task.evidence]
+            facts.update(gold=spans)
+            if not spans:
+                return "unresolved", [], facts
+        inside = [s for s in seen if any(a <= s.time <= b for a, b in spans)]
+        if not inside:
+            dense = [a + (b - a) * (k + 0.5) / 4 for a, b in spans for k in range(4)]
+            hits = self._probe(task, dense)
+            ev = [Evidence(time=t, seen="evidence" if t in hits else "nothing") for t in dense[: self.probe_frames]]
+            facts["nearest"] = min((min(abs(t - a), abs(t - b)) for t in times for a, b in spans), default=None)
+            return ("missed_event" if hits else "unresolved"), ev, facts
+        first = inside[0]
+        at_times = [s.time for s in inside][: self.probe_frames]
+        as_seen = self._probe(task, at_times, size=first.size, sheet=first.kind == "sheet")
+        facts["resolution"] = first.size
+        if as_seen:
+            return "evidence_unused", [Evidence(time=t, seen="evidence, readable as shown") for t in sorted(as_seen)], \
+                facts
+        sharp = self._probe(task, at_times)
+        ev = [Evidence(time=t, seen="readable only at full resolution" if t in sharp else "unreadable")
+              for t in at_times]
+        return ("misperception" if sharp else "unresolved"), ev, facts
+
+
+def _span(spans: list[tuple[float, float]]) -> str:
+    return ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in spans[:3]) or "none"
+
+
+def _narrative(category: str, task: Task, result: TaskResult, f: dict[str, Any]) -> tuple[str, str, str]:
+    """A deterministic summary: hypothesis, when a fix applies, what to preserve."""
+    gold = f.get("gold") or []
+    length = max((b - a for a, b in gold), default=0.0)
+    spacing = float(f.get("spacing", 0.0))
+    minutes = task.duration / 60
+    preserve = f"answers that were right; at most {result.frames} frames a question"
+    if category == "missed_event":
+        return (f"The evidence ({_span(gold)}, {length:.1f} s long) was never observed: observations were "
+                f"{spacing:.1f} s apart, and a probe inside the interval sees it. A short event fell between sampled "
+                "frames.",
+                f"{task.kind} questions about events of about {length:.0f} s in {minutes:.0f}-minute videos sampled "
+                f"every {spacing:.0f} s", preserve)
+    if category == "misperception":
+        res = f.get("resolution")
+        shown = f"{res} px" if res else "the resolution shown"
+        return (f"The trace observed the moment ({_span(gold)}) but at {shown}, where the model could not read it; "
+                "a full-resolution probe reads it. Small details were lost to downscaling.",
+                f"{task.kind} questions whose answer depends on small details; observations at {shown}", preserve)
+    if category == "evidence_unused":
+        return (f"The trace's own observations show the evidence ({_span(gold)}), readable as shown, but the answer "
+                "did not use it.", f"{task.kind} questions where the right observation was already made", preserve)
+    if category == "boundary_error":
+        return (f"The event was found but its edges are coarse: predicted {_span(f.get('pred', []))} for "
+                f"{_span(gold)} (IoU {f.get('iou', 0):.2f}); boundaries fell halfway to observations {spacing:.1f} s "
+                "apart.", f"grounding of events of about {length:.0f} s with observations {spacing:.0f} s apart",
+                preserve)
+    if category == "unresolved":
+        return ("Neither the trace nor a dense full-resolution probe could see the evidence.",
+                f"{task.kind} questions the model cannot perceive", preserve)
+    return (f"The harness failed with {result.error_kind}: {(f.get('error') or '').splitlines()[0][:300]}",
+            f"any question where the harness hits '{result.error_kind}'", preserve)

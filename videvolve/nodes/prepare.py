@@ -1,0 +1,33 @@
+"""prepare: copy the seed harness into the run and evaluate it on the selection set (the incumbent's baseline)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from videvolve.gate import aggregate
+from videvolve.graph.context import Context
+from videvolve.graph.run import get_run
+from videvolve.graph.state import State
+from videvolve.nodes.common import spent
+from videvolve.skill_library.harness import copy_harness, resolve_harness
+
+
+def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """The seed becomes the incumbent."""
+    run, ctx = get_run(runtime.context), runtime.context
+    seed = copy_harness(resolve_harness(ctx.seed_harness), run.root / "harnesses", summary="seed")
+    version = seed.name
+    results = run.evaluate(version, run.selection, "selection")
+    score, cost = aggregate(results, ctx.cost_metric)
+    run.record_lineage(version, parent=None, iteration=0, operator=None, decision="seed", reason="the seed harness",
+                       score=score, cost=cost)
+    shutil.rmtree(run.root / "best", ignore_errors=True)
+    shutil.copytree(seed, run.root / "best")
+    run.event(0, "prepare", "baseline", harness=version, score=score, cost=cost, selection=len(run.selection))
+    return {"started_at": time.time(), "iteration": 0, "incumbent": version, "incumbent_score": score,
+            "incumbent_cost": cost, "history": [], "spent": spent(results),
+            "stop_reason": "--iterations 0" if ctx.iterations == 0 else None}
