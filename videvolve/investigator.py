@@ -20,6 +20,7 @@ Probe frames and tokens are the investigator's own ledger, never the solver's.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -119,7 +120,7 @@ class Investigator:
             return ERROR_CATEGORIES.get(result.error_kind or "crash", "crash"), [], {"error": result.error or ""}
         seen = trace_observations(trace)
         times = sorted({s.time for s in seen})
-        spacing = statistics.median([b - a for a, b in zip(times, times[1:], strict=False)]) if len(times) > 1 \
+        spacing = statistics.median([b - a for a, b in itertools.pairwise(times)]) if len(times) > 1 \
             else task.duration
         facts: dict[str, Any] = {"spacing": spacing, "observed": len(times)}
         pred = [] if result.prediction is None or not isinstance(result.prediction.answer, list) else \

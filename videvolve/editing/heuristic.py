@@ -25,7 +25,8 @@ def score_operators(inp: EditorInput) -> list[tuple[float, Operator]]:
     for i, op in enumerate(CATALOGUE):
         if op.name in inp.tried or op.apply(inp.files, cfg) is None:
             continue
-        score = sum(op.weights.get(c, 0.0) * k for c, k in counts.items()) / n + past[op.name] / max(1, len(inp.similar))
+        score = sum(op.weights.get(c, 0.0) * k for c, k in counts.items()) / n
+        score += past[op.name] / max(1, len(inp.similar))
         scored.append((score, -i, op))
     scored.sort(key=lambda x: (x[0], x[1]), reverse=True)
     return [(s, op) for s, _, op in scored]

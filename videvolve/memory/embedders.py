@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import logging
 import re
 from typing import Any, Protocol
@@ -41,7 +42,7 @@ class HashingEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):
             words = re.findall(r"[a-z0-9]+", text.lower())
-            for token in words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]:
+            for token in words + [f"{a} {b}" for a, b in itertools.pairwise(words)]:
                 h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
                 out[i, h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
             norm = np.linalg.norm(out[i])

@@ -35,6 +35,7 @@ def investigate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     for d in diagnoses:
         counts[d.category] = counts.get(d.category, 0) + 1
     run.event(state["iteration"], "investigate", "diagnoses", categories=counts, probe_cost=inv.ledger)
+    ledger = inv.ledger
     return {"diagnoses": [d.id for d in diagnoses],
-            "spent": {"model_calls": float(inv.ledger["model_calls"]), "visual_tokens": float(inv.ledger["image_tokens"]),
-                      "probe_frames": float(inv.ledger["frames"])}}
+            "spent": {"model_calls": float(ledger["model_calls"]), "visual_tokens": float(ledger["image_tokens"]),
+                      "probe_frames": float(ledger["frames"])}}
