@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from videvolve import __version__
-from videvolve.cli import data_cmds, demo_cmd, model_cmds, score_cmd
+from videvolve.cli import data_cmds, demo_cmd, evolve_cmd, model_cmds, score_cmd
 from videvolve.errors import VidevolveError
 
 console = Console(stderr=True, soft_wrap=True)
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_cmds.register(sub)
     score_cmd.register(sub)
     model_cmds.register(sub)
+    evolve_cmd.register(sub)
     demo_cmd.register(sub)
     return parser
 

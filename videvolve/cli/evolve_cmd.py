@@ -1,0 +1,192 @@
+"""``videvolve evolve``: the overnight loop, resumable, with a live view and one line per iteration."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sqlite3
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from videvolve.cli.common import add_model_args, model_settings, runtime_settings
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)
+EXTENDABLE = ("iterations", "hours", "max_calls", "max_visual_tokens")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``evolve``."""
+    p = sub.add_parser("evolve", help="improve a harness on training tasks, gated on a video-disjoint selection set")
+    p.add_argument("--tasks", type=Path, default=None, help="tasks file with train and selection splits")
+    p.add_argument("--run", type=Path, required=True, help="run directory (its name is the run id)")
+    p.add_argument("--seed-harness", default=None, help="seed name or harness directory (default uniform)")
+    p.add_argument("--editor", choices=["heuristic", "llm"], default=None)
+    p.add_argument("--editor-model", default=None, help="model of the llm editor (default: the solver's)")
+    p.add_argument("--editor-base-url", default=None, help="endpoint of the editor model (default: the solver's)")
+    p.add_argument("--investigator-model", default=None, help="model for the investigator's probes")
+    p.add_argument("--iterations", type=int, default=None, help="revisions to try (default 6)")
+    p.add_argument("--hours", type=float, default=None, help="stop after this much wall-clock time")
+    p.add_argument("--batch", type=int, default=None, help="training tasks per iteration (default 8)")
+    p.add_argument("--memory", type=Path, default=None, help="diagnosis memory shared by runs "
+                   "(default ~/.videvolve/memory)")
+    p.add_argument("--max-calls", type=int, default=None, help="stop after this many model calls")
+    p.add_argument("--max-visual-tokens", type=int, default=None, help="stop after this many visual tokens")
+    p.add_argument("--cost-metric", choices=["frames", "visual_tokens"], default=None)
+    p.add_argument("--embedder", choices=["auto", "minilm", "hashing"], default=None)
+    p.add_argument("--concurrency", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None, help="drives batch sampling")
+    p.add_argument("--config", type=Path, default=None, help="TOML or JSON of settings (a run's settings.json works)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost, spend nothing")
+    p.add_argument("--resume", action="store_true", help="continue the run in --run where it stopped")
+    p.add_argument("--log-level", default="WARNING")
+    add_model_args(p)
+    p.set_defaults(func=cmd_evolve)
+
+
+def _load_config(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    text = path.read_text(encoding="utf-8")
+    return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+
+
+def build_context(args: argparse.Namespace) -> Any:
+    """Settings from --config (or the run's settings.json on --resume), then the flags given explicitly."""
+    from videvolve.graph.context import Context
+
+    run = args.run.resolve()
+    if args.resume:
+        if not (run / "settings.json").exists():
+            raise ValueError(f"nothing to resume in {run} (no settings.json); drop --resume to start it")
+        data = json.loads((run / "settings.json").read_text())
+        for key in EXTENDABLE:
+            if getattr(args, key) is not None:
+                data[key] = getattr(args, key)
+        return Context.model_validate(data)
+    if (run / "settings.json").exists():
+        raise ValueError(f"{run} already holds a run; pass --resume to continue it, or choose another --run")
+    data = _load_config(args.config)
+    data.update({"run_dir": str(run), "run_id": run.name})
+    explicit = {"tasks": args.tasks, "seed_harness": args.seed_harness, "editor": args.editor,
+                "iterations": args.iterations, "hours": args.hours, "batch": args.batch, "memory": args.memory,
+                "max_calls": args.max_calls, "max_visual_tokens": args.max_visual_tokens,
+                "cost_metric": args.cost_metric, "embedder": args.embedder, "seed": args.seed,
+                "cache": None if args.cache is None else str(args.cache)}
+    data.update({k: (str(v) if isinstance(v, Path) else v) for k, v in explicit.items() if v is not None})
+    if "tasks" not in data:
+        raise ValueError("--tasks is required (or a --config that names them)")
+    data["tasks"] = str(Path(data["tasks"]).resolve())
+    if args.backend != "sim" or "model" not in data:
+        data["model"] = model_settings(args).model_dump()
+    runtime = runtime_settings(args, args.concurrency or data.get("runtime", {}).get("concurrency", 4))
+    data.setdefault("runtime", runtime.model_dump())
+    if args.editor_model or args.editor_base_url:
+        em = model_settings(args)
+        data["editor_model"] = em.model_copy(update={"backend": "openai", "model": args.editor_model or em.model,
+                                                     "base_url": args.editor_base_url or em.base_url}).model_dump()
+    if args.investigator_model:
+        data["investigator_model"] = model_settings(args).model_copy(update={"model": args.investigator_model}
+                                                                     ).model_dump()
+    return Context.model_validate(data)
+
+
+def _dry_run(ctx: Any) -> int:
+    from videvolve.skill_library.harness import load_harness, resolve_harness
+    from videvolve.tasks import read_tasks
+
+    tasks = read_tasks(ctx.tasks)
+    train = sum(1 for t in tasks if t.split == "train")
+    selection = sum(1 for t in tasks if t.split == "selection")
+    harness = load_harness(resolve_harness(ctx.seed_harness))
+    frames = int(harness.config.get("n_frames") or harness.config.get("frames") or 64)
+    calls_per_q = 1 if "n_frames" in harness.config else 3
+    per_iter_q = ctx.batch + ctx.smoke_tasks + selection
+    questions = selection + ctx.iterations * per_iter_q
+    seconds_per_call = 0.5 if ctx.model.backend == "sim" else 4.0
+    hours = questions * calls_per_q * seconds_per_call / max(1, ctx.runtime.concurrency) / 3600
+    table = Table(title=f"plan of {ctx.run_id} (dry run: nothing is spent)")
+    table.add_column("what")
+    table.add_column("estimate", justify="right")
+    for k, v in [("train / selection tasks", f"{train} / {selection}"),
+                 ("iterations x (batch + smoke + selection)", f"{ctx.iterations} x {per_iter_q}"),
+                 ("questions answered (worst case, nothing reused)", f"{questions:,}"),
+                 ("model calls", f"{questions * calls_per_q:,}"),
+                 ("frames shown", f"{questions * frames:,}"),
+                 ("visual tokens (about 70 per 320x180 frame)", f"{questions * frames * 70:,}"),
+                 ("hours", f"{hours:.2f}")]:
+        table.add_row(k, v)
+    out.print(table)
+    out.print(f"seed {harness.name} ({frames} frames/question); editor {ctx.editor}; model {ctx.model.model} "
+              f"({ctx.model.backend}); memory {ctx.memory}")
+    return 0
+
+
+def cmd_evolve(args: argparse.Namespace) -> int:
+    """Run (or resume) the loop."""
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from videvolve.errors import InfraError
+    from videvolve.graph import State, build_graph
+
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING))
+    ctx = build_context(args)
+    if args.dry_run:
+        return _dry_run(ctx)
+    run = ctx.root
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "settings.json").write_text(ctx.model_dump_json(indent=2))
+    conn = sqlite3.connect(str(run / "checkpoints.sqlite"), check_same_thread=False)
+    graph = build_graph().compile(checkpointer=SqliteSaver(conn))
+    config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}
+    snapshot = graph.get_state(config)
+    inputs: State | None = {}
+    if snapshot.values:
+        inputs = None
+        if not snapshot.next and snapshot.values.get("iteration", 0) < ctx.iterations:
+            graph.update_state(config, {"stop_reason": None}, as_node="record")  # extend a finished run
+        elif not snapshot.next:
+            out.print(f"{ctx.run_id} already finished ({snapshot.values.get('stop_reason')}); raise --iterations "
+                      "or --hours with --resume to go on")
+            return 0
+    started = time.time()
+    state: dict[str, Any] = dict(snapshot.values or {})
+    try:
+        with out.status("starting", spinner="dots") as status:
+            for update in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync"):
+                for node, values in update.items():
+                    state.update(values or {})
+                    if node == "record":
+                        _iteration_line(state)
+                    status.update(f"iteration {state.get('iteration', 0)}: {node} done; incumbent "
+                                  f"{state.get('incumbent')} score {state.get('incumbent_score', 0):.3f} cost "
+                                  f"{state.get('incumbent_cost', 0):.1f}; {time.time() - started:.0f} s")
+    except InfraError as exc:
+        err.print(f"[bold red]run stopped:[/] {exc}\nEverything finished is kept; continue with "
+                  f"`videvolve evolve --run {run} --resume`.", highlight=False)
+        return 3
+    final = graph.get_state(config).values
+    out.print(f"stopped after {final.get('iteration')} iteration(s): {final.get('stop_reason')}")
+    out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}, "
+              f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {run / 'best'}")
+    return 0
+
+
+def _iteration_line(state: dict[str, Any]) -> None:
+    history = state.get("history") or []
+    last = history[-1] if history else {}
+    decision = last.get("decision", "?")
+    colour = {"accepted": "green", "rejected": "yellow", "dropped": "red"}.get(decision, "dim")
+    scores = ""
+    if last.get("cand_score") is not None:
+        scores = (f"score {last['score']:.3f} -> {last['cand_score']:.3f}, cost {last['cost']:.1f} -> "
+                  f"{last['cand_cost']:.1f}, p {last.get('p_value', 1):.3f}")
+    out.print(f"iteration {last.get('iteration', '?')}: {last.get('operator') or '-'} [{colour}]{decision}[/] "
+              f"{scores} | {last.get('reason', '')}", highlight=False)
