@@ -100,7 +100,7 @@ class Investigator:
         for key in self.ledger:
             self.ledger[key] += int(usage.get(key, 0))
         found = parse_match(reply) or {"yes": []}
-        return {t for t in times if any(abs(t - y) < 1e-3 for y in found["yes"])}
+        return {t for t in times if any(abs(t - y) <= 0.006 for y in found["yes"])}  # captions carry 2 decimals
 
     def diagnose(self, task: Task, result: TaskResult, trace: list[dict[str, Any]], run_id: str,
                  iteration: int) -> Diagnosis:

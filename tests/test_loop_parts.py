@@ -1,0 +1,207 @@
+"""The loop's parts without the graph: routing, the gate rule, the investigator, the editors' choices and inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from videvolve.editing import EditorInput, HeuristicEditor, PastDiagnosis, read_files, write_candidate
+from videvolve.editing.base import Proposal, check_edit
+from videvolve.editing.heuristic import score_operators
+from videvolve.errors import HarnessError
+from videvolve.gate import gate_rule
+from videvolve.graph.routing import route_after_edit, route_after_record, route_after_validate
+from videvolve.investigator import Investigator
+from videvolve.memory.records import Diagnosis, RevisionOutcome
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.skill_library.harness import content_hash, copy_harness, seed_path
+from videvolve.solve import TaskResult
+from videvolve.tasks import Interval, Prediction, Task
+
+
+def test_routing_is_pure():
+    assert route_after_edit({"candidate": "abc"}) == "validate"
+    assert route_after_edit({"candidate": None}) == "record"
+    assert route_after_validate({"candidate": "abc", "feedback": None}) == "gate"
+    assert route_after_validate({"candidate": "abc", "feedback": "syntax error"}) == "edit"
+    assert route_after_validate({"candidate": None, "dropped": "abc", "feedback": "x"}) == "record"
+    assert route_after_record({"stop_reason": None}) == "solve"
+    assert route_after_record({"stop_reason": "6 iterations"}) == "__end__"
+
+
+@pytest.mark.parametrize(("a", "c", "a2", "c2", "accept"), [
+    (0.5, 100, 0.6, 110, True),          # better, cost exactly (1 + alpha) C
+    (0.5, 100, 0.6, 110.01, False),      # better, just over
+    (0.5, 100, 0.5, 80, True),           # equal score, cost exactly (1 - beta) C
+    (0.5, 100, 0.5, 80.01, False),       # equal score, cut just short of beta
+    (0.5, 100, 0.5, 100, False),         # nothing gained, nothing saved
+    (0.5, 100, 0.45, 80, True),          # a loss of exactly eps with the cost cut
+    (0.5, 100, 0.449, 50, False),        # a loss beyond eps, whatever the saving
+    (0.5, 0, 0.5, 0, False),             # C = 0: nothing to cut
+    (0.5, 0, 0.6, 0, True),              # C = 0 and better at no cost
+])
+def test_gate_rule_boundaries(a, c, a2, c2, accept):
+    d = gate_rule(a, c, a2, c2, alpha=0.1, beta=0.2, eps=0.05)
+    assert d.accept is accept, d.reason
+    assert d.reason
+
+
+# ---- the investigator on crafted traces ----
+
+@pytest.fixture(scope="module")
+def crafted(small_world):
+    """A grounding task whose target is a glyph of at least 24 px, and the script event behind it."""
+    by_video = {s.video_id: s for s in small_world.scripts}
+    for t in small_world.tasks:
+        if t.kind == "grounding" and t.intervals:
+            script = by_video[t.video_id]
+            colour, shape = t.meta["target"].split()
+            events = script.occurrences(colour, shape)
+            if events[0].size >= 24 and events[0].end - events[0].start >= 2:
+                return t, events[0]
+    pytest.skip("no suitable event")
+
+
+def result(task: Task, outcome="ok", answer=None, score=0.0, kind=None, error=None) -> TaskResult:
+    pred = None if outcome == "error" else Prediction(task_id=task.id, kind=task.kind, answer=answer)
+    return TaskResult(task_id=task.id, harness_id="h", kind=task.kind, outcome=outcome, error_kind=kind, error=error,
+                      prediction=pred, score=score, usage={"frames": 8})
+
+
+def trace_at(times, max_side=None):
+    return [{"event": "ask:answer", "observations": [{"kind": "frame", "times": list(times), "max_side": max_side}]}]
+
+
+def diagnose(task, res, trace):
+    inv = Investigator(SimVLM(), cost_model("qwen2.5-vl"), probe_frames=16)
+    d = inv.diagnose(task, res, trace, "run", 0)
+    return d, inv.ledger
+
+
+def test_missed_event_only_when_unobserved_and_probe_finds_it(crafted):
+    task, e = crafted
+    far = [t for t in (e.start - 40, e.end + 40) if 0 < t < task.duration]
+    d, ledger = diagnose(task, result(task, answer=[]), trace_at(far))
+    assert d.category == "missed_event" and "never observed" in d.hypothesis
+    assert ledger["frames"] > 0 and d.probe_cost["frames"] == ledger["frames"]  # its own ledger
+    # observed inside the event at full resolution: not missed, the evidence was there and unused
+    mid = (e.start + e.end) / 2 - ((e.start + e.end) / 2) % 0.25
+    d2, _ = diagnose(task, result(task, answer=[]), trace_at([mid]))
+    assert d2.category == "evidence_unused"
+
+
+def test_misperception_only_when_full_resolution_reads_what_the_trace_could_not(crafted):
+    task, e = crafted
+    mid = (e.start + e.end) / 2 - ((e.start + e.end) / 2) % 0.25
+    d, _ = diagnose(task, result(task, answer=[]), trace_at([mid], max_side=48))
+    assert d.category == "misperception" and "48 px" in d.hypothesis
+    d2, _ = diagnose(task, result(task, answer=[]), trace_at([mid], max_side=320))
+    assert d2.category == "evidence_unused"
+
+
+def test_boundary_error_only_when_found_with_coarse_edges(crafted):
+    task, e = crafted
+    coarse = [Interval(start=max(0.0, e.start - 30), end=e.end + 30)]
+    d, ledger = diagnose(task, result(task, answer=coarse, score=0.1), trace_at([e.start]))
+    assert d.category == "boundary_error" and ledger["frames"] == 0
+    far = [Interval(start=max(0.0, e.end + 50), end=e.end + 60)]
+    d2, _ = diagnose(task, result(task, answer=far, score=0.0), trace_at([e.end + 55]))
+    assert d2.category != "boundary_error"
+
+
+def test_error_outcomes_map_to_their_categories(crafted):
+    task, _ = crafted
+    for kind, category in (("parse", "format_error"), ("budget", "budget_exhausted"),
+                           ("bad_request", "infra_error"), ("crash", "crash"), ("timeout", "crash")):
+        d, ledger = diagnose(task, result(task, outcome="error", kind=kind, error=f"{kind}!"), [])
+        assert d.category == category and ledger["frames"] == 0
+
+
+def test_unresolved_when_the_probe_sees_nothing_either(small_world):
+    script = small_world.scripts[0]
+    quiet = next(t for t in range(10, int(script.duration) - 10) if all(script.event_at(t + k / 4) is None
+                                                                        for k in range(12)))
+    task = Task(id="q", video_id=script.video_id, video=str(small_world.root / "videos" / f"{script.video_id}.mp4"),
+                kind="grounding", question="When does the red star appear?", answer=[[quiet, quiet + 2.5]],
+                duration=script.duration)
+    d, _ = diagnose(task, result(task, answer=[]), trace_at([quiet + 30]))
+    assert d.category == "unresolved"
+
+
+def test_absent_target_reported_is_a_misperception(small_world, crafted):
+    task, e = crafted
+    absent = task.model_copy(update={"answer": [], "question": "When does the red cross appear?"})
+    quiet_mid = (e.start + e.end) / 2
+    d, _ = diagnose(absent, result(absent, answer=[Interval(start=quiet_mid - 1, end=quiet_mid + 1)]), [])
+    assert d.category in ("misperception", "unresolved")
+
+
+# ---- the heuristic editor ----
+
+def diag(category: str, i: int = 0, video: str = "v") -> Diagnosis:
+    return Diagnosis(id=f"{category}{i}", run_id="r", iteration=0, harness_id="h", task_id=f"t{i}", video_id=video,
+                     kind="grounding", category=category, hypothesis=f"{category} happened", applies_when="w",
+                     preserve="p")
+
+
+def inp(categories: list[str], files=None, similar=(), tried=()) -> EditorInput:
+    files = files or read_files(seed_path("uniform"))
+    return EditorInput(incumbent="h", files=files, diagnoses=[diag(c, i) for i, c in enumerate(categories)],
+                       similar=list(similar), tried=list(tried))
+
+
+def test_different_mixes_choose_different_operators():
+    editor = HeuristicEditor()
+    chosen = {mix: editor.propose(inp(list(mix))).operator for mix in [
+        ("misperception", "misperception", "missed_event"),
+        ("boundary_error", "boundary_error"),
+        ("missed_event", "missed_event", "unresolved"),
+        ("format_error",),
+    ]}
+    assert chosen == {("misperception", "misperception", "missed_event"): "raise_resolution",
+                      ("boundary_error", "boundary_error"): "add_refinement",
+                      ("missed_event", "missed_event", "unresolved"): "denser_sampling",
+                      ("format_error",): "stricter_format"}
+    assert editor.propose(inp([])).operator == "sparser_sampling"  # no failures: try a cost cut
+
+
+def test_memory_outcomes_steer_the_choice():
+    base = [s for s, op in score_operators(inp(["missed_event", "boundary_error"]))]
+    assert base  # denser_sampling and add_refinement compete
+    bad = diag("missed_event", 9).model_copy(update={"outcome": RevisionOutcome(decision="rejected",
+                                                                                operator="add_refinement")})
+    good = diag("missed_event", 8).model_copy(update={"outcome": RevisionOutcome(decision="accepted",
+                                                                                 operator="denser_sampling")})
+    steered = HeuristicEditor().propose(inp(["boundary_error", "missed_event"],
+                                            similar=[PastDiagnosis(diagnosis=bad, similarity=1.0),
+                                                     PastDiagnosis(diagnosis=good, similarity=1.0)]))
+    plain = HeuristicEditor().propose(inp(["boundary_error", "missed_event"]))
+    assert plain.operator == "add_refinement" and steered.operator == "denser_sampling"
+    assert HeuristicEditor().propose(inp(["boundary_error"], tried=["add_refinement"])).operator != "add_refinement"
+
+
+def test_operators_make_bounded_diffs_and_never_touch_the_incumbent(tmp_path: Path):
+    inc = copy_harness(seed_path("uniform"), tmp_path)
+    before = {p: (inc / p).read_text() for p in ("solver.py", "config.toml")}
+    for categories in (["misperception"], ["boundary_error"], ["missed_event"]):
+        proposal = HeuristicEditor().propose(inp(categories, files=read_files(inc)))
+        version = write_candidate(inc, tmp_path, proposal)
+        manifest = json.loads((tmp_path / version / "manifest.json").read_text())
+        assert manifest["parent_id"] == inc.name and manifest["revision"]["operator"] == proposal.operator
+        diff = manifest["revision"]["diff"]
+        assert diff and sum(1 for line in diff.splitlines() if line.startswith(("+", "-"))) < 60
+        assert content_hash(tmp_path / version) == version
+    assert {p: (inc / p).read_text() for p in before} == before
+    assert content_hash(inc) == inc.name
+
+
+def test_edit_paths_are_checked(tmp_path: Path):
+    for bad in ("../x.py", "/etc/passwd", "tools/../../x.py", "notes.txt", "sub/solver.py"):
+        assert check_edit(bad, "x") is not None
+    assert check_edit("tools/my_tool/tool.py", "x") is None
+    inc = copy_harness(seed_path("uniform"), tmp_path)
+    with pytest.raises(HarnessError, match="leaves the harness"):
+        write_candidate(inc, tmp_path, Proposal(operator="x", rationale="r", edits={"../evil.py": "x"}))
