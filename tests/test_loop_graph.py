@@ -1,0 +1,150 @@
+"""The loop as a graph (in-memory checkpointer): isolation of the editor, the LLM editor's repair path."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from videvolve.editing import LLMEditor
+from videvolve.graph import Context, build_graph
+from videvolve.models.base import Reply
+from videvolve.skill_library.harness import content_hash, seed_path
+
+
+@pytest.fixture()
+def seed(tmp_path: Path) -> Path:
+    d = tmp_path / "uniform16"
+    shutil.copytree(seed_path("uniform"), d)
+    (d / "config.toml").write_text("n_frames = 16\nmax_side = 160\n")
+    return d
+
+
+def context(world, tmp_path: Path, seed: Path, **kw: Any) -> Context:
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    return Context(run_dir=str(run), run_id="run", tasks=str(world.tasks_path), seed_harness=str(seed),
+                   memory=str(tmp_path / "memory"), embedder="hashing", cache=str(tmp_path / "cache.sqlite"),
+                   batch=4, **kw)
+
+
+def run_graph(ctx: Context) -> dict[str, Any]:
+    graph = build_graph().compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 500}
+    graph.invoke({}, config, context=ctx)
+    return graph.get_state(config).values
+
+
+def test_editor_never_sees_selection_and_never_opens_its_results(small_world, tmp_path, seed, monkeypatch):
+    import videvolve.graph.builder as builder
+
+    edit_module = importlib.import_module("videvolve.nodes.edit")
+
+    seen_inputs: list[str] = []
+    real_input = edit_module.editor_input
+
+    def recording_input(run, state):
+        inp = real_input(run, state)
+        seen_inputs.append(inp.model_dump_json())
+        return inp
+
+    monkeypatch.setattr(edit_module, "editor_input", recording_input)
+    opened: list[str] = []
+    active = [False]
+
+    def hook(event: str, args: tuple) -> None:
+        if active[0] and event == "open" and isinstance(args[0], str | bytes | Path):
+            opened.append(str(args[0]))
+
+    sys.addaudithook(hook)
+    real_edit = builder.edit
+
+    def edit(state, runtime):
+        active[0] = True
+        try:
+            return real_edit(state, runtime)
+        finally:
+            active[0] = False
+
+    monkeypatch.setattr(builder, "edit", edit)
+    state = run_graph(context(small_world, tmp_path, seed, iterations=2))
+    assert state["iteration"] == 2 and len(seen_inputs) >= 2
+    selection = [t for t in small_world.tasks if t.split == "selection"]
+    blob = "\n".join(seen_inputs)
+    for t in selection:
+        assert t.id not in blob and t.video not in blob and f'"{t.video_id}"' not in blob
+        assert t.question not in blob
+    assert opened, "the audit hook saw the edit node work"
+    assert not [p for p in opened if "/selection" in p], [p for p in opened if "/selection" in p]
+    lineage = [json.loads(x) for x in (tmp_path / "run" / "lineage.jsonl").read_text().splitlines()]
+    assert lineage[0]["decision"] == "seed" and (tmp_path / "run" / "best" / "solver.py").exists()
+
+
+class ScriptedEditorModel:
+    """Replies with scripted revisions; records every request."""
+
+    name, revision = "scripted-editor", "1"
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+        self.requests: list[list[dict[str, Any]]] = []
+
+    def decoding(self) -> dict[str, Any]:
+        return {}
+
+    def complete(self, messages, tools=None) -> Reply:
+        self.requests.append(messages)
+        return Reply(text=self.replies.pop(0) if self.replies else "{}")
+
+
+GOOD_SOLVER = '''from videvolve_sdk import HarnessContext, TaskView
+
+
+def solve(task: TaskView, ctx: HarnessContext) -> dict:
+    n = int(ctx.config.get("n_frames", 16))
+    times = [task.duration * (i + 0.5) / n for i in range(n)]
+    frames = ctx.frames(times)  # full resolution: small glyphs become readable
+    reply = ctx.ask(frames)
+    return {"answer": reply, "raw": reply, "evidence_times": times}
+'''
+
+
+def revision(solver: str, why: str) -> str:
+    return json.dumps({"rationale": why, "applies_when": "small glyphs", "preserve": "frame count",
+                       "edits": [{"path": "solver.py", "content": solver}]})
+
+
+def test_llm_editor_revision_is_validated_gated_recorded_and_a_broken_one_dropped(small_world, tmp_path, seed,
+                                                                                 monkeypatch):
+    edit_module = importlib.import_module("videvolve.nodes.edit")
+    model = ScriptedEditorModel([
+        revision(GOOD_SOLVER, "read frames at full resolution"),
+        revision("def solve(task, ctx:\n    return 'A'\n", "broken on purpose"),
+        revision("def solve(task, ctx:\n    return 'B'\n", "still broken"),
+    ])
+    monkeypatch.setattr(edit_module, "make_editor", lambda run: LLMEditor(model))
+    ctx = context(small_world, tmp_path, seed, iterations=2, editor="llm", repair_rounds=1)
+    hashes_before: dict[str, str] = {}
+    state = run_graph(ctx)
+    history = state["history"]
+    assert history[0]["operator"] == "llm" and history[0]["decision"] in ("accepted", "rejected")
+    assert history[0]["cand_score"] is not None  # it went through the gate
+    assert history[1]["decision"] == "dropped" and "syntax error" in history[1]["reason"]
+    assert len(model.requests) == 3  # the broken one was sent back once with its error
+    feedback = model.requests[2][-1]["content"]
+    assert "rejected by validation" in feedback and "syntax error" in feedback
+    lineage = {json.loads(x)["version"]: json.loads(x)
+               for x in (tmp_path / "run" / "lineage.jsonl").read_text().splitlines()}
+    good = history[0]["candidate"]
+    assert lineage[good]["operator"] == "llm"
+    manifest = json.loads((tmp_path / "run" / "harnesses" / good / "manifest.json").read_text())
+    assert "full resolution" in manifest["revision"]["diff"]
+    for version_dir in (tmp_path / "run" / "harnesses").iterdir():  # every version is still what its id says
+        hashes_before[version_dir.name] = content_hash(version_dir)
+        assert hashes_before[version_dir.name] == version_dir.name
