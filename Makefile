@@ -9,12 +9,17 @@ PIP    := $(BIN)/python -m pip install --quiet --quiet --disable-pip-version-che
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# torch comes first, pinned to its CPU wheel, so that sentence-transformers does not pull a CUDA build
+TORCH  := torch==2.13.0
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(PIP) -e .
+	$(PIP) $(TORCH)
+	$(PIP) -e '.[memory]'
 	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(PIP) -e '.[dev]'
+	$(PIP) $(TORCH)
+	$(PIP) -e '.[dev,memory]'
 	@touch $@ $(VENV)/.installed
 
 # The harness sandbox needs bubblewrap (Debian/Ubuntu package `bubblewrap`); installed here when we may.

@@ -1,0 +1,81 @@
+"""The diagnosis memory: JSONL truth, a Chroma index that rebuilds, search that understands paraphrases."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from videvolve.memory import ChromaStore, Diagnosis, HashingEmbedder, InMemoryStore, RevisionOutcome
+from videvolve.memory.embedders import MiniLMEmbedder, minilm_available
+
+SEEDED = [
+    ("missed_event", "The evidence lasted 3.0 s and was never observed: observations were 23.4 s apart, and a probe "
+                     "inside the interval sees it. A short event fell between sampled frames."),
+    ("missed_event", "A two-second appearance went unseen; the sampled frames skipped over it entirely."),
+    ("misperception", "The trace observed the moment at 160 px, where the model could not read the small glyph; a "
+                      "full-resolution probe reads it."),
+    ("boundary_error", "The event was found but its edges are coarse: predicted interval twice as long as the truth."),
+    ("format_error", "The harness failed with parse: no option letter in the answer."),
+    ("budget_exhausted", "The harness asked for more frames than the per-question budget allows."),
+]
+
+
+def seeded(store) -> None:
+    store.put([Diagnosis(id=f"d{i}", run_id="earlier", iteration=0, harness_id="h", task_id=f"t{i}",
+                         video_id=f"v{i}", kind="grounding", category=c, hypothesis=h, applies_when="long videos",
+                         preserve="-") for i, (c, h) in enumerate(SEEDED)])
+
+
+def test_jsonl_is_the_truth_and_the_index_rebuilds(tmp_path: Path):
+    store = ChromaStore(tmp_path, HashingEmbedder())
+    seeded(store)
+    store.set_outcome(["d0"], RevisionOutcome(decision="accepted", operator="denser_sampling"))
+    assert len((tmp_path / "diagnoses.jsonl").read_text().splitlines()) == len(SEEDED) + 1
+    reopened = ChromaStore(tmp_path, HashingEmbedder())
+    assert reopened.get("d0").outcome.operator == "denser_sampling" and len(reopened.records()) == len(SEEDED)
+    reopened._client.delete_collection("diagnoses")  # lose the index ...
+    again = ChromaStore(tmp_path, HashingEmbedder())  # ... it is checked at start-up and rebuilt
+    assert again.search("short event between frames", k=1)[0][0].category == "missed_event"
+    hits = again.search("frames", k=10, exclude_videos=["v0", "v1"])
+    assert hits and all(d.video_id not in ("v0", "v1") for d, _ in hits)
+    assert all(d.category == "misperception" for d, _ in again.search("x", k=5, category="misperception"))
+
+
+@pytest.mark.skipif(not minilm_available(), reason="the real embedder (sentence-transformers) is not installed")
+def test_real_embedder_ranks_missed_events_first_even_for_a_paraphrase(tmp_path: Path):
+    real = ChromaStore(tmp_path / "real", MiniLMEmbedder())
+    seeded(real)
+    for query in ("short event missed between sampled frames",
+                  "the brief action happened while nobody was looking"):
+        top = [d.category for d, _ in real.search(query, k=2)]
+        assert top == ["missed_event", "missed_event"], (query, top)
+    hashing = InMemoryStore(HashingEmbedder())
+    seeded(hashing)
+    top = [d.category for d, _ in hashing.search("the brief action happened while nobody was looking", k=2)]
+    assert top != ["missed_event", "missed_event"]  # shares no content word: word hashing cannot find it
+
+
+@pytest.mark.skipif(not minilm_available(), reason="the real embedder (sentence-transformers) is not installed")
+def test_diagnoses_cli(tmp_path: Path):
+    seeded(ChromaStore(tmp_path, MiniLMEmbedder()))
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "videvolve", "diagnoses", *args, "--memory", str(tmp_path)],
+                              capture_output=True, text=True, timeout=300)
+
+    r = cli("search", "the brief action happened while nobody was looking", "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    hits = json.loads(r.stdout)
+    assert [h["category"] for h in hits[:2]] == ["missed_event", "missed_event"]
+    listing = cli("list", "--category", "misperception")
+    assert "misperception" in listing.stdout and "d2" in listing.stdout
+    shown = cli("show", "d3")
+    assert "boundary_error" in shown.stdout and "coarse" in shown.stdout
+    assert cli("show", "nope").returncode == 2
+    rebuilt = cli("rebuild-index")
+    assert rebuilt.returncode == 0 and "6" in rebuilt.stdout

@@ -1,0 +1,116 @@
+"""``videvolve diagnoses list|show|search|rebuild-index``: inspect the stored failure diagnoses."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from videvolve.memory.store import ChromaStore
+
+out = Console()
+DEFAULT_MEMORY = Path.home() / ".videvolve" / "memory"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``diagnoses``."""
+    p = sub.add_parser("diagnoses", help="list, show and search the memory of failure diagnoses")
+    dsub = p.add_subparsers(dest="diagnoses_command", required=True, metavar="ACTION")
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--memory", type=Path, default=DEFAULT_MEMORY, help="memory workspace")
+        q.add_argument("--json", action="store_true")
+
+    ls = dsub.add_parser("list", help="every diagnosis (newest last)")
+    ls.add_argument("--run", default=None, help="only this run (its directory or name)")
+    ls.add_argument("--category", default=None)
+    common(ls)
+    ls.set_defaults(func=cmd_list)
+    show = dsub.add_parser("show", help="one diagnosis in full")
+    show.add_argument("id")
+    common(show)
+    show.set_defaults(func=cmd_show)
+    search = dsub.add_parser("search", help="the diagnoses most similar to a text")
+    search.add_argument("text")
+    search.add_argument("-k", type=int, default=5)
+    search.add_argument("--category", default=None)
+    common(search)
+    search.set_defaults(func=cmd_search)
+    rebuild = dsub.add_parser("rebuild-index", help="rebuild the search index from the JSONL records")
+    common(rebuild)
+    rebuild.set_defaults(func=cmd_rebuild)
+
+
+def _store(args: argparse.Namespace) -> ChromaStore:
+    from videvolve.memory import open_store
+
+    if not args.memory.exists():
+        raise FileNotFoundError(f"no memory at {args.memory} (run `videvolve evolve` first, or pass --memory)")
+    return open_store(args.memory)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``diagnoses list``."""
+    records = _store(args).records()
+    run = Path(args.run).name if args.run else None
+    records = [r for r in records if (run is None or r.run_id == run) and (args.category is None or
+                                                                          r.category == args.category)]
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in records]))
+        return 0
+    table = Table(title=f"{len(records)} diagnoses in {args.memory}")
+    for col in ("id", "run", "it.", "task", "category", "outcome", "hypothesis"):
+        table.add_column(col, overflow="fold")
+    for r in records:
+        outcome = f"{r.outcome.decision} ({r.outcome.operator})" if r.outcome else "pending"
+        table.add_row(r.id, r.run_id, str(r.iteration), r.task_id, r.category, outcome, r.hypothesis[:120])
+    out.print(table)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``diagnoses show``."""
+    record = _store(args).get(args.id)
+    if record is None:
+        raise ValueError(f"no diagnosis {args.id!r} in {args.memory} (see `videvolve diagnoses list`)")
+    if args.json:
+        print(record.model_dump_json())
+        return 0
+    out.print(f"[bold]{record.id}[/]  {record.category}  (run {record.run_id}, iteration {record.iteration}, "
+              f"harness {record.harness_id}, task {record.task_id}, video {record.video_id}, {record.kind})")
+    out.print(f"[bold]hypothesis:[/] {record.hypothesis}")
+    out.print(f"[bold]applies when:[/] {record.applies_when}")
+    out.print(f"[bold]preserve:[/] {record.preserve}")
+    for e in record.evidence:
+        out.print(f"  {e.time:9.2f} s  {e.seen}")
+    out.print(f"[bold]probe cost:[/] {record.probe_cost}")
+    if record.outcome:
+        o = record.outcome
+        out.print(f"[bold]led to:[/] {o.operator} -> {o.decision} ({o.reason}); d_score {o.d_score}, d_cost {o.d_cost}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """``diagnoses search``."""
+    hits = _store(args).search(args.text, k=args.k, category=args.category)
+    if args.json:
+        print(json.dumps([{**d.model_dump(mode="json"), "similarity": s} for d, s in hits]))
+        return 0
+    table = Table(title=f"closest to {args.text!r}")
+    for col in ("similarity", "id", "category", "outcome", "hypothesis"):
+        table.add_column(col, overflow="fold")
+    for d, s in hits:
+        outcome = f"{d.outcome.decision} ({d.outcome.operator})" if d.outcome else "pending"
+        table.add_row(f"{s:.3f}", d.id, d.category, outcome, d.hypothesis[:140])
+    out.print(table)
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    """``diagnoses rebuild-index``."""
+    n = _store(args).rebuild()
+    out.print(f"rebuilt the index of {args.memory}: {n} diagnoses")
+    return 0

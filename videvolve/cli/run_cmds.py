@@ -1,0 +1,111 @@
+"""Commands about a run's harnesses and its report: ``harness list|show|diff|export``, ``report``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+out = Console()
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``harness`` and ``report``."""
+    h = sub.add_parser("harness", help="the harness versions of a run")
+    hsub = h.add_subparsers(dest="harness_command", required=True, metavar="ACTION")
+    ls = hsub.add_parser("list", help="every version with parent, operator, decision, score and cost")
+    ls.add_argument("--run", type=Path, required=True)
+    ls.set_defaults(func=cmd_list)
+    show = hsub.add_parser("show", help="a version's manifest, revision and files")
+    show.add_argument("version")
+    show.add_argument("--run", type=Path, required=True)
+    show.set_defaults(func=cmd_show)
+    diff = hsub.add_parser("diff", help="unified diff of two versions")
+    diff.add_argument("a")
+    diff.add_argument("b")
+    diff.add_argument("--run", type=Path, required=True)
+    diff.set_defaults(func=cmd_diff)
+    export = hsub.add_parser("export", help="copy a version out of the run (e.g. to use with eval or ask)")
+    export.add_argument("version")
+    export.add_argument("dest", type=Path)
+    export.add_argument("--run", type=Path, required=True)
+    export.set_defaults(func=cmd_export)
+    r = sub.add_parser("report", help="HTML report with plots and a trace viewer (RUN/report/index.html)")
+    r.add_argument("--run", type=Path, required=True)
+    r.set_defaults(func=cmd_report)
+
+
+def _version_dir(run: Path, version: str) -> Path:
+    if version == "best":
+        return run / "best"
+    matches = [p for p in (run / "harnesses").glob(f"{version}*") if p.is_dir()]
+    if len(matches) != 1:
+        raise ValueError(f"{'no' if not matches else 'more than one'} harness version {version!r} in {run}/harnesses "
+                         "(see `videvolve harness list`)")
+    return matches[0]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``harness list``."""
+    path = args.run / "lineage.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"no lineage in {args.run}: is it a run directory?")
+    merged: dict[str, dict] = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        merged[rec["version"]] = {**merged.get(rec["version"], {}), **rec}
+    table = Table(title=f"harness versions of {args.run.name}")
+    for col in ("version", "parent", "iteration", "operator", "decision", "score", "cost", "reason"):
+        table.add_column(col, overflow="fold")
+    for v in merged.values():
+        table.add_row(v["version"], v.get("parent") or "", str(v.get("iteration", "")), v.get("operator") or "",
+                      v.get("decision", ""), f"{v.get('score') or 0:.3f}", f"{v.get('cost') or 0:.1f}",
+                      (v.get("reason") or "")[:80])
+    out.print(table)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``harness show``."""
+    d = _version_dir(args.run, args.version)
+    manifest = json.loads((d / "manifest.json").read_text()) if (d / "manifest.json").exists() else {}
+    revision = manifest.pop("revision", None)
+    out.print_json(data=manifest)
+    if revision:
+        out.print(f"[bold]{revision['operator']}[/]: {revision['rationale']}")
+        out.print(revision.get("diff", ""), highlight=False, markup=False)
+    for f in sorted(p for p in d.rglob("*") if p.is_file()):
+        out.print(f"  {f.relative_to(d)}  ({f.stat().st_size} bytes)")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """``harness diff``."""
+    from videvolve.editing.base import read_files, unified_diff
+
+    text = unified_diff(read_files(_version_dir(args.run, args.a)), read_files(_version_dir(args.run, args.b)))
+    out.print(text or "(no difference)", highlight=False, markup=False)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``harness export``."""
+    src = _version_dir(args.run, args.version)
+    if args.dest.exists():
+        raise ValueError(f"{args.dest} exists; choose a new destination")
+    shutil.copytree(src, args.dest)
+    out.print(f"exported {src.name} to {args.dest} (use it with `videvolve eval --harness {args.dest}`)")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``report``."""
+    from videvolve.report import build_report
+
+    html = build_report(args.run)
+    out.print(f"report: {html}")
+    return 0

@@ -1,0 +1,122 @@
+"""Build ``RUN/report/``: index.html, progress.png, lineage.png, categories.png and trace thumbnails."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, StrictUndefined
+
+from videvolve.media import contact_sheet, frames_at
+from videvolve.report import plots
+from videvolve.tasks import read_tasks
+
+MAX_TRACES = 6
+MAX_IMAGES_PER_STEP = 12
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()] if path.exists() \
+        else []
+
+
+def _versions(run: Path) -> list[dict[str, Any]]:
+    merged: dict[str, dict[str, Any]] = {}
+    for rec in _jsonl(run / "lineage.jsonl"):
+        merged[rec["version"]] = {**merged.get(rec["version"], {}), **rec}
+    for v in merged.values():
+        manifest = run / "harnesses" / v["version"] / "manifest.json"
+        if manifest.exists():
+            v["diff"] = json.loads(manifest.read_text()).get("revision", {}).get("diff", "")
+    return list(merged.values())
+
+
+def _history(run: Path) -> list[dict[str, Any]]:
+    out = []
+    for e in _jsonl(run / "events.jsonl"):
+        if e["node"] == "gate":
+            out.append({**e, "decision": e["event"]})
+        elif e["node"] == "record" and e["event"] in ("dropped", "none"):
+            out.append({"iteration": e["iteration"], "operator": e.get("operator"), "decision": e["event"],
+                        "reason": e.get("reason", ""), "score": None, "cand_score": None, "cost": None,
+                        "cand_cost": None, "p_value": None})
+    seen: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for h in out:  # a resumed run may repeat a node's events: keep the last
+        seen[(h["iteration"], h.get("candidate"))] = h
+    for h in seen.values():
+        h.setdefault("p_value", None)
+        h.setdefault("cand_score", None)
+        h.setdefault("cand_cost", None)
+    return sorted(seen.values(), key=lambda h: h["iteration"])
+
+
+def _traces(run: Path, settings: dict[str, Any], out: Path) -> list[dict[str, Any]]:
+    """The last iteration's training traces, with the observations re-rendered as thumbnails."""
+    tasks = {t.id: t for t in read_tasks(settings["tasks"]) if t.split == "train"}
+    evals = sorted((run / "evals").glob("*/train/results/*.json"), key=lambda p: p.stat().st_mtime)
+    shown: list[dict[str, Any]] = []
+    for result_file in reversed(evals):
+        result = json.loads(result_file.read_text())
+        task = tasks.get(result["task_id"])
+        trace = result_file.parent.parent / "traces" / f"{result_file.stem}.jsonl"
+        if task is None or not trace.exists() or any(s["task_id"] == task.id for s in shown):
+            continue
+        steps = []
+        for step in _jsonl(trace):
+            images = []
+            for k, spec in enumerate(step.get("observations", [])[:MAX_IMAGES_PER_STEP]):
+                name = f"traces/{result_file.stem}_{step['step']}_{k}.png"
+                try:
+                    if spec["kind"] == "sheet":
+                        frames = frames_at(task.video, spec["times"], max_side=spec.get("cell_width"), clamp=True)
+                        image = contact_sheet(frames, cols=6, cell_width=int(spec.get("cell_width") or 160)).image
+                    else:
+                        first = frames_at(task.video, spec["times"][:1], max_side=spec.get("max_side"), clamp=True)
+                        image = first[0].image
+                except (OSError, ValueError):
+                    continue
+                (out / name).parent.mkdir(parents=True, exist_ok=True)
+                image.save(out / name)
+                images.append(name)
+            note = f"observed {len(step.get('observed_times', []))} time(s)" if "observed_times" in step else \
+                str(step.get("error") or step.get("answer") or step.get("message") or "")[:300]
+            steps.append({"step": step["step"], "event": step["event"], "images": images, "note": note,
+                          "reply": step.get("reply", "")})
+        shown.append({"task_id": task.id, "kind": task.kind, "question": task.question, "score": result["score"],
+                      "frames": result.get("usage", {}).get("frames", 0), "steps": steps})
+        if len(shown) >= MAX_TRACES:
+            break
+    return shown
+
+
+def build_report(run: str | Path) -> Path:
+    """Write the report of a run directory; returns the HTML file."""
+    run = Path(run)
+    settings = json.loads((run / "settings.json").read_text())
+    out = run / "report"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    versions = _versions(run)
+    history = _history(run)
+    seed = next((v for v in versions if v.get("decision") == "seed"), {"score": 0.0, "cost": 0.0})
+    memory = Path(settings["memory"]) / "diagnoses.jsonl"
+    latest: dict[str, dict[str, Any]] = {}
+    for d in _jsonl(memory):
+        if d["run_id"] == settings["run_id"]:
+            latest[d["id"]] = d
+    diagnoses = sorted(latest.values(), key=lambda d: (d["iteration"], d["task_id"]))
+    plots.progress(history, seed, out / "progress.png")
+    plots.lineage(versions, out / "lineage.png")
+    plots.categories(diagnoses, out / "categories.png")
+    accepted = [v for v in versions if v.get("decision") in ("seed", "accepted")]
+    best = accepted[-1] if accepted else seed
+    env = Environment(autoescape=True, undefined=StrictUndefined)
+    template = env.from_string((resources.files("videvolve.report") / "templates" / "report.html").read_text())
+    html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=versions,
+                           diagnoses=diagnoses, traces=_traces(run, settings, out), best=best.get("version", "?"),
+                           best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)
+    (out / "index.html").write_text(html, encoding="utf-8")
+    return out / "index.html"
