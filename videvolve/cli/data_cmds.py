@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--videos", type=int, default=12, help="number of videos (default 12)")
     p.add_argument("--minutes", type=float, default=20.0, help="mean video length in minutes (default 20)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--questions", type=int, default=None, help="questions per video, half of each kind "
+                   "(default: about one of each kind per two minutes)")
     p.add_argument("--fractions", default="train=0.5,selection=0.25,test=0.25", help="video-disjoint split shares")
     p.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
@@ -89,6 +91,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         bar = progress.add_task("videos", total=args.videos)
         world = generate_world(args.out_dir, videos=args.videos, minutes=args.minutes, seed=args.seed,
                                fractions=parse_fractions(args.fractions), workers=args.workers,
+                               questions=args.questions,
                                progress=lambda done, total: progress.update(bar, completed=done))
     stats = world_stats(world.tasks)
     if args.json:

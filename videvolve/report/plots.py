@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 COLOURS = {"accepted": "#1a7f37", "rejected": "#d97706", "dropped": "#c00000", "seed": "#1f4e9c", "none": "#999999"}
 

@@ -75,8 +75,8 @@ def _encode(args: tuple[VideoScript, str]) -> str:
     return str(encode_video(script, out))
 
 
-def plan_world(videos: int, minutes: float, seed: int,
-               fractions: dict[str, float] | None = None) -> tuple[list[VideoScript], list[Task]]:
+def plan_world(videos: int, minutes: float, seed: int, fractions: dict[str, float] | None = None,
+               questions: int | None = None) -> tuple[list[VideoScript], list[Task]]:
     """The scripts and tasks of a world, without encoding anything (deterministic in the seed)."""
     rng = random.Random(seed)
     scripts = []
@@ -86,7 +86,7 @@ def plan_world(videos: int, minutes: float, seed: int,
     drafts: list[tuple[VideoScript, Draft]] = []
     for script in scripts:
         qrng = random.Random(rng.getrandbits(32))
-        n = _questions_per_video(script.duration / 60)
+        n = questions // 2 if questions else _questions_per_video(script.duration / 60)
         drafts += [(script, d) for d in grounding(script, qrng, n)]
         drafts += [(script, d) for d in mcq(script, qrng, n)]
     tasks = split_by_video(_letter_tasks(drafts, rng), fractions or DEFAULT_FRACTIONS, seed=seed)
@@ -101,11 +101,15 @@ def generate_world(
     fractions: dict[str, float] | None = None,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    questions: int | None = None,
 ) -> World:
-    """Write ``videos/*.mp4`` and ``tasks.jsonl`` under ``out_dir``; the same seed gives the same world."""
+    """Write ``videos/*.mp4`` and ``tasks.jsonl`` under ``out_dir``; the same seed gives the same world.
+
+    ``questions`` per video, half of each kind (default: one of each kind per two minutes, at least four).
+    """
     root = Path(out_dir)
     (root / "videos").mkdir(parents=True, exist_ok=True)
-    scripts, planned = plan_world(videos, minutes, seed, fractions)
+    scripts, planned = plan_world(videos, minutes, seed, fractions, questions)
     tasks = [t.model_copy(update={"video": str((root / t.video).resolve())}) for t in planned]
     jobs = [(s, str(root / "videos" / f"{s.video_id}.mp4")) for s in scripts]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
