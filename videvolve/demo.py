@@ -1,86 +1,80 @@
-"""The offline demo: synthesize a small world, look at it with SimVLM, evaluate two seed harnesses on its test split.
+"""The offline demo: a SynthWorld, an overnight run in minutes (SimVLM, heuristic editor), and the held-out test.
 
-Everything runs on the CPU with no network: SynthWorld videos, SimVLM as the model, harnesses in the sandbox.
+Everything runs on the CPU with no network: SynthWorld videos, SimVLM as the frozen model, harnesses in the
+sandbox, the LangGraph loop with its SQLite checkpointer, the Chroma memory of diagnoses.
 """
 
 from __future__ import annotations
 
+import shutil
+import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from videvolve.cli.data_cmds import stats_table
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world, world_stats
-from videvolve.datasets.synthworld.palette import readable_side
-from videvolve.media import contact_sheet, frames_at, probe
-from videvolve.metrics import paired_bootstrap
+from videvolve.experiment import compare_on_test
+from videvolve.graph.context import Context
+from videvolve.graph.driver import evolve
 from videvolve.models.cost import cost_model
-from videvolve.models.sim import SimVLM, perceive
-from videvolve.skill_library.harness import copy_harness, load_harness, seed_path
-from videvolve.solve import TaskResult, solve_tasks, summarize
+from videvolve.models.sim import SimVLM
+from videvolve.report import build_report
 
 console = Console()
 
 
-def _look(world, out: Path) -> None:
-    video = world.root / "videos" / f"{world.scripts[0].video_id}.mp4"
-    info = probe(video)
-    n = 24
-    times = [info.duration * (i + 0.5) / n for i in range(n)]
-    sheet = contact_sheet(frames_at(video, times), cols=6, cell_width=160)
-    sheet_path = out / "contact_sheet.png"
-    sheet.image.save(sheet_path)
-    console.print(f"{video.name}: {info.duration:.0f} s, {info.width}x{info.height}, {info.fps:g} fps -> "
-                  f"{sheet_path} ({sheet.cols}x{sheet.rows} cells of {sheet.cell_width}x{sheet.cell_height} px)")
-    console.print(f"SimVLM reads one cell at a time; glyphs under {readable_side()} px are 'unclear':")
-    table = Table()
-    for col in ("cell", "time", "SimVLM sees", "generator's truth"):
-        table.add_column(col)
-    script = world.scripts[0]
-    for i, t in enumerate(sheet.times[:8]):
-        event = script.event_at(t)
-        truth = f"{event.name}, {event.size * sheet.cell_width / info.width:.0f} px" if event else "no glyph"
-        table.add_row(str(i), f"{t:.1f} s", perceive(sheet.cell(i)).describe(), truth)
-    console.print(table)
+def _line(node: str, values: dict[str, Any], state: dict[str, Any], started: float) -> None:
+    if node == "prepare":
+        console.print(f"seed {state['incumbent']}: selection score {state['incumbent_score']:.3f}, "
+                      f"{state['incumbent_cost']:.1f} frames/question")
+    if node != "record":
+        return
+    h = (state.get("history") or [{}])[-1]
+    colour = {"accepted": "green", "rejected": "yellow", "dropped": "red"}.get(h.get("decision", ""), "dim")
+    nums = ""
+    if h.get("cand_score") is not None:
+        nums = (f"score {h['score']:.3f} -> {h['cand_score']:.3f}, frames {h['cost']:.1f} -> {h['cand_cost']:.1f} "
+                f"(p {h['p_value']:.3f}); ")
+    console.print(f"iteration {h.get('iteration')}: {h.get('operator') or '-'} [{colour}]{h.get('decision')}[/]: "
+                  f"{nums}{h.get('reason', '')} [{time.time() - started:.0f} s]", highlight=False)
 
 
-def run_demo(out: Path, videos: int = 8, minutes: float = 10.0, seed: int = 0) -> int:
+def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, iterations: int = 6) -> int:
     """Run the demo into ``out``; returns an exit code."""
+    started = time.time()
     console.rule("1. SynthWorld: long videos of short events, questions of both kinds")
-    world = generate_world(out / "world", videos=videos, minutes=minutes, seed=seed)
+    world = generate_world(out / "world", videos=videos, minutes=minutes, seed=seed, questions=20)
     console.print(stats_table(world_stats(world.tasks)))
 
-    console.rule("2. What the model sees")
-    _look(world, out)
+    console.rule(f"2. evolve: {iterations} iterations from the uniform seed (SimVLM, heuristic editor)")
+    run = out / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    shutil.rmtree(out / "memory", ignore_errors=True)
+    ctx = Context(run_dir=str(run.resolve()), run_id="demo", tasks=str(world.tasks_path.resolve()),
+                  seed_harness="uniform", memory=str((out / "memory").resolve()), iterations=iterations, batch=8,
+                  seed=seed, runtime=RuntimeSettings(concurrency=2),
+                  cache=str((out / "cache.sqlite").resolve()))
+    final = evolve(ctx, lambda node, values, state: _line(node, values, state, started))
+    console.print(f"stopped: {final.get('stop_reason')}; best harness {final['incumbent']} -> {run / 'best'}")
+    report = build_report(run)
+    console.print(f"report: {report} (plots: {run / 'report' / 'progress.png'})")
 
-    console.rule("3. Two seed harnesses on the held-out test split (SimVLM, sandboxed)")
-    tasks = [t for t in world.tasks if t.split == "test"]
-    results: dict[str, list[TaskResult]] = {}
-    table = Table(title=f"{len(tasks)} test questions over {len({t.video_id for t in tasks})} videos")
+    console.rule("3. the held-out test split, which neither the editor nor the gate ever saw")
+    cmp = compare_on_test(run, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2))
+    table = Table(title=f"test split: {cmp.seed['n']} questions")
     for col in ("harness", "mcq accuracy", "grounding mIoU", "R@0.5", "frames/q", "image tokens/q", "errors"):
         table.add_column(col, justify="left" if col == "harness" else "right")
-    for name in ("uniform", "scan_refine"):
-        harness = load_harness(copy_harness(seed_path(name), out / "harnesses"))
-        with Progress(TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=True) as progress:
-            bar = progress.add_task(name, total=len(tasks))
-
-            def advance(_: TaskResult, bar: TaskID = bar, progress: Progress = progress) -> None:
-                progress.advance(bar)
-
-            results[name] = solve_tasks(harness, tasks, SimVLM(), cost_model("qwen2.5-vl"),
-                                        RuntimeSettings(concurrency=2), out / "evals" / name, on_result=advance)
-        s = summarize(tasks, results[name])
-        g = s.get("grounding", {})
-        table.add_row(name, f"{s.get('mcq', {}).get('accuracy', 0):.3f}", f"{g.get('miou', 0):.3f}",
-                      f"{g.get('R@0.5', 0):.3f}", f"{s['frames_per_question']:.1f}",
+    for name, s in (("seed (uniform)", cmp.seed), ("evolved", cmp.best)):
+        table.add_row(f"{name} {s['version']}", f"{s['mcq']['accuracy']:.3f}", f"{s['grounding']['miou']:.3f}",
+                      f"{s['grounding']['R@0.5']:.3f}", f"{s['frames_per_question']:.1f}",
                       f"{s['image_tokens_per_question']:.0f}", str(s["errors"]))
     console.print(table)
-    diff = paired_bootstrap([r.score for r in results["uniform"]], [r.score for r in results["scan_refine"]])
-    console.print(f"scan_refine - uniform, mean per-question score: {diff.diff:+.3f} (95% CI {diff.ci_low:+.3f} to "
-                  f"{diff.ci_high:+.3f}, paired bootstrap p = {diff.p_value:.3f})")
-    console.print(f"results and traces: {out / 'evals'}; run `videvolve eval --help` to evaluate your own tasks")
+    console.print(f"paired tests: mean score {cmp.score_diff:+.3f} (bootstrap p = {cmp.score_p:.4f}); grounding "
+                  f"bootstrap p = {cmp.grounding_p:.4f}; mcq McNemar p = {cmp.mcq_p:.4f}")
+    console.print(f"done in {time.time() - started:.0f} s; inspect diagnoses with `videvolve diagnoses list "
+                  f"--memory {out / 'memory'}`")
     return 0

@@ -10,9 +10,11 @@ from videvolve.demo import run_demo
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``demo``."""
-    p = sub.add_parser("demo", help="the offline demo: a SynthWorld, SimVLM, and two seed harnesses compared")
+    p = sub.add_parser("demo", help="the offline demo: a SynthWorld, an evolution run, the held-out comparison")
     p.add_argument("--out", type=Path, default=Path("demo"), help="working folder (default ./demo)")
-    p.add_argument("--videos", type=int, default=8)
+    p.add_argument("--videos", type=int, default=12)
+    p.add_argument("--iterations", type=int, default=6)
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=lambda a: run_demo(a.out, videos=a.videos, minutes=a.minutes, seed=a.seed))
+    p.set_defaults(func=lambda a: run_demo(a.out, videos=a.videos, minutes=a.minutes, seed=a.seed,
+                                           iterations=a.iterations))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sqlite3
 import time
 import tomllib
 from pathlib import Path
@@ -130,52 +129,32 @@ def _dry_run(ctx: Any) -> int:
 
 def cmd_evolve(args: argparse.Namespace) -> int:
     """Run (or resume) the loop."""
-    from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
     from videvolve.errors import InfraError
-    from videvolve.graph import State, build_graph
+    from videvolve.graph.driver import evolve
 
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING))
     ctx = build_context(args)
     if args.dry_run:
         return _dry_run(ctx)
-    run = ctx.root
-    run.mkdir(parents=True, exist_ok=True)
-    (run / "settings.json").write_text(ctx.model_dump_json(indent=2))
-    conn = sqlite3.connect(str(run / "checkpoints.sqlite"), check_same_thread=False)
-    graph = build_graph().compile(checkpointer=SqliteSaver(conn))
-    config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}
-    snapshot = graph.get_state(config)
-    inputs: State | None = {}
-    if snapshot.values:
-        inputs = None
-        if not snapshot.next and snapshot.values.get("iteration", 0) < ctx.iterations:
-            graph.update_state(config, {"stop_reason": None}, as_node="record")  # extend a finished run
-        elif not snapshot.next:
-            out.print(f"{ctx.run_id} already finished ({snapshot.values.get('stop_reason')}); raise --iterations "
-                      "or --hours with --resume to go on")
-            return 0
     started = time.time()
-    state: dict[str, Any] = dict(snapshot.values or {})
     try:
         with out.status("starting", spinner="dots") as status:
-            for update in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync"):
-                for node, values in update.items():
-                    state.update(values or {})
-                    if node == "record":
-                        _iteration_line(state)
-                    status.update(f"iteration {state.get('iteration', 0)}: {node} done; incumbent "
-                                  f"{state.get('incumbent')} score {state.get('incumbent_score', 0):.3f} cost "
-                                  f"{state.get('incumbent_cost', 0):.1f}; {time.time() - started:.0f} s")
+
+            def on_update(node: str, values: dict[str, Any], state: dict[str, Any]) -> None:
+                if node == "record":
+                    _iteration_line(state)
+                status.update(f"iteration {state.get('iteration', 0)}: {node} done; incumbent "
+                              f"{state.get('incumbent')} score {state.get('incumbent_score', 0):.3f} cost "
+                              f"{state.get('incumbent_cost', 0):.1f}; {time.time() - started:.0f} s")
+
+            final = evolve(ctx, on_update)
     except InfraError as exc:
         err.print(f"[bold red]run stopped:[/] {exc}\nEverything finished is kept; continue with "
-                  f"`videvolve evolve --run {run} --resume`.", highlight=False)
+                  f"`videvolve evolve --run {ctx.root} --resume`.", highlight=False)
         return 3
-    final = graph.get_state(config).values
-    out.print(f"stopped after {final.get('iteration')} iteration(s): {final.get('stop_reason')}")
+    out.print(f"stopped after {final.get('iteration')} iteration(s): {final.get('stop_reason') or 'already done'}")
     out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}, "
-              f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {run / 'best'}")
+              f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {ctx.root / 'best'}")
     return 0
 
 

@@ -1,0 +1,57 @@
+"""Held-out comparison: the seed and the evolved harness on the test split, which evolution never saw."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from videvolve.config import RuntimeSettings
+from videvolve.metrics import mcnemar, paired_bootstrap
+from videvolve.models.base import VLM
+from videvolve.models.cost import CostModel
+from videvolve.skill_library.harness import load_harness
+from videvolve.solve import TaskResult, solve_tasks, summarize
+from videvolve.tasks import read_tasks
+
+
+@dataclass
+class Comparison:
+    """Test-split summaries of two harnesses and paired tests on the same questions."""
+
+    seed: dict[str, Any]
+    best: dict[str, Any]
+    grounding_p: float | None
+    mcq_p: float | None
+    score_p: float
+    score_diff: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {"seed": self.seed, "best": self.best, "grounding_p": self.grounding_p, "mcq_p": self.mcq_p,
+                "score_p": self.score_p, "score_diff": self.score_diff}
+
+
+def compare_on_test(run_dir: Path, vlm: VLM, cost: CostModel, runtime: RuntimeSettings) -> Comparison:
+    """Evaluate the run's seed and best harness on the test split of its tasks file."""
+    settings = json.loads((run_dir / "settings.json").read_text())
+    tasks = [t for t in read_tasks(settings["tasks"]) if t.split == "test"]
+    lineage = [json.loads(x) for x in (run_dir / "lineage.jsonl").read_text().splitlines()]
+    seed_version = next(v["version"] for v in lineage if v.get("decision") == "seed")
+    best_version = json.loads((run_dir / "best" / "manifest.json").read_text())["version_id"]
+    results: dict[str, list[TaskResult]] = {}
+    for name, version in (("seed", seed_version), ("best", best_version)):
+        harness = load_harness(run_dir / "harnesses" / version)
+        results[name] = solve_tasks(harness, tasks, vlm, cost, runtime, run_dir / "test" / version)
+    s, b = results["seed"], results["best"]
+    g = [(x.score, y.score) for x, y in zip(s, b, strict=True) if x.kind == "grounding"]
+    m = [(x.score == 1, y.score == 1) for x, y in zip(s, b, strict=True) if x.kind == "mcq"]
+    overall = paired_bootstrap([x.score for x in s], [y.score for y in b])
+    seed_summary = {**summarize(tasks, s), "version": seed_version}
+    best_summary = {**summarize(tasks, b), "version": best_version}
+    return Comparison(
+        seed=seed_summary, best=best_summary,
+        grounding_p=paired_bootstrap([x for x, _ in g], [y for _, y in g]).p_value if g else None,
+        mcq_p=mcnemar([x for x, _ in m], [y for _, y in m]).p_value if m else None,
+        score_p=overall.p_value, score_diff=overall.diff)

@@ -1,0 +1,48 @@
+"""Run the loop for a context: compile with a SQLite checkpointer in the run directory, stream, resume."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from videvolve.graph.builder import build_graph
+from videvolve.graph.context import Context
+from videvolve.graph.state import State
+
+OnUpdate = Callable[[str, dict[str, Any], dict[str, Any]], None]
+"""Called with (node, its update, the state so far) after every node."""
+
+
+def evolve(ctx: Context, on_update: OnUpdate | None = None) -> dict[str, Any]:
+    """Run (or resume: same run directory, same thread id) until a stop reason; returns the final state.
+
+    A finished run whose settings now allow more (``iterations``, ``hours``, ...) is extended.
+    """
+    run = ctx.root
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "settings.json").write_text(ctx.model_dump_json(indent=2))
+    conn = sqlite3.connect(str(run / "checkpoints.sqlite"), check_same_thread=False)
+    try:
+        graph = build_graph().compile(checkpointer=SqliteSaver(conn))
+        config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}
+        snapshot = graph.get_state(config)
+        inputs: State | None = {}
+        if snapshot.values:
+            inputs = None
+            if not snapshot.next:
+                if snapshot.values.get("iteration", 0) >= ctx.iterations:
+                    return dict(snapshot.values)
+                graph.update_state(config, {"stop_reason": None}, as_node="record")
+        state: dict[str, Any] = dict(snapshot.values or {})
+        for update in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync"):
+            for node, values in update.items():
+                state.update(values or {})
+                if on_update is not None:
+                    on_update(node, values or {}, state)
+        return dict(graph.get_state(config).values)
+    finally:
+        conn.close()
