@@ -46,6 +46,7 @@ bench: $(VENV)/.installed sandbox
 	$(BIN)/python bench/media.py
 	$(BIN)/python bench/seeds.py
 	$(BIN)/python bench/solve.py
+	$(BIN)/python bench/efficacy.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache .mypy_cache .ruff_cache

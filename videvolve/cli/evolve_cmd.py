@@ -18,6 +18,9 @@ from videvolve.cli.common import add_model_args, model_settings, runtime_setting
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
 EXTENDABLE = ("iterations", "hours", "max_calls", "max_visual_tokens")
+NEXT = {"prepare": "solving a training batch", "solve": "investigating failures", "investigate": "editing",
+        "edit": "validating the candidate", "validate": "gating on the selection set", "gate": "recording",
+        "record": "solving the next batch"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -140,12 +143,20 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     try:
         with out.status("starting", spinner="dots") as status:
 
+            done_at: list[float] = []
+
             def on_update(node: str, values: dict[str, Any], state: dict[str, Any]) -> None:
                 if node == "record":
                     _iteration_line(state)
-                status.update(f"iteration {state.get('iteration', 0)}: {node} done; incumbent "
+                    done_at.append(time.time())
+                it = int(state.get("iteration", 0))
+                eta = ""
+                if len(done_at) >= 1 and it < ctx.iterations:
+                    per = (done_at[-1] - started) / len(done_at)
+                    eta = f", ETA {per * (ctx.iterations - it) / 60:.0f} min"
+                status.update(f"iteration {it}/{ctx.iterations}: {NEXT.get(node, node)}; incumbent "
                               f"{state.get('incumbent')} score {state.get('incumbent_score', 0):.3f} cost "
-                              f"{state.get('incumbent_cost', 0):.1f}; {time.time() - started:.0f} s")
+                              f"{state.get('incumbent_cost', 0):.1f}; {time.time() - started:.0f} s{eta}")
 
             final = evolve(ctx, on_update)
     except InfraError as exc:
