@@ -171,7 +171,7 @@ def _narrative(category: str, task: Task, result: TaskResult, f: dict[str, Any])
     gold = f.get("gold") or []
     length = max((b - a for a, b in gold), default=0.0)
     spacing = float(f.get("spacing", 0.0))
-    minutes = task.duration / 60
+    minutes = (task.duration or 0.0) / 60
     preserve = f"answers that were right; at most {result.frames} frames a question"
     if category == "missed_event":
         return (f"The evidence ({_span(gold)}, {length:.1f} s long) was never observed: observations were "

@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from videvolve.config import RuntimeSettings
-from videvolve.errors import InfraError
+from videvolve.errors import InfraError, MediaError
 from videvolve.metrics import summarize_scores, task_score
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
@@ -110,6 +110,19 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
                 on_result(stored)
         else:
             pending.append(task)
+    ready = []
+    for task in pending:  # a task file may leave durations to be probed; a video that cannot be read is an error
+        try:
+            ready.append(task.with_duration())
+        except MediaError as exc:
+            failed = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
+                                outcome="error", error_kind="media", error=str(exc), score=0.0,
+                                usage={"frames": 0})
+            _write(out_dir, failed)
+            done[task.id] = failed
+            if on_result:
+                on_result(failed)
+    pending = ready
     lock = threading.Lock()
     stop = threading.Event()
 

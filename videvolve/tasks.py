@@ -85,7 +85,8 @@ class Task(BaseModel):
     question: str = Field(min_length=1)
     options: list[str] | None = Field(default=None, description="mcq only: option texts, lettered A, B, ...")
     answer: str | list[Interval] = Field(description="mcq: a letter; grounding: [[start, end], ...], [] if absent")
-    duration: float = Field(gt=0, description="video duration in seconds")
+    duration: float | None = Field(None, gt=0, description="video duration in seconds (omitted: probed from the "
+                                   "video before the task runs)")
     evidence: list[Interval] = Field(default_factory=list, description="optional: where the answer can be seen")
     split: str | None = Field(default=None, description="train | selection | test (or any name)")
     source: str = Field(default="custom", description="benchmark the task comes from")
@@ -110,13 +111,23 @@ class Task(BaseModel):
                 raise ValueError("a grounding answer is a list of [start, end] intervals ([] if absent)")
         return self
 
+    def with_duration(self) -> Task:
+        """The task, its duration probed from the video when the file did not give one."""
+        if self.duration is not None:
+            return self
+        from videvolve.media import probe
+
+        return self.model_copy(update={"duration": probe(self.video).duration})
+
     @property
     def intervals(self) -> list[Interval]:
         """Gold intervals of a grounding task (``[]`` when the target is absent)."""
         return self.answer if isinstance(self.answer, list) else []
 
     def view(self) -> TaskView:
-        """The allowlisted view that harness code may see."""
+        """The allowlisted view that harness code may see (the duration must be known: see ``with_duration``)."""
+        if self.duration is None:
+            raise ValueError(f"task {self.id}: the video's duration is unknown; probe {self.video} first")
         return TaskView(
             id=self.id,
             kind=self.kind,

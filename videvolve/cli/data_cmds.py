@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from videvolve.datasets.loaders import LOADERS, import_benchmark
+from videvolve.datasets.benchmarks import REGISTRY
+from videvolve.datasets.loaders import import_benchmark
 from videvolve.datasets.synthworld import generate_world, world_stats
 from videvolve.tasks import (
     Task,
@@ -59,8 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_split)
 
     imp = sub.add_parser("import", help="turn a benchmark's annotation file into tasks.jsonl")
-    imp.add_argument("benchmark", choices=sorted(LOADERS))
-    imp.add_argument("annotations", type=Path)
+    imp.add_argument("benchmark", choices=sorted(REGISTRY))
+    imp.add_argument("annotations", type=Path, help="the benchmark's annotation file (or MLVU's folder)")
+    imp.add_argument("--meta", type=Path, default=None, help="extra file, e.g. Charades_v1_test.csv for durations")
     imp.add_argument("--videos", type=Path, required=True, help="folder holding the benchmark's videos")
     imp.add_argument("--out", type=Path, required=True)
     imp.set_defaults(func=cmd_import)
@@ -114,7 +116,7 @@ def _warnings(tasks: Sequence[Task], check_videos: bool) -> list[str]:
             warnings.append(w)
     else:
         warnings.append("no task has a split: run `videvolve tasks split` before `evolve`")
-    late = [t.id for t in tasks for i in t.intervals + t.evidence if i.end > t.duration + 1.0]
+    late = [t.id for t in tasks for i in t.intervals + t.evidence if t.duration and i.end > t.duration + 1.0]
     if late:
         warnings.append(f"{len(late)} interval(s) end after their video's duration (e.g. task {late[0]})")
     if check_videos:
@@ -165,11 +167,15 @@ def cmd_split(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``videvolve import``."""
-    tasks = import_benchmark(args.benchmark, args.annotations, args.videos)
+    tasks = import_benchmark(args.benchmark, args.annotations, args.videos, args.meta)
     write_tasks(tasks, args.out)
     missing = sum(1 for v in {t.video for t in tasks} if not Path(v).is_file())
+    unknown = sum(1 for t in tasks if t.duration is None)
     out.print(f"wrote {len(tasks)} tasks over {len({t.video_id for t in tasks})} videos to {args.out}")
     if missing:
         err.print(f"[yellow]warning:[/] {missing} video file(s) not found under {args.videos}; "
                   "put them there (named <video_id>.mp4/.mkv/...) before `eval`", highlight=False)
+    if unknown:
+        err.print(f"note: {unknown} task(s) have no duration in the annotations; `eval` probes their videos",
+                  highlight=False)
     return 0

@@ -11,32 +11,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from videvolve.datasets.loaders import read_json_records
 from videvolve.errors import PredictionFormatError
-from videvolve.metrics import score_extremewhen, score_qvhighlights, score_vue_tr, summarize_scores
+from videvolve.metrics import summarize_scores
 from videvolve.tasks import read_predictions, read_tasks
 
 out = Console()
-
-
-def _vue(version: int) -> Callable[[Path, Path, argparse.Namespace], dict[str, Any]]:
-    return lambda gt, pred, args: score_vue_tr(read_json_records(gt), read_json_records(pred), version)
-
-
-def _qvh(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:
-    return score_qvhighlights(read_json_records(gt), read_json_records(pred))
-
-
-def _ewb(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:
-    preds = {str(r.get("qid")): r for r in read_json_records(pred)}
-    rows = []
-    for r in read_json_records(gt):
-        if "correct_interval" not in r or "qid" not in r:
-            raise PredictionFormatError(f"{gt}: each ground-truth row needs 'qid' and 'correct_interval'")
-        p = preds.get(str(r["qid"]), {})
-        rows.append({"correct_interval": r["correct_interval"], "response": p.get("response", ""),
-                     "interval": p.get("interval")})
-    return score_extremewhen(rows, parser=args.parser)
 
 
 def _ours(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -48,15 +27,23 @@ def _ours(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {"benchmark": "videvolve", **summarize_scores(tasks, [by_id.get(t.id) for t in tasks])}
 
 
-SCORERS: dict[str, Callable[[Path, Path, argparse.Namespace], dict[str, Any]]] = {
-    "vue-tr": _vue(1), "vue-tr-v2": _vue(2), "qvhighlights": _qvh, "extremewhenbench": _ewb, "videvolve": _ours,
-}
+def _benchmark(name: str) -> Callable[[Path, Path, argparse.Namespace], dict[str, Any]]:
+    from videvolve.datasets.benchmarks import REGISTRY
+
+    return lambda gt, pred, args: REGISTRY[name].score(gt, pred, {"parser": args.parser, "seed": args.seed})
+
+
+def _scorers() -> dict[str, Callable[[Path, Path, argparse.Namespace], dict[str, Any]]]:
+    from videvolve.datasets.benchmarks import REGISTRY
+
+    return {**{name: _benchmark(name) for name in REGISTRY}, "videvolve": _ours}
 HEADLINE = {
     "vue-tr": ["precision_auc", "recall_auc", "iou_auc", "precision_auc_zero_filled", "miou", "n",
                "empty_predictions"],
     "qvhighlights": ["MR-full-R1@0.5", "MR-full-R1@0.7", "MR-full-mAP", "MR-full-mAP@0.5", "MR-full-mAP@0.75",
                      "MR-short-mAP", "MR-middle-mAP", "MR-long-mAP"],
     "extremewhenbench": ["miou", "R@0.3", "R@0.5", "R@0.7", "parse_fail", "n"],
+    "charades-sta": ["miou", "R@0.3", "R@0.5", "R@0.7", "parse_fail", "n"],
 }
 HEADLINE["vue-tr-v2"] = HEADLINE["vue-tr"]
 
@@ -64,12 +51,13 @@ HEADLINE["vue-tr-v2"] = HEADLINE["vue-tr"]
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``score``."""
     p = sub.add_parser("score", help="score predictions with a benchmark's official metric")
-    p.add_argument("--benchmark", required=True, choices=sorted(SCORERS),
+    p.add_argument("--benchmark", required=True, choices=sorted(_scorers()),
                    help="'videvolve' scores our own tasks.jsonl + predictions.jsonl")
     p.add_argument("--gt", type=Path, required=True, help="ground truth (the benchmark's own file)")
     p.add_argument("--pred", type=Path, required=True, help="predictions (the benchmark's submission format)")
     p.add_argument("--parser", choices=["lmms", "vllm"], default="lmms",
                    help="ExtremeWhenBench text parser (lmms-eval, or the repository's vLLM script)")
+    p.add_argument("--seed", type=int, default=0, help="LongVideoBench's random guess for unparsable answers")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_score)
 
@@ -86,7 +74,7 @@ def _flat(result: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Print the metrics (a table, or JSON)."""
-    result = SCORERS[args.benchmark](args.gt, args.pred, args)
+    result = _scorers()[args.benchmark](args.gt, args.pred, args)
     if args.json:
         print(json.dumps(result, default=float))
         return 0

@@ -115,8 +115,8 @@ def _embedder(name: str) -> Embedder:
 def _build(settings_json: str) -> Run:
     ctx = Context.model_validate_json(settings_json)
     tasks = read_tasks(ctx.tasks)
-    train = [t for t in tasks if t.split == "train"]
-    selection = [t for t in tasks if t.split == "selection"]
+    train = [t.with_duration() for t in tasks if t.split == "train"]
+    selection = [t.with_duration() for t in tasks if t.split == "selection"]
     if not train or not selection:
         raise ValueError(f"{ctx.tasks} needs train and selection splits (`videvolve tasks split`); found "
                          f"{len(train)} train and {len(selection)} selection tasks")

@@ -141,7 +141,7 @@ def world_stats(tasks: Sequence[Task]) -> dict[str, Any]:
 
     return {
         "videos": len({t.video_id for t in tasks}),
-        "hours": round(sum({t.video_id: t.duration for t in tasks}.values()) / 3600, 2),
+        "hours": round(sum({t.video_id: t.duration or 0.0 for t in tasks}.values()) / 3600, 2),
         "grounding": len(ground),
         "absent_share": share(len(ground) - len(positive), len(ground)),
         "short_share": share(sum(1 for t in positive if max(i.length for i in t.intervals) <= 10), len(positive)),
