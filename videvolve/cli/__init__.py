@@ -9,7 +9,16 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from videvolve import __version__
-from videvolve.cli import data_cmds, demo_cmd, evolve_cmd, memory_cmds, model_cmds, run_cmds, score_cmd
+from videvolve.cli import (
+    data_cmds,
+    demo_cmd,
+    evolve_cmd,
+    memory_cmds,
+    model_cmds,
+    run_cmds,
+    score_cmd,
+    videos_cmd,
+)
 from videvolve.errors import VidevolveError
 
 console = Console(stderr=True, soft_wrap=True)
@@ -29,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     evolve_cmd.register(sub)
     memory_cmds.register(sub)
     run_cmds.register(sub)
+    videos_cmd.register(sub)
     demo_cmd.register(sub)
     return parser
 

@@ -30,6 +30,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     r.add_argument("--task-timeout", type=float, default=900.0, help="seconds before a harness is killed")
     r.add_argument("--cache", type=Path, default=None, help="response cache file (default ~/.cache/videvolve)")
     r.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
+    r.add_argument("--proxy", choices=["never", "auto", "always"], default="never",
+                   help="read frames from low-resolution proxies (auto: for long, 4K, HEVC/AV1 or VFR sources)")
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:

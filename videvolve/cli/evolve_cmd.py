@@ -80,7 +80,8 @@ def build_context(args: argparse.Namespace) -> Any:
                 "iterations": args.iterations, "hours": args.hours, "batch": args.batch, "memory": args.memory,
                 "max_calls": args.max_calls, "max_visual_tokens": args.max_visual_tokens,
                 "cost_metric": args.cost_metric, "embedder": args.embedder, "seed": args.seed,
-                "cache": None if args.cache is None else str(args.cache)}
+                "cache": None if args.cache is None else str(args.cache),
+                "proxy": None if args.proxy == "never" else args.proxy}
     data.update({k: (str(v) if isinstance(v, Path) else v) for k, v in explicit.items() if v is not None})
     if "tasks" not in data:
         raise ValueError("--tasks is required (or a --config that names them)")

@@ -91,6 +91,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         tasks = tasks[: args.limit]
     if not tasks:
         raise ValueError(f"no tasks in split {args.split!r} of {args.tasks} (see `videvolve tasks validate`)")
+    if args.proxy != "never":
+        from videvolve.media.proxy import proxied
+
+        mapping = proxied([t.video for t in tasks], args.proxy,
+                          on_build=lambda v: err.print(f"making a proxy of {v} (once)", highlight=False))
+        tasks = [t.model_copy(update={"video": mapping[t.video]}) for t in tasks]
     src = resolve_harness(args.harness)
     name = Path(args.harness).name
     outdir = args.out or Path("evals") / f"{name}-{args.split}"

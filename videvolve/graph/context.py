@@ -41,6 +41,7 @@ class Context(BaseModel):
     probe_frames: int = Field(16, description="the investigator's frame cap per failure")
     embedder: Literal["auto", "minilm", "hashing"] = Field("auto", description="memory embedder")
     cache: str | None = Field(None, description="response cache file (default ~/.cache/videvolve)")
+    proxy: Literal["never", "auto", "always"] = Field("never", description="read frames from proxies of slow sources")
 
     @property
     def root(self) -> Path:

@@ -121,6 +121,12 @@ def _build(settings_json: str) -> Run:
         raise ValueError(f"{ctx.tasks} needs train and selection splits (`videvolve tasks split`); found "
                          f"{len(train)} train and {len(selection)} selection tasks")
     excluded = {t.video_id for t in tasks if t.split not in ("train",)}
+    if ctx.proxy != "never":
+        from videvolve.media.proxy import proxied
+
+        mapping = proxied([t.video for t in train + selection], ctx.proxy)
+        train = [t.model_copy(update={"video": mapping[t.video]}) for t in train]
+        selection = [t.model_copy(update={"video": mapping[t.video]}) for t in selection]
     del tasks  # the test split is never used by evolve
     vlm = make_vlm(ctx.model)
     probe = make_vlm(ctx.investigator_model) if ctx.investigator_model else vlm
