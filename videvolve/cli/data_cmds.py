@@ -26,7 +26,7 @@ from videvolve.tasks import (
     write_tasks,
 )
 
-out = Console()
+out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 
@@ -58,6 +58,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", type=Path, default=None, help="output file (default: FILE with .split.jsonl)")
     s.set_defaults(func=cmd_split)
+
+    fc = tsub.add_parser("from-csv", help="your questions (CSV or JSONL) about a folder of videos -> tasks.jsonl")
+    fc.add_argument("file", type=Path, help="columns: video, question, answer[, options, kind, evidence, id]")
+    fc.add_argument("--videos", type=Path, required=True, help="the folder the 'video' column refers to")
+    fc.add_argument("--out", type=Path, required=True)
+    fc.add_argument("--source", default="custom", help="a name for this dataset")
+    fc.set_defaults(func=cmd_from_csv)
 
     imp = sub.add_parser("import", help="turn a benchmark's annotation file into tasks.jsonl")
     imp.add_argument("benchmark", choices=sorted(REGISTRY))
@@ -162,6 +169,18 @@ def cmd_split(args: argparse.Namespace) -> int:
     if w:
         err.print(f"[yellow]warning:[/] {w}", highlight=False)
     out.print(f"wrote {dest}")
+    return 0
+
+
+def cmd_from_csv(args: argparse.Namespace) -> int:
+    """``videvolve tasks from-csv``."""
+    from videvolve.datasets.own import tasks_from_table
+
+    tasks = tasks_from_table(args.file, args.videos, args.source)
+    write_tasks(tasks, args.out)
+    summary = summarize(tasks)
+    out.print(f"wrote {len(tasks)} tasks over {summary['videos']} videos to {args.out} "
+              f"({summary['by_split'].get('-', {})}); next: `videvolve tasks split {args.out}`")
     return 0
 
 

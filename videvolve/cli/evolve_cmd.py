@@ -15,7 +15,7 @@ from rich.table import Table
 
 from videvolve.cli.common import add_model_args, model_settings, runtime_settings
 
-out = Console()
+out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 EXTENDABLE = ("iterations", "hours", "max_calls", "max_visual_tokens")
 NEXT = {"prepare": "solving a training batch", "solve": "investigating failures", "investigate": "editing",

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from videvolve.memory.store import ChromaStore
 
-out = Console()
+out = Console(soft_wrap=True)
 DEFAULT_MEMORY = Path.home() / ".videvolve" / "memory"
 
 

@@ -14,7 +14,7 @@ from rich.table import Table
 from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings
 from videvolve.errors import InfraError
 
-out = Console()
+out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 
@@ -51,6 +51,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--api-key", default=None, help="require this bearer token")
     s.add_argument("--max-images", type=int, default=512, help="images per request before a 400, like vLLM's limit")
     s.set_defaults(func=cmd_serve_sim)
+
+    v = sub.add_parser("serve-vllm", help="start vLLM (installed separately) with the flags harnesses need")
+    v.add_argument("model", help="a Hugging Face model id or a local path, e.g. Qwen/Qwen2.5-VL-7B-Instruct")
+    v.add_argument("--vllm-bin", default=None, help="the vllm executable of its own environment (default: on PATH)")
+    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--port", type=int, default=8000)
+    v.add_argument("--max-model-len", type=int, default=None, help="context length")
+    v.add_argument("--images", type=int, default=256, help="images one request may carry")
+    v.add_argument("--tool-call-parser", default="hermes")
+    v.add_argument("--allowed-local-media-path", default=None, help="let requests name local files under this folder")
+    v.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds to wait for the model to load")
+    v.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more arguments for vllm serve")
+    v.set_defaults(func=cmd_serve_vllm)
 
     d = sub.add_parser("doctor", help="check decoding, the sandbox and a model endpoint; say what to fix")
     add_model_args(d)
@@ -173,6 +186,42 @@ def cmd_serve_sim(args: argparse.Namespace) -> int:
     err.print(f"serving SimVLM as model {args.model!r} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
     serve(host=args.host, port=args.port, model=args.model, latency_ms=args.latency_ms, api_key=args.api_key,
           max_images=args.max_images)
+    return 0
+
+
+def cmd_serve_vllm(args: argparse.Namespace) -> int:
+    """Start vLLM, wait until it serves, print the --base-url, stop it cleanly on Ctrl-C or SIGTERM."""
+    import signal
+    import time
+
+    from videvolve.models.vllm_server import VLLMServer, find_vllm, vllm_command
+
+    extra = [a for a in args.extra if a != "--"]
+    command = vllm_command(args.model, find_vllm(args.vllm_bin), args.host, args.port, args.max_model_len,
+                           args.images, args.tool_call_parser, args.allowed_local_media_path, extra)
+    log = Path.home() / ".cache" / "videvolve" / f"vllm-{args.port}.log"
+    server = VLLMServer(command, args.host, args.port, log)
+    err.print(f"starting: {' '.join(command)}\nlog: {log}", highlight=False)
+    server.start()
+    stop = {"now": False}
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        server.wait_ready(args.ready_timeout, args.model)
+        out.print(f"ready: --backend openai --base-url {server.base_url} --model {args.model}", highlight=False)
+        while not stop["now"] and server.proc is not None and server.proc.poll() is None:
+            time.sleep(0.5)
+        if server.proc is not None and server.proc.poll() is not None:
+            err.print(f"vLLM exited with code {server.proc.returncode}:\n{server.log_tail()}", highlight=False)
+            return 3
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    err.print("vLLM stopped")
     return 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-out = Console()
+out = Console(soft_wrap=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

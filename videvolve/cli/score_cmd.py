@@ -15,7 +15,7 @@ from videvolve.errors import PredictionFormatError
 from videvolve.metrics import summarize_scores
 from videvolve.tasks import read_predictions, read_tasks
 
-out = Console()
+out = Console(soft_wrap=True)
 
 
 def _ours(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:

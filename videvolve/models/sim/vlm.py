@@ -129,6 +129,9 @@ class SimVLM:
         return json.dumps({"yes": yes, "maybe": maybe})
 
     def _answer(self, seen: list[Seen], text: str) -> str:
+        if seen and all(s.percept.background is None for s in seen):
+            return ("unclear: these pictures are not SynthWorld scenes, and SimVLM reads nothing else; use a real "
+                    "model (--backend openai) for real footage")
         q = parse_question(text)
         if q is None:
             return "I cannot tell what is being asked."
