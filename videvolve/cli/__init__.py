@@ -46,7 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; user errors print one line and exit 2."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passthrough: list[str] = []
+    if "--" in argv:  # what follows `--` goes to a wrapped program (serve-vllm)
+        i = argv.index("--")
+        argv, passthrough = argv[:i], argv[i + 1 :]
     args = parser.parse_args(argv)
+    args.passthrough = passthrough
     try:
         return int(args.func(args) or 0)
     except (VidevolveError, FileNotFoundError, ValueError) as exc:

@@ -62,7 +62,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--tool-call-parser", default="hermes")
     v.add_argument("--allowed-local-media-path", default=None, help="let requests name local files under this folder")
     v.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds to wait for the model to load")
-    v.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more arguments for vllm serve")
     v.set_defaults(func=cmd_serve_vllm)
 
     d = sub.add_parser("doctor", help="check decoding, the sandbox and a model endpoint; say what to fix")
@@ -196,7 +195,7 @@ def cmd_serve_vllm(args: argparse.Namespace) -> int:
 
     from videvolve.models.vllm_server import VLLMServer, find_vllm, vllm_command
 
-    extra = [a for a in args.extra if a != "--"]
+    extra = list(getattr(args, "passthrough", []))  # everything after `--`
     command = vllm_command(args.model, find_vllm(args.vllm_bin), args.host, args.port, args.max_model_len,
                            args.images, args.tool_call_parser, args.allowed_local_media_path, extra)
     log = Path.home() / ".cache" / "videvolve" / f"vllm-{args.port}.log"
