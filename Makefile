@@ -44,6 +44,7 @@ lint: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed sandbox
 	$(BIN)/python bench/media.py
+	$(BIN)/python bench/proxy.py
 	$(BIN)/python bench/seeds.py
 	$(BIN)/python bench/solve.py
 	$(BIN)/python bench/efficacy.py
