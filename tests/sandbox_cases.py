@@ -15,7 +15,7 @@ from pathlib import Path
 GOOD = '''
 def solve(task, ctx):
     frames = ctx.frames([1.0, 2.0])
-    return {"answer": ctx.ask(frames)}
+    return {"answer": "A", "raw": ctx.ask(frames)}
 '''
 ESCAPE = '''
 def _outer():
