@@ -71,9 +71,9 @@ class LoadedHarness:
             evidence_times=[] if pred is None else pred.evidence_times, raw="" if pred is None else pred.raw)
 
 
-def load_harness(name_or_dir: str | Path) -> LoadedHarness:
-    """A seed harness by name (``uniform``, ``scan_refine``, ``coevowhen_base``) or a harness directory."""
-    return LoadedHarness(_load(resolve_harness(name_or_dir)))
+def load_harness(name_or_dir: str | Path, budget: int | None = None) -> LoadedHarness:
+    """A seed by name, a harness directory, or a run directory (its mixture's tier for ``budget``, or its best)."""
+    return LoadedHarness(_load(resolve_harness(name_or_dir, budget)))
 
 
 def default_cache_path() -> Path:

@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--embedder", choices=["auto", "minilm", "hashing"], default=None)
     p.add_argument("--concurrency", type=int, default=None)
     p.add_argument("--seed", type=int, default=None, help="drives batch sampling")
+    p.add_argument("--budgets", default=None, help="frame-budget tiers of a final mixture, e.g. 16,32,64,128")
     p.add_argument("--config", type=Path, default=None, help="TOML or JSON of settings (a run's settings.json works)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost, spend nothing")
     p.add_argument("--resume", action="store_true", help="continue the run in --run where it stopped")
@@ -81,7 +82,8 @@ def build_context(args: argparse.Namespace) -> Any:
                 "max_calls": args.max_calls, "max_visual_tokens": args.max_visual_tokens,
                 "cost_metric": args.cost_metric, "embedder": args.embedder, "seed": args.seed,
                 "cache": None if args.cache is None else str(args.cache),
-                "proxy": None if args.proxy == "never" else args.proxy}
+                "proxy": None if args.proxy == "never" else args.proxy,
+                "budgets": [int(x) for x in args.budgets.split(",")] if args.budgets else None}
     data.update({k: (str(v) if isinstance(v, Path) else v) for k, v in explicit.items() if v is not None})
     if "tasks" not in data:
         raise ValueError("--tasks is required (or a --config that names them)")

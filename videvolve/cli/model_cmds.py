@@ -109,7 +109,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         mapping = proxied([t.video for t in tasks], args.proxy,
                           on_build=lambda v: err.print(f"making a proxy of {v} (once)", highlight=False))
         tasks = [t.model_copy(update={"video": mapping[t.video]}) for t in tasks]
-    src = resolve_harness(args.harness)
+    src = resolve_harness(args.harness, args.budget)
     name = Path(args.harness).name
     outdir = args.out or Path("evals") / f"{name}-{args.split}"
     harness = load_harness(copy_harness(src, outdir / "harnesses"))
@@ -153,7 +153,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from videvolve.models import make_vlm
 
     ms = model_settings(args)
-    loaded = load_harness(args.harness)
+    loaded = load_harness(args.harness, args.budget)
     answer = loaded.ask(args.video, args.question, options=args.option or None, grounding=args.grounding,
                         model=ms, runtime=runtime_settings(args), vlm=make_vlm(ms), cache=open_cache(args),
                         trace=args.trace)

@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("dest", type=Path)
     export.add_argument("--run", type=Path, required=True)
     export.set_defaults(func=cmd_export)
+    mix = hsub.add_parser("mixture", help="the mixture of harnesses by frame budget (evolve --budgets)")
+    mix.add_argument("--run", type=Path, required=True)
+    mix.set_defaults(func=cmd_mixture)
     r = sub.add_parser("report", help="HTML report with plots and a trace viewer (RUN/report/index.html)")
     r.add_argument("--run", type=Path, required=True)
     r.set_defaults(func=cmd_report)
@@ -99,6 +102,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.dest} exists; choose a new destination")
     shutil.copytree(src, args.dest)
     out.print(f"exported {src.name} to {args.dest} (use it with `videvolve eval --harness {args.dest}`)")
+    return 0
+
+
+def cmd_mixture(args: argparse.Namespace) -> int:
+    """``harness mixture``."""
+    path = args.run / "mixture.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no mixture in {args.run}: run `videvolve evolve ... --budgets 16,32,64,128`")
+    mixture = json.loads(path.read_text())
+    table = Table(title=f"mixture of {args.run.name}: the best version per frame budget on the selection set "
+                        f"({mixture['selection_questions']} questions)")
+    for col in ("budget (frames/question)", "version", "selection score", "mean frames"):
+        table.add_column(col, justify="right")
+    for cap, tier in sorted(mixture["tiers"].items(), key=lambda x: int(x[0])):
+        table.add_row(cap, tier["version"], f"{tier['score']:.3f}", f"{tier['frames']:.1f}")
+    out.print(table)
+    out.print(f"use it with `videvolve eval --harness {args.run} --budget N` (or ask): the largest tier within N")
     return 0
 
 

@@ -42,6 +42,7 @@ class Context(BaseModel):
     embedder: Literal["auto", "minilm", "hashing"] = Field("auto", description="memory embedder")
     cache: str | None = Field(None, description="response cache file (default ~/.cache/videvolve)")
     proxy: Literal["never", "auto", "always"] = Field("never", description="read frames from proxies of slow sources")
+    budgets: list[int] = Field(default_factory=list, description="frame-budget tiers of the final mixture of harnesses")
 
     @property
     def root(self) -> Path:

@@ -43,6 +43,12 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None) -> dict[str, Any]:
                 state.update(values or {})
                 if on_update is not None:
                     on_update(node, values or {}, state)
-        return dict(graph.get_state(config).values)
+        final = dict(graph.get_state(config).values)
+        if ctx.budgets:
+            from videvolve.graph.run import get_run
+            from videvolve.mixture import build_mixture
+
+            final["mixture"] = build_mixture(get_run(ctx), ctx.budgets)
+        return final
     finally:
         conn.close()

@@ -142,9 +142,13 @@ def seed_path(name: str) -> Path:
     return Path(str(resources.files("videvolve.skill_library") / "seeds" / name))
 
 
-def resolve_harness(name_or_dir: str | Path) -> Path:
-    """A seed name or a harness directory."""
+def resolve_harness(name_or_dir: str | Path, budget: int | None = None) -> Path:
+    """A seed name, a harness directory, or a run directory (its mixture tier for ``budget``, or its best)."""
     p = Path(name_or_dir)
+    if p.is_dir() and (p / "settings.json").exists() and (p / "harnesses").is_dir():
+        from videvolve.mixture import resolve_run_harness
+
+        return resolve_run_harness(p, budget)
     if p.is_dir():
         return p
     if str(name_or_dir) in SEEDS:

@@ -27,6 +27,8 @@ def _merge(times: list, gap: float) -> list:
 def solve(task: TaskView, ctx: HarnessContext) -> dict:
     cfg = ctx.config
     total = int(cfg.get("frames", 64))
+    if ctx.budget:  # a per-question frame cap from the run: spend at most that
+        total = min(total, int(ctx.budget))
     n_scan = max(4, int(total * float(cfg.get("scan_share", 0.6))))
     cols = int(cfg.get("sheet_cols", 8))
     side = int(cfg.get("refine_max_side", 0)) or None

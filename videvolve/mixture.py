@@ -1,0 +1,67 @@
+"""A mixture of harnesses by frame budget (VidHarness): for each tier, the version that does best under that cap.
+
+After evolution every version with complete selection results is run on the selection set under each tier's
+per-question frame cap (harnesses read the cap from ``ctx.budget``); the best per tier is kept in
+``RUN/mixture.json``. ``eval`` and ``ask`` given a run directory and ``--budget N`` use the tier for N.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from videvolve.gate import aggregate
+from videvolve.solve import solve_tasks
+
+MIXTURE_FILE = "mixture.json"
+
+
+def complete_versions(run: Any) -> list[str]:
+    """Versions of a run with a result for every selection task (seed, and each candidate that went the distance)."""
+    out = []
+    for version in run.lineage():
+        if all(run.stored(version, t, "selection") is not None for t in run.selection):
+            out.append(version)
+    return out
+
+
+def build_mixture(run: Any, tiers: list[int]) -> dict[str, Any]:
+    """Choose a version per tier; writes and returns the mixture."""
+    versions = complete_versions(run)
+    table: dict[str, Any] = {}
+    for cap in sorted(tiers):
+        runtime = run.ctx.runtime.model_copy(update={"budget": cap})
+        scored = []
+        for v in versions:
+            results = solve_tasks(run.harness(v), run.selection, run.vlm, run.cost, runtime,
+                                  run.eval_dir(v, f"selection-cap{cap}"), run.cache)
+            score, frames = aggregate(results, "frames")
+            scored.append((score, -frames, v))
+        score, neg_frames, version = max(scored)
+        table[str(cap)] = {"version": version, "score": score, "frames": -neg_frames,
+                           "candidates": {v: s for s, _, v in scored}}
+        run.event(-1, "mixture", "tier", cap=cap, version=version, score=score, frames=-neg_frames)
+    mixture = {"tiers": table, "selection_questions": len(run.selection)}
+    (run.root / MIXTURE_FILE).write_text(json.dumps(mixture, indent=1))
+    return mixture
+
+
+def tier_for(mixture: dict[str, Any], budget: int | None) -> tuple[int, str]:
+    """(tier, version) for a budget: the largest tier within it (the smallest tier when none is)."""
+    tiers = sorted(int(k) for k in mixture["tiers"])
+    if budget is None:
+        cap = tiers[-1]
+    else:
+        within = [t for t in tiers if t <= budget]
+        cap = within[-1] if within else tiers[0]
+    return cap, mixture["tiers"][str(cap)]["version"]
+
+
+def resolve_run_harness(path: Path, budget: int | None) -> Path:
+    """A run directory given as a harness: its mixture's tier for the budget, else its best harness."""
+    mixture_file = path / MIXTURE_FILE
+    if mixture_file.exists():
+        _, version = tier_for(json.loads(mixture_file.read_text()), budget)
+        return path / "harnesses" / version
+    return path / "best"
