@@ -23,11 +23,11 @@ from videvolve.tasks import Interval, Prediction, Task
 
 
 def test_routing_is_pure():
-    assert route_after_edit({"candidate": "abc"}) == "validate"
-    assert route_after_edit({"candidate": None}) == "record"
-    assert route_after_validate({"candidate": "abc", "feedback": None}) == "gate"
-    assert route_after_validate({"candidate": "abc", "feedback": "syntax error"}) == "edit"
-    assert route_after_validate({"candidate": None, "dropped": "abc", "feedback": "x"}) == "record"
+    assert route_after_edit({"candidates": ["abc"]}) == "validate"
+    assert route_after_edit({"candidates": []}) == "record"
+    assert route_after_validate({"candidates": ["abc"], "feedback": None}) == "gate"
+    assert route_after_validate({"candidates": ["abc"], "feedback": "syntax error"}) == "edit"
+    assert route_after_validate({"candidates": [], "dropped": [{"candidate": "abc"}], "feedback": None}) == "record"
     assert route_after_record({"stop_reason": None}) == "solve"
     assert route_after_record({"stop_reason": "6 iterations"}) == "__end__"
 

@@ -43,6 +43,16 @@ class Context(BaseModel):
     cache: str | None = Field(None, description="response cache file (default ~/.cache/videvolve)")
     proxy: Literal["never", "auto", "always"] = Field("never", description="read frames from proxies of slow sources")
     budgets: list[int] = Field(default_factory=list, description="frame-budget tiers of the final mixture of harnesses")
+    validation: Literal["full", "multi-fidelity"] = Field("full", description="multi-fidelity screens candidates on "
+                                                          "nested rungs of the selection set before the full gate")
+    rungs: list[float] = Field(default_factory=lambda: [0.25, 0.5, 1.0], description="nested rung sizes")
+    penalty: float = Field(1.5, description="promotion ranks accuracy minus penalty x 0.5/sqrt(n) (worst-case SE)")
+    search: Literal["chain", "mcts"] = Field("chain", description="chain: revise the incumbent (Video-RSI); mcts: "
+                                             "a tree of versions, expanded by UCT (VidHarness)")
+    children: int = Field(3, ge=1, description="candidates per expansion in mcts")
+    uct_c: float = Field(0.5, description="exploration weight of UCT")
+    executor: Literal["local", "ray"] = Field("local", description="where (harness, task) evaluations run")
+    ray_address: str | None = Field(None, description="an existing Ray cluster (default: start one locally)")
 
     @property
     def root(self) -> Path:

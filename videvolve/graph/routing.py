@@ -8,13 +8,13 @@ from videvolve.graph.state import State
 
 
 def route_after_edit(state: State) -> Literal["validate", "record"]:
-    """A proposal is validated; no proposal goes straight to the record."""
-    return "validate" if state.get("candidate") else "record"
+    """Proposals are validated; no proposal goes straight to the record."""
+    return "validate" if state.get("candidates") else "record"
 
 
 def route_after_validate(state: State) -> Literal["gate", "edit", "record"]:
-    """Valid -> gate; invalid with repair rounds left -> back to the editor with the reason; dropped -> record."""
-    if not state.get("candidate"):
+    """Valid -> gate; invalid with repair rounds left -> back to the editor with the reason; none left -> record."""
+    if not state.get("candidates"):
         return "record"
     return "gate" if state.get("feedback") is None else "edit"
 

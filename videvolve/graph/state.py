@@ -11,6 +11,11 @@ def replace(_: Any, new: Any) -> Any:
     return new
 
 
+def merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer of keyed channels: entries are added or replaced, never dropped."""
+    return {**(old or {}), **(new or {})}
+
+
 def add_counts(old: dict[str, float] | None, new: dict[str, float] | None) -> dict[str, float]:
     """Reducer of running totals: counts add up."""
     out = dict(old or {})
@@ -36,15 +41,19 @@ class State(TypedDict, total=False):
     """Task ids of this batch that failed."""
     diagnoses: Annotated[list[str], replace]
     """Diagnosis ids written in this iteration."""
-    candidate: str | None
-    """Version id the editor proposed (None: no proposal)."""
-    operator: str | None
-    """How the candidate was made (a heuristic operator, or 'llm')."""
+    parent: str
+    """The version expanded in this iteration: the incumbent (chain search) or the tree node UCT picked (mcts)."""
+    candidates: Annotated[list[str], replace]
+    """Versions proposed in this iteration that are still in the running."""
+    operators: Annotated[dict[str, str | None], merge]
+    """How each candidate was made (a heuristic operator, or 'llm')."""
     feedback: str | None
-    """Why validation failed, for the editor's repair round."""
-    dropped: str | None
-    """A candidate that failed validation after its repair rounds."""
+    """Why validation failed, for the editor's repair round (one candidate at a time)."""
+    dropped: Annotated[list[dict[str, Any]], replace]
+    """Candidates refused by validation (after their repair rounds), with the reason."""
     repair_round: int
+    tree: Annotated[dict[str, dict[str, Any]], merge]
+    """Search tree (mcts): per version its parent, visits, value, score, cost, whether accepted or exhausted."""
     history: Annotated[list[dict[str, Any]], operator.add]
     """One aggregate record per gate or dropped candidate: no per-item selection outcomes."""
     spent: Annotated[dict[str, float], add_counts]

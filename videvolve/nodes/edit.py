@@ -1,8 +1,8 @@
-"""edit: propose a revision of the incumbent from diagnoses, similar past diagnoses and the gate's history.
+"""edit: propose revisions of the parent from diagnoses, similar past diagnoses and the gate's history.
 
 The editor's input holds no selection-set task, question, video or per-item outcome; memory queries leave out
-diagnoses of videos in this run's selection or test split. The candidate is written as a new version; the
-incumbent's files are never modified.
+diagnoses of videos in this run's selection or test split. Each candidate is written as a new version; the
+parent's files are never modified. Chain search asks for one candidate, mcts for ``children``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ GATE_FIELDS = ("iteration", "parent", "candidate", "operator", "decision", "reas
 
 def editor_input(run: Run, state: State) -> EditorInput:
     """What the editor may see (and nothing else)."""
-    incumbent = state["incumbent"]
+    parent = state["parent"]
     diagnoses = [d for i in state.get("diagnoses", []) if (d := run.memory.get(i)) is not None]
     current = {d.id for d in diagnoses}
     similar: dict[str, PastDiagnosis] = {}
@@ -34,12 +34,12 @@ def editor_input(run: Run, state: State) -> EditorInput:
             if past.id not in current and (past.id not in similar or similar[past.id].similarity < sim):
                 similar[past.id] = PastDiagnosis(diagnosis=past, similarity=sim)
     history = [{k: h.get(k) for k in GATE_FIELDS} for h in state.get("history", [])]
-    tried = [h["operator"] for h in state.get("history", []) if h.get("parent") == incumbent and h.get("operator")]
-    if state.get("feedback") and state.get("operator"):
-        tried.append(str(state["operator"]))
-    return EditorInput(incumbent=incumbent, files=read_files(run.harness_dir(incumbent)), diagnoses=diagnoses,
+    tried = [h["operator"] for h in state.get("history", []) if h.get("parent") == parent and h.get("operator")]
+    if state.get("feedback"):
+        tried += [op for op in state.get("operators", {}).values() if op]
+    return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
                        similar=sorted(similar.values(), key=lambda p: (-p.similarity, p.diagnosis.id))[:10],
-                       history=history, feedback=state.get("feedback"), tried=tried)
+                       history=history, feedback=state.get("feedback"), tried=sorted(set(tried)))
 
 
 def make_editor(run: Run) -> Editor:
@@ -50,20 +50,32 @@ def make_editor(run: Run) -> Editor:
 
 
 def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """A candidate version, or none."""
-    run = get_run(runtime.context)
-    proposal = make_editor(run).propose(editor_input(run, state))
-    it = state["iteration"]
-    if proposal is None:
-        run.event(it, "edit", "no proposal")
-        return {"candidate": None, "operator": None, "feedback": None}
-    try:
-        version = write_candidate(run.harness_dir(state["incumbent"]), run.root / "harnesses", proposal)
-    except HarnessError as exc:
-        run.event(it, "edit", "refused", operator=proposal.operator, reason=str(exc))
-        return {"candidate": None, "operator": proposal.operator, "dropped": "(refused edit)", "feedback": str(exc)}
-    if version == state["incumbent"]:
-        run.event(it, "edit", "no change", operator=proposal.operator)
-        return {"candidate": None, "operator": proposal.operator, "feedback": None}
-    run.event(it, "edit", "proposal", candidate=version, operator=proposal.operator, rationale=proposal.rationale)
-    return {"candidate": version, "operator": proposal.operator, "feedback": None}
+    """Candidate versions (possibly none)."""
+    run, ctx = get_run(runtime.context), runtime.context
+    it, parent = state["iteration"], state["parent"]
+    editor = make_editor(run)
+    inp = editor_input(run, state)
+    want = ctx.children if ctx.search == "mcts" else 1
+    candidates: list[str] = []
+    operators: dict[str, str | None] = {}
+    dropped: list[dict[str, Any]] = []
+    for _ in range(want):
+        proposal = editor.propose(inp)
+        if proposal is None:
+            break
+        inp = inp.model_copy(update={"tried": [*inp.tried, proposal.operator]})
+        try:
+            version = write_candidate(run.harness_dir(parent), run.root / "harnesses", proposal)
+        except HarnessError as exc:
+            run.event(it, "edit", "refused", operator=proposal.operator, reason=str(exc))
+            dropped.append({"candidate": None, "operator": proposal.operator, "reason": str(exc)})
+            continue
+        if version == parent or version in candidates:
+            continue
+        candidates.append(version)
+        operators[version] = proposal.operator
+        run.event(it, "edit", "proposal", parent=parent, candidate=version, operator=proposal.operator,
+                  rationale=proposal.rationale)
+    if not candidates and not dropped:
+        run.event(it, "edit", "no proposal", parent=parent)
+    return {"candidates": candidates, "operators": operators, "dropped": dropped, "feedback": None}

@@ -19,11 +19,11 @@ def investigate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     run, ctx = get_run(runtime.context), runtime.context
     by_id = {t.id: t for t in run.train}
     inv = Investigator(run.probe_vlm, run.cost, ctx.probe_frames, run.cache, ctx.runtime.image_format)
-    out_dir = run.eval_dir(state["incumbent"], "train")
+    out_dir = run.eval_dir(state["parent"], "train")
     diagnoses = []
     for task_id in state.get("failures", []):
         task = by_id[task_id]
-        result = run.stored(state["incumbent"], task, "train")
+        result = run.stored(state["parent"], task, "train")
         if result is None:
             continue
         trace_path = out_dir / "traces" / f"{result_path(out_dir, task_id).stem}.jsonl"

@@ -17,7 +17,7 @@ from videvolve.skill_library.harness import copy_harness, resolve_harness
 
 
 def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """The seed becomes the incumbent."""
+    """The seed becomes the incumbent and the root of the search tree."""
     run, ctx = get_run(runtime.context), runtime.context
     seed = copy_harness(resolve_harness(ctx.seed_harness), run.root / "harnesses", summary="seed")
     version = seed.name
@@ -29,5 +29,7 @@ def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     shutil.copytree(seed, run.root / "best")
     run.event(0, "prepare", "baseline", harness=version, score=score, cost=cost, selection=len(run.selection))
     return {"started_at": time.time(), "iteration": 0, "incumbent": version, "incumbent_score": score,
-            "incumbent_cost": cost, "history": [], "spent": spent(results),
+            "incumbent_cost": cost, "parent": version, "history": [], "spent": spent(results),
+            "tree": {version: {"parent": None, "visits": 0, "value": 0.0, "score": score, "cost": cost,
+                               "accepted": True, "exhausted": False}},
             "stop_reason": "--iterations 0" if ctx.iterations == 0 else None}

@@ -1,0 +1,103 @@
+"""Candidate screening on the selection set: full validation, or multi-fidelity rungs (VidHarness).
+
+Multi-fidelity: the selection set is cut into nested rungs (a seeded order; sizes a setting, 25 % / 50 % / 100 % by
+default). Every candidate is first evaluated on the smallest rung. A candidate that cannot pass the gate even at
+the optimistic end of its uncertainty (accuracy + penalty x 0.5/sqrt(n), against the parent's accuracy on the same
+questions) stops there; among the rest, the one with the best penalized accuracy (accuracy - penalty x
+0.5/sqrt(n)) is promoted and evaluated only on the next rung's new questions. The gate's rule is applied at the
+full rung only; comparisons with the parent are always paired, on the same questions.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from videvolve.gate import aggregate, gate_rule
+from videvolve.metrics import mcnemar, paired_bootstrap
+from videvolve.solve import TaskResult
+from videvolve.tasks import Task
+
+TOL = 1e-9
+
+
+def rungs(selection: list[Task], sizes: list[float], seed: int, mode: str) -> list[list[Task]]:
+    """Nested subsets of the selection set (one rung, the whole set, for full validation)."""
+    if mode == "full":
+        return [selection]
+    order = sorted(selection, key=lambda t: t.id)
+    random.Random(f"rungs:{seed}").shuffle(order)
+    n = len(order)
+    out: list[list[Task]] = []
+    for f in sorted(sizes):
+        k = min(n, max(1, math.ceil(f * n)))
+        if not out or k > len(out[-1]):
+            out.append(order[:k])
+    if len(out[-1]) < n:
+        out.append(order)
+    return out
+
+
+def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, str | None],
+           iteration: int) -> tuple[list[dict[str, Any]], list[TaskResult]]:
+    """One aggregate entry per candidate (decision, reason, scores, how far it got) and the new results."""
+    ctx = run.ctx
+    selection = run.selection
+    eps = ctx.eps if ctx.eps is not None else 1 / len(selection)
+    parent_all = {r.task_id: r for r in run.evaluate(parent, selection, "selection")}
+    new: list[TaskResult] = []
+    entries: dict[str, dict[str, Any]] = {}
+    alive = list(candidates)
+    ladder = rungs(selection, ctx.rungs, ctx.seed, ctx.validation)
+    for k, rung in enumerate(ladder):
+        last = k == len(ladder) - 1
+        p_res = [parent_all[t.id] for t in rung]
+        a, c = aggregate(p_res, ctx.cost_metric)
+        scored = []
+        for cand in alive:
+            res = run.evaluate(cand, rung, "selection")
+            new += res
+            a2, c2 = aggregate(res, ctx.cost_metric)
+            scored.append((cand, a2, c2, res))
+        base = {"iteration": iteration, "parent": parent, "score": a, "cost": c, "n": len(rung),
+                "rung": k + 1, "rungs": len(ladder), "eps": eps}
+        if last:
+            for cand, a2, c2, res in scored:
+                decision = gate_rule(a, c, a2, c2, ctx.alpha, ctx.beta, eps)
+                boot = paired_bootstrap([r.score for r in p_res], [r.score for r in res], seed=ctx.seed)
+                mcq = [(o.score == 1, x.score == 1) for o, x in zip(p_res, res, strict=True) if o.kind == "mcq"]
+                entries[cand] = {**base, "candidate": cand, "operator": operators.get(cand),
+                                 "decision": "accepted" if decision.accept else "rejected", "reason": decision.reason,
+                                 "cand_score": a2, "cand_cost": c2, "p_value": boot.p_value,
+                                 "ci": [boot.ci_low, boot.ci_high],
+                                 "mcnemar_p": mcnemar([x for x, _ in mcq], [y for _, y in mcq]).p_value if mcq
+                                 else None}
+            break
+        se = 0.5 / math.sqrt(len(rung))
+        hopeful = []
+        for cand, a2, c2, _ in scored:
+            ucb = a2 + ctx.penalty * se
+            better = ucb > a + TOL and c2 <= (1 + ctx.alpha) * c + TOL
+            cheaper = ucb >= a - eps - TOL and c > 0 and c2 <= (1 - ctx.beta) * c + TOL
+            if better or cheaper:
+                hopeful.append((cand, a2, c2))
+            else:
+                entries[cand] = {**base, "candidate": cand, "operator": operators.get(cand), "decision": "rejected",
+                                 "cand_score": a2, "cand_cost": c2, "p_value": None,
+                                 "reason": f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): "
+                                           f"score {a2:.3f} + {ctx.penalty} x {se:.3f} cannot pass {a:.3f} at cost "
+                                           f"{c2:.1f} vs {c:.1f}"}
+        if not hopeful:
+            alive = []
+            break
+        best = max(hopeful, key=lambda x: (x[1] - ctx.penalty * se, -x[2], x[0]))
+        for cand, a2, c2 in hopeful:
+            if cand != best[0]:
+                entries[cand] = {**base, "candidate": cand, "operator": operators.get(cand), "decision": "rejected",
+                                 "cand_score": a2, "cand_cost": c2, "p_value": None,
+                                 "reason": f"not promoted at rung {k + 1}: {best[0]} has the better penalized "
+                                           f"accuracy ({best[1] - ctx.penalty * se:.3f} vs "
+                                           f"{a2 - ctx.penalty * se:.3f})"}
+        alive = [best[0]]
+    return [entries[c] for c in candidates if c in entries], new
