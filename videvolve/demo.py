@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from videvolve.cli.data_cmds import stats_table
+from videvolve.cli.evolve_cmd import iteration_line
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world, world_stats
 from videvolve.experiment import compare_on_test
@@ -33,14 +34,9 @@ def _line(node: str, values: dict[str, Any], state: dict[str, Any], started: flo
                       f"{state['incumbent_cost']:.1f} frames/question")
     if node != "record":
         return
-    h = (state.get("history") or [{}])[-1]
-    colour = {"accepted": "green", "rejected": "yellow", "dropped": "red"}.get(h.get("decision", ""), "dim")
-    nums = ""
-    if h.get("cand_score") is not None:
-        nums = (f"score {h['score']:.3f} -> {h['cand_score']:.3f}, frames {h['cost']:.1f} -> {h['cand_cost']:.1f} "
-                f"(p {h['p_value']:.3f}); ")
-    console.print(f"iteration {h.get('iteration')}: {h.get('operator') or '-'} [{colour}]{h.get('decision')}[/]: "
-                  f"{nums}{h.get('reason', '')} [{time.time() - started:.0f} s]", highlight=False)
+    it = int(state.get("iteration", 1)) - 1
+    for e in [h for h in state.get("history") or [] if h.get("iteration") == it]:
+        console.print(f"{iteration_line(e)} [{time.time() - started:.0f} s]", highlight=False)
 
 
 def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, iterations: int = 6) -> int:

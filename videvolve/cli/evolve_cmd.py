@@ -45,6 +45,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, default=None)
     p.add_argument("--seed", type=int, default=None, help="drives batch sampling")
     p.add_argument("--budgets", default=None, help="frame-budget tiers of a final mixture, e.g. 16,32,64,128")
+    p.add_argument("--validation", choices=["full", "multi-fidelity"], default=None,
+                   help="multi-fidelity: screen candidates on nested rungs of the selection set first")
+    p.add_argument("--rungs", default=None, help="rung sizes for multi-fidelity, e.g. 0.25,0.5,1.0")
+    p.add_argument("--penalty", type=float, default=None, help="lambda of the penalized accuracy (default 1.5)")
+    p.add_argument("--search", choices=["chain", "mcts"], default=None, help="chain (Video-RSI) or mcts (VidHarness)")
+    p.add_argument("--children", type=int, default=None, help="candidates per mcts expansion (default 3)")
+    p.add_argument("--uct-c", type=float, default=None, help="mcts exploration weight (default 0.5)")
+    p.add_argument("--executor", choices=["local", "ray"], default=None, help="where evaluations run")
+    p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local one)")
     p.add_argument("--config", type=Path, default=None, help="TOML or JSON of settings (a run's settings.json works)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost, spend nothing")
     p.add_argument("--resume", action="store_true", help="continue the run in --run where it stopped")
@@ -83,7 +92,11 @@ def build_context(args: argparse.Namespace) -> Any:
                 "cost_metric": args.cost_metric, "embedder": args.embedder, "seed": args.seed,
                 "cache": None if args.cache is None else str(args.cache),
                 "proxy": None if args.proxy == "never" else args.proxy,
-                "budgets": [int(x) for x in args.budgets.split(",")] if args.budgets else None}
+                "budgets": [int(x) for x in args.budgets.split(",")] if args.budgets else None,
+                "validation": args.validation, "penalty": args.penalty, "search": args.search,
+                "children": args.children, "uct_c": args.uct_c, "executor": args.executor,
+                "ray_address": args.ray_address,
+                "rungs": [float(x) for x in args.rungs.split(",")] if args.rungs else None}
     data.update({k: (str(v) if isinstance(v, Path) else v) for k, v in explicit.items() if v is not None})
     if "tasks" not in data:
         raise ValueError("--tasks is required (or a --config that names them)")
@@ -173,13 +186,18 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
 
 def _iteration_line(state: dict[str, Any]) -> None:
-    history = state.get("history") or []
-    last = history[-1] if history else {}
-    decision = last.get("decision", "?")
+    it = int(state.get("iteration", 1)) - 1
+    for e in [h for h in state.get("history") or [] if h.get("iteration") == it]:
+        out.print(iteration_line(e), highlight=False)
+
+
+def iteration_line(e: dict[str, Any]) -> str:
+    """One history entry as a line of the log."""
+    decision = e.get("decision", "?")
     colour = {"accepted": "green", "rejected": "yellow", "dropped": "red"}.get(decision, "dim")
     scores = ""
-    if last.get("cand_score") is not None:
-        scores = (f"score {last['score']:.3f} -> {last['cand_score']:.3f}, cost {last['cost']:.1f} -> "
-                  f"{last['cand_cost']:.1f}, p {last.get('p_value', 1):.3f}")
-    out.print(f"iteration {last.get('iteration', '?')}: {last.get('operator') or '-'} [{colour}]{decision}[/] "
-              f"{scores} | {last.get('reason', '')}", highlight=False)
+    if e.get("cand_score") is not None:
+        p = "" if e.get("p_value") is None else f", p {e['p_value']:.3f}"
+        scores = f"score {e['score']:.3f} -> {e['cand_score']:.3f}, cost {e['cost']:.1f} -> {e['cand_cost']:.1f}{p}; "
+    return (f"iteration {e.get('iteration', '?')}: {e.get('operator') or '-'} [{colour}]{decision}[/]: {scores}"
+            f"{e.get('reason', '')}")

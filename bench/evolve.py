@@ -1,0 +1,124 @@
+"""Search and validation strategies, side by side (VidHarness vs Video-RSI).
+
+A. Multi-fidelity vs full validation: one fixed sequence of candidate revisions (operators applied to whatever the
+   incumbent is at that point) is replayed twice on the same world; we count the selection-set evaluations each
+   needs and check that both end with the same accepted incumbent.
+B. MCTS vs chain at an equal call budget (``--max-calls``): the held-out test score of each, on three world seeds.
+
+Usage: ``python bench/evolve.py [--seeds 0 1 2] [--calls 700]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from videvolve.config import RuntimeSettings
+from videvolve.datasets.synthworld import generate_world
+from videvolve.editing import Proposal, read_files, write_candidate
+from videvolve.editing.operators import OPERATORS, config_of, set_key
+from videvolve.experiment import compare_on_test
+from videvolve.graph.context import Context
+from videvolve.graph.driver import evolve
+from videvolve.graph.run import get_run
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.skill_library.harness import copy_harness, seed_path
+from videvolve.validation import screen
+
+CACHE = Path(__file__).resolve().parent / ".cache" / "evolve"
+console = Console(width=150)
+# the fixed sequence: (operator or config edit) applied to the incumbent of the moment
+SEQUENCE = [("sparser_sampling", None), ("max_side", 96), ("raise_resolution", None), ("n_frames", 96),
+            ("max_side", 128), ("raise_resolution", None), ("n_frames", 64), ("sparser_sampling", None),
+            ("max_side", 200), ("n_frames", 128)]
+
+
+def world(seed: int) -> Path:
+    root = CACHE / f"world{seed}"
+    if not (root / "tasks.jsonl").exists():
+        generate_world(root, videos=12, minutes=10, seed=seed, questions=20)
+    return root / "tasks.jsonl"
+
+
+def replay(mode: str, tasks: Path) -> tuple[int, str, list[str]]:
+    root = CACHE / f"replay-{mode}"
+    shutil.rmtree(root, ignore_errors=True)
+    ctx = Context(run_dir=str(root / "run"), run_id=f"replay-{mode}", tasks=str(tasks), memory=str(root / "memory"),
+                  embedder="hashing", cache=str(root / "cache.sqlite"), validation=mode,  # type: ignore[arg-type]
+                  runtime=RuntimeSettings(concurrency=2))
+    run = get_run(ctx)
+    incumbent = copy_harness(seed_path("uniform"), run.root / "harnesses").name
+    decisions = []
+    for i, (what, value) in enumerate(SEQUENCE):
+        files = read_files(run.harness_dir(incumbent))
+        if what in OPERATORS:
+            edits = OPERATORS[what].apply(files, config_of(files)) or {}
+        else:
+            edits = {"config.toml": set_key(files["config.toml"], what, value)}
+        cand = write_candidate(run.harness_dir(incumbent), run.root / "harnesses",
+                               Proposal(operator=what, rationale=f"replay step {i}", edits=edits))
+        entries, _ = screen(run, incumbent, [cand], {cand: what}, i)
+        decisions.append(entries[0]["decision"])
+        if entries[0]["decision"] == "accepted":
+            incumbent = cand
+    evaluations = sum(1 for _ in (run.root / "evals").glob("*/selection/results/*.json"))
+    return evaluations, incumbent, decisions
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--calls", type=int, default=700, help="model-call budget of each search run")
+    args = parser.parse_args()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    full, inc_full, dec_full = replay("full", world(args.seeds[0]))
+    multi, inc_multi, dec_multi = replay("multi-fidelity", world(args.seeds[0]))
+    a = Table(title=f"A. replaying {len(SEQUENCE)} fixed revisions: selection-set evaluations needed")
+    for col in ("validation", "selection evaluations", "accepted", "final incumbent"):
+        a.add_column(col, justify="right")
+    a.add_row("full", str(full), str(dec_full.count("accepted")), inc_full)
+    a.add_row("multi-fidelity", str(multi), str(dec_multi.count("accepted")), inc_multi)
+    console.print(a)
+    ratio = full / max(1, multi)
+    ok_a = inc_full == inc_multi and ratio >= 2
+    console.print(f"{'PASS' if ok_a else 'FAIL'}: {ratio:.1f}x fewer evaluations, same incumbent: "
+                  f"{inc_full == inc_multi} (decisions full {dec_full} / multi {dec_multi}) "
+                  f"[{(time.time() - started) / 60:.1f} min]")
+    b = Table(title=f"B. chain vs mcts at {args.calls} model calls each (multi-fidelity validation), test split")
+    for col in ("world seed", "search", "iterations", "calls", "test score", "mcq acc.", "grounding mIoU",
+                "frames/q"):
+        b.add_column(col, justify="right")
+    wins = 0
+    for seed in args.seeds:
+        tasks = world(seed)
+        scores = {}
+        for search in ("chain", "mcts"):
+            root = CACHE / f"search{seed}-{search}"
+            shutil.rmtree(root, ignore_errors=True)
+            ctx = Context(run_dir=str(root / "run"), run_id=f"{search}{seed}", tasks=str(tasks),
+                          memory=str(root / "memory"), cache=str(root / "cache.sqlite"), iterations=100,
+                          max_calls=args.calls, search=search, validation="multi-fidelity",  # type: ignore[arg-type]
+                          seed=seed, batch=8, runtime=RuntimeSettings(concurrency=2))
+            final = evolve(ctx)
+            cmp = compare_on_test(root / "run", SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2))
+            best = cmp.best
+            scores[search] = best["score"]
+            b.add_row(str(seed), search, str(final.get("iteration")), f"{final['spent'].get('model_calls', 0):.0f}",
+                      f"{best['score']:.3f}", f"{best['mcq']['accuracy']:.3f}", f"{best['grounding']['miou']:.3f}",
+                      f"{best['frames_per_question']:.1f}")
+        wins += scores["mcts"] >= scores["chain"]
+        console.print(b)
+    console.print(f"mcts >= chain on {wins}/{len(args.seeds)} seeds [{(time.time() - started) / 60:.1f} min]")
+    return 0 if ok_a else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
