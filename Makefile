@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) $(TORCH)
-	$(PIP) -e '.[dev,memory]'
+	$(PIP) -e '.[dev,memory,ray]'
 	@touch $@ $(VENV)/.installed
 
 # The harness sandbox needs bubblewrap (Debian/Ubuntu package `bubblewrap`); installed here when we may.

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from videvolve.config import RuntimeSettings
+from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import InfraError, MediaError
 from videvolve.metrics import summarize_scores, task_score
 from videvolve.models.base import VLM
@@ -97,8 +97,12 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
 
 def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostModel, settings: RuntimeSettings,
                 out_dir: Path, cache: ResponseCache | None = None,
-                on_result: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
-    """Results for every task (stored ones reused), in the order of ``tasks``."""
+                on_result: Callable[[TaskResult], None] | None = None, executor: str = "local",
+                model: ModelSettings | None = None, ray_address: str | None = None) -> list[TaskResult]:
+    """Results for every task (stored ones reused), in the order of ``tasks``.
+
+    ``executor="ray"`` runs the pending tasks as Ray tasks (``model`` says how workers reach the model).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     done: dict[str, TaskResult] = {}
     pending = []
@@ -123,6 +127,15 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
             if on_result:
                 on_result(failed)
     pending = ready
+    if executor == "ray" and pending:
+        from videvolve.executors import run_on_ray
+
+        if model is None:
+            raise ValueError("the ray executor needs the model settings to rebuild the client in its workers")
+        for r in run_on_ray(harness.path, pending, model, settings, out_dir, str(cache.path) if cache else None,
+                            ray_address, on_result):
+            done[r.task_id] = r
+        return [done[t.id] for t in tasks]
     lock = threading.Lock()
     stop = threading.Event()
 

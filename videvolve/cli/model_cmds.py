@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--out", type=Path, default=None, help="output folder (default evals/<harness>-<split>); "
                    "rerunning into it skips finished tasks")
     e.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    e.add_argument("--executor", choices=["local", "ray"], default="local", help="where evaluations run")
+    e.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local one)")
     add_model_args(e)
     e.set_defaults(func=cmd_eval)
 
@@ -127,7 +129,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             progress.update(bar, advance=1, info=f"score {sum(scores) / len(scores):.3f}")
 
         try:
-            results = solve_tasks(harness, tasks, vlm, cost, rs, outdir, cache, on_result=on_result)
+            results = solve_tasks(harness, tasks, vlm, cost, rs, outdir, cache, on_result=on_result,
+                                  executor=args.executor, model=ms, ray_address=args.ray_address)
         except InfraError as exc:
             progress.stop()
             err.print(f"[bold red]run stopped:[/] {exc}\n{len(scores)} task result(s) are kept in {outdir}; "

@@ -63,7 +63,8 @@ class Run:
     def evaluate(self, version: str, tasks: list[Task], split: str) -> list[TaskResult]:
         """Results of a version on tasks (finished ones are reused from disk)."""
         return solve_tasks(self.harness(version), tasks, self.vlm, self.cost, self.ctx.runtime,
-                           self.eval_dir(version, split), self.cache)
+                           self.eval_dir(version, split), self.cache, executor=self.ctx.executor,
+                           model=self.ctx.model, ray_address=self.ctx.ray_address)
 
     def stored(self, version: str, task: Task, split: str) -> TaskResult | None:
         """A stored result, without running anything."""

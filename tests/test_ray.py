@@ -1,0 +1,67 @@
+"""--executor ray: the same predictions and costs as local threads; a resumed Ray run pays for nothing twice."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from videvolve.config import ModelSettings, RuntimeSettings  # noqa: E402
+from videvolve.models.cache import ResponseCache  # noqa: E402
+from videvolve.models.cost import cost_model  # noqa: E402
+from videvolve.models.sim import SimVLM  # noqa: E402
+from videvolve.skill_library.harness import load_harness, seed_path  # noqa: E402
+from videvolve.solve import solve_tasks  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture()
+def harness(tmp_path: Path):
+    d = tmp_path / "uniform16"
+    shutil.copytree(seed_path("uniform"), d)
+    (d / "config.toml").write_text("n_frames = 16\nmax_side = 160\n")
+    return load_harness(d)
+
+
+def rows(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+
+
+def test_ray_matches_local(small_world, harness, tmp_path: Path, local_ray):
+    tasks = small_world.tasks[:8]
+    settings = RuntimeSettings(concurrency=2)
+    local = solve_tasks(harness, tasks, SimVLM(), cost_model("qwen2.5-vl"), settings, tmp_path / "local")
+    remote = solve_tasks(harness, tasks, SimVLM(), cost_model("qwen2.5-vl"), settings, tmp_path / "ray",
+                         executor="ray", model=ModelSettings())
+    for a, b in zip(local, remote, strict=True):
+        assert a.task_id == b.task_id and a.prediction == b.prediction and a.score == b.score
+        for key in ("frames", "image_tokens", "cumulative_tokens", "requests"):
+            assert a.usage[key] == b.usage[key], key
+
+
+def test_resumed_ray_run_pays_for_nothing_twice(small_world, harness, tmp_path: Path, local_ray):
+    tasks = small_world.tasks[:10]
+    cache_path = tmp_path / "cache.sqlite"
+    settings = RuntimeSettings()
+    out = tmp_path / "run"
+    first = solve_tasks(harness, tasks[:6], SimVLM(), cost_model("qwen2.5-vl"), settings, out,
+                        ResponseCache(cache_path), executor="ray", model=ModelSettings())
+    paid_first = rows(cache_path)
+    stamps = {p.name: os.stat(p).st_mtime_ns for p in (out / "results").glob("*.json")}
+    resumed = solve_tasks(harness, tasks, SimVLM(), cost_model("qwen2.5-vl"), settings, out,
+                          ResponseCache(cache_path), executor="ray", model=ModelSettings())
+    assert len(first) == 6 and len(resumed) == 10
+    assert rows(cache_path) - paid_first == sum(r.usage["requests"] for r in resumed[6:])  # only the new tasks
+    assert {p.name: os.stat(p).st_mtime_ns for p in (out / "results").glob("*.json") if p.name in stamps} == stamps
