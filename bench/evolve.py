@@ -5,7 +5,7 @@ A. Multi-fidelity vs full validation: one fixed sequence of candidate revisions 
    needs and check that both end with the same accepted incumbent.
 B. MCTS vs chain at an equal call budget (``--max-calls``): the held-out test score of each, on three world seeds.
 
-Usage: ``python bench/evolve.py [--seeds 0 1 2] [--calls 700]``
+Usage: ``python bench/evolve.py [--seeds 0 1 2] [--calls 700] [--parts ab]``
 """
 
 from __future__ import annotations
@@ -34,12 +34,11 @@ from videvolve.validation import screen
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "evolve"
 console = Console(width=150)
-# the fixed sequence: (operator or config edit) applied to the incumbent of the moment
-SEQUENCE = [("sparser_sampling", None), ("max_side", 96), ("raise_resolution", None), ("n_frames", 96),
-            ("max_side", 128), ("raise_resolution", None), ("n_frames", 64), ("sparser_sampling", None),
-            ("max_side", 200), ("n_frames", 128)]
-
-
+# the fixed sequence: each round, the same menu of revisions applied to the incumbent of the moment (siblings, as
+# an editor proposing several children would write them); inapplicable or repeated revisions are skipped
+MENU = [("raise_resolution", None), ("sparser_sampling", None), ("denser_sampling", None), ("add_refinement", None),
+        ("stricter_format", None), ("max_side", 96), ("n_frames", 64)]
+ROUNDS = 4
 def world(seed: int) -> Path:
     root = CACHE / f"world{seed}"
     if not (root / "tasks.jsonl").exists():
@@ -55,19 +54,27 @@ def replay(mode: str, tasks: Path) -> tuple[int, str, list[str]]:
                   runtime=RuntimeSettings(concurrency=2))
     run = get_run(ctx)
     incumbent = copy_harness(seed_path("uniform"), run.root / "harnesses").name
-    decisions = []
-    for i, (what, value) in enumerate(SEQUENCE):
+    seen, decisions = {incumbent}, []
+    for i in range(ROUNDS):
         files = read_files(run.harness_dir(incumbent))
-        if what in OPERATORS:
-            edits = OPERATORS[what].apply(files, config_of(files)) or {}
-        else:
-            edits = {"config.toml": set_key(files["config.toml"], what, value)}
-        cand = write_candidate(run.harness_dir(incumbent), run.root / "harnesses",
-                               Proposal(operator=what, rationale=f"replay step {i}", edits=edits))
-        entries, _ = screen(run, incumbent, [cand], {cand: what}, i)
-        decisions.append(entries[0]["decision"])
-        if entries[0]["decision"] == "accepted":
-            incumbent = cand
+        cands: dict[str, str | None] = {}
+        for what, value in MENU:
+            if what in OPERATORS:
+                edits = OPERATORS[what].apply(files, config_of(files))
+            else:
+                edits = {"config.toml": set_key(files["config.toml"], what, value)}
+            if not edits:
+                continue
+            cand = write_candidate(run.harness_dir(incumbent), run.root / "harnesses",
+                                   Proposal(operator=what, rationale=f"replay round {i}", edits=edits))
+            if cand not in seen:
+                seen.add(cand)
+                cands[cand] = what
+        entries, _ = screen(run, incumbent, list(cands), cands, i)
+        decisions += [f"{e['operator']}:{e['decision']}" for e in entries]
+        accepted = [e for e in entries if e["decision"] == "accepted"]
+        if accepted:
+            incumbent = max(accepted, key=lambda e: (e["cand_score"], -e["cand_cost"]))["candidate"]
     evaluations = sum(1 for _ in (run.root / "evals").glob("*/selection/results/*.json"))
     return evaluations, incumbent, decisions
 
@@ -76,28 +83,40 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--calls", type=int, default=700, help="model-call budget of each search run")
+    parser.add_argument("--parts", default="ab", help="which parts to run: a, b or ab")
     args = parser.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    full, inc_full, dec_full = replay("full", world(args.seeds[0]))
-    multi, inc_multi, dec_multi = replay("multi-fidelity", world(args.seeds[0]))
-    a = Table(title=f"A. replaying {len(SEQUENCE)} fixed revisions: selection-set evaluations needed")
+    ok_a = part_a(args.seeds[0], started) if "a" in args.parts else True
+    if "b" in args.parts:
+        part_b(args.seeds, args.calls, started)
+    return 0 if ok_a else 1
+
+
+def part_a(seed: int, started: float) -> bool:
+    full, inc_full, dec_full = replay("full", world(seed))
+    multi, inc_multi, dec_multi = replay("multi-fidelity", world(seed))
+    a = Table(title=f"A. replaying {len(dec_full)} fixed revisions ({ROUNDS} rounds): selection-set evaluations needed")
     for col in ("validation", "selection evaluations", "accepted", "final incumbent"):
         a.add_column(col, justify="right")
-    a.add_row("full", str(full), str(dec_full.count("accepted")), inc_full)
-    a.add_row("multi-fidelity", str(multi), str(dec_multi.count("accepted")), inc_multi)
+    a.add_row("full", str(full), str(sum("accepted" in d for d in dec_full)), inc_full)
+    a.add_row("multi-fidelity", str(multi), str(sum("accepted" in d for d in dec_multi)), inc_multi)
     console.print(a)
     ratio = full / max(1, multi)
     ok_a = inc_full == inc_multi and ratio >= 2
     console.print(f"{'PASS' if ok_a else 'FAIL'}: {ratio:.1f}x fewer evaluations, same incumbent: "
                   f"{inc_full == inc_multi} (decisions full {dec_full} / multi {dec_multi}) "
                   f"[{(time.time() - started) / 60:.1f} min]")
-    b = Table(title=f"B. chain vs mcts at {args.calls} model calls each (multi-fidelity validation), test split")
+    return ok_a
+
+
+def part_b(seeds: list[int], calls: int, started: float) -> None:
+    b = Table(title=f"B. chain vs mcts at {calls} model calls each (multi-fidelity validation), test split")
     for col in ("world seed", "search", "iterations", "calls", "test score", "mcq acc.", "grounding mIoU",
                 "frames/q"):
         b.add_column(col, justify="right")
     wins = 0
-    for seed in args.seeds:
+    for seed in seeds:
         tasks = world(seed)
         scores = {}
         for search in ("chain", "mcts"):
@@ -105,7 +124,7 @@ def main() -> int:
             shutil.rmtree(root, ignore_errors=True)
             ctx = Context(run_dir=str(root / "run"), run_id=f"{search}{seed}", tasks=str(tasks),
                           memory=str(root / "memory"), cache=str(root / "cache.sqlite"), iterations=100,
-                          max_calls=args.calls, search=search, validation="multi-fidelity",  # type: ignore[arg-type]
+                          max_calls=calls, search=search, validation="multi-fidelity",  # type: ignore[arg-type]
                           seed=seed, batch=8, runtime=RuntimeSettings(concurrency=2))
             final = evolve(ctx)
             cmp = compare_on_test(root / "run", SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2))
@@ -116,8 +135,7 @@ def main() -> int:
                       f"{best['frames_per_question']:.1f}")
         wins += scores["mcts"] >= scores["chain"]
         console.print(b)
-    console.print(f"mcts >= chain on {wins}/{len(args.seeds)} seeds [{(time.time() - started) / 60:.1f} min]")
-    return 0 if ok_a else 1
+    console.print(f"mcts >= chain on {wins}/{len(seeds)} seeds [{(time.time() - started) / 60:.1f} min]")
 
 
 if __name__ == "__main__":

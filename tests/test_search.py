@@ -87,3 +87,54 @@ def test_mcts_with_multi_fidelity_and_a_mixture(small_world, tmp_path: Path, see
     assert resolve_harness(run, None).name == mixture["tiers"]["16"]["version"]
     graph = build_graph().compile(checkpointer=InMemorySaver())
     assert "gate" in graph.get_graph().nodes
+
+
+class FakeRun:
+    """Per-version scores on a selection set of 40 mcq tasks; counts every evaluation, as a run would pay for it."""
+
+    def __init__(self, ctx: Context, scores: dict[str, list[float]]):
+        self.ctx, self.scores, self.selection = ctx, scores, tasks(40)
+        self.evaluated: dict[str, set[str]] = {}
+
+    def evaluate(self, version: str, batch: list[Task], split: str) -> list:
+        from videvolve.solve import TaskResult
+
+        self.evaluated.setdefault(version, set()).update(t.id for t in batch)
+        return [TaskResult(task_id=t.id, harness_id=version, kind="mcq", outcome="ok",
+                           score=self.scores[version][int(t.id[1:])], usage={"frames": 16}) for t in batch]
+
+
+def test_paired_se_has_a_floor_and_follows_the_differences():
+    from videvolve.validation import paired_se
+
+    assert paired_se([1.0] * 10, [1.0] * 10) == pytest.approx(0.1)  # ties: one discordant question's worth
+    d = [0, 1] * 50  # half the questions gained: sd 0.5025, se ~0.05
+    assert paired_se([0.0] * 100, [float(x) for x in d]) == pytest.approx(0.0503, abs=1e-3)
+
+
+def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung():
+    from videvolve.validation import rungs, screen
+
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=1)
+    parent = [1.0 if i % 2 else 0.0 for i in range(40)]  # 0.5
+    scores = {"p": parent,
+              "worse": [0.0] * 40,                                      # loses every question the parent wins
+              "good": [1.0 if i % 10 else 0.0 for i in range(40)],      # 0.9
+              "slightly": [1.0 if i % 2 or i % 8 == 0 else 0.0 for i in range(40)]}  # 0.625
+    run = FakeRun(ctx, scores)
+    entries, _ = screen(run, "p", ["worse", "good", "slightly"], {"worse": "w", "good": "g", "slightly": "s"}, 0)
+    by = {e["candidate"]: e for e in entries}
+    first = rungs(run.selection, ctx.rungs, ctx.seed, "multi-fidelity")[0]
+    assert by["worse"]["decision"] == "rejected" and "screened out at rung 1" in by["worse"]["reason"]
+    assert run.evaluated["worse"] == {t.id for t in first}  # paid for the first rung only
+    assert by["good"]["decision"] == "accepted" and by["good"]["rung"] == by["good"]["rungs"] == 3
+    assert by["good"]["cand_score"] == pytest.approx(0.9) and by["good"]["score"] == pytest.approx(0.5)
+    if by["slightly"]["rung"] < 3:  # lost the promotion to "good" on a partial rung
+        assert "not promoted" in by["slightly"]["reason"] or "screened out" in by["slightly"]["reason"]
+        assert len(run.evaluated["slightly"]) < 40
+    assert sum(len(v) for k, v in run.evaluated.items() if k != "p") < 3 * 40
+    full = FakeRun(ctx.model_copy(update={"validation": "full"}), scores)
+    entries, _ = screen(full, "p", ["worse", "good", "slightly"], {}, 0)
+    assert all(len(full.evaluated[c]) == 40 for c in ("worse", "good", "slightly"))
+    assert {e["candidate"]: e["decision"] for e in entries} == {"worse": "rejected", "good": "accepted",
+                                                                "slightly": "accepted"}

@@ -2,10 +2,10 @@
 
 Multi-fidelity: the selection set is cut into nested rungs (a seeded order; sizes a setting, 25 % / 50 % / 100 % by
 default). Every candidate is first evaluated on the smallest rung. A candidate that cannot pass the gate even at
-the optimistic end of its uncertainty (accuracy + penalty x 0.5/sqrt(n), against the parent's accuracy on the same
-questions) stops there; among the rest, the one with the best penalized accuracy (accuracy - penalty x
-0.5/sqrt(n)) is promoted and evaluated only on the next rung's new questions. The gate's rule is applied at the
-full rung only; comparisons with the parent are always paired, on the same questions.
+the optimistic end of its paired difference with the parent on the same questions (difference + penalty x its
+standard error) stops there; among the rest, the one with the best penalized accuracy (accuracy - penalty x
+0.5/sqrt(n), the worst-case standard error) is promoted and evaluated only on the next rung's new questions. The
+gate's rule is applied at the full rung only; comparisons with the parent are always paired, on the same questions.
 """
 
 from __future__ import annotations
@@ -37,6 +37,21 @@ def rungs(selection: list[Task], sizes: list[float], seed: int, mode: str) -> li
     if len(out[-1]) < n:
         out.append(order)
     return out
+
+
+def paired_se(parent: list[float], candidate: list[float]) -> float:
+    """Standard error of the mean per-question difference, at least 1/n (one discordant question's worth).
+
+    The floor keeps a candidate that ties its parent on a small rung from looking certain: ties on a few questions
+    say little about the rest of the selection set.
+    """
+    n = len(parent)
+    if n == 0:
+        return math.inf
+    d = [y - x for x, y in zip(parent, candidate, strict=True)]
+    mean = sum(d) / n
+    var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 1.0
+    return max(math.sqrt(var / n), 1 / n)
 
 
 def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, str | None],
@@ -76,18 +91,20 @@ def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, st
             break
         se = 0.5 / math.sqrt(len(rung))
         hopeful = []
-        for cand, a2, c2, _ in scored:
-            ucb = a2 + ctx.penalty * se
-            better = ucb > a + TOL and c2 <= (1 + ctx.alpha) * c + TOL
-            cheaper = ucb >= a - eps - TOL and c > 0 and c2 <= (1 - ctx.beta) * c + TOL
+        for cand, a2, c2, res in scored:
+            d_se = paired_se([r.score for r in p_res], [r.score for r in res])
+            ucb = a2 - a + ctx.penalty * d_se  # optimistic end of the paired difference
+            better = ucb > TOL and c2 <= (1 + ctx.alpha) * c + TOL
+            cheaper = ucb >= -eps - TOL and c > 0 and c2 <= (1 - ctx.beta) * c + TOL
             if better or cheaper:
                 hopeful.append((cand, a2, c2))
             else:
                 entries[cand] = {**base, "candidate": cand, "operator": operators.get(cand), "decision": "rejected",
                                  "cand_score": a2, "cand_cost": c2, "p_value": None,
                                  "reason": f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): "
-                                           f"score {a2:.3f} + {ctx.penalty} x {se:.3f} cannot pass {a:.3f} at cost "
-                                           f"{c2:.1f} vs {c:.1f}"}
+                                           f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f} + "
+                                           f"{ctx.penalty} x SE {d_se:.3f}) at cost {c2:.1f} vs {c:.1f} cannot "
+                                           f"pass the gate"}
         if not hopeful:
             alive = []
             break
