@@ -65,3 +65,37 @@ def test_resumed_ray_run_pays_for_nothing_twice(small_world, harness, tmp_path: 
     assert len(first) == 6 and len(resumed) == 10
     assert rows(cache_path) - paid_first == sum(r.usage["requests"] for r in resumed[6:])  # only the new tasks
     assert {p.name: os.stat(p).st_mtime_ns for p in (out / "results").glob("*.json") if p.name in stamps} == stamps
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_resumed_ray_evolve_pays_for_no_evaluation_twice(small_world, harness, tmp_path: Path, local_ray):
+    """An evolve run on Ray interrupted inside an iteration and resumed: same lineage, same paid calls."""
+    from videvolve.graph.context import Context
+    from videvolve.graph.driver import evolve
+
+    def ctx(name: str) -> Context:
+        return Context(run_dir=str(tmp_path / name), run_id=name, tasks=str(small_world.tasks_path),
+                       seed_harness=str(harness.path), memory=str(tmp_path / f"{name}-memory"), embedder="hashing",
+                       cache=str(tmp_path / f"{name}.sqlite"), batch=4, iterations=2, executor="ray")
+
+    whole = evolve(ctx("whole"))
+    seen = []
+
+    def crash_after_second_solve(node: str, values: dict, state: dict) -> None:
+        seen.append(node)
+        if node == "solve" and seen.count("solve") == 2:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        evolve(ctx("resumed"), crash_after_second_solve)
+    done = {p: os.stat(p).st_mtime_ns for p in (tmp_path / "resumed" / "evals").glob("*/*/results/*.json")}
+    assert done
+    resumed = evolve(ctx("resumed"))
+    assert {p: os.stat(p).st_mtime_ns for p in done} == done  # nothing finished before the crash ran again
+    assert resumed["incumbent"] == whole["incumbent"]
+    assert [(h.get("candidate"), h["decision"]) for h in resumed["history"]] == \
+        [(h.get("candidate"), h["decision"]) for h in whole["history"]]
+    assert rows(tmp_path / "resumed.sqlite") == rows(tmp_path / "whole.sqlite")  # no model call paid twice
