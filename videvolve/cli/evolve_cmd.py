@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import time
 import tomllib
 from pathlib import Path
@@ -125,24 +126,34 @@ def _dry_run(ctx: Any) -> int:
     harness = load_harness(resolve_harness(ctx.seed_harness))
     frames = int(harness.config.get("n_frames") or harness.config.get("frames") or 64)
     calls_per_q = 1 if "n_frames" in harness.config else 3
-    per_iter_q = ctx.batch + ctx.smoke_tasks + selection
+    k = ctx.children if ctx.search == "mcts" else 1
+    per_iter_q = ctx.batch + k * (ctx.smoke_tasks + selection)  # worst case: every candidate fully validated
+    rows = [("train / selection tasks", f"{train} / {selection}"),
+            (f"iterations x (batch + {k} candidate(s) x (smoke + selection))", f"{ctx.iterations} x {per_iter_q}")]
+    if ctx.validation == "multi-fidelity":
+        first = math.ceil(min(ctx.rungs) * selection)
+        typical = ctx.batch + k * (ctx.smoke_tasks + first) + selection - first
+        rows.append(("multi-fidelity: per iteration when one candidate is promoted to the full rung", f"{typical}"))
+    if ctx.budgets:
+        rows.append(("mixture at the end: per fully validated version",
+                     f"{len(ctx.budgets)} tiers x {selection} questions"))
     questions = selection + ctx.iterations * per_iter_q
     seconds_per_call = 0.5 if ctx.model.backend == "sim" else 4.0
     hours = questions * calls_per_q * seconds_per_call / max(1, ctx.runtime.concurrency) / 3600
     table = Table(title=f"plan of {ctx.run_id} (dry run: nothing is spent)")
     table.add_column("what")
     table.add_column("estimate", justify="right")
-    for k, v in [("train / selection tasks", f"{train} / {selection}"),
-                 ("iterations x (batch + smoke + selection)", f"{ctx.iterations} x {per_iter_q}"),
+    for what, v in [*rows,
                  ("questions answered (worst case, nothing reused)", f"{questions:,}"),
                  ("model calls", f"{questions * calls_per_q:,}"),
                  ("frames shown", f"{questions * frames:,}"),
                  ("visual tokens (about 70 per 320x180 frame)", f"{questions * frames * 70:,}"),
                  ("hours", f"{hours:.2f}")]:
-        table.add_row(k, v)
+        table.add_row(what, v)
     out.print(table)
     out.print(f"seed {harness.name} ({frames} frames/question); editor {ctx.editor}; model {ctx.model.model} "
-              f"({ctx.model.backend}); memory {ctx.memory}")
+              f"({ctx.model.backend}); search {ctx.search}; validation {ctx.validation}; executor {ctx.executor}; "
+              f"memory {ctx.memory}")
     return 0
 
 
