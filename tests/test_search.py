@@ -87,6 +87,46 @@ def test_mcts_with_multi_fidelity_and_a_mixture(small_world, tmp_path: Path, see
     assert resolve_harness(run, None).name == mixture["tiers"]["16"]["version"]
     graph = build_graph().compile(checkpointer=InMemorySaver())
     assert "gate" in graph.get_graph().nodes
+    # the lineage file, the report and the CLI's tables follow the tree
+    lineage: dict[str, dict] = {}
+    for line in (run / "lineage.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        lineage[rec["version"]] = {**lineage.get(rec["version"], {}), **rec}
+    assert set(lineage) == set(tree)
+    assert all(v.get("parent") == tree[k]["parent"] for k, v in lineage.items() if v.get("decision") != "seed")
+    from videvolve.report import build_report
+
+    html = build_report(run).read_text()
+    assert all(v in html for v in tree) and (run / "report" / "lineage.png").stat().st_size > 0
+    from videvolve.cli import main
+
+    assert main(["harness", "mixture", "--run", str(run)]) == 0
+    assert main(["harness", "list", "--run", str(run)]) == 0
+
+
+def test_mcts_resume_after_a_crash_matches_an_uninterrupted_run(small_world, tmp_path: Path, seed: Path):
+    from videvolve.graph.driver import evolve
+
+    def ctx(name: str) -> Context:
+        return Context(run_dir=str(tmp_path / name), run_id=name, tasks=str(small_world.tasks_path),
+                       seed_harness=str(seed), memory=str(tmp_path / f"{name}-mem"), embedder="hashing",
+                       cache=str(tmp_path / f"{name}.sqlite"), batch=4, iterations=3, search="mcts", children=2,
+                       validation="multi-fidelity")
+
+    whole = evolve(ctx("whole"))
+    gates = []
+
+    def crash(node: str, values: dict, state: dict) -> None:
+        gates.append(node)
+        if node == "gate" and gates.count("gate") == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        evolve(ctx("resumed"), crash)
+    resumed = evolve(ctx("resumed"))
+    assert resumed["tree"] == whole["tree"] and resumed["incumbent"] == whole["incumbent"]
+    strip = [{k: v for k, v in h.items() if k != "elapsed_s"} for h in whole["history"]]
+    assert [{k: v for k, v in h.items() if k != "elapsed_s"} for h in resumed["history"]] == strip
 
 
 class FakeRun:
