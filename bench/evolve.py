@@ -34,11 +34,12 @@ from videvolve.validation import screen
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "evolve"
 console = Console(width=150)
-# the fixed sequence: each round, the same menu of revisions applied to the incumbent of the moment (siblings, as
-# an editor proposing several children would write them); inapplicable or repeated revisions are skipped
+# the fixed sequence: rounds of the same menu of revisions, each applied to the incumbent of the moment and
+# validated on its own, as a chain proposes them one an iteration; inapplicable or repeated revisions are skipped
 MENU = [("raise_resolution", None), ("sparser_sampling", None), ("denser_sampling", None), ("add_refinement", None),
-        ("stricter_format", None), ("max_side", 96), ("n_frames", 64)]
-ROUNDS = 4
+        ("stricter_format", None), ("max_side", 96), ("max_side", 64), ("n_frames", 128), ("n_frames", 64),
+        ("n_frames", 32)]
+ROUNDS = 3
 def world(seed: int) -> Path:
     root = CACHE / f"world{seed}"
     if not (root / "tasks.jsonl").exists():
@@ -56,9 +57,8 @@ def replay(mode: str, tasks: Path) -> tuple[int, str, list[str]]:
     incumbent = copy_harness(seed_path("uniform"), run.root / "harnesses").name
     seen, decisions = {incumbent}, []
     for i in range(ROUNDS):
-        files = read_files(run.harness_dir(incumbent))
-        cands: dict[str, str | None] = {}
         for what, value in MENU:
+            files = read_files(run.harness_dir(incumbent))
             if what in OPERATORS:
                 edits = OPERATORS[what].apply(files, config_of(files))
             else:
@@ -67,14 +67,13 @@ def replay(mode: str, tasks: Path) -> tuple[int, str, list[str]]:
                 continue
             cand = write_candidate(run.harness_dir(incumbent), run.root / "harnesses",
                                    Proposal(operator=what, rationale=f"replay round {i}", edits=edits))
-            if cand not in seen:
-                seen.add(cand)
-                cands[cand] = what
-        entries, _ = screen(run, incumbent, list(cands), cands, i)
-        decisions += [f"{e['operator']}:{e['decision']}" for e in entries]
-        accepted = [e for e in entries if e["decision"] == "accepted"]
-        if accepted:
-            incumbent = max(accepted, key=lambda e: (e["cand_score"], -e["cand_cost"]))["candidate"]
+            if cand in seen:
+                continue
+            seen.add(cand)
+            entries, _ = screen(run, incumbent, [cand], {cand: what}, len(decisions))
+            decisions.append(f"{what}:{entries[0]['decision']}")
+            if entries[0]["decision"] == "accepted":
+                incumbent = cand
     evaluations = sum(1 for _ in (run.root / "evals").glob("*/selection/results/*.json"))
     return evaluations, incumbent, decisions
 
@@ -96,7 +95,7 @@ def main() -> int:
 def part_a(seed: int, started: float) -> bool:
     full, inc_full, dec_full = replay("full", world(seed))
     multi, inc_multi, dec_multi = replay("multi-fidelity", world(seed))
-    a = Table(title=f"A. replaying {len(dec_full)} fixed revisions ({ROUNDS} rounds): selection-set evaluations needed")
+    a = Table(title=f"A. replaying {len(dec_full)} fixed revisions: selection-set evaluations needed")
     for col in ("validation", "selection evaluations", "accepted", "final incumbent"):
         a.add_column(col, justify="right")
     a.add_row("full", str(full), str(sum("accepted" in d for d in dec_full)), inc_full)

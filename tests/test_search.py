@@ -31,6 +31,8 @@ def test_rungs_are_nested_and_seeded():
     assert ladder == rungs(sel, [0.25, 0.5, 1.0], seed=3, mode="multi-fidelity")
     assert [t.id for t in ladder[0]] != [t.id for t in rungs(sel, [0.25, 0.5, 1.0], 4, "multi-fidelity")[0]]
     assert rungs(sel, [0.25, 0.5, 1.0], seed=3, mode="full") == [sel]
+    default = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl").rungs  # VidHarness's 10/25/50/100 %
+    assert [len(r) for r in rungs(tasks(60), default, seed=0, mode="multi-fidelity")] == [6, 15, 30, 60]
 
 
 def test_uct_prefers_unvisited_then_balances():
@@ -155,7 +157,8 @@ def test_paired_se_has_a_floor_and_follows_the_differences():
 def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung():
     from videvolve.validation import rungs, screen
 
-    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=1)
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=1,
+                  rungs=[0.25, 0.5, 1.0])
     parent = [1.0 if i % 2 else 0.0 for i in range(40)]  # 0.5
     scores = {"p": parent,
               "worse": [0.0] * 40,                                      # loses every question the parent wins

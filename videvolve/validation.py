@@ -1,11 +1,12 @@
 """Candidate screening on the selection set: full validation, or multi-fidelity rungs (VidHarness).
 
-Multi-fidelity: the selection set is cut into nested rungs (a seeded order; sizes a setting, 25 % / 50 % / 100 % by
-default). Every candidate is first evaluated on the smallest rung. A candidate that cannot pass the gate even at
-the optimistic end of its paired difference with the parent on the same questions (difference + penalty x its
-standard error) stops there; among the rest, the one with the best penalized accuracy (accuracy - penalty x
-0.5/sqrt(n), the worst-case standard error) is promoted and evaluated only on the next rung's new questions. The
-gate's rule is applied at the full rung only; comparisons with the parent are always paired, on the same questions.
+Multi-fidelity: the selection set is cut into nested rungs (a seeded order; sizes a setting, 10 / 25 / 50 / 100 %
+by default, as in VidHarness). Every candidate is first evaluated on the smallest rung. A candidate that cannot pass
+the gate even at the optimistic end of its paired difference with the parent on the same questions (difference +
+penalty x its standard error) stops there; among the rest, the one with the best penalized accuracy (accuracy -
+penalty x 0.5/sqrt(n), the worst-case standard error) is promoted and evaluated only on the next rung's new
+questions. The gate's rule is applied at the full rung only; comparisons with the parent are always paired, on the
+same questions.
 """
 
 from __future__ import annotations

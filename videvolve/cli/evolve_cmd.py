@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budgets", default=None, help="frame-budget tiers of a final mixture, e.g. 16,32,64,128")
     p.add_argument("--validation", choices=["full", "multi-fidelity"], default=None,
                    help="multi-fidelity: screen candidates on nested rungs of the selection set first")
-    p.add_argument("--rungs", default=None, help="rung sizes for multi-fidelity, e.g. 0.25,0.5,1.0")
+    p.add_argument("--rungs", default=None, help="rung sizes for multi-fidelity (default 0.1,0.25,0.5,1.0)")
     p.add_argument("--penalty", type=float, default=None, help="lambda of the penalized accuracy (default 1.5)")
     p.add_argument("--search", choices=["chain", "mcts"], default=None, help="chain (Video-RSI) or mcts (VidHarness)")
     p.add_argument("--children", type=int, default=None, help="candidates per mcts expansion (default 3)")

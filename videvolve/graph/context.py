@@ -45,7 +45,8 @@ class Context(BaseModel):
     budgets: list[int] = Field(default_factory=list, description="frame-budget tiers of the final mixture of harnesses")
     validation: Literal["full", "multi-fidelity"] = Field("full", description="multi-fidelity screens candidates on "
                                                           "nested rungs of the selection set before the full gate")
-    rungs: list[float] = Field(default_factory=lambda: [0.25, 0.5, 1.0], description="nested rung sizes")
+    rungs: list[float] = Field(default_factory=lambda: [0.1, 0.25, 0.5, 1.0],
+                               description="nested rung sizes, as fractions of the selection set (VidHarness's)")
     penalty: float = Field(1.5, description="promotion ranks accuracy minus penalty x 0.5/sqrt(n) (worst-case SE)")
     search: Literal["chain", "mcts"] = Field("chain", description="chain: revise the incumbent (Video-RSI); mcts: "
                                              "a tree of versions, expanded by UCT (VidHarness)")
