@@ -6,7 +6,8 @@ and ``ask`` do) and the run's best harness on the selection set overall both ans
 The mixture passes a tier when its mean score is at least the single harness's minus one paired standard error
 (the standard error of the per-question score differences).
 
-Usage: ``python bench/mixture.py [--seed 0] [--budgets 16 32 64 128] [--iterations 5]``
+Usage: ``python bench/mixture.py [--seed 0] [--budgets 16 32 64 128] [--iterations 5] [--fresh]`` (the evolution
+is resumed from ``bench/.cache`` when it is there, which gives the same run as starting anew)
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budgets", type=int, nargs="+", default=[16, 32, 64, 128])
     parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--fresh", action="store_true", help="start the evolution anew (default: resume it)")
     args = parser.parse_args()
     started = time.time()
     root = CACHE / f"seed{args.seed}"
@@ -48,8 +50,9 @@ def main() -> int:
     if not (world / "tasks.jsonl").exists():
         generate_world(world, videos=12, minutes=10, seed=args.seed, questions=20)
     run = root / "run"
-    for d in (run, root / "memory"):
-        shutil.rmtree(d, ignore_errors=True)
+    if args.fresh:
+        for d in (run, root / "memory"):
+            shutil.rmtree(d, ignore_errors=True)
     runtime = RuntimeSettings(concurrency=2)
     ctx = Context(run_dir=str(run), run_id=f"mixture{args.seed}", tasks=str(world / "tasks.jsonl"),
                   memory=str(root / "memory"), embedder="hashing", cache=str(root / "cache.sqlite"),
@@ -60,9 +63,10 @@ def main() -> int:
     mixture = json.loads((run / "mixture.json").read_text())
     console.print(f"evolved {len(final['tree'])} versions in {final['iteration']} iterations, best {best} "
                   f"[{(time.time() - started) / 60:.1f} min]")
-    console.print("mixture on the selection set: " + "; ".join(
-        f"cap {cap}: {t['version']} ({t['score']:.3f}, {t['frames']:.1f} frames/q)"
-        for cap, t in sorted(mixture["tiers"].items(), key=lambda x: int(x[0]))))
+    for cap, t in sorted(mixture["tiers"].items(), key=lambda x: int(x[0])):
+        top = max(t["candidates"].items(), key=lambda x: x[1])
+        console.print(f"selection set, cap {cap}: {t['version']} ({t['score']:.3f}, {t['frames']:.1f} frames/q; "
+                      f"top {top[0]} {top[1]:.3f}): {t['why']}")
 
     tasks = [t for t in read_tasks(world / "tasks.jsonl") if t.split == "test"]
     vlm, cost = SimVLM(), cost_model("qwen2.5-vl")

@@ -83,6 +83,7 @@ def test_mcts_with_multi_fidelity_and_a_mixture(small_world, tmp_path: Path, see
     assert set(mixture["tiers"]) == {"4", "8", "16"}
     for cap, tier in mixture["tiers"].items():
         assert tier["frames"] <= int(cap) and tier["version"] in tier["candidates"]
+        assert tier["version"] == mixture["best"] == final["incumbent"] or "leads by" in tier["why"]
     from videvolve.skill_library.harness import resolve_harness
 
     assert resolve_harness(run, 6).name == mixture["tiers"]["4"]["version"]

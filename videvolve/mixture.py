@@ -1,8 +1,10 @@
 """A mixture of harnesses by frame budget (VidHarness): for each tier, the version that does best under that cap.
 
 After evolution every version with complete selection results is run on the selection set under each tier's
-per-question frame cap (harnesses read the cap from ``ctx.budget``); the best per tier is kept in
-``RUN/mixture.json``. ``eval`` and ``ask`` given a run directory and ``--budget N`` use the tier for N.
+per-question frame cap (harnesses read the cap from ``ctx.budget``). A tier goes to the run's best harness unless
+another version beats it under that cap by more than ``penalty`` paired standard errors on the same questions (so
+that a tier never switches on noise); the choice is kept in ``RUN/mixture.json``. ``eval`` and ``ask`` given a run
+directory and ``--budget N`` use the tier for N.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from videvolve.gate import aggregate
 from videvolve.solve import solve_tasks
+from videvolve.validation import paired_se
 
 MIXTURE_FILE = "mixture.json"
 
@@ -26,23 +29,30 @@ def complete_versions(run: Any) -> list[str]:
     return out
 
 
-def build_mixture(run: Any, tiers: list[int]) -> dict[str, Any]:
-    """Choose a version per tier; writes and returns the mixture."""
+def build_mixture(run: Any, tiers: list[int], best: str) -> dict[str, Any]:
+    """Choose a version per tier (``best``: the run's best harness, the default of every tier); writes the mixture."""
     versions = complete_versions(run)
+    if best not in versions:
+        versions.append(best)
     table: dict[str, Any] = {}
     for cap in sorted(tiers):
         runtime = run.ctx.runtime.model_copy(update={"budget": cap})
-        scored = []
-        for v in versions:
-            results = solve_tasks(run.harness(v), run.selection, run.vlm, run.cost, runtime,
-                                  run.eval_dir(v, f"selection-cap{cap}"), run.cache)
-            score, frames = aggregate(results, "frames")
-            scored.append((score, -frames, v))
-        score, neg_frames, version = max(scored)
-        table[str(cap)] = {"version": version, "score": score, "frames": -neg_frames,
-                           "candidates": {v: s for s, _, v in scored}}
-        run.event(-1, "mixture", "tier", cap=cap, version=version, score=score, frames=-neg_frames)
-    mixture = {"tiers": table, "selection_questions": len(run.selection)}
+        results = {v: solve_tasks(run.harness(v), run.selection, run.vlm, run.cost, runtime,
+                                  run.eval_dir(v, f"selection-cap{cap}"), run.cache) for v in versions}
+        scored = {v: aggregate(res, "frames") for v, res in results.items()}
+        top = max(versions, key=lambda v: (scored[v][0], -scored[v][1], v == best, v))
+        base = [r.score for r in results[best]]
+        margin = scored[top][0] - scored[best][0]
+        se = paired_se(base, [r.score for r in results[top]])
+        version = top if top != best and margin > run.ctx.penalty * se else best
+        why = ("the run's best harness" if top == best else
+               f"{top} leads by {margin:+.3f}, more than {run.ctx.penalty} x SE {se:.3f}" if version == top else
+               f"{top} leads by only {margin:+.3f} (<= {run.ctx.penalty} x SE {se:.3f}): the run's best harness kept")
+        score, frames = scored[version]
+        table[str(cap)] = {"version": version, "score": score, "frames": frames, "why": why,
+                           "candidates": {v: sc for v, (sc, _) in scored.items()}}
+        run.event(-1, "mixture", "tier", cap=cap, version=version, score=score, frames=frames, why=why)
+    mixture = {"tiers": table, "best": best, "selection_questions": len(run.selection)}
     (run.root / MIXTURE_FILE).write_text(json.dumps(mixture, indent=1))
     return mixture
 

@@ -111,12 +111,12 @@ def cmd_mixture(args: argparse.Namespace) -> int:
     if not path.exists():
         raise FileNotFoundError(f"no mixture in {args.run}: run `videvolve evolve ... --budgets 16,32,64,128`")
     mixture = json.loads(path.read_text())
-    table = Table(title=f"mixture of {args.run.name}: the best version per frame budget on the selection set "
+    table = Table(title=f"mixture of {args.run.name}: the version per frame budget on the selection set "
                         f"({mixture['selection_questions']} questions)")
-    for col in ("budget (frames/question)", "version", "selection score", "mean frames"):
-        table.add_column(col, justify="right")
+    for col in ("budget (frames/question)", "version", "selection score", "mean frames", "why"):
+        table.add_column(col, justify="right" if col != "why" else "left")
     for cap, tier in sorted(mixture["tiers"].items(), key=lambda x: int(x[0])):
-        table.add_row(cap, tier["version"], f"{tier['score']:.3f}", f"{tier['frames']:.1f}")
+        table.add_row(cap, tier["version"], f"{tier['score']:.3f}", f"{tier['frames']:.1f}", tier.get("why", ""))
     out.print(table)
     out.print(f"use it with `videvolve eval --harness {args.run} --budget N` (or ask): the largest tier within N")
     return 0

@@ -31,24 +31,26 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None) -> dict[str, Any]:
         config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}
         snapshot = graph.get_state(config)
         inputs: State | None = {}
+        finished = False
         if snapshot.values:
             inputs = None
             if not snapshot.next:
-                if snapshot.values.get("iteration", 0) >= ctx.iterations:
-                    return dict(snapshot.values)
-                graph.update_state(config, {"stop_reason": None}, as_node="record")
+                finished = snapshot.values.get("iteration", 0) >= ctx.iterations
+                if not finished:
+                    graph.update_state(config, {"stop_reason": None}, as_node="record")
         state: dict[str, Any] = dict(snapshot.values or {})
-        for update in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync"):
-            for node, values in update.items():
-                state.update(values or {})
-                if on_update is not None:
-                    on_update(node, values or {}, state)
+        if not finished:
+            for update in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync"):
+                for node, values in update.items():
+                    state.update(values or {})
+                    if on_update is not None:
+                        on_update(node, values or {}, state)
         final = dict(graph.get_state(config).values)
-        if ctx.budgets:
+        if ctx.budgets:  # (re)built from results on disk, so a run stopped while building it finishes it
             from videvolve.graph.run import get_run
             from videvolve.mixture import build_mixture
 
-            final["mixture"] = build_mixture(get_run(ctx), ctx.budgets)
+            final["mixture"] = build_mixture(get_run(ctx), ctx.budgets, final["incumbent"])
         return final
     finally:
         conn.close()
