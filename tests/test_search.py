@@ -182,3 +182,11 @@ def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung(
     assert all(len(full.evaluated[c]) == 40 for c in ("worse", "good", "slightly"))
     assert {e["candidate"]: e["decision"] for e in entries} == {"worse": "rejected", "good": "accepted",
                                                                 "slightly": "accepted"}
+
+
+def test_paired_se_finite_population_correction():
+    from videvolve.validation import paired_se
+
+    d = [float(x) for x in [0, 1] * 15]
+    assert paired_se([0.0] * 30, d, population=60) == pytest.approx(paired_se([0.0] * 30, d) * 0.5 ** 0.5)
+    assert paired_se([0.0] * 30, d, population=30) == 0.0  # the full rung: nothing left to estimate

@@ -3,10 +3,10 @@
 Multi-fidelity: the selection set is cut into nested rungs (a seeded order; sizes a setting, 10 / 25 / 50 / 100 %
 by default, as in VidHarness). Every candidate is first evaluated on the smallest rung. A candidate that cannot pass
 the gate even at the optimistic end of its paired difference with the parent on the same questions (difference +
-penalty x its standard error) stops there; among the rest, the one with the best penalized accuracy (accuracy -
-penalty x 0.5/sqrt(n), the worst-case standard error) is promoted and evaluated only on the next rung's new
-questions. The gate's rule is applied at the full rung only; comparisons with the parent are always paired, on the
-same questions.
+penalty x its standard error, finite-population corrected) stops there; among the rest, the one with the best
+penalized accuracy (accuracy - penalty x 0.5/sqrt(n), the worst-case standard error) is promoted and evaluated only
+on the next rung's new questions. The gate's rule is applied at the full rung only; comparisons with the parent are
+always paired, on the same questions.
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ def rungs(selection: list[Task], sizes: list[float], seed: int, mode: str) -> li
     return out
 
 
-def paired_se(parent: list[float], candidate: list[float]) -> float:
+def paired_se(parent: list[float], candidate: list[float], population: int | None = None) -> float:
     """Standard error of the mean per-question difference, at least 1/n (one discordant question's worth).
 
     The floor keeps a candidate that ties its parent on a small rung from looking certain: ties on a few questions
-    say little about the rest of the selection set.
+    say little about the rest of the selection set. With ``population`` (the full rung's size) the finite
+    population correction sqrt(1 - n/N) applies: the gate judges the mean over that finite set, which the questions
+    already answered fix in part (and entirely at the full rung).
     """
     n = len(parent)
     if n == 0:
@@ -52,7 +54,10 @@ def paired_se(parent: list[float], candidate: list[float]) -> float:
     d = [y - x for x, y in zip(parent, candidate, strict=True)]
     mean = sum(d) / n
     var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 1.0
-    return max(math.sqrt(var / n), 1 / n)
+    se = max(math.sqrt(var / n), 1 / n)
+    if population is not None:
+        se *= math.sqrt(max(0.0, 1 - n / population))
+    return se
 
 
 def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, str | None],
@@ -93,7 +98,7 @@ def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, st
         se = 0.5 / math.sqrt(len(rung))
         hopeful = []
         for cand, a2, c2, res in scored:
-            d_se = paired_se([r.score for r in p_res], [r.score for r in res])
+            d_se = paired_se([r.score for r in p_res], [r.score for r in res], len(selection))
             ucb = a2 - a + ctx.penalty * d_se  # optimistic end of the paired difference
             better = ucb > TOL and c2 <= (1 + ctx.alpha) * c + TOL
             cheaper = ucb >= -eps - TOL and c > 0 and c2 <= (1 - ctx.beta) * c + TOL
