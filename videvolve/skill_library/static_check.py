@@ -10,6 +10,8 @@ attributes (``gi_frame``, ``f_back``, ``f_globals``, ...); and builtins that ope
 from __future__ import annotations
 
 import ast
+import functools
+import threading
 
 from videvolve.skill_library.bootstrap import ALLOWED_MODULES, FORBIDDEN_ATTRIBUTES, FORBIDDEN_BUILTINS
 
@@ -23,12 +25,23 @@ def _allowed_attr(module: str, name: str) -> bool:
     return not name.startswith("_") if allowed is None else name in allowed
 
 
+# CPython 3.11 can raise "SystemError: AST constructor recursion depth mismatch" when several threads build ASTs at
+# once (python/cpython#106905); the solve engine checks harnesses from many threads, so parsing is serialized.
+_PARSE_LOCK = threading.Lock()
+
+
 def check_source(source: str, filename: str) -> list[str]:
     """Every violation in one file, as 'file:line: reason' (empty when the file is acceptable)."""
+    return list(_check_source(source, filename))
+
+
+@functools.lru_cache(maxsize=256)
+def _check_source(source: str, filename: str) -> tuple[str, ...]:
     try:
-        tree = ast.parse(source, filename)
+        with _PARSE_LOCK:
+            tree = ast.parse(source, filename)
     except SyntaxError as exc:
-        return [f"{filename}:{exc.lineno}: syntax error: {exc.msg}"]
+        return (f"{filename}:{exc.lineno}: syntax error: {exc.msg}",)
     problems: list[str] = []
     modules: dict[str, str] = {}  # local alias -> module
 
@@ -68,4 +81,4 @@ def check_source(source: str, filename: str) -> list[str]:
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
                 and node.name.startswith("__") and node.name not in _DUNDER_OK:
             bad(node, f"definition {node.name!r} is not allowed")
-    return problems
+    return tuple(problems)
