@@ -28,6 +28,10 @@ def test_routing_is_pure():
     assert route_after_validate({"candidates": ["abc"], "feedback": None}) == "gate"
     assert route_after_validate({"candidates": ["abc"], "feedback": "syntax error"}) == "edit"
     assert route_after_validate({"candidates": [], "dropped": [{"candidate": "abc"}], "feedback": None}) == "record"
+    tree = {"p": {"parent": None}, "c": {"parent": "p", "pending": True}, "d": {"parent": "x", "pending": True}}
+    assert route_after_edit({"candidates": [], "parent": "p", "tree": tree}) == "gate"  # a pending child competes
+    assert route_after_edit({"candidates": [], "parent": "x2", "tree": tree}) == "record"
+    assert route_after_validate({"candidates": [], "parent": "p", "tree": tree, "feedback": None}) == "gate"
     assert route_after_record({"stop_reason": None}) == "solve"
     assert route_after_record({"stop_reason": "6 iterations"}) == "__end__"
 

@@ -176,6 +176,14 @@ def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung(
     if by["slightly"]["rung"] < 3:  # lost the promotion to "good" on a partial rung
         assert "not promoted" in by["slightly"]["reason"] or "screened out" in by["slightly"]["reason"]
         assert len(run.evaluated["slightly"]) < 40
+    # mcts keeps a candidate that lost the promotion for later; screened again, it pays only for new questions
+    paid = {k: set(v) for k, v in run.evaluated.items()}
+    entries, _ = screen(run, "p", ["slightly"], {}, 1, keep_pending=True)
+    assert entries[0]["decision"] == "accepted" and len(run.evaluated["slightly"]) == 40
+    pool = FakeRun(ctx, scores)
+    entries, _ = screen(pool, "p", ["good", "slightly"], {}, 0, keep_pending=True)
+    assert {e["candidate"]: e["decision"] for e in entries}["slightly"] == "pending"
+    assert paid["p"] == run.evaluated["p"]
     assert sum(len(v) for k, v in run.evaluated.items() if k != "p") < 3 * 40
     full = FakeRun(ctx.model_copy(update={"validation": "full"}), scores)
     entries, _ = screen(full, "p", ["worse", "good", "slightly"], {}, 0)

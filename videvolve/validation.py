@@ -61,8 +61,12 @@ def paired_se(parent: list[float], candidate: list[float], population: int | Non
 
 
 def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, str | None],
-           iteration: int) -> tuple[list[dict[str, Any]], list[TaskResult]]:
-    """One aggregate entry per candidate (decision, reason, scores, how far it got) and the new results."""
+           iteration: int, keep_pending: bool = False) -> tuple[list[dict[str, Any]], list[TaskResult]]:
+    """One aggregate entry per candidate (decision, reason, scores, how far it got) and the new results.
+
+    ``keep_pending``: a hopeful candidate that loses the promotion is ``pending`` rather than rejected, so that it
+    can be promoted when its parent is expanded again (VidHarness's pool; results on disk make that free).
+    """
     ctx = run.ctx
     selection = run.selection
     eps = ctx.eps if ctx.eps is not None else 1 / len(selection)
@@ -117,10 +121,12 @@ def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, st
         best = max(hopeful, key=lambda x: (x[1] - ctx.penalty * se, -x[2], x[0]))
         for cand, a2, c2 in hopeful:
             if cand != best[0]:
-                entries[cand] = {**base, "candidate": cand, "operator": operators.get(cand), "decision": "rejected",
+                entries[cand] = {**base, "candidate": cand, "operator": operators.get(cand),
+                                 "decision": "pending" if keep_pending else "rejected",
                                  "cand_score": a2, "cand_cost": c2, "p_value": None,
                                  "reason": f"not promoted at rung {k + 1}: {best[0]} has the better penalized "
                                            f"accuracy ({best[1] - ctx.penalty * se:.3f} vs "
-                                           f"{a2 - ctx.penalty * se:.3f})"}
+                                           f"{a2 - ctx.penalty * se:.3f})"
+                                           + ("; kept for a later promotion" if keep_pending else "")}
         alive = [best[0]]
     return [entries[c] for c in candidates if c in entries], new

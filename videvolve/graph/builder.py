@@ -19,7 +19,7 @@ def build_graph() -> StateGraph[State, Context, State, State]:
     g.add_conditional_edges("prepare", route_after_record, {"solve": "solve", "__end__": END})
     g.add_edge("solve", "investigate")
     g.add_edge("investigate", "edit")
-    g.add_conditional_edges("edit", route_after_edit, {"validate": "validate", "record": "record"})
+    g.add_conditional_edges("edit", route_after_edit, {"validate": "validate", "gate": "gate", "record": "record"})
     g.add_conditional_edges("validate", route_after_validate, {"gate": "gate", "edit": "edit", "record": "record"})
     g.add_edge("gate", "record")
     g.add_conditional_edges("record", route_after_record, {"solve": "solve", "__end__": END})

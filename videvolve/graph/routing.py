@@ -7,15 +7,23 @@ from typing import Literal
 from videvolve.graph.state import State
 
 
-def route_after_edit(state: State) -> Literal["validate", "record"]:
-    """Proposals are validated; no proposal goes straight to the record."""
-    return "validate" if state.get("candidates") else "record"
+def pending_children(state: State) -> list[str]:
+    """Children of this iteration's parent that lost an earlier promotion (mcts with multi-fidelity)."""
+    parent = state.get("parent")
+    return sorted(v for v, s in (state.get("tree") or {}).items() if s.get("parent") == parent and s.get("pending"))
+
+
+def route_after_edit(state: State) -> Literal["validate", "gate", "record"]:
+    """Proposals are validated; with none, pending children still compete at the gate; else the record."""
+    if state.get("candidates"):
+        return "validate"
+    return "gate" if pending_children(state) else "record"
 
 
 def route_after_validate(state: State) -> Literal["gate", "edit", "record"]:
     """Valid -> gate; invalid with repair rounds left -> back to the editor with the reason; none left -> record."""
     if not state.get("candidates"):
-        return "record"
+        return "gate" if pending_children(state) else "record"
     return "gate" if state.get("feedback") is None else "edit"
 
 

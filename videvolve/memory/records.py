@@ -25,7 +25,7 @@ class RevisionOutcome(BaseModel):
 
     candidate: str | None = Field(None, description="harness version proposed")
     operator: str | None = Field(None, description="the editor's operator (heuristic) or 'llm'")
-    decision: Literal["accepted", "rejected", "dropped", "none"]
+    decision: Literal["accepted", "rejected", "pending", "dropped", "none"]
     reason: str = ""
     d_score: float | None = None
     d_cost: float | None = None

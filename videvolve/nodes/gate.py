@@ -19,9 +19,14 @@ from videvolve.validation import screen
 
 def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """History entries for this iteration's candidates."""
-    run = get_run(runtime.context)
-    entries, results = screen(run, state["parent"], state["candidates"], state.get("operators", {}),
-                              state["iteration"])
+    run, ctx = get_run(runtime.context), runtime.context
+    parent = state["parent"]
+    # mcts: children of this parent that lost an earlier promotion compete again (their results are on disk)
+    pending = sorted(v for v, s in state.get("tree", {}).items() if s.get("parent") == parent and s.get("pending")
+                     and v not in state["candidates"])
+    candidates = list(state["candidates"]) + pending
+    entries, results = screen(run, parent, candidates, state.get("operators", {}), state["iteration"],
+                              keep_pending=ctx.search == "mcts")
     for e in entries:
         run.event(state["iteration"], "gate", e["decision"], **{k: v for k, v in e.items() if k != "iteration"})
-    return {"history": entries, "spent": spent(results)}
+    return {"history": entries, "candidates": candidates, "spent": spent(results)}

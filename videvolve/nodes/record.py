@@ -51,7 +51,9 @@ def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                                rung=e.get("rung"), rungs=e.get("rungs"))
             node_updates[cand] = {"parent": parent, "visits": 0, "value": 0.0, "score": e.get("cand_score") or 0.0,
                                   "cost": e.get("cand_cost") or 0.0, "accepted": e["decision"] == "accepted",
-                                  "exhausted": False, "full": e.get("rung") == e.get("rungs")}
+                                  "pending": e["decision"] == "pending", "exhausted": False,
+                                  "full": e.get("rung") == e.get("rungs"),
+                                  **{k: tree[cand][k] for k in ("visits", "value") if cand in tree}}
     # back up the expansion: the reward is the best score among this iteration's children (the parent's if none)
     reward = max([e.get("cand_score") or 0.0 for e in gated] or [tree.get(parent, {}).get("score", 0.0)])
     node: str | None = parent
@@ -75,7 +77,8 @@ def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                       incumbent_cost=best["cand_cost"])
         shutil.rmtree(run.root / "best", ignore_errors=True)
         shutil.copytree(run.harness_dir(best["candidate"]), run.root / "best")
-    lead = best or (gated[0] if gated else extra[0])
+    decided = [e for e in gated if e["decision"] != "pending"]
+    lead = best or (decided[0] if decided else gated[0] if gated else extra[0])
     d_score = lead["cand_score"] - lead["score"] if lead.get("cand_score") is not None else None
     d_cost = lead["cand_cost"] - lead["cost"] if lead.get("cand_cost") is not None else None
     run.memory.set_outcome(state.get("diagnoses", []), RevisionOutcome(
