@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from videvolve.media import frame_cache
+from videvolve.skill_library.harness import seed_path
 from videvolve.testing import make_index_video
 
 SHARED = Path(os.environ.get("VIDEVOLVE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
@@ -43,3 +45,12 @@ def small_world(tmp_path_factory: pytest.TempPathFactory):
     from videvolve.datasets.synthworld import generate_world
 
     return generate_world(tmp_path_factory.mktemp("small_world"), videos=4, minutes=3, seed=5)
+
+
+@pytest.fixture()
+def seed(tmp_path: Path) -> Path:
+    """The uniform seed at 16 frames: a harness that evolves quickly in tests."""
+    d = tmp_path / "uniform16"
+    shutil.copytree(seed_path("uniform"), d)
+    (d / "config.toml").write_text("n_frames = 16\nmax_side = 160\n")
+    return d

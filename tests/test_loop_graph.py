@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import importlib
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from videvolve.editing import LLMEditor
 from videvolve.graph import Context, build_graph
 from videvolve.models.base import Reply
-from videvolve.skill_library.harness import content_hash, seed_path
-
-
-@pytest.fixture()
-def seed(tmp_path: Path) -> Path:
-    d = tmp_path / "uniform16"
-    shutil.copytree(seed_path("uniform"), d)
-    (d / "config.toml").write_text("n_frames = 16\nmax_side = 160\n")
-    return d
+from videvolve.skill_library.harness import content_hash
 
 
 def context(world, tmp_path: Path, seed: Path, **kw: Any) -> Context:

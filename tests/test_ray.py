@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from videvolve.config import ModelSettings, RuntimeSettings  # noqa: E402
 from videvolve.models.cache import ResponseCache  # noqa: E402
 from videvolve.models.cost import cost_model  # noqa: E402
 from videvolve.models.sim import SimVLM  # noqa: E402
-from videvolve.skill_library.harness import load_harness, seed_path  # noqa: E402
+from videvolve.skill_library.harness import load_harness  # noqa: E402
 from videvolve.solve import solve_tasks  # noqa: E402
 
 
@@ -27,11 +26,8 @@ def local_ray():
 
 
 @pytest.fixture()
-def harness(tmp_path: Path):
-    d = tmp_path / "uniform16"
-    shutil.copytree(seed_path("uniform"), d)
-    (d / "config.toml").write_text("n_frames = 16\nmax_side = 160\n")
-    return load_harness(d)
+def harness(seed: Path):
+    return load_harness(seed)
 
 
 def rows(path: Path) -> int:

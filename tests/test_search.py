@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from videvolve.graph import Context, build_graph
 from videvolve.mixture import tier_for
 from videvolve.nodes.solve import pick_parent
-from videvolve.skill_library.harness import seed_path
 from videvolve.tasks import Task
 from videvolve.validation import rungs
 
@@ -55,14 +53,6 @@ def test_tier_for_budget():
     mixture = {"tiers": {"16": {"version": "v16"}, "64": {"version": "v64"}, "128": {"version": "v128"}}}
     assert tier_for(mixture, 100) == (64, "v64") and tier_for(mixture, 8) == (16, "v16")
     assert tier_for(mixture, None) == (128, "v128") and tier_for(mixture, 128) == (128, "v128")
-
-
-@pytest.fixture()
-def seed(tmp_path: Path) -> Path:
-    d = tmp_path / "uniform16"
-    shutil.copytree(seed_path("uniform"), d)
-    (d / "config.toml").write_text("n_frames = 16\nmax_side = 160\n")
-    return d
 
 
 def test_mcts_with_multi_fidelity_and_a_mixture(small_world, tmp_path: Path, seed: Path):
