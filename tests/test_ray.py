@@ -71,6 +71,7 @@ def test_resumed_ray_evolve_pays_for_no_evaluation_twice(small_world, harness, t
     """An evolve run on Ray interrupted inside an iteration and resumed: same lineage, same paid calls."""
     from videvolve.graph.context import Context
     from videvolve.graph.driver import evolve
+    from videvolve.testing import interrupt_after
 
     def ctx(name: str) -> Context:
         return Context(run_dir=str(tmp_path / name), run_id=name, tasks=str(small_world.tasks_path),
@@ -78,15 +79,8 @@ def test_resumed_ray_evolve_pays_for_no_evaluation_twice(small_world, harness, t
                        cache=str(tmp_path / f"{name}.sqlite"), batch=4, iterations=2, executor="ray")
 
     whole = evolve(ctx("whole"))
-    seen = []
-
-    def crash_after_second_solve(node: str, values: dict, state: dict) -> None:
-        seen.append(node)
-        if node == "solve" and seen.count("solve") == 2:
-            raise Interrupt
-
     with pytest.raises(Interrupt):
-        evolve(ctx("resumed"), crash_after_second_solve)
+        evolve(ctx("resumed"), interrupt_after("solve", 2, Interrupt))
     done = {p: os.stat(p).st_mtime_ns for p in (tmp_path / "resumed" / "evals").glob("*/*/results/*.json")}
     assert done
     resumed = evolve(ctx("resumed"))

@@ -99,6 +99,7 @@ def test_mcts_with_multi_fidelity_and_a_mixture(small_world, tmp_path: Path, see
 
 def test_mcts_resume_after_a_crash_matches_an_uninterrupted_run(small_world, tmp_path: Path, seed: Path):
     from videvolve.graph.driver import evolve
+    from videvolve.testing import interrupt_after
 
     def ctx(name: str) -> Context:
         return Context(run_dir=str(tmp_path / name), run_id=name, tasks=str(small_world.tasks_path),
@@ -107,15 +108,8 @@ def test_mcts_resume_after_a_crash_matches_an_uninterrupted_run(small_world, tmp
                        validation="multi-fidelity")
 
     whole = evolve(ctx("whole"))
-    gates = []
-
-    def crash(node: str, values: dict, state: dict) -> None:
-        gates.append(node)
-        if node == "gate" and gates.count("gate") == 2:
-            raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        evolve(ctx("resumed"), crash)
+        evolve(ctx("resumed"), interrupt_after("gate", 2, KeyboardInterrupt))
     resumed = evolve(ctx("resumed"))
     assert resumed["tree"] == whole["tree"] and resumed["incumbent"] == whole["incumbent"]
     strip = [{k: v for k, v in h.items() if k != "elapsed_s"} for h in whole["history"]]

@@ -11,8 +11,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -86,3 +87,15 @@ def serve_sim(*extra: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def interrupt_after(node: str, count: int, exc: type[BaseException]) -> Callable[[str, Any, Any], None]:
+    """An ``evolve`` progress callback that raises ``exc`` once ``node`` has finished ``count`` times (a crash)."""
+    seen: list[str] = []
+
+    def callback(name: str, values: Any, state: Any) -> None:
+        seen.append(name)
+        if name == node and seen.count(node) == count:
+            raise exc
+
+    return callback
