@@ -21,7 +21,7 @@ from rich.table import Table
 
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
-from videvolve.experiment import compare_on_test
+from videvolve.evaluation.experiment import compare_on_test
 from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
 from videvolve.models.cost import cost_model

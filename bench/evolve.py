@@ -24,14 +24,14 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
 from videvolve.editing import Proposal, read_files, write_candidate
 from videvolve.editing.operators import OPERATORS, config_of, set_key
-from videvolve.experiment import compare_on_test
+from videvolve.evaluation.experiment import compare_on_test
 from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
 from videvolve.graph.run import get_run
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
+from videvolve.search.screening import screen
 from videvolve.skill_library.harness import copy_harness, seed_path
-from videvolve.validation import screen
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "evolve"
 console = Console(width=150)

@@ -23,14 +23,16 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from videvolve.api import resolve_harness
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.evaluation.summary import summarize
 from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
-from videvolve.skill_library.harness import load_harness, resolve_harness
-from videvolve.solve import solve_tasks, summarize
+from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import read_tasks
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "mixture"

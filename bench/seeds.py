@@ -22,11 +22,12 @@ from rich.table import Table
 
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.evaluation.summary import summarize
 from videvolve.metrics import paired_bootstrap
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness, seed_path
-from videvolve.solve import solve_tasks, summarize
 from videvolve.tasks import read_tasks
 
 CACHE = Path(__file__).resolve().parent / ".cache"

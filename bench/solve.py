@@ -19,10 +19,10 @@ from rich.table import Table
 
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
+from videvolve.evaluation.solve import solve_tasks
 from videvolve.models import make_vlm
 from videvolve.models.cost import cost_model
 from videvolve.skill_library.harness import load_harness, seed_path
-from videvolve.solve import solve_tasks
 from videvolve.testing import serve_sim
 
 CACHE = Path(__file__).resolve().parent / ".cache"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 count_file, kill_after, args = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[4:]
 
+import videvolve.evaluation.solve as solve_module  # noqa: E402
 import videvolve.models.sim.vlm as vlm_module  # noqa: E402
-import videvolve.solve as solve_module  # noqa: E402
 
 original_complete = vlm_module.SimVLM.complete
 

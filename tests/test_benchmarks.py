@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import sample
-from videvolve.datasets.benchmarks import REGISTRY
+from videvolve.datasets.benchmarks import REGISTRY, import_benchmark
 from videvolve.datasets.benchmarks.mcq import read_lenient_json
-from videvolve.datasets.loaders import import_benchmark
 from videvolve.metrics import parse_extremewhen
 from videvolve.metrics.mcq import parse_videomme
 from videvolve.tasks import Prediction

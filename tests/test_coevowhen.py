@@ -10,10 +10,10 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 
 from videvolve.config import RuntimeSettings
+from videvolve.evaluation.solve import solve_tasks
 from videvolve.models.cost import cost_model
 from videvolve.models.openai_backend import ChatModelVLM
 from videvolve.skill_library.harness import load_harness, seed_path
-from videvolve.solve import solve_tasks
 
 
 class ScriptedChat(GenericFakeChatModel):

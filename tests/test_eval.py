@@ -11,10 +11,11 @@ import httpx
 import pytest
 
 from videvolve.config import RuntimeSettings
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.evaluation.summary import summarize
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness, seed_path
-from videvolve.solve import solve_tasks, summarize
 from videvolve.tasks import read_predictions
 from videvolve.testing import free_port, serve_sim
 

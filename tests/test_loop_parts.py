@@ -11,14 +11,14 @@ from videvolve.editing import EditorInput, HeuristicEditor, PastDiagnosis, read_
 from videvolve.editing.base import Proposal, check_edit
 from videvolve.editing.heuristic import score_operators
 from videvolve.errors import HarnessError
-from videvolve.gate import gate_rule
+from videvolve.evaluation.results import TaskResult
 from videvolve.graph.routing import route_after_edit, route_after_record, route_after_validate
-from videvolve.investigator import Investigator
+from videvolve.investigator.procedure import Investigator
 from videvolve.memory.records import Diagnosis, RevisionOutcome
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
+from videvolve.search.gate import gate_rule
 from videvolve.skill_library.harness import content_hash, copy_harness, seed_path
-from videvolve.solve import TaskResult
 from videvolve.tasks import Interval, Prediction, Task
 
 

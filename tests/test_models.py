@@ -12,12 +12,12 @@ from PIL import Image
 from videvolve.datasets.synthworld.render import render_frame
 from videvolve.datasets.synthworld.script import make_script
 from videvolve.errors import ModelRequestError
+from videvolve.media.captions import SheetLayout, frame_caption, parse_caption, sheet_caption
 from videvolve.models.base import Reply, Usage
 from videvolve.models.cache import ResponseCache, complete, request_key
 from videvolve.models.cost import cost_model
 from videvolve.models.parsing import parse_intervals, parse_letter, parse_match, strip_think
 from videvolve.models.sim import SimVLM
-from videvolve.skill_library.captions import SheetLayout, frame_caption, parse_caption, sheet_caption
 
 
 def data_url(image: Image.Image) -> str:

@@ -11,11 +11,11 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from videvolve.config import ModelSettings, RuntimeSettings  # noqa: E402
+from videvolve.evaluation.solve import solve_tasks  # noqa: E402
 from videvolve.models.cache import ResponseCache  # noqa: E402
 from videvolve.models.cost import cost_model  # noqa: E402
 from videvolve.models.sim import SimVLM  # noqa: E402
 from videvolve.skill_library.harness import load_harness  # noqa: E402
-from videvolve.solve import solve_tasks  # noqa: E402
 
 
 @pytest.fixture(scope="module")

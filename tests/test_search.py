@@ -10,10 +10,10 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from videvolve.graph import Context, build_graph
-from videvolve.mixture import tier_for
 from videvolve.nodes.solve import pick_parent
+from videvolve.search.mixture import tier_for
+from videvolve.search.screening import rungs
 from videvolve.tasks import Task
-from videvolve.validation import rungs
 
 
 def tasks(n: int) -> list[Task]:
@@ -74,7 +74,7 @@ def test_mcts_with_multi_fidelity_and_a_mixture(small_world, tmp_path: Path, see
     for cap, tier in mixture["tiers"].items():
         assert tier["frames"] <= int(cap) and tier["version"] in tier["candidates"]
         assert tier["version"] == mixture["best"] == final["incumbent"] or "leads by" in tier["why"]
-    from videvolve.skill_library.harness import resolve_harness
+    from videvolve.api import resolve_harness
 
     assert resolve_harness(run, 6).name == mixture["tiers"]["4"]["version"]
     assert resolve_harness(run, None).name == mixture["tiers"]["16"]["version"]
@@ -124,7 +124,7 @@ class FakeRun:
         self.evaluated: dict[str, set[str]] = {}
 
     def evaluate(self, version: str, batch: list[Task], split: str) -> list:
-        from videvolve.solve import TaskResult
+        from videvolve.evaluation.results import TaskResult
 
         self.evaluated.setdefault(version, set()).update(t.id for t in batch)
         return [TaskResult(task_id=t.id, harness_id=version, kind="mcq", outcome="ok",
@@ -132,7 +132,7 @@ class FakeRun:
 
 
 def test_paired_se_has_a_floor_and_follows_the_differences():
-    from videvolve.validation import paired_se
+    from videvolve.search.screening import paired_se
 
     assert paired_se([1.0] * 10, [1.0] * 10) == pytest.approx(0.1)  # ties: one discordant question's worth
     d = [0, 1] * 50  # half the questions gained: sd 0.5025, se ~0.05
@@ -140,7 +140,7 @@ def test_paired_se_has_a_floor_and_follows_the_differences():
 
 
 def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung():
-    from videvolve.validation import rungs, screen
+    from videvolve.search.screening import rungs, screen
 
     ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=1,
                   rungs=[0.25, 0.5, 1.0])
@@ -177,7 +177,7 @@ def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung(
 
 
 def test_paired_se_finite_population_correction():
-    from videvolve.validation import paired_se
+    from videvolve.search.screening import paired_se
 
     d = [float(x) for x in [0, 1] * 15]
     assert paired_se([0.0] * 30, d, population=60) == pytest.approx(paired_se([0.0] * 30, d) * 0.5 ** 0.5)

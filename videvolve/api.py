@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,8 @@ from videvolve.models import make_vlm
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import cost_model
-from videvolve.skill_library.harness import Harness, resolve_harness
+from videvolve.search.mixture import is_run_dir, resolve_run_harness
+from videvolve.skill_library.harness import Harness, find_harness
 from videvolve.skill_library.harness import load_harness as _load
 from videvolve.skill_library.runner import run_task
 from videvolve.skill_library.services import TaskServices, TraceWriter
@@ -71,17 +71,13 @@ class LoadedHarness:
             evidence_times=[] if pred is None else pred.evidence_times, raw="" if pred is None else pred.raw)
 
 
+def resolve_harness(name_or_dir: str | Path, budget: int | None = None) -> Path:
+    """A seed name, a harness directory, or a run directory (its mixture's tier for ``budget``, or its best)."""
+    if is_run_dir(Path(name_or_dir)):
+        return resolve_run_harness(Path(name_or_dir), budget)
+    return find_harness(name_or_dir)
+
+
 def load_harness(name_or_dir: str | Path, budget: int | None = None) -> LoadedHarness:
     """A seed by name, a harness directory, or a run directory (its mixture's tier for ``budget``, or its best)."""
     return LoadedHarness(_load(resolve_harness(name_or_dir, budget)))
-
-
-def default_cache_path() -> Path:
-    """``~/.cache/videvolve/responses.sqlite`` (or a temporary folder when home is not writable)."""
-    base = Path.home() / ".cache" / "videvolve"
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        base = Path(tempfile.gettempdir()) / "videvolve-cache"
-        base.mkdir(parents=True, exist_ok=True)
-    return base / "responses.sqlite"

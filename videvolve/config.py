@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,3 +39,14 @@ class RuntimeSettings(BaseModel):
     wall_seconds: float = Field(900.0, description="a task's harness is killed after this long")
     memory_bytes: int = Field(2 * 1024**3, description="address-space limit of the harness process")
     concurrency: int = Field(4, ge=1, description="tasks run at once")
+
+
+def default_cache_path() -> Path:
+    """``~/.cache/videvolve/responses.sqlite`` (or a temporary folder when home is not writable)."""
+    base = Path.home() / ".cache" / "videvolve"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        base = Path(tempfile.gettempdir()) / "videvolve-cache"
+        base.mkdir(parents=True, exist_ok=True)
+    return base / "responses.sqlite"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 
 from rich.console import Console
 
-from videvolve import __version__
 from videvolve.cli import (
     data_cmds,
     demo_cmd,
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="videvolve",
         description="A self-improving agent for long-video understanding.",
     )
-    parser.add_argument("--version", action="version", version=f"videvolve {__version__}")
+    parser.add_argument("--version", action="version", version=f"videvolve {version('videvolve')}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     data_cmds.register(sub)
     score_cmd.register(sub)

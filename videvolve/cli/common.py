@@ -52,6 +52,6 @@ def open_cache(args: argparse.Namespace) -> ResponseCache | None:
     """The response cache the arguments ask for."""
     if args.no_cache:
         return None
-    from videvolve.api import default_cache_path
+    from videvolve.config import default_cache_path
 
     return ResponseCache(args.cache or default_cache_path())

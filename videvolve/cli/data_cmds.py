@@ -12,8 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from videvolve.datasets.benchmarks import REGISTRY
-from videvolve.datasets.loaders import import_benchmark
+from videvolve.datasets.benchmarks import REGISTRY, import_benchmark
 from videvolve.datasets.synthworld import generate_world, world_stats
 from videvolve.tasks import (
     Task,

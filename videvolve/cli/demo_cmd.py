@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from videvolve.demo import run_demo
+from videvolve.cli.demo import run_demo
 
 
 def register(sub: argparse._SubParsersAction) -> None:

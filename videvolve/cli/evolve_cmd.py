@@ -117,7 +117,8 @@ def build_context(args: argparse.Namespace) -> Any:
 
 
 def _dry_run(ctx: Any) -> int:
-    from videvolve.skill_library.harness import load_harness, resolve_harness
+    from videvolve.api import resolve_harness
+    from videvolve.skill_library.harness import load_harness
     from videvolve.tasks import read_tasks
 
     tasks = read_tasks(ctx.tasks)

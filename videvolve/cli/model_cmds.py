@@ -91,11 +91,13 @@ def summary_table(title: str, summary: dict[str, Any]) -> Table:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """``videvolve eval``."""
+    from videvolve.api import resolve_harness
     from videvolve.datasets.submissions import write_submissions
+    from videvolve.evaluation.solve import solve_tasks
+    from videvolve.evaluation.summary import summarize, write_summary
     from videvolve.models import make_vlm
     from videvolve.models.cost import cost_model
-    from videvolve.skill_library.harness import copy_harness, load_harness, resolve_harness
-    from videvolve.solve import solve_tasks, summarize, write_summary
+    from videvolve.skill_library.harness import copy_harness, load_harness
     from videvolve.tasks import read_tasks
 
     tasks = read_tasks(args.tasks)
@@ -229,7 +231,7 @@ def cmd_serve_vllm(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """``videvolve doctor``."""
-    from videvolve.models.doctor import run_checks
+    from videvolve.doctor import run_checks
 
     checks = run_checks(model_settings(args))
     table = Table(title="videvolve doctor")

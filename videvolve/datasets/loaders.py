@@ -77,12 +77,3 @@ def build_tasks(path: Path, records: list[dict[str, Any]],
         raise TaskFormatError(path, problems)
     return tasks
 
-
-def import_benchmark(benchmark: str, annotations: str | Path, videos_dir: str | Path,
-                     meta: str | Path | None = None) -> list[Task]:
-    """Tasks from a benchmark's annotation file (names: ``videvolve.datasets.benchmarks.REGISTRY``)."""
-    from videvolve.datasets.benchmarks import REGISTRY
-
-    if benchmark not in REGISTRY:
-        raise ValueError(f"no loader for {benchmark!r}; available: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[benchmark].load(Path(annotations), Path(videos_dir), Path(meta) if meta else None)

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from videvolve.errors import MediaError, TaskFormatError
 from videvolve.media import probe
-from videvolve.models.parsing import to_seconds
+from videvolve.metrics.intervals import to_seconds
 from videvolve.tasks import LETTERS, Interval, Task
 
 _ABSENT = {"", "none", "never", "[]", "absent", "no"}

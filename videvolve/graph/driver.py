@@ -48,7 +48,7 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None) -> dict[str, Any]:
         final = dict(graph.get_state(config).values)
         if ctx.budgets:  # (re)built from results on disk, so a run stopped while building it finishes it
             from videvolve.graph.run import get_run
-            from videvolve.mixture import build_mixture
+            from videvolve.search.mixture import build_mixture
 
             final["mixture"] = build_mixture(get_run(ctx), ctx.budgets, final["incumbent"])
         return final

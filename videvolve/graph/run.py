@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from videvolve.evaluation.results import TaskResult, load_result
+from videvolve.evaluation.solve import solve_tasks
 from videvolve.graph.context import Context
 from videvolve.memory.embedders import Embedder, HashingEmbedder, MiniLMEmbedder, default_embedder
 from videvolve.memory.store import ChromaStore
@@ -23,7 +25,6 @@ from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel, cost_model
 from videvolve.skill_library.harness import Harness, load_harness
-from videvolve.solve import TaskResult, load_result, solve_tasks
 from videvolve.tasks import Task, read_tasks
 
 
@@ -131,7 +132,7 @@ def _build(settings_json: str) -> Run:
     del tasks  # the test split is never used by evolve
     vlm = make_vlm(ctx.model)
     probe = make_vlm(ctx.investigator_model) if ctx.investigator_model else vlm
-    from videvolve.api import default_cache_path
+    from videvolve.config import default_cache_path
 
     cache = ResponseCache(ctx.cache or default_cache_path())
     return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded, vlm=vlm, probe_vlm=probe,

@@ -53,3 +53,12 @@ def normalize(intervals: Iterable[Sequence[float]], duration: float | None = Non
         if e > s:
             out.append((s, e))
     return merge(out)
+
+
+def to_seconds(token: str) -> float:
+    """``12.5``, ``1:05`` (m:ss) or ``1:02:05`` (h:mm:ss) to seconds."""
+    parts = token.split(":")
+    value = 0.0
+    for p in parts:
+        value = value * 60 + float(p)
+    return value

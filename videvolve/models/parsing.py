@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from videvolve.metrics.intervals import normalize
+from videvolve.metrics.intervals import normalize, to_seconds
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)
 _ABSENT = re.compile(r"\b(never|does not (appear|happen|occur)|doesn't (appear|happen|occur)|not (present|found|"
@@ -24,14 +24,6 @@ def strip_think(text: str) -> str:
     """Remove ``<think>...</think>`` blocks (and an unclosed one at the end)."""
     return _THINK.sub("", text).strip()
 
-
-def to_seconds(token: str) -> float:
-    """``12.5``, ``1:05`` (m:ss) or ``1:02:05`` (h:mm:ss) to seconds."""
-    parts = token.split(":")
-    value = 0.0
-    for p in parts:
-        value = value * 60 + float(p)
-    return value
 
 
 def parse_letter(text: str, n_options: int) -> str | None:

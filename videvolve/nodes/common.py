@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from videvolve.solve import TaskResult
+from videvolve.evaluation.results import TaskResult
 
 
 def spent(results: Sequence[TaskResult]) -> dict[str, float]:

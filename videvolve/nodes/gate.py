@@ -14,7 +14,7 @@ from videvolve.graph.context import Context
 from videvolve.graph.run import get_run
 from videvolve.graph.state import State
 from videvolve.nodes.common import spent
-from videvolve.validation import screen
+from videvolve.search.screening import screen
 
 
 def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -7,11 +7,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from videvolve.evaluation.results import result_path
 from videvolve.graph.context import Context
 from videvolve.graph.run import get_run
 from videvolve.graph.state import State
 from videvolve.investigator import Investigator
-from videvolve.solve import result_path
 
 
 def investigate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

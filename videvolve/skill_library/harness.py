@@ -142,13 +142,12 @@ def seed_path(name: str) -> Path:
     return Path(str(resources.files("videvolve.skill_library") / "seeds" / name))
 
 
-def resolve_harness(name_or_dir: str | Path, budget: int | None = None) -> Path:
-    """A seed name, a harness directory, or a run directory (its mixture tier for ``budget``, or its best)."""
+def find_harness(name_or_dir: str | Path) -> Path:
+    """A seed name or a harness directory (run directories are resolved at the edge: ``videvolve.api``)."""
     p = Path(name_or_dir)
     if p.is_dir() and (p / "settings.json").exists() and (p / "harnesses").is_dir():
-        from videvolve.mixture import resolve_run_harness
-
-        return resolve_run_harness(p, budget)
+        raise HarnessError(f"{p} is a run directory, not a harness: use {p / 'best'} or a version under "
+                           f"{p / 'harnesses'} (the CLI and videvolve.load_harness accept run directories)")
     if p.is_dir():
         return p
     if str(name_or_dir) in SEEDS:

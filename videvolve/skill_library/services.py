@@ -24,12 +24,12 @@ from videvolve.config import RuntimeSettings
 from videvolve.errors import MediaError, ModelRequestError
 from videvolve.media import clip as make_clip
 from videvolve.media import contact_sheet, frames_at, probe
+from videvolve.media.captions import frame_caption, sheet_caption, video_caption
 from videvolve.models.base import VLM, Message, Tool
 from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
 from videvolve.models.parsing import parse_match
 from videvolve.skill_library import prompts
-from videvolve.skill_library.captions import frame_caption, sheet_caption, video_caption
 from videvolve.tasks import TaskView
 
 MAX_SHEET_CELLS = 400

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.errors import PredictionFormatError
-from videvolve.models.parsing import to_seconds
+from videvolve.metrics.intervals import to_seconds
 from videvolve.tasks import Interval, Prediction, Task
 
 Pair = tuple[Task, Prediction | None]

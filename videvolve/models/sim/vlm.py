@@ -21,11 +21,11 @@ from typing import Any
 from PIL import Image
 
 from videvolve.errors import ModelRequestError
+from videvolve.media.captions import SheetLayout, parse_caption
 from videvolve.models.base import Message, Reply, Tool, Usage
 from videvolve.models.cost import CostModel, cost_model, text_tokens
 from videvolve.models.sim.grammar import Question, parse_duration, parse_question, parse_target, request_type
 from videvolve.models.sim.perception import Percept, perceive
-from videvolve.skill_library.captions import SheetLayout, parse_caption
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from videvolve.solve import TaskResult
+from videvolve.evaluation.results import TaskResult
 
 TOL = 1e-12
 

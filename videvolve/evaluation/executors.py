@@ -38,11 +38,11 @@ def ensure_ray(address: str | None = None) -> Any:
 
 def _remote_task(harness_dir: str, task_json: str, model_json: str, runtime_json: str, family: str, out_dir: str,
                  cache_path: str | None) -> str:
+    from videvolve.evaluation.one_task import run_one
     from videvolve.models import make_vlm
     from videvolve.models.cache import ResponseCache
     from videvolve.models.cost import cost_model
     from videvolve.skill_library.harness import load_harness
-    from videvolve.solve import run_one
     from videvolve.tasks import Task
 
     cache = ResponseCache(cache_path) if cache_path else None
@@ -56,7 +56,7 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], model: ModelSettings, ru
                out_dir: Path, cache_path: str | None, address: str | None,
                on_result: Callable[[Any], None] | None = None) -> list[Any]:
     """Evaluate tasks as Ray tasks; infrastructure errors are raised as themselves."""
-    from videvolve.solve import TaskResult
+    from videvolve.evaluation.results import TaskResult
 
     ray = ensure_ray(address)
     remote = ray.remote(num_cpus=1)(_remote_task)

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from videvolve.gate import aggregate
-from videvolve.solve import solve_tasks
-from videvolve.validation import paired_se
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.search.gate import aggregate
+from videvolve.search.screening import paired_se
 
 MIXTURE_FILE = "mixture.json"
 
@@ -66,6 +66,11 @@ def tier_for(mixture: dict[str, Any], budget: int | None) -> tuple[int, str]:
         within = [t for t in tiers if t <= budget]
         cap = within[-1] if within else tiers[0]
     return cap, mixture["tiers"][str(cap)]["version"]
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether a directory is an ``evolve`` run (settings and harness versions)."""
+    return path.is_dir() and (path / "settings.json").exists() and (path / "harnesses").is_dir()
 
 
 def resolve_run_harness(path: Path, budget: int | None) -> Path:

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.config import RuntimeSettings
+from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.evaluation.summary import summarize
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.models.base import VLM
 from videvolve.models.cost import CostModel
 from videvolve.skill_library.harness import load_harness
-from videvolve.solve import TaskResult, solve_tasks, summarize
 from videvolve.tasks import read_tasks
 
 

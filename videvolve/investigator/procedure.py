@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from videvolve.config import RuntimeSettings
+from videvolve.evaluation.results import TaskResult
 from videvolve.memory.records import Diagnosis, Evidence
 from videvolve.metrics.intervals import hull_iou
 from videvolve.models.base import VLM
@@ -33,7 +34,6 @@ from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.models.parsing import parse_match
 from videvolve.skill_library.services import TaskServices
-from videvolve.solve import TaskResult
 from videvolve.tasks import Task
 
 ERROR_CATEGORIES = {"parse": "format_error", "budget": "budget_exhausted", "bad_request": "infra_error",

@@ -15,9 +15,9 @@ import math
 import random
 from typing import Any
 
-from videvolve.gate import aggregate, gate_rule
+from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
-from videvolve.solve import TaskResult
+from videvolve.search.gate import aggregate, gate_rule
 from videvolve.tasks import Task
 
 TOL = 1e-9

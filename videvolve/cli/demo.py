@@ -18,7 +18,7 @@ from videvolve.cli.data_cmds import stats_table
 from videvolve.cli.evolve_cmd import iteration_line
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world, world_stats
-from videvolve.experiment import compare_on_test
+from videvolve.evaluation.experiment import compare_on_test
 from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
 from videvolve.models.cost import cost_model

@@ -1,0 +1,33 @@
+"""One harness on one task: run it in the sandbox, score it, write its result and trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from videvolve.config import RuntimeSettings
+from videvolve.evaluation.results import TaskResult, result_path, write_result
+from videvolve.metrics import task_score
+from videvolve.models.base import VLM
+from videvolve.models.cache import ResponseCache
+from videvolve.models.cost import CostModel
+from videvolve.skill_library.harness import Harness
+from videvolve.skill_library.runner import run_task
+from videvolve.skill_library.services import TaskServices, TraceWriter
+from videvolve.tasks import Task
+
+
+def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: RuntimeSettings, out_dir: Path,
+            cache: ResponseCache | None = None) -> TaskResult:
+    """Run and score one task, write its result; raises :class:`InfraError` without writing anything."""
+    trace = TraceWriter(out_dir / "traces" / f"{result_path(out_dir, task.id).stem}.jsonl")
+    services = TaskServices(task.view(), task.video, vlm, cost, settings, skill=harness.skill, cache=cache,
+                            trace=trace)
+    run = run_task(harness, services)
+    score = task_score(task, run.prediction) if run.outcome == "ok" else 0.0
+    result = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
+                        outcome=run.outcome, error_kind=run.error_kind, error=run.error, prediction=run.prediction,
+                        score=score, usage=run.usage, wall_s=run.wall_s)
+    trace.write("result", outcome=result.outcome, error_kind=result.error_kind, score=score,
+                frames=result.frames)
+    write_result(out_dir, result)
+    return result

@@ -1,0 +1,93 @@
+"""The solve engine: run a harness on tasks with bounded concurrency, keep every result on disk as it arrives.
+
+Each (harness version, task) result is written to ``<out>/results/<task_id>.json`` when it exists, with the
+task's trace in ``<out>/traces/<task_id>.jsonl``; a rerun skips what is done. In every aggregate a harness is
+judged by, an error scores 0 and its frames still count, so failing on hard questions never looks cheaper or
+better. An infrastructure error stops the run after the running tasks finish; nothing finished is lost.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+
+from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.errors import InfraError, MediaError
+from videvolve.evaluation.one_task import run_one
+from videvolve.evaluation.results import TaskResult, load_result, write_result
+from videvolve.models.base import VLM
+from videvolve.models.cache import ResponseCache
+from videvolve.models.cost import CostModel
+from videvolve.skill_library.harness import Harness
+from videvolve.tasks import Task
+
+
+def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostModel, settings: RuntimeSettings,
+                out_dir: Path, cache: ResponseCache | None = None,
+                on_result: Callable[[TaskResult], None] | None = None, executor: str = "local",
+                model: ModelSettings | None = None, ray_address: str | None = None) -> list[TaskResult]:
+    """Results for every task (stored ones reused), in the order of ``tasks``.
+
+    ``executor="ray"`` runs the pending tasks as Ray tasks (``model`` says how workers reach the model).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done: dict[str, TaskResult] = {}
+    pending = []
+    for task in tasks:
+        stored = load_result(out_dir, task, harness.version_id)
+        if stored is not None:
+            done[task.id] = stored
+            if on_result:
+                on_result(stored)
+        else:
+            pending.append(task)
+    ready = []
+    for task in pending:  # a task file may leave durations to be probed; a video that cannot be read is an error
+        try:
+            ready.append(task.with_duration())
+        except MediaError as exc:
+            failed = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
+                                outcome="error", error_kind="media", error=str(exc), score=0.0,
+                                usage={"frames": 0})
+            write_result(out_dir, failed)
+            done[task.id] = failed
+            if on_result:
+                on_result(failed)
+    pending = ready
+    if executor == "ray" and pending:
+        from videvolve.evaluation.executors import run_on_ray
+
+        if model is None:
+            raise ValueError("the ray executor needs the model settings to rebuild the client in its workers")
+        for r in run_on_ray(harness.path, pending, model, settings, out_dir, str(cache.path) if cache else None,
+                            ray_address, on_result):
+            done[r.task_id] = r
+        return [done[t.id] for t in tasks]
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def work(task: Task) -> TaskResult | None:
+        if stop.is_set():
+            return None
+        result = run_one(harness, task, vlm, cost, settings, out_dir, cache)
+        with lock:
+            done[task.id] = result
+            if on_result:
+                on_result(result)
+        return result
+
+    with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
+        futures: list[Future[TaskResult | None]] = [pool.submit(work, t) for t in pending]
+        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failure = next((f.exception() for f in finished if f.exception() is not None), None)
+        if failure is not None:
+            stop.set()
+            for f in futures:
+                f.cancel()
+            wait(futures)
+            if isinstance(failure, InfraError):
+                raise failure
+            raise failure
+    return [done[t.id] for t in tasks]
