@@ -22,7 +22,7 @@ class ModelSettings(BaseModel):
     family: str = Field("qwen2.5-vl", description="visual-token formula: qwen2.5-vl (f=28) or qwen3-vl (f=32)")
     temperature: float = Field(0.0, description="0 makes replies repeatable and cacheable")
     max_tokens: int = Field(1024, description="reply length cap")
-    timeout_s: float = Field(120.0, description="per-request timeout")
+    timeout_s: float = Field(120.0, description="seconds per model request", json_schema_extra={"flag": "--timeout"})
     max_retries: int = Field(4, description="retries of transient failures (connection, timeout, 429, 5xx)")
 
 
@@ -36,7 +36,8 @@ class RuntimeSettings(BaseModel):
     jpeg_quality: int = Field(90, ge=30, le=100)
     clip_mode: Literal["frames", "video"] = Field("frames", description="clips as images, or as one video_url part "
                                                   "with num_frames set to the metered frames")
-    wall_seconds: float = Field(900.0, description="a task's harness is killed after this long")
+    wall_seconds: float = Field(900.0, description="seconds before a task's harness is killed",
+                                json_schema_extra={"flag": "--task-timeout"})
     memory_bytes: int = Field(2 * 1024**3, description="address-space limit of the harness process")
     concurrency: int = Field(4, ge=1, description="tasks run at once")
 

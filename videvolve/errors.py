@@ -1,12 +1,56 @@
-"""One exception tree for videvolve.
+"""One exception tree for videvolve, and the one taxonomy of a task's errors (:class:`ErrorKind`).
 
-Media errors also subclass the matching builtin (as PyAV's ``InvalidDataError(FFmpegError, ValueError)`` does),
-so callers that only know ``FileNotFoundError`` or ``ValueError`` still catch them.
+Errors also subclass the matching builtin (as PyAV's ``InvalidDataError(FFmpegError, ValueError)`` does), so
+callers that only know ``FileNotFoundError`` or ``ValueError`` still catch them. The CLI prints an error of this
+tree as one line; anything else is a bug and prints its traceback.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
+
+
+class ErrorKind(StrEnum):
+    """Why a task failed. Harness errors score 0 with their cost counted; infrastructure errors are never scored.
+
+    Infrastructure errors (endpoint down, auth, overload, unknown model) are retried, then stop the run cleanly
+    for a later ``--resume``: they never become a task's result. Every other kind is the harness's own failure.
+    """
+
+    PARSE = "parse"
+    """The model's reply, or the harness's answer, could not be read as an answer."""
+    BUDGET = "budget"
+    """The harness asked for more than its per-task budget (frames, context, handles, pixels)."""
+    TIMEOUT = "timeout"
+    """The harness ran past its wall-clock limit and was killed."""
+    MEMORY = "memory"
+    """The harness ran past its memory limit."""
+    CRASH = "crash"
+    """The harness raised, exited or broke the protocol."""
+    STATIC = "static"
+    """The static check refused the harness's code before it ran."""
+    INVALID = "invalid"
+    """The harness sent a request the SDK could not serve (wrong arguments, malformed messages)."""
+    BAD_REQUEST = "bad_request"
+    """The model server rejected the request (400, 413, 422: too long, undecodable media)."""
+    MEDIA = "media"
+    """The task's video cannot be read."""
+    UNREACHABLE = "unreachable"
+    """Infrastructure: the endpoint cannot be reached, or keeps failing (connection, 5xx, overload)."""
+    AUTH = "auth"
+    """Infrastructure: the endpoint refuses our credentials or does not serve the model."""
+
+    @property
+    def infrastructure(self) -> bool:
+        """Retried then a clean stop; never a scored outcome."""
+        return self in (ErrorKind.UNREACHABLE, ErrorKind.AUTH)
+
+    @property
+    def harness_fault(self) -> bool:
+        """The candidate's own code is broken (validation sends it back to the editor)."""
+        return self in (ErrorKind.STATIC, ErrorKind.CRASH, ErrorKind.PARSE, ErrorKind.TIMEOUT, ErrorKind.MEMORY,
+                        ErrorKind.INVALID)
 
 
 class VidevolveError(Exception):
@@ -56,6 +100,14 @@ class TimeOutOfRangeError(MediaError, ValueError):
         )
 
 
+class UsageError(VidevolveError, ValueError):
+    """A command, setting or argument the user gave cannot be used; the message says what to do."""
+
+
+class InputNotFoundError(VidevolveError, FileNotFoundError):
+    """A file or folder the user named does not exist."""
+
+
 class TaskFormatError(VidevolveError, ValueError):
     """A tasks or annotation file holds invalid records; ``problems`` lists each as 'file:line: reason'."""
 
@@ -84,8 +136,12 @@ class ModelRequestError(ModelError):
 
 
 class HarnessError(VidevolveError):
-    """A harness failed on a task; recorded as an ``error`` outcome that scores 0."""
+    """A harness failed on a task, or a harness directory is unusable; a task's failure scores 0."""
+
+    kind: ErrorKind = ErrorKind.CRASH
 
 
 class BudgetExceeded(HarnessError):
     """A harness asked for more frames than its per-task budget."""
+
+    kind = ErrorKind.BUDGET

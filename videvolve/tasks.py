@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
-from videvolve.errors import TaskFormatError
+from videvolve.errors import InputNotFoundError, TaskFormatError, UsageError
 
 Kind = Literal["mcq", "grounding"]
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -127,7 +127,7 @@ class Task(BaseModel):
     def view(self) -> TaskView:
         """The allowlisted view that harness code may see (the duration must be known: see ``with_duration``)."""
         if self.duration is None:
-            raise ValueError(f"task {self.id}: the video's duration is unknown; probe {self.video} first")
+            raise UsageError(f"task {self.id}: the video's duration is unknown; probe {self.video} first")
         return TaskView(
             id=self.id,
             kind=self.kind,
@@ -181,7 +181,7 @@ def read_tasks(path: str | Path) -> list[Task]:
     """Read a tasks JSONL file; raise :class:`TaskFormatError` listing the file and line of every bad record."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"tasks file not found: {path}")
+        raise InputNotFoundError(f"tasks file not found: {path}")
     records, problems = _read_jsonl_records(path)
     tasks: list[Task] = []
     seen: dict[str, int] = {}
@@ -256,10 +256,10 @@ def parse_fractions(text: str) -> dict[str, float]:
         elif i < len(SPLITS) and len(parts) == len(SPLITS):
             name, value = SPLITS[i], part
         else:
-            raise ValueError(f"cannot read fraction {part!r}: use name=value, e.g. train=0.6,selection=0.2,test=0.2")
+            raise UsageError(f"cannot read fraction {part!r}: use name=value, e.g. train=0.6,selection=0.2,test=0.2")
         out[name.strip()] = float(value)
     if any(v < 0 for v in out.values()) or sum(out.values()) <= 0:
-        raise ValueError(f"fractions must be non-negative and not all zero: {text!r}")
+        raise UsageError(f"fractions must be non-negative and not all zero: {text!r}")
     return out
 
 
@@ -270,7 +270,7 @@ def split_by_video(tasks: Sequence[Task], fractions: Mapping[str, float], seed: 
     split with a positive fraction gets at least one video when there are enough videos.
     """
     if not fractions:
-        raise ValueError("no split fractions given")
+        raise UsageError("no split fractions given")
     total = sum(fractions.values())
     names = list(fractions)
     videos = sorted({t.video_id for t in tasks})

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; user errors print one line and exit 2."""
+    """Run one command: our own errors print one line and exit 2; a bug prints its traceback and exits 70."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     passthrough: list[str] = []
@@ -55,13 +55,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.passthrough = passthrough
     try:
         return int(args.func(args) or 0)
-    except (VidevolveError, FileNotFoundError, ValueError) as exc:
+    except VidevolveError as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
         return 2
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         return 130
-
+    except Exception:
+        console.print_exception(max_frames=20)
+        console.print("[bold red]This is a bug in videvolve[/], not something you did: please report it with the "
+                      "traceback above and the command you ran (https://github.com/videvolve/videvolve/issues).",
+                      highlight=False)
+        return 70
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,51 +1,40 @@
-"""Arguments shared by the commands that talk to a model."""
+"""Arguments shared by the commands that talk to a model, generated from the settings models."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from videvolve.cli.flags import add_settings, build, given
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.models.cache import ResponseCache
 
 
-def add_model_args(p: argparse.ArgumentParser) -> None:
-    """--backend, --model, --base-url, --api-key-env, --family, --budget, ..."""
-    g = p.add_argument_group("model")
-    g.add_argument("--backend", choices=["sim", "openai"], default="sim",
-                   help="sim: offline SimVLM (default); openai: an OpenAI-compatible server such as vLLM")
-    g.add_argument("--model", default=None, help="model name as the server knows it (default simvlm for sim)")
-    g.add_argument("--base-url", default=None, help="e.g. http://127.0.0.1:8000/v1")
-    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    g.add_argument("--family", default="qwen2.5-vl", choices=["qwen2.5-vl", "qwen3-vl"],
-                   help="visual-token formula of the model family")
-    g.add_argument("--max-tokens", type=int, default=1024)
-    g.add_argument("--timeout", type=float, default=120.0, help="seconds per model request")
-    g.add_argument("--max-retries", type=int, default=4, help="retries of transient endpoint failures")
-    r = p.add_argument_group("harness runtime")
-    r.add_argument("--budget", type=int, default=None, help="per-question cap on distinct frames shown to the model")
-    r.add_argument("--image-format", choices=["png", "jpeg"], default=None,
-                   help="how images are sent (default: png for sim, jpeg for openai)")
-    r.add_argument("--clip-mode", choices=["frames", "video"], default="frames")
-    r.add_argument("--task-timeout", type=float, default=900.0, help="seconds before a harness is killed")
-    r.add_argument("--cache", type=Path, default=None, help="response cache file (default ~/.cache/videvolve)")
-    r.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
-    r.add_argument("--proxy", choices=["never", "auto", "always"], default="never",
-                   help="read frames from low-resolution proxies (auto: for long, 4K, HEVC/AV1 or VFR sources)")
+def add_model_args(p: argparse.ArgumentParser, cache: bool = True) -> None:
+    """The model's and the harness runtime's settings as flags (``--backend``, ``--model``, ``--budget``, ...)."""
+    add_settings(p.add_argument_group("model"), ModelSettings)
+    add_settings(p.add_argument_group("harness runtime"), RuntimeSettings)
+    if cache:
+        c = p.add_argument_group("cache and sources")
+        c.add_argument("--cache", type=Path, default=None, help="response cache file (default ~/.cache/videvolve)")
+        c.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
+        c.add_argument("--proxy", choices=["never", "auto", "always"], default="never",
+                       help="read frames from low-resolution proxies (auto: for long, 4K, HEVC/AV1 or VFR sources)")
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
-    """Model settings from the arguments."""
-    return ModelSettings(backend=args.backend, model=args.model or ("simvlm" if args.backend == "sim" else ""),
-                         base_url=args.base_url, api_key_env=args.api_key_env, family=args.family,
-                         max_tokens=args.max_tokens, timeout_s=args.timeout, max_retries=args.max_retries)
+    """Model settings from the flags given (the sim backend's model is ``simvlm`` unless named)."""
+    data = given(args, ModelSettings)
+    if data.get("backend", "sim") != "sim" and "model" not in data:
+        data["model"] = ""
+    return build(ModelSettings, data, "the command line")
 
 
-def runtime_settings(args: argparse.Namespace, concurrency: int = 1) -> RuntimeSettings:
-    """Runtime settings from the arguments."""
-    fmt = args.image_format or ("png" if args.backend == "sim" else "jpeg")
-    return RuntimeSettings(budget=args.budget, image_format=fmt, clip_mode=args.clip_mode,
-                           wall_seconds=args.task_timeout, concurrency=concurrency)
+def runtime_settings(args: argparse.Namespace) -> RuntimeSettings:
+    """Runtime settings from the flags given (images as png for SimVLM, jpeg for a real server by default)."""
+    data = given(args, RuntimeSettings)
+    data.setdefault("image_format", "png" if model_settings(args).backend == "sim" else "jpeg")
+    return build(RuntimeSettings, data, "the command line")
 
 
 def open_cache(args: argparse.Namespace) -> ResponseCache | None:

@@ -15,6 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from videvolve.cli.common import add_model_args, model_settings, runtime_settings
+from videvolve.cli.flags import add_settings, build, given
+from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.errors import InputNotFoundError, UsageError
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -24,96 +27,79 @@ NEXT = {"prepare": "solving a training batch", "solve": "investigating failures"
         "record": "solving the next batch"}
 
 
+# the run's own place and the models are set from other flags; everything else is a Context field's own flag
+NOT_FLAGS = ("run_dir", "run_id")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``evolve``."""
+    """Add ``evolve``: one flag per setting of :class:`~videvolve.graph.context.Context`."""
+    from videvolve.graph.context import Context
+
     p = sub.add_parser("evolve", help="improve a harness on training tasks, gated on a video-disjoint selection set")
-    p.add_argument("--tasks", type=Path, default=None, help="tasks file with train and selection splits")
     p.add_argument("--run", type=Path, required=True, help="run directory (its name is the run id)")
-    p.add_argument("--seed-harness", default=None, help="seed name or harness directory (default uniform)")
-    p.add_argument("--editor", choices=["heuristic", "llm"], default=None)
-    p.add_argument("--editor-model", default=None, help="model of the llm editor (default: the solver's)")
-    p.add_argument("--editor-base-url", default=None, help="endpoint of the editor model (default: the solver's)")
-    p.add_argument("--investigator-model", default=None, help="model for the investigator's probes")
-    p.add_argument("--iterations", type=int, default=None, help="revisions to try (default 6)")
-    p.add_argument("--hours", type=float, default=None, help="stop after this much wall-clock time")
-    p.add_argument("--batch", type=int, default=None, help="training tasks per iteration (default 8)")
-    p.add_argument("--memory", type=Path, default=None, help="diagnosis memory shared by runs "
-                   "(default ~/.videvolve/memory)")
-    p.add_argument("--max-calls", type=int, default=None, help="stop after this many model calls")
-    p.add_argument("--max-visual-tokens", type=int, default=None, help="stop after this many visual tokens")
-    p.add_argument("--cost-metric", choices=["frames", "visual_tokens"], default=None)
-    p.add_argument("--embedder", choices=["auto", "minilm", "hashing"], default=None)
-    p.add_argument("--concurrency", type=int, default=None)
-    p.add_argument("--seed", type=int, default=None, help="drives batch sampling")
-    p.add_argument("--budgets", default=None, help="frame-budget tiers of a final mixture, e.g. 16,32,64,128")
-    p.add_argument("--validation", choices=["full", "multi-fidelity"], default=None,
-                   help="multi-fidelity: screen candidates on nested rungs of the selection set first")
-    p.add_argument("--rungs", default=None, help="rung sizes for multi-fidelity (default 0.1,0.25,0.5,1.0)")
-    p.add_argument("--penalty", type=float, default=None, help="lambda of the penalized accuracy (default 1.5)")
-    p.add_argument("--search", choices=["chain", "mcts"], default=None, help="chain (Video-RSI) or mcts (VidHarness)")
-    p.add_argument("--children", type=int, default=None, help="candidates per mcts expansion (default 3)")
-    p.add_argument("--uct-c", type=float, default=None, help="mcts exploration weight (default 0.5)")
-    p.add_argument("--executor", choices=["local", "ray"], default=None, help="where evaluations run")
-    p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local one)")
+    add_settings(p.add_argument_group("run settings"), Context, skip=NOT_FLAGS)
+    g = p.add_argument_group("editor and investigator models (default: the solver's)")
+    g.add_argument("--editor-model", default=None, help="model name of the editor")
+    g.add_argument("--editor-base-url", default=None, help="endpoint of the editor model")
+    g.add_argument("--investigator-model", default=None, help="model name of the investigator's probes")
     p.add_argument("--config", type=Path, default=None, help="TOML or JSON of settings (a run's settings.json works)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost, spend nothing")
     p.add_argument("--resume", action="store_true", help="continue the run in --run where it stopped")
     p.add_argument("--log-level", default="WARNING")
-    add_model_args(p)
+    add_model_args(p, cache=False)
     p.set_defaults(func=cmd_evolve)
 
 
 def _load_config(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
+    if not path.is_file():
+        raise InputNotFoundError(f"config file not found: {path}")
     text = path.read_text(encoding="utf-8")
-    return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    try:
+        return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
 
 
 def build_context(args: argparse.Namespace) -> Any:
     """Settings from --config (or the run's settings.json on --resume), then the flags given explicitly."""
+    from videvolve.api import resolve_harness
     from videvolve.graph.context import Context
 
     run = args.run.resolve()
+    flags = given(args, Context)
     if args.resume:
         if not (run / "settings.json").exists():
-            raise ValueError(f"nothing to resume in {run} (no settings.json); drop --resume to start it")
+            raise UsageError(f"nothing to resume in {run} (no settings.json); drop --resume to start it")
         data = json.loads((run / "settings.json").read_text())
-        for key in EXTENDABLE:
-            if getattr(args, key) is not None:
-                data[key] = getattr(args, key)
-        return Context.model_validate(data)
+        data.update({k: v for k, v in flags.items() if k in EXTENDABLE})
+        return build(Context, data, str(run / "settings.json"))
     if (run / "settings.json").exists():
-        raise ValueError(f"{run} already holds a run; pass --resume to continue it, or choose another --run")
+        raise UsageError(f"{run} already holds a run; pass --resume to continue it, or choose another --run")
     data = _load_config(args.config)
-    data.update({"run_dir": str(run), "run_id": run.name})
-    explicit = {"tasks": args.tasks, "seed_harness": args.seed_harness, "editor": args.editor,
-                "iterations": args.iterations, "hours": args.hours, "batch": args.batch, "memory": args.memory,
-                "max_calls": args.max_calls, "max_visual_tokens": args.max_visual_tokens,
-                "cost_metric": args.cost_metric, "embedder": args.embedder, "seed": args.seed,
-                "cache": None if args.cache is None else str(args.cache),
-                "proxy": None if args.proxy == "never" else args.proxy,
-                "budgets": [int(x) for x in args.budgets.split(",")] if args.budgets else None,
-                "validation": args.validation, "penalty": args.penalty, "search": args.search,
-                "children": args.children, "uct_c": args.uct_c, "executor": args.executor,
-                "ray_address": args.ray_address,
-                "rungs": [float(x) for x in args.rungs.split(",")] if args.rungs else None}
-    data.update({k: (str(v) if isinstance(v, Path) else v) for k, v in explicit.items() if v is not None})
+    data.update({"run_dir": str(run), "run_id": run.name, **flags})
     if "tasks" not in data:
-        raise ValueError("--tasks is required (or a --config that names them)")
+        raise UsageError("--tasks is required (or a --config that names them)")
     data["tasks"] = str(Path(data["tasks"]).resolve())
-    if args.backend != "sim" or "model" not in data:
-        data["model"] = model_settings(args).model_dump()
-    runtime = runtime_settings(args, args.concurrency or data.get("runtime", {}).get("concurrency", 4))
-    data.setdefault("runtime", runtime.model_dump())
+    if "seed_harness" in data:  # a run directory given as the seed: its best harness (or its mixture's tier)
+        data["seed_harness"] = str(resolve_harness(data["seed_harness"]))
+    for key in ("memory", "cache"):
+        if data.get(key):
+            data[key] = str(Path(data[key]).expanduser().resolve())
+    solver = model_settings(args)
+    if given(args, ModelSettings) or "model" not in data:
+        data["model"] = {**data.get("model", {}), **solver.model_dump(exclude_unset=True),
+                         **given(args, ModelSettings)}
+    data["runtime"] = {**data.get("runtime", {}), **given(args, RuntimeSettings)}
+    data["runtime"].setdefault("image_format", runtime_settings(args).image_format)
     if args.editor_model or args.editor_base_url:
-        em = model_settings(args)
-        data["editor_model"] = em.model_copy(update={"backend": "openai", "model": args.editor_model or em.model,
-                                                     "base_url": args.editor_base_url or em.base_url}).model_dump()
+        update = {"backend": "openai", "model": args.editor_model or solver.model,
+                  "base_url": args.editor_base_url or solver.base_url}
+        data["editor_model"] = solver.model_copy(update=update).model_dump()
     if args.investigator_model:
-        data["investigator_model"] = model_settings(args).model_copy(update={"model": args.investigator_model}
-                                                                     ).model_dump()
-    return Context.model_validate(data)
+        data["investigator_model"] = solver.model_copy(update={"model": args.investigator_model}).model_dump()
+    return build(Context, data, str(args.config) if args.config else "the command line")
 
 
 def _dry_run(ctx: Any) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from videvolve.errors import InputNotFoundError, UsageError
 from videvolve.memory.store import ChromaStore
 
 out = Console(soft_wrap=True)
@@ -48,7 +49,7 @@ def _store(args: argparse.Namespace) -> ChromaStore:
     from videvolve.memory import open_store
 
     if not args.memory.exists():
-        raise FileNotFoundError(f"no memory at {args.memory} (run `videvolve evolve` first, or pass --memory)")
+        raise InputNotFoundError(f"no memory at {args.memory} (run `videvolve evolve` first, or pass --memory)")
     return open_store(args.memory)
 
 
@@ -75,7 +76,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     """``diagnoses show``."""
     record = _store(args).get(args.id)
     if record is None:
-        raise ValueError(f"no diagnosis {args.id!r} in {args.memory} (see `videvolve diagnoses list`)")
+        raise UsageError(f"no diagnosis {args.id!r} in {args.memory} (see `videvolve diagnoses list`)")
     if args.json:
         print(record.model_dump_json())
         return 0

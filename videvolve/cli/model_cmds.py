@@ -24,7 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--tasks", type=Path, required=True)
     e.add_argument("--split", default="test", help="split to run (or 'all')")
     e.add_argument("--harness", default="uniform", help="seed name or harness directory")
-    e.add_argument("--concurrency", type=int, default=4)
     e.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
     e.add_argument("--out", type=Path, default=None, help="output folder (default evals/<harness>-<split>); "
                    "rerunning into it skips finished tasks")
@@ -67,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=cmd_serve_vllm)
 
     d = sub.add_parser("doctor", help="check decoding, the sandbox and a model endpoint; say what to fix")
-    add_model_args(d)
+    add_model_args(d, cache=False)
     d.set_defaults(func=cmd_doctor)
 
 
@@ -92,34 +91,17 @@ def summary_table(title: str, summary: dict[str, Any]) -> Table:
 def cmd_eval(args: argparse.Namespace) -> int:
     """``videvolve eval``."""
     from videvolve.api import resolve_harness
-    from videvolve.datasets.submissions import write_submissions
-    from videvolve.evaluation.solve import solve_tasks
-    from videvolve.evaluation.summary import summarize, write_summary
+    from videvolve.evaluation.evaluate import evaluate, select, with_proxies
     from videvolve.models import make_vlm
     from videvolve.models.cost import cost_model
-    from videvolve.skill_library.harness import copy_harness, load_harness
     from videvolve.tasks import read_tasks
 
-    tasks = read_tasks(args.tasks)
-    if args.split != "all":
-        tasks = [t for t in tasks if t.split == args.split]
-    if args.limit:
-        tasks = tasks[: args.limit]
-    if not tasks:
-        raise ValueError(f"no tasks in split {args.split!r} of {args.tasks} (see `videvolve tasks validate`)")
-    if args.proxy != "never":
-        from videvolve.media.proxy import proxied
-
-        mapping = proxied([t.video for t in tasks], args.proxy,
-                          on_build=lambda v: err.print(f"making a proxy of {v} (once)", highlight=False))
-        tasks = [t.model_copy(update={"video": mapping[t.video]}) for t in tasks]
-    src = resolve_harness(args.harness, args.budget)
+    ms, rs = model_settings(args), runtime_settings(args)
+    tasks = select(read_tasks(args.tasks), args.split, args.limit, str(args.tasks))
+    tasks = with_proxies(tasks, args.proxy, lambda v: err.print(f"making a proxy of {v} (once)", highlight=False))
+    src = resolve_harness(args.harness, rs.budget)
     name = Path(args.harness).name
     outdir = args.out or Path("evals") / f"{name}-{args.split}"
-    harness = load_harness(copy_harness(src, outdir / "harnesses"))
-    ms, rs = model_settings(args), runtime_settings(args, args.concurrency)
-    vlm, cache = make_vlm(ms), open_cache(args)
-    cost = cost_model(ms.family)
     scores: list[float] = []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn())
@@ -131,23 +113,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
             progress.update(bar, advance=1, info=f"score {sum(scores) / len(scores):.3f}")
 
         try:
-            results = solve_tasks(harness, tasks, vlm, cost, rs, outdir, cache, on_result=on_result,
-                                  executor=args.executor, model=ms, ray_address=args.ray_address)
+            done = evaluate(src, tasks, outdir, make_vlm(ms), cost_model(ms.family), rs, open_cache(args), ms,
+                            args.executor, args.ray_address, on_result,
+                            meta={"harness": name, "split": args.split, "backend": ms.backend, "model": ms.model})
         except InfraError as exc:
             progress.stop()
             err.print(f"[bold red]run stopped:[/] {exc}\n{len(scores)} task result(s) are kept in {outdir}; "
                       "rerun the same command to continue.", highlight=False)
             return 3
-    summary = summarize(tasks, results)
-    summary.update({"harness": name, "harness_id": harness.version_id, "split": args.split,
-                    "backend": ms.backend, "model": ms.model})
-    write_summary(outdir, summary)
-    by_id = {r.task_id: r for r in results}
-    write_submissions(tasks, [by_id[t.id].prediction for t in tasks], outdir)
+    summary = done.summary
     if args.json:
         print(json.dumps(summary, default=float))
     else:
-        out.print(summary_table(f"{name} ({harness.version_id}) on {args.split} of {args.tasks.name}", summary))
+        out.print(summary_table(f"{name} ({done.harness.version_id}) on {args.split} of {args.tasks.name}", summary))
         out.print(f"results, traces and predictions: {outdir}")
     return 0
 
@@ -158,7 +136,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from videvolve.models import make_vlm
 
     ms = model_settings(args)
-    loaded = load_harness(args.harness, args.budget)
+    loaded = load_harness(args.harness, runtime_settings(args).budget)
     answer = loaded.ask(args.video, args.question, options=args.option or None, grounding=args.grounding,
                         model=ms, runtime=runtime_settings(args), vlm=make_vlm(ms), cache=open_cache(args),
                         trace=args.trace)

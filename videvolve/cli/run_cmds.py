@@ -10,6 +10,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from videvolve.errors import InputNotFoundError, UsageError
+
 out = Console(soft_wrap=True)
 
 
@@ -47,7 +49,7 @@ def _version_dir(run: Path, version: str) -> Path:
         return run / "best"
     matches = [p for p in (run / "harnesses").glob(f"{version}*") if p.is_dir()]
     if len(matches) != 1:
-        raise ValueError(f"{'no' if not matches else 'more than one'} harness version {version!r} in {run}/harnesses "
+        raise UsageError(f"{'no' if not matches else 'more than one'} harness version {version!r} in {run}/harnesses "
                          "(see `videvolve harness list`)")
     return matches[0]
 
@@ -56,7 +58,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     """``harness list``."""
     path = args.run / "lineage.jsonl"
     if not path.exists():
-        raise FileNotFoundError(f"no lineage in {args.run}: is it a run directory?")
+        raise InputNotFoundError(f"no lineage in {args.run}: is it a run directory?")
     merged: dict[str, dict] = {}
     for line in path.read_text().splitlines():
         rec = json.loads(line)
@@ -99,7 +101,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """``harness export``."""
     src = _version_dir(args.run, args.version)
     if args.dest.exists():
-        raise ValueError(f"{args.dest} exists; choose a new destination")
+        raise UsageError(f"{args.dest} exists; choose a new destination")
     shutil.copytree(src, args.dest)
     out.print(f"exported {src.name} to {args.dest} (use it with `videvolve eval --harness {args.dest}`)")
     return 0
@@ -109,7 +111,7 @@ def cmd_mixture(args: argparse.Namespace) -> int:
     """``harness mixture``."""
     path = args.run / "mixture.json"
     if not path.exists():
-        raise FileNotFoundError(f"no mixture in {args.run}: run `videvolve evolve ... --budgets 16,32,64,128`")
+        raise InputNotFoundError(f"no mixture in {args.run}: run `videvolve evolve ... --budgets 16,32,64,128`")
     mixture = json.loads(path.read_text())
     table = Table(title=f"mixture of {args.run.name}: the version per frame budget on the selection set "
                         f"({mixture['selection_questions']} questions)")

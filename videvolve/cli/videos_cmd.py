@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from videvolve.errors import InputNotFoundError
+
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -35,7 +37,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     files = list_videos(args.folder)
     if not files:
-        raise FileNotFoundError(f"no video files under {args.folder}")
+        raise InputNotFoundError(f"no video files under {args.folder}")
     checks = [check_video(f) for f in files]
     if args.json:
         print(json.dumps([{"file": str(c.path), "status": c.status, "notes": c.notes, "damage_at": c.damage_at,

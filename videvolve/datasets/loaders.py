@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from videvolve.errors import TaskFormatError
+from videvolve.errors import InputNotFoundError, TaskFormatError
 from videvolve.tasks import Task
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v")
@@ -24,7 +24,7 @@ def read_json_records(path: str | Path) -> list[dict[str, Any]]:
     """A JSON list, or JSON Lines; errors name the file and line."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"annotation file not found: {path}")
+        raise InputNotFoundError(f"annotation file not found: {path}")
     text = path.read_text(encoding="utf-8")
     try:  # a JSON array, a single object, or one line of JSON Lines
         whole = json.loads(text)

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from videvolve.errors import MediaError, TaskFormatError
+from videvolve.errors import InputNotFoundError, MediaError, TaskFormatError, UsageError
 from videvolve.media import probe
 from videvolve.metrics.intervals import to_seconds
 from videvolve.tasks import LETTERS, Interval, Task
@@ -37,7 +37,7 @@ def parse_intervals_cell(text: str) -> list[Interval]:
             continue
         m = re.fullmatch(r"\s*([\d:.]+)\s*(?:-|to|–)\s*([\d:.]+)\s*", part)
         if not m:
-            raise ValueError(f"cannot read the interval {part!r} (write start-end in seconds or hh:mm:ss)")
+            raise UsageError(f"cannot read the interval {part!r} (write start-end in seconds or hh:mm:ss)")
         out.append(Interval(start=to_seconds(m.group(1)), end=to_seconds(m.group(2))))
     return out
 
@@ -54,7 +54,7 @@ def tasks_from_table(path: str | Path, videos_dir: str | Path, source: str = "cu
     """Tasks from a CSV or JSONL file; every bad row is reported with the file and its line."""
     path, videos = Path(path), Path(videos_dir)
     if not path.is_file():
-        raise FileNotFoundError(f"questions file not found: {path}")
+        raise InputNotFoundError(f"questions file not found: {path}")
     tasks, problems = [], []
     durations: dict[str, float] = {}
     counters: dict[str, int] = {}

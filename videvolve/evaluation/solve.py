@@ -14,7 +14,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from videvolve.config import ModelSettings, RuntimeSettings
-from videvolve.errors import InfraError, MediaError
+from videvolve.errors import InfraError, MediaError, UsageError
 from videvolve.evaluation.one_task import run_one
 from videvolve.evaluation.results import TaskResult, load_result, write_result
 from videvolve.models.base import VLM
@@ -60,7 +60,7 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
         from videvolve.evaluation.executors import run_on_ray
 
         if model is None:
-            raise ValueError("the ray executor needs the model settings to rebuild the client in its workers")
+            raise UsageError("the ray executor needs the model settings to rebuild the client in its workers")
         for r in run_on_ray(harness.path, pending, model, settings, out_dir, str(cache.path) if cache else None,
                             ray_address, on_result):
             done[r.task_id] = r

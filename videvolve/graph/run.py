@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from videvolve.errors import UsageError
 from videvolve.evaluation.results import TaskResult, load_result
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.graph.context import Context
@@ -120,7 +121,7 @@ def _build(settings_json: str) -> Run:
     train = [t.with_duration() for t in tasks if t.split == "train"]
     selection = [t.with_duration() for t in tasks if t.split == "selection"]
     if not train or not selection:
-        raise ValueError(f"{ctx.tasks} needs train and selection splits (`videvolve tasks split`); found "
+        raise UsageError(f"{ctx.tasks} needs train and selection splits (`videvolve tasks split`); found "
                          f"{len(train)} train and {len(selection)} selection tasks")
     excluded = {t.video_id for t in tasks if t.split not in ("train",)}
     if ctx.proxy != "never":

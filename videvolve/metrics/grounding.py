@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from videvolve.errors import UsageError
 from videvolve.metrics.intervals import Pair, hull_iou
 
 _NUM = r"(\d+(?:\.\d+)?)"
@@ -41,7 +42,7 @@ def parse_extremewhen(text: str, parser: str = "lmms") -> Pair | None:
             if m:
                 return _ordered(float(m.group(1)), float(m.group(2)))
         return None
-    raise ValueError(f"unknown ExtremeWhenBench parser {parser!r} (lmms or vllm)")
+    raise UsageError(f"unknown ExtremeWhenBench parser {parser!r} (lmms or vllm)")
 
 
 def render_extremewhen(interval: Sequence[float]) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from videvolve.errors import UsageError
+
 
 @dataclass(frozen=True)
 class CostModel:
@@ -58,7 +60,7 @@ def cost_model(family: str) -> CostModel:
     try:
         return COST_MODELS[family]
     except KeyError:
-        raise ValueError(f"unknown model family {family!r}; known: {', '.join(COST_MODELS)}") from None
+        raise UsageError(f"unknown model family {family!r}; known: {', '.join(COST_MODELS)}") from None
 
 
 def text_tokens(text: str) -> int:

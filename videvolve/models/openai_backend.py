@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from videvolve.config import ModelSettings
-from videvolve.errors import InfraError, ModelRequestError
+from videvolve.errors import InfraError, ModelRequestError, UsageError
 from videvolve.models.base import Message, Reply, Tool, ToolCall, Usage
 
 TRANSIENT = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
@@ -106,7 +106,7 @@ def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModel
     from langchain_openai import ChatOpenAI
 
     if not settings.base_url:
-        raise ValueError("the openai backend needs --base-url (e.g. http://127.0.0.1:8000/v1 for `vllm serve`)")
+        raise UsageError("the openai backend needs --base-url (e.g. http://127.0.0.1:8000/v1 for `vllm serve`)")
     key = api_key or os.environ.get(settings.api_key_env) or "EMPTY"
     chat = ChatOpenAI(base_url=settings.base_url, api_key=key, model=settings.model,
                       temperature=settings.temperature, max_tokens=settings.max_tokens,

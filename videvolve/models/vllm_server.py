@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from videvolve.errors import InfraError
+from videvolve.errors import InfraError, InputNotFoundError
 
 
 def vllm_command(model: str, vllm_bin: str, host: str = "127.0.0.1", port: int = 8000,
@@ -33,7 +33,7 @@ def find_vllm(vllm_bin: str | None) -> str:
     """The vLLM executable: the given one, or ``vllm`` on PATH."""
     found = vllm_bin if vllm_bin and Path(vllm_bin).exists() else shutil.which(vllm_bin or "vllm")
     if not found:
-        raise FileNotFoundError("vLLM not found: install it in its own environment (`python -m venv ~/vllm && "
+        raise InputNotFoundError("vLLM not found: install it in its own environment (`python -m venv ~/vllm && "
                                 "~/vllm/bin/pip install vllm`) and pass --vllm-bin ~/vllm/bin/vllm")
     return found
 

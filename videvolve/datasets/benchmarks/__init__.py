@@ -4,6 +4,7 @@ from pathlib import Path
 
 from videvolve.datasets.benchmarks import grounding, mcq  # noqa: F401  (they register themselves)
 from videvolve.datasets.benchmarks.registry import REGISTRY, Benchmark
+from videvolve.errors import UsageError
 from videvolve.tasks import Task
 
 __all__ = ["REGISTRY", "Benchmark", "import_benchmark"]
@@ -13,5 +14,5 @@ def import_benchmark(benchmark: str, annotations: str | Path, videos_dir: str | 
                      meta: str | Path | None = None) -> list[Task]:
     """Tasks from a benchmark's annotation file (names: ``REGISTRY``)."""
     if benchmark not in REGISTRY:
-        raise ValueError(f"no loader for {benchmark!r}; available: {', '.join(sorted(REGISTRY))}")
+        raise UsageError(f"no loader for {benchmark!r}; available: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[benchmark].load(Path(annotations), Path(videos_dir), Path(meta) if meta else None)

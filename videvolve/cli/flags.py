@@ -1,0 +1,103 @@
+"""Command-line flags generated from the settings models, so that a setting is written once.
+
+Each field of a pydantic settings model becomes ``--field-name`` (or the name in its ``json_schema_extra["flag"]``)
+with the field's type, its choices when it is a ``Literal``, and its description as the help. Every flag defaults
+to ``None`` so that only what the user typed overrides a ``--config`` file or a resumed run's settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from videvolve.errors import UsageError
+
+
+def flag_name(name: str, field: FieldInfo) -> str:
+    """``--field-name``, or the field's own ``flag``."""
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    return str(extra.get("flag") or "--" + name.replace("_", "-"))
+
+
+def _strip_optional(tp: Any) -> Any:
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _list_of(item: Callable[[str], Any], what: str) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
+        try:
+            return [item(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}s, e.g. 1,2,3; got {text!r}") from None
+    return parse
+
+
+def _argument(field: FieldInfo) -> dict[str, Any] | None:
+    """Argparse keywords for a field, or None when it cannot be a flag (a nested model)."""
+    tp = _strip_optional(field.annotation)
+    origin = get_origin(tp)
+    if origin is Literal:
+        return {"choices": [str(c) for c in get_args(tp)]}
+    if origin is list:
+        (item,) = get_args(tp)
+        return {"type": _list_of(item, item.__name__), "metavar": f"{item.__name__.upper()},..."}
+    if tp is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if tp in (int, float, str):
+        return {"type": tp}
+    return None
+
+
+def _help(field: FieldInfo) -> str:
+    text = field.description or ""
+    if field.is_required():
+        return text.replace("%", "%%")
+    default = field.get_default(call_default_factory=True)
+    if default not in (None, [], ""):
+        shown = ",".join(map(str, default)) if isinstance(default, list) else default
+        text += f" (default {shown})"
+    return text.replace("%", "%%")
+
+
+def add_settings(parser: argparse.ArgumentParser | Any, model: type[BaseModel], skip: Iterable[str] = ()) -> None:
+    """One flag per field of ``model`` (nested models and ``skip`` left out)."""
+    for name, field in model.model_fields.items():
+        if name in skip:
+            continue
+        kwargs = _argument(field)
+        if kwargs is None:
+            continue
+        kwargs.setdefault("metavar", None if "choices" in kwargs or "action" in kwargs else name.upper())
+        parser.add_argument(flag_name(name, field), dest=f"{model.__name__}.{name}", default=None,
+                            help=_help(field), **kwargs)
+
+
+def given(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:
+    """The fields of ``model`` the user gave on the command line."""
+    out = {}
+    for name in model.model_fields:
+        value = getattr(args, f"{model.__name__}.{name}", None)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def build(model: type[BaseModel], data: dict[str, Any], source: str) -> Any:
+    """``model`` from data, with pydantic's complaints in plain words naming where the data came from."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"invalid settings in {source}: {problems}") from None

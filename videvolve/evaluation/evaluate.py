@@ -1,0 +1,72 @@
+"""``evaluate()``: a harness on a set of tasks, end to end, as ``eval``, the Python API and the experiments use it.
+
+It copies the harness into the output folder (so the results name an immutable version), reads frames from
+proxies when asked, runs every task (finished ones are reused), and writes ``summary.json``,
+``predictions.jsonl`` and each benchmark's submission file next to the results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.datasets.submissions import write_submissions
+from videvolve.errors import UsageError
+from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.evaluation.summary import summarize, write_summary
+from videvolve.models.base import VLM
+from videvolve.models.cache import ResponseCache
+from videvolve.models.cost import CostModel
+from videvolve.skill_library.harness import Harness, copy_harness, load_harness
+from videvolve.tasks import Task
+
+
+@dataclass
+class Evaluation:
+    """What ``evaluate`` produced: the harness version, every result, the summary and where they are."""
+
+    harness: Harness
+    results: list[TaskResult]
+    summary: dict[str, Any]
+    out_dir: Path
+
+
+def select(tasks: Sequence[Task], split: str, limit: int | None = None, source: str = "the tasks file") -> list[Task]:
+    """The tasks of a split (``all`` for every task), the first ``limit`` of them; none is an error."""
+    chosen = [t for t in tasks if split == "all" or t.split == split][: limit or None]
+    if not chosen:
+        raise UsageError(f"no tasks in split {split!r} of {source} (see `videvolve tasks validate`)")
+    return chosen
+
+
+def with_proxies(tasks: Sequence[Task], mode: str, on_build: Callable[[str], None] | None = None) -> list[Task]:
+    """Tasks whose video is a low-resolution proxy of a slow source (``mode``: never, auto or always)."""
+    if mode == "never":
+        return list(tasks)
+    from videvolve.media.proxy import proxied
+
+    mapping = proxied([t.video for t in tasks], mode, on_build=on_build)
+    return [t.model_copy(update={"video": mapping[t.video]}) for t in tasks]
+
+
+def evaluate(harness_dir: Path, tasks: Sequence[Task], out_dir: Path, vlm: VLM, cost: CostModel,
+             runtime: RuntimeSettings, cache: ResponseCache | None = None, model: ModelSettings | None = None,
+             executor: str = "local", ray_address: str | None = None,
+             on_result: Callable[[TaskResult], None] | None = None, meta: dict[str, Any] | None = None) -> Evaluation:
+    """Run a harness on tasks and write results, summary, predictions and submission files into ``out_dir``.
+
+    Raises :class:`~videvolve.errors.InfraError` when the endpoint fails for good; every finished result is kept,
+    and calling again with the same ``out_dir`` continues where it stopped.
+    """
+    harness = load_harness(copy_harness(harness_dir, out_dir / "harnesses"))
+    results = solve_tasks(harness, tasks, vlm, cost, runtime, out_dir, cache, on_result=on_result,
+                          executor=executor, model=model, ray_address=ray_address)
+    summary = {**summarize(tasks, results), "harness_id": harness.version_id, **(meta or {})}
+    write_summary(out_dir, summary)
+    by_id = {r.task_id: r for r in results}
+    write_submissions(list(tasks), [by_id[t.id].prediction for t in tasks], out_dir)
+    return Evaluation(harness=harness, results=results, summary=summary, out_dir=out_dir)
