@@ -22,7 +22,7 @@ LAYERS: dict[str, float] = {
     "metrics": 3, "datasets": 3, "models": 4, "memory": 4,
     "skill_library": 5,
     "evaluation": 6,
-    "search": 7, "investigator": 7, "editing": 7, "report": 7,
+    "search": 7, "investigator": 7, "editing": 7, "report": 8,
     "graph.context": 8, "graph.state": 8, "graph.routing": 8, "graph.run": 8,
     "nodes": 9,
     "graph": 10,

@@ -138,3 +138,37 @@ def test_llm_editor_revision_is_validated_gated_recorded_and_a_broken_one_droppe
     for version_dir in (tmp_path / "run" / "harnesses").iterdir():  # every version is still what its id says
         hashes_before[version_dir.name] = content_hash(version_dir)
         assert hashes_before[version_dir.name] == version_dir.name
+
+
+class ScriptedEditor:
+    """Proposes the scripted revisions in order, then nothing."""
+
+    def __init__(self, proposals: list[Any]) -> None:
+        self.proposals = list(proposals)
+
+    def propose(self, inp: Any) -> Any:
+        return self.proposals.pop(0) if self.proposals else None
+
+
+def test_a_repair_round_in_mcts_keeps_the_earlier_refusal(small_world, tmp_path, seed, monkeypatch):
+    """edit refuses one revision, validation sends the other back, the repair round's edit must not erase the first."""
+    from videvolve.editing import Proposal
+
+    edit_module = importlib.import_module("videvolve.nodes.edit")
+    broken = "def solve(task, ctx:\n    return 'A'\n"
+    editor = ScriptedEditor([
+        Proposal(operator="escape", rationale="r", edits={"../evil.py": "x"}),     # refused by the edit node
+        Proposal(operator="broken", rationale="r", edits={"solver.py": broken}),    # sent back by validation
+        Proposal(operator="broken2", rationale="r", edits={"solver.py": broken + "# 2\n"}),
+        Proposal(operator="broken3", rationale="r", edits={"solver.py": broken + "# 3\n"}),
+    ])
+    monkeypatch.setattr(edit_module, "make_editor", lambda run: editor)
+    state = run_graph(context(small_world, tmp_path, seed, iterations=1, search="mcts", children=2,
+                             repair_rounds=1))
+    first = [h for h in state["history"] if h["iteration"] == 0]
+    assert [(h["operator"], h["decision"]) for h in first] == [("escape", "dropped"), ("broken2", "dropped"),
+                                                               ("broken3", "dropped")]
+    assert "leaves the harness" in first[0]["reason"] and first[0]["candidate"] is None
+    assert all("syntax error" in h["reason"] for h in first[1:])
+    lineage = [json.loads(x) for x in (tmp_path / "run" / "lineage.jsonl").read_text().splitlines()]
+    assert {v["operator"] for v in lineage if v["decision"] == "dropped"} == {"broken2", "broken3"}

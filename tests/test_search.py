@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from videvolve.graph import Context, build_graph
-from videvolve.nodes.solve import pick_parent
 from videvolve.search.mixture import tier_for
 from videvolve.search.screening import rungs
+from videvolve.search.tree import pick_parent
 from videvolve.tasks import Task
 
 
@@ -39,14 +38,12 @@ def test_uct_prefers_unvisited_then_balances():
             "a": {"parent": "root", "visits": 2, "value": 1.4, "score": 0.7, "accepted": True},
             "b": {"parent": "root", "visits": 0, "value": 0.0, "score": 0.6, "accepted": True},
             "c": {"parent": "root", "visits": 0, "value": 0.0, "score": 0.9, "accepted": False}}
-    state: Any = {"tree": tree, "incumbent": "a"}
-    assert pick_parent(state, ctx) == "b"  # unvisited and accepted (c was rejected)
+    assert pick_parent(tree, "a", "mcts", ctx.uct_c) == "b"  # unvisited and accepted (c was rejected)
     tree["b"]["visits"], tree["b"]["value"] = 1, 0.3
-    assert pick_parent(state, ctx) == "a"  # now the best mean value wins
+    assert pick_parent(tree, "a", "mcts", ctx.uct_c) == "a"  # now the best mean value wins
     tree["a"]["exhausted"] = True
-    assert pick_parent(state, ctx) == "b"
-    chain = ctx.model_copy(update={"search": "chain"})
-    assert pick_parent(state, chain) == "a"  # chain search always revises the incumbent
+    assert pick_parent(tree, "a", "mcts", ctx.uct_c) == "b"
+    assert pick_parent(tree, "a", "chain", ctx.uct_c) == "a"  # chain search always revises the incumbent
 
 
 def test_tier_for_budget():
@@ -151,7 +148,7 @@ def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung(
               "slightly": [1.0 if i % 2 or i % 8 == 0 else 0.0 for i in range(40)]}  # 0.625
     run = FakeRun(ctx, scores)
     entries, _ = screen(run, "p", ["worse", "good", "slightly"], {"worse": "w", "good": "g", "slightly": "s"}, 0)
-    by = {e["candidate"]: e for e in entries}
+    by = {e.candidate: e.model_dump() for e in entries}
     first = rungs(run.selection, ctx.rungs, ctx.seed, "multi-fidelity")[0]
     assert by["worse"]["decision"] == "rejected" and "screened out at rung 1" in by["worse"]["reason"]
     assert run.evaluated["worse"] == {t.id for t in first}  # paid for the first rung only
@@ -163,16 +160,16 @@ def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung(
     # mcts keeps a candidate that lost the promotion for later; screened again, it pays only for new questions
     paid = {k: set(v) for k, v in run.evaluated.items()}
     entries, _ = screen(run, "p", ["slightly"], {}, 1, keep_pending=True)
-    assert entries[0]["decision"] == "accepted" and len(run.evaluated["slightly"]) == 40
+    assert entries[0].decision == "accepted" and len(run.evaluated["slightly"]) == 40
     pool = FakeRun(ctx, scores)
     entries, _ = screen(pool, "p", ["good", "slightly"], {}, 0, keep_pending=True)
-    assert {e["candidate"]: e["decision"] for e in entries}["slightly"] == "pending"
+    assert {e.candidate: e.decision for e in entries}["slightly"] == "pending"
     assert paid["p"] == run.evaluated["p"]
     assert sum(len(v) for k, v in run.evaluated.items() if k != "p") < 3 * 40
     full = FakeRun(ctx.model_copy(update={"validation": "full"}), scores)
     entries, _ = screen(full, "p", ["worse", "good", "slightly"], {}, 0)
     assert all(len(full.evaluated[c]) == 40 for c in ("worse", "good", "slightly"))
-    assert {e["candidate"]: e["decision"] for e in entries} == {"worse": "rejected", "good": "accepted",
+    assert {e.candidate: e.decision for e in entries} == {"worse": "rejected", "good": "accepted",
                                                                 "slightly": "accepted"}
 
 

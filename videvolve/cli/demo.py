@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.table import Table
 
 from videvolve.cli.data_cmds import stats_table
-from videvolve.cli.evolve_cmd import iteration_line
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world, world_stats
 from videvolve.evaluation.experiment import compare_on_test
@@ -24,6 +23,7 @@ from videvolve.graph.driver import evolve
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.report import build_report
+from videvolve.search.history import entries
 
 console = Console()
 
@@ -35,8 +35,8 @@ def _line(node: str, values: dict[str, Any], state: dict[str, Any], started: flo
     if node != "record":
         return
     it = int(state.get("iteration", 1)) - 1
-    for e in [h for h in state.get("history") or [] if h.get("iteration") == it]:
-        console.print(f"{iteration_line(e)} [{time.time() - started:.0f} s]", highlight=False)
+    for e in entries(h for h in state.get("history") or [] if h.get("iteration") == it):
+        console.print(f"{e.line()} [{time.time() - started:.0f} s]", highlight=False)
 
 
 def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, iterations: int = 6) -> int:

@@ -18,6 +18,7 @@ from videvolve.cli.common import add_model_args, model_settings, runtime_setting
 from videvolve.cli.flags import add_settings, build, given
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import InputNotFoundError, UsageError
+from videvolve.search.history import entries
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -185,17 +186,5 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
 def _iteration_line(state: dict[str, Any]) -> None:
     it = int(state.get("iteration", 1)) - 1
-    for e in [h for h in state.get("history") or [] if h.get("iteration") == it]:
-        out.print(iteration_line(e), highlight=False)
-
-
-def iteration_line(e: dict[str, Any]) -> str:
-    """One history entry as a line of the log."""
-    decision = e.get("decision", "?")
-    colour = {"accepted": "green", "rejected": "yellow", "dropped": "red"}.get(decision, "dim")
-    scores = ""
-    if e.get("cand_score") is not None:
-        p = "" if e.get("p_value") is None else f", p {e['p_value']:.3f}"
-        scores = f"score {e['score']:.3f} -> {e['cand_score']:.3f}, cost {e['cost']:.1f} -> {e['cand_cost']:.1f}{p}; "
-    return (f"iteration {e.get('iteration', '?')}: {e.get('operator') or '-'} [{colour}]{decision}[/]: {scores}"
-            f"{e.get('reason', '')}")
+    for e in entries(h for h in state.get("history") or [] if h.get("iteration") == it):
+        out.print(e.line(), highlight=False)

@@ -5,25 +5,25 @@ from __future__ import annotations
 from typing import Literal
 
 from videvolve.graph.state import State
+from videvolve.search.tree import pending_children
 
 
-def pending_children(state: State) -> list[str]:
+def _pending(state: State) -> list[str]:
     """Children of this iteration's parent that lost an earlier promotion (mcts with multi-fidelity)."""
-    parent = state.get("parent")
-    return sorted(v for v, s in (state.get("tree") or {}).items() if s.get("parent") == parent and s.get("pending"))
+    return pending_children(state.get("tree") or {}, state.get("parent"))
 
 
 def route_after_edit(state: State) -> Literal["validate", "gate", "record"]:
     """Proposals are validated; with none, pending children still compete at the gate; else the record."""
     if state.get("candidates"):
         return "validate"
-    return "gate" if pending_children(state) else "record"
+    return "gate" if _pending(state) else "record"
 
 
 def route_after_validate(state: State) -> Literal["gate", "edit", "record"]:
     """Valid -> gate; invalid with repair rounds left -> back to the editor with the reason; none left -> record."""
     if not state.get("candidates"):
-        return "gate" if pending_children(state) else "record"
+        return "gate" if _pending(state) else "record"
     return "gate" if state.get("feedback") is None else "edit"
 
 

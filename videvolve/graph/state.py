@@ -5,6 +5,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
+from videvolve.search.tree import Tree
+
 
 def replace(_: Any, new: Any) -> Any:
     """Reducer of per-iteration channels: the latest value wins."""
@@ -14,6 +16,11 @@ def replace(_: Any, new: Any) -> Any:
 def merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
     """Reducer of keyed channels: entries are added or replaced, never dropped."""
     return {**(old or {}), **(new or {})}
+
+
+def extend_or_reset(old: list[Any] | None, new: list[Any] | None) -> list[Any]:
+    """Reducer of per-iteration lists that several nodes add to: ``None`` starts the list afresh."""
+    return [] if new is None else [*(old or []), *new]
 
 
 def add_counts(old: dict[str, float] | None, new: dict[str, float] | None) -> dict[str, float]:
@@ -49,13 +56,17 @@ class State(TypedDict, total=False):
     """How each candidate was made (a heuristic operator, or 'llm')."""
     feedback: str | None
     """Why validation failed, for the editor's repair round (one candidate at a time)."""
-    dropped: Annotated[list[dict[str, Any]], replace]
-    """Candidates refused by validation (after their repair rounds), with the reason."""
+    dropped: Annotated[list[dict[str, Any]], extend_or_reset]
+    """Candidates refused this iteration (by the editor's checks, or by validation after their repair rounds), with
+    the reason; edit and validate add to it, solve starts it afresh."""
+    no_proposal: str | None
+    """Why the editor proposed nothing this iteration (None when it proposed something)."""
     repair_round: int
-    tree: Annotated[dict[str, dict[str, Any]], merge]
+    tree: Annotated[Tree, merge]
     """Search tree (mcts): per version its parent, visits, value, score, cost, whether accepted or exhausted."""
     history: Annotated[list[dict[str, Any]], operator.add]
-    """One aggregate record per gate or dropped candidate: no per-item selection outcomes."""
+    """One :class:`~videvolve.search.history.GateEntry` (as plain JSON) per gated or dropped candidate: aggregates,
+    no per-item selection outcome."""
     spent: Annotated[dict[str, float], add_counts]
     """Running totals: model calls and visual tokens (solver, gate, investigator)."""
     stop_reason: str | None

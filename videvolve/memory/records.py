@@ -13,6 +13,11 @@ CATEGORIES: tuple[str, ...] = ("missed_event", "misperception", "evidence_unused
                                "infra_error", "budget_exhausted", "crash", "unresolved")
 
 
+Decision = Literal["seed", "accepted", "rejected", "pending", "dropped", "none"]
+"""What became of a harness version: the seed; a gate verdict (accepted, rejected, or pending a later promotion in
+mcts); refused before the gate (dropped); or nothing proposed at all (none)."""
+
+
 class Evidence(BaseModel):
     """One probe observation: a time and what was seen there."""
 
@@ -25,7 +30,7 @@ class RevisionOutcome(BaseModel):
 
     candidate: str | None = Field(None, description="harness version proposed")
     operator: str | None = Field(None, description="the editor's operator (heuristic) or 'llm'")
-    decision: Literal["accepted", "rejected", "pending", "dropped", "none"]
+    decision: Decision
     reason: str = ""
     d_score: float | None = None
     d_cost: float | None = None

@@ -18,9 +18,7 @@ from videvolve.graph.context import Context
 from videvolve.graph.run import Run, get_run
 from videvolve.graph.state import State
 from videvolve.models import make_vlm
-
-GATE_FIELDS = ("iteration", "parent", "candidate", "operator", "decision", "reason", "score", "cost", "cand_score",
-               "cand_cost", "p_value")
+from videvolve.search.history import entries, for_editor
 
 
 def editor_input(run: Run, state: State) -> EditorInput:
@@ -33,8 +31,9 @@ def editor_input(run: Run, state: State) -> EditorInput:
         for past, sim in run.memory.search(d.text(), k=3, exclude_videos=run.excluded_videos):
             if past.id not in current and (past.id not in similar or similar[past.id].similarity < sim):
                 similar[past.id] = PastDiagnosis(diagnosis=past, similarity=sim)
-    history = [{k: h.get(k) for k in GATE_FIELDS} for h in state.get("history", [])]
-    tried = [h["operator"] for h in state.get("history", []) if h.get("parent") == parent and h.get("operator")]
+    gated = entries(state.get("history", []))
+    history = [for_editor(e, len(run.selection)) for e in gated]
+    tried = [e.operator for e in gated if e.parent == parent and e.operator]
     if state.get("feedback"):
         tried += [op for op in state.get("operators", {}).values() if op]
     return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
@@ -76,6 +75,9 @@ def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         operators[version] = proposal.operator
         run.event(it, "edit", "proposal", parent=parent, candidate=version, operator=proposal.operator,
                   rationale=proposal.rationale)
+    why = None
     if not candidates and not dropped:
-        run.event(it, "edit", "no proposal", parent=parent)
-    return {"candidates": candidates, "operators": operators, "dropped": dropped, "feedback": None}
+        why = getattr(editor, "last_failure", None) or "the editor had nothing to propose"
+        run.event(it, "edit", "no proposal", parent=parent, why=why)
+    return {"candidates": candidates, "operators": operators, "dropped": dropped, "feedback": None,
+            "no_proposal": why}

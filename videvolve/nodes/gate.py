@@ -15,6 +15,7 @@ from videvolve.graph.run import get_run
 from videvolve.graph.state import State
 from videvolve.nodes.common import spent
 from videvolve.search.screening import screen
+from videvolve.search.tree import pending_children
 
 
 def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -22,11 +23,10 @@ def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     run, ctx = get_run(runtime.context), runtime.context
     parent = state["parent"]
     # mcts: children of this parent that lost an earlier promotion compete again (their results are on disk)
-    pending = sorted(v for v, s in state.get("tree", {}).items() if s.get("parent") == parent and s.get("pending")
-                     and v not in state["candidates"])
+    pending = pending_children(state.get("tree", {}), parent, exclude=state["candidates"])
     candidates = list(state["candidates"]) + pending
     entries, results = screen(run, parent, candidates, state.get("operators", {}), state["iteration"],
                               keep_pending=ctx.search == "mcts")
     for e in entries:
-        run.event(state["iteration"], "gate", e["decision"], **{k: v for k, v in e.items() if k != "iteration"})
-    return {"history": entries, "candidates": candidates, "spent": spent(results)}
+        run.event(state["iteration"], "gate", e.decision, **e.model_dump(exclude={"iteration", "decision"}))
+    return {"history": [e.model_dump() for e in entries], "candidates": candidates, "spent": spent(results)}

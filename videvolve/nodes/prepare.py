@@ -13,6 +13,7 @@ from videvolve.graph.run import get_run
 from videvolve.graph.state import State
 from videvolve.nodes.common import spent
 from videvolve.search.gate import aggregate
+from videvolve.search.tree import root
 from videvolve.skill_library.harness import copy_harness, find_harness
 
 
@@ -30,6 +31,5 @@ def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     run.event(0, "prepare", "baseline", harness=version, score=score, cost=cost, selection=len(run.selection))
     return {"started_at": time.time(), "iteration": 0, "incumbent": version, "incumbent_score": score,
             "incumbent_cost": cost, "parent": version, "history": [], "spent": spent(results),
-            "tree": {version: {"parent": None, "visits": 0, "value": 0.0, "score": score, "cost": cost,
-                               "accepted": True, "exhausted": False}},
+            "tree": root(version, score, cost),
             "stop_reason": "--iterations 0" if ctx.iterations == 0 else None}

@@ -6,13 +6,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from videvolve.errors import ErrorKind
 from videvolve.graph.context import Context
 from videvolve.graph.run import Run, get_run
 from videvolve.graph.state import State
 from videvolve.nodes.common import spent
 from videvolve.skill_library.harness import validate_harness
-
-HARNESS_FAULTS = ("static", "crash", "parse", "timeout", "memory")
 
 
 def why_invalid(run: Run, state: State, candidate: str, used: dict[str, float]) -> str | None:
@@ -25,7 +24,7 @@ def why_invalid(run: Run, state: State, candidate: str, used: dict[str, float]) 
     results = run.evaluate(candidate, smoke, "train")
     for k, v in spent(results).items():
         used[k] = used.get(k, 0.0) + v
-    bad = [r for r in results if r.outcome == "error" and r.error_kind in HARNESS_FAULTS]
+    bad = [r for r in results if r.outcome == "error" and ErrorKind(r.error_kind or "crash").harness_fault]
     return f"smoke run on task {bad[0].task_id}: {bad[0].error_kind}: {(bad[0].error or '')[:1500]}" if bad else None
 
 
@@ -34,7 +33,8 @@ def validate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     run, ctx = get_run(runtime.context), runtime.context
     it = state["iteration"]
     used: dict[str, float] = {}
-    valid, dropped = [], list(state.get("dropped", []))
+    valid: list[str] = []
+    dropped: list[dict[str, Any]] = []
     for cand in state.get("candidates", []):
         reason = why_invalid(run, state, cand, used)
         op = state.get("operators", {}).get(cand)

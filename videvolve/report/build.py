@@ -12,6 +12,7 @@ from jinja2 import Environment, StrictUndefined
 
 from videvolve.media import contact_sheet, frames_at
 from videvolve.report import plots
+from videvolve.search.history import GateEntry
 from videvolve.tasks import read_tasks
 
 MAX_TRACES = 6
@@ -34,23 +35,17 @@ def _versions(run: Path) -> list[dict[str, Any]]:
     return list(merged.values())
 
 
-def _history(run: Path) -> list[dict[str, Any]]:
-    out = []
+def _history(run: Path) -> list[GateEntry]:
+    """The gate's entries of a run, from its events (a resumed run may repeat a node's events: the last wins)."""
+    seen: dict[tuple[Any, Any], GateEntry] = {}
     for e in _jsonl(run / "events.jsonl"):
-        if e["node"] == "gate":
-            out.append({**e, "decision": e["event"]})
-        elif e["node"] == "record" and e["event"] in ("dropped", "none"):
-            out.append({"iteration": e["iteration"], "operator": e.get("operator"), "decision": e["event"],
-                        "reason": e.get("reason", ""), "score": None, "cand_score": None, "cost": None,
-                        "cand_cost": None, "p_value": None})
-    seen: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for h in out:  # a resumed run may repeat a node's events: keep the last
-        seen[(h["iteration"], h.get("candidate"))] = h
-    for h in seen.values():
-        h.setdefault("p_value", None)
-        h.setdefault("cand_score", None)
-        h.setdefault("cand_cost", None)
-    return sorted(seen.values(), key=lambda h: h["iteration"])
+        if e["node"] == "gate" or (e["node"] == "record" and e["event"] in ("dropped", "none")):
+            fields = {k: v for k, v in e.items() if k in GateEntry.model_fields and k not in ("iteration", "decision")}
+            fields.setdefault("parent", "?")
+            fields.setdefault("reason", "")
+            entry = GateEntry(iteration=e["iteration"], decision=e["event"], **fields)
+            seen[(entry.iteration, entry.candidate)] = entry
+    return sorted(seen.values(), key=lambda h: h.iteration)
 
 
 def _traces(run: Path, settings: dict[str, Any], out: Path) -> list[dict[str, Any]]:

@@ -12,23 +12,25 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
+from videvolve.search.history import GateEntry
+
 COLOURS = {"accepted": "#1a7f37", "rejected": "#d97706", "dropped": "#c00000", "seed": "#1f4e9c", "none": "#999999"}
 
 
-def progress(history: list[dict[str, Any]], seed: dict[str, Any], path: Path) -> Path:
-    """Selection score and mean cost per iteration, candidates marked accepted / rejected / dropped."""
+def progress(history: list[GateEntry], seed: dict[str, Any], path: Path) -> Path:
+    """Selection score and mean cost per iteration (the seed at 0), candidates marked accepted / rejected."""
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
     inc_x, inc_score, inc_cost = [0], [seed.get("score", 0.0)], [seed.get("cost", 0.0)]
     for h in history:
-        it = int(h["iteration"]) + 1
-        if h.get("cand_score") is not None:
-            colour = COLOURS.get(h["decision"], "#999999")
-            ax1.scatter(it, h["cand_score"], color=colour, zorder=3, label=h["decision"])
-            ax2.scatter(it, h["cand_cost"], color=colour, zorder=3)
-        accepted = h["decision"] == "accepted"
+        it = h.number
+        if h.cand_score is not None:
+            colour = COLOURS.get(h.decision, "#999999")
+            ax1.scatter(it, h.cand_score, color=colour, zorder=3, label=h.decision)
+            ax2.scatter(it, h.cand_cost, color=colour, zorder=3)
+        accepted = h.decision == "accepted" and h.cand_score is not None and h.cand_cost is not None
         inc_x.append(it)
-        inc_score.append(h["cand_score"] if accepted else inc_score[-1])
-        inc_cost.append(h["cand_cost"] if accepted else inc_cost[-1])
+        inc_score.append(h.cand_score if accepted and h.cand_score is not None else inc_score[-1])
+        inc_cost.append(h.cand_cost if accepted and h.cand_cost is not None else inc_cost[-1])
     ax1.step(inc_x, inc_score, where="post", color="#333333", label="incumbent")
     ax2.step(inc_x, inc_cost, where="post", color="#333333")
     handles, labels = ax1.get_legend_handles_labels()

@@ -18,6 +18,7 @@ from typing import Any
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.search.gate import aggregate, gate_rule
+from videvolve.search.history import GateEntry
 from videvolve.tasks import Task
 
 TOL = 1e-9
@@ -61,7 +62,7 @@ def paired_se(parent: list[float], candidate: list[float], population: int | Non
 
 
 def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, str | None],
-           iteration: int, keep_pending: bool = False) -> tuple[list[dict[str, Any]], list[TaskResult]]:
+           iteration: int, keep_pending: bool = False) -> tuple[list[GateEntry], list[TaskResult]]:
     """One aggregate entry per candidate (decision, reason, scores, how far it got) and the new results.
 
     ``keep_pending``: a hopeful candidate that loses the promotion is ``pending`` rather than rejected, so that it
@@ -72,7 +73,7 @@ def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, st
     eps = ctx.eps if ctx.eps is not None else 1 / len(selection)
     parent_all = {r.task_id: r for r in run.evaluate(parent, selection, "selection")}
     new: list[TaskResult] = []
-    entries: dict[str, dict[str, Any]] = {}
+    entries: dict[str, GateEntry] = {}
     alive = list(candidates)
     ladder = rungs(selection, ctx.rungs, ctx.seed, ctx.validation)
     for k, rung in enumerate(ladder):
@@ -85,19 +86,18 @@ def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, st
             new += res
             a2, c2 = aggregate(res, ctx.cost_metric)
             scored.append((cand, a2, c2, res))
-        base = {"iteration": iteration, "parent": parent, "score": a, "cost": c, "n": len(rung),
-                "rung": k + 1, "rungs": len(ladder), "eps": eps}
+        base: dict[str, Any] = {"iteration": iteration, "parent": parent, "score": a, "cost": c, "n": len(rung),
+                                "rung": k + 1, "rungs": len(ladder), "eps": eps}
         if last:
             for cand, a2, c2, res in scored:
                 decision = gate_rule(a, c, a2, c2, ctx.alpha, ctx.beta, eps)
                 boot = paired_bootstrap([r.score for r in p_res], [r.score for r in res], seed=ctx.seed)
                 mcq = [(o.score == 1, x.score == 1) for o, x in zip(p_res, res, strict=True) if o.kind == "mcq"]
-                entries[cand] = {**base, "candidate": cand, "operator": operators.get(cand),
-                                 "decision": "accepted" if decision.accept else "rejected", "reason": decision.reason,
-                                 "cand_score": a2, "cand_cost": c2, "p_value": boot.p_value,
-                                 "ci": [boot.ci_low, boot.ci_high],
-                                 "mcnemar_p": mcnemar([x for x, _ in mcq], [y for _, y in mcq]).p_value if mcq
-                                 else None}
+                entries[cand] = GateEntry(
+                    **base, candidate=cand, operator=operators.get(cand),
+                    decision="accepted" if decision.accept else "rejected", reason=decision.reason, cand_score=a2,
+                    cand_cost=c2, p_value=boot.p_value, ci=(boot.ci_low, boot.ci_high),
+                    mcnemar_p=mcnemar([x for x, _ in mcq], [y for _, y in mcq]).p_value if mcq else None)
             break
         se = 0.5 / math.sqrt(len(rung))
         hopeful = []
@@ -109,24 +109,23 @@ def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, st
             if better or cheaper:
                 hopeful.append((cand, a2, c2))
             else:
-                entries[cand] = {**base, "candidate": cand, "operator": operators.get(cand), "decision": "rejected",
-                                 "cand_score": a2, "cand_cost": c2, "p_value": None,
-                                 "reason": f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): "
-                                           f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f} + "
-                                           f"{ctx.penalty} x SE {d_se:.3f}) at cost {c2:.1f} vs {c:.1f} cannot "
-                                           f"pass the gate"}
+                entries[cand] = GateEntry(
+                    **base, candidate=cand, operator=operators.get(cand), decision="rejected", cand_score=a2,
+                    cand_cost=c2, reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): "
+                                         f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f} + "
+                                         f"{ctx.penalty} x SE {d_se:.3f}) at cost {c2:.1f} vs {c:.1f} cannot "
+                                         f"pass the gate")
         if not hopeful:
             alive = []
             break
         best = max(hopeful, key=lambda x: (x[1] - ctx.penalty * se, -x[2], x[0]))
         for cand, a2, c2 in hopeful:
             if cand != best[0]:
-                entries[cand] = {**base, "candidate": cand, "operator": operators.get(cand),
-                                 "decision": "pending" if keep_pending else "rejected",
-                                 "cand_score": a2, "cand_cost": c2, "p_value": None,
-                                 "reason": f"not promoted at rung {k + 1}: {best[0]} has the better penalized "
-                                           f"accuracy ({best[1] - ctx.penalty * se:.3f} vs "
-                                           f"{a2 - ctx.penalty * se:.3f})"
-                                           + ("; kept for a later promotion" if keep_pending else "")}
+                entries[cand] = GateEntry(
+                    **base, candidate=cand, operator=operators.get(cand),
+                    decision="pending" if keep_pending else "rejected", cand_score=a2, cand_cost=c2,
+                    reason=f"not promoted at rung {k + 1}: {best[0]} has the better penalized accuracy "
+                           f"({best[1] - ctx.penalty * se:.3f} vs {a2 - ctx.penalty * se:.3f})"
+                           + ("; kept for a later promotion" if keep_pending else ""))
         alive = [best[0]]
     return [entries[c] for c in candidates if c in entries], new

@@ -1,0 +1,98 @@
+"""The gate's history: one typed entry per candidate and iteration, aggregates only.
+
+The loop's state keeps entries as plain JSON (``GateEntry.model_dump()``) so the SQLite checkpointer stores them
+as data; every reader validates them back with :func:`entries`. What the editor sees of them is rounded to what the
+selection set can resolve (:func:`for_editor`), so that no aggregate can be read as one question's outcome.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from videvolve.memory.records import Decision
+
+
+class GateEntry(BaseModel):
+    """One candidate's fate in one iteration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iteration: int
+    parent: str = Field(description="the version the candidate revises")
+    candidate: str | None = Field(None, description="None: nothing was proposed, or the revision could not be "
+                                                    "written as a harness")
+    operator: str | None = Field(None, description="how it was made: a heuristic operator, 'llm', ...")
+    decision: Decision
+    reason: str
+    score: float | None = Field(None, description="the parent's mean score on the questions of the decision")
+    cost: float | None = Field(None, description="the parent's mean cost per question there")
+    cand_score: float | None = Field(None, description="the candidate's; None when it never reached the gate")
+    cand_cost: float | None = None
+    n: int | None = Field(None, description="questions the decision was made on")
+    rung: int | None = Field(None, description="the rung of the decision (1-based); rungs: how many there are")
+    rungs: int | None = None
+    eps: float | None = None
+    p_value: float | None = Field(None, description="paired bootstrap p of the score difference (full rung)")
+    ci: tuple[float, float] | None = None
+    mcnemar_p: float | None = None
+
+    @property
+    def number(self) -> int:
+        """The iteration as people count it: the seed is 0, the first revision 1 (logs, plots, report)."""
+        return self.iteration + 1
+
+    @property
+    def gated(self) -> bool:
+        """Whether the candidate answered selection questions (and so has a score and a cost)."""
+        return self.cand_score is not None
+
+    @property
+    def full(self) -> bool:
+        """Whether the decision was made on the whole selection set."""
+        return self.rung is not None and self.rung == self.rungs
+
+    def line(self) -> str:
+        """The entry as one line of the log (rich markup)."""
+        colour = {"accepted": "green", "rejected": "yellow", "dropped": "red"}.get(self.decision, "dim")
+        scores = ""
+        if self.gated and self.score is not None and self.cost is not None and self.cand_cost is not None:
+            p = "" if self.p_value is None else f", p {self.p_value:.3f}"
+            scores = (f"score {self.score:.3f} -> {self.cand_score:.3f}, cost {self.cost:.1f} -> "
+                      f"{self.cand_cost:.1f}{p}; ")
+        return f"iteration {self.number}: {self.operator or '-'} [{colour}]{self.decision}[/]: {scores}{self.reason}"
+
+
+def entries(history: Iterable[dict[str, Any]]) -> list[GateEntry]:
+    """Typed entries from the state's plain history."""
+    return [GateEntry.model_validate(h) for h in history]
+
+
+def resolution(n_selection: int) -> float:
+    """The score step the selection set can resolve: its worst-case standard error 0.5/sqrt(n)."""
+    return 0.5 / math.sqrt(max(1, n_selection))
+
+
+def for_editor(entry: GateEntry, n_selection: int) -> dict[str, Any]:
+    """What an editor may see of an entry: decision, reason, and scores rounded to the selection set's resolution.
+
+    The reason's own numbers are left out (it repeats the scores at full precision); the decision and the rounded
+    figures carry what an editor needs.
+    """
+    step = resolution(n_selection)
+
+    def rounded(x: float | None) -> float | None:
+        return None if x is None else round(round(x / step) * step, 3)
+
+    return {"iteration": entry.iteration, "parent": entry.parent, "candidate": entry.candidate,
+            "operator": entry.operator, "decision": entry.decision,
+            "score": rounded(entry.score), "cand_score": rounded(entry.cand_score),
+            "cost": None if entry.cost is None else round(entry.cost, -1 if entry.cost >= 100 else 0),
+            "cand_cost": None if entry.cand_cost is None else round(entry.cand_cost, -1 if entry.cand_cost >= 100
+                                                                    else 0),
+            "reached": "the full selection set" if entry.full else
+                       f"rung {entry.rung} of {entry.rungs}" if entry.rung else "not gated",
+            "why": entry.reason if not entry.gated else None}

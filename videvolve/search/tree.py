@@ -1,0 +1,92 @@
+"""The tree of harness versions (VidHarness's MCTS) as pure functions: choose a parent by UCT, back up a reward.
+
+The tree lives in the loop's state as plain JSON, one :class:`TreeNode` per version. Chain search (Video-RSI) is
+the degenerate case: the parent is always the incumbent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TypedDict
+
+from videvolve.search.history import GateEntry
+
+
+class TreeNode(TypedDict, total=False):
+    """One version in the search tree."""
+
+    parent: str | None
+    visits: int
+    value: float
+    """Sum of the rewards backed up through this node."""
+    score: float
+    cost: float
+    accepted: bool
+    """Accepted by the gate (the seed too): only accepted versions are expanded."""
+    pending: bool
+    """Lost a promotion on a rung but may still pass: it competes again when its parent is expanded."""
+    exhausted: bool
+    """Its editor had nothing left to propose."""
+    full: bool
+    """Its decision was made on the whole selection set."""
+
+
+Tree = dict[str, TreeNode]
+
+
+def root(version: str, score: float, cost: float) -> Tree:
+    """A tree holding only the seed."""
+    return {version: {"parent": None, "visits": 0, "value": 0.0, "score": score, "cost": cost, "accepted": True,
+                      "exhausted": False}}
+
+
+def pick_parent(tree: Tree, incumbent: str, search: str, uct_c: float) -> str:
+    """Chain: the incumbent. MCTS: the accepted, not exhausted node with the highest UCT score (unvisited first)."""
+    open_nodes = [v for v, s in tree.items() if s.get("accepted") and not s.get("exhausted")]
+    if search == "chain" or not open_nodes:
+        return incumbent
+    total = sum(tree[v]["visits"] for v in open_nodes) + 1
+
+    def uct(v: str) -> float:
+        s = tree[v]
+        if s["visits"] == 0:
+            return math.inf
+        return s["value"] / s["visits"] + uct_c * math.sqrt(math.log(total) / s["visits"])
+
+    return max(open_nodes, key=lambda v: (uct(v), tree[v]["score"], v))
+
+
+def pending_children(tree: Tree, parent: str | None, exclude: Iterable[str] = ()) -> list[str]:
+    """Children of ``parent`` that lost an earlier promotion and may compete again."""
+    skip = set(exclude)
+    return sorted(v for v, s in tree.items() if s.get("parent") == parent and s.get("pending") and v not in skip)
+
+
+def record_children(tree: Tree, parent: str, gated: list[GateEntry], refused: list[GateEntry]) -> Tree:
+    """Node updates for this iteration's candidates, and the back-up of the expansion to the root.
+
+    The reward is the best score among the children that were gated (the parent's own score when none was); a
+    parent none of whose candidates even reached validation is exhausted.
+    """
+    updates: Tree = {}
+    for e in [*gated, *refused]:
+        if e.candidate is None:
+            continue
+        node: TreeNode = {"parent": parent, "visits": 0, "value": 0.0, "score": e.cand_score or 0.0,
+                          "cost": e.cand_cost or 0.0, "accepted": e.decision == "accepted",
+                          "pending": e.decision == "pending", "exhausted": False, "full": e.full}
+        if e.candidate in tree:
+            node["visits"], node["value"] = tree[e.candidate]["visits"], tree[e.candidate]["value"]
+        updates[e.candidate] = node
+    reward = max([e.cand_score or 0.0 for e in gated] or [tree.get(parent, {}).get("score", 0.0)])
+    node_id: str | None = parent
+    while node_id is not None and node_id in tree:
+        stats: TreeNode = {**tree[node_id], **updates.get(node_id, {})}
+        stats["visits"] = stats.get("visits", 0) + 1
+        stats["value"] = stats.get("value", 0.0) + reward
+        updates[node_id] = stats
+        node_id = stats.get("parent")
+    if not gated and not any(e.candidate for e in refused):
+        updates[parent] = {**updates.get(parent, tree.get(parent, {})), "exhausted": True}
+    return updates
