@@ -12,6 +12,7 @@ from pathlib import Path
 
 count_file, kill_after, args = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[4:]
 
+import videvolve.evaluation.one_task as one_task_module  # noqa: E402
 import videvolve.evaluation.solve as solve_module  # noqa: E402
 import videvolve.models.sim.vlm as vlm_module  # noqa: E402
 
@@ -27,7 +28,7 @@ def counted(self, messages, tools=None):  # type: ignore[no-untyped-def]
 
 vlm_module.SimVLM.complete = counted  # type: ignore[method-assign]
 if kill_after > 0:
-    original_write = solve_module._write
+    original_write = one_task_module.write_result
     written = [0]
 
     def write(out_dir, result):  # type: ignore[no-untyped-def]
@@ -36,7 +37,8 @@ if kill_after > 0:
         if written[0] >= kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    solve_module._write = write  # type: ignore[assignment]
+    one_task_module.write_result = write  # type: ignore[assignment]
+    solve_module.write_result = write  # type: ignore[assignment]
 
 from videvolve.cli import main  # noqa: E402
 

@@ -4,35 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar
 
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage
 
 from videvolve.config import RuntimeSettings
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.models.cost import cost_model
 from videvolve.models.openai_backend import ChatModelVLM
 from videvolve.skill_library.harness import load_harness, seed_path
-
-
-class ScriptedChat(GenericFakeChatModel):
-    """Returns scripted AIMessages (with tool calls) and records every request it receives."""
-
-    seen: ClassVar[list[list[BaseMessage]]] = []
-    tools_seen: ClassVar[list[Any]] = []
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:  # type: ignore[override]
-        type(self).tools_seen.append(tools)
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        type(self).seen.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
-
-
-def call(name: str, i: int, **args: Any) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"id": f"c{i}", "name": name, "args": args}])
+from videvolve.testing import ScriptedChat, tool_call
 
 
 def run(script: list[AIMessage], task, tmp_path: Path):
@@ -45,9 +25,9 @@ def run(script: list[AIMessage], task, tmp_path: Path):
 def test_tool_loop_end_to_end(small_world, tmp_path: Path):
     task = next(t for t in small_world.tasks if t.kind == "grounding" and t.intervals)
     a, b = task.intervals[0].start, task.intervals[0].end
-    script = [call("probe_media", 1), call("extract_frames_at", 2, timestamps=[a + 0.1, b - 0.1, 5.0]),
-              call("extract_video_clip", 3, start=a, end=min(b, a + 2), fps=2),
-              call("final_answer", 4, answer=json.dumps([[a, b]]))]
+    script = [tool_call("probe_media", 1), tool_call("extract_frames_at", 2, timestamps=[a + 0.1, b - 0.1, 5.0]),
+              tool_call("extract_video_clip", 3, start=a, end=min(b, a + 2), fps=2),
+              tool_call("final_answer", 4, answer=json.dumps([[a, b]]))]
     result = run(script, task, tmp_path)
     assert result.outcome == "ok" and result.score > 0.6
     assert len(ScriptedChat.seen) == 4
@@ -77,7 +57,7 @@ def test_tool_loop_end_to_end(small_world, tmp_path: Path):
 
 def test_round_cap(small_world, tmp_path: Path):
     task = next(t for t in small_world.tasks if t.kind == "mcq")
-    script = [call("probe_media", i) for i in range(30)]
+    script = [tool_call("probe_media", i) for i in range(30)]
     result = run(script, task, tmp_path)
     assert result.outcome == "error" and result.error_kind == "parse"
     assert len(ScriptedChat.seen) == 24

@@ -17,7 +17,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness, seed_path
 from videvolve.tasks import read_predictions
-from videvolve.testing import free_port, serve_sim
+from videvolve.testing import GarbageVLM, free_port, serve_sim
 
 
 def videvolve(*args: str) -> subprocess.CompletedProcess:
@@ -102,17 +102,10 @@ def test_too_many_images_is_that_tasks_error(small_world, tmp_path: Path):
     assert summary["frames_per_question"] > 0  # an error's frames still count
 
 
-class Garbage(SimVLM):
-    def complete(self, messages, tools=None):
-        reply = super().complete(messages, tools)
-        reply.text = "Hmm, hard to say."
-        return reply
-
-
 def test_unparsable_reply_is_an_error_not_a_wrong_answer(small_world, tmp_path: Path):
     harness = load_harness(seed_path("uniform"))
     tasks = small_world.tasks[:6]
-    results = solve_tasks(harness, tasks, Garbage(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2),
+    results = solve_tasks(harness, tasks, GarbageVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2),
                           tmp_path)
     assert all(r.outcome == "error" and r.error_kind == "parse" and r.score == 0 for r in results)
     summary = summarize(tasks, results)

@@ -12,8 +12,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from videvolve.editing import LLMEditor
 from videvolve.graph import Context, build_graph
-from videvolve.models.base import Reply
 from videvolve.skill_library.harness import content_hash
+from videvolve.testing import ScriptedEditor, ScriptedReplies
 
 
 def context(world, tmp_path: Path, seed: Path, **kw: Any) -> Context:
@@ -76,23 +76,6 @@ def test_editor_never_sees_selection_and_never_opens_its_results(small_world, tm
     assert lineage[0]["decision"] == "seed" and (tmp_path / "run" / "best" / "solver.py").exists()
 
 
-class ScriptedEditorModel:
-    """Replies with scripted revisions; records every request."""
-
-    name, revision = "scripted-editor", "1"
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = list(replies)
-        self.requests: list[list[dict[str, Any]]] = []
-
-    def decoding(self) -> dict[str, Any]:
-        return {}
-
-    def complete(self, messages, tools=None) -> Reply:
-        self.requests.append(messages)
-        return Reply(text=self.replies.pop(0) if self.replies else "{}")
-
-
 GOOD_SOLVER = '''from videvolve_sdk import HarnessContext, TaskView
 
 
@@ -113,7 +96,7 @@ def revision(solver: str, why: str) -> str:
 def test_llm_editor_revision_is_validated_gated_recorded_and_a_broken_one_dropped(small_world, tmp_path, seed,
                                                                                  monkeypatch):
     edit_module = importlib.import_module("videvolve.nodes.edit")
-    model = ScriptedEditorModel([
+    model = ScriptedReplies([
         revision(GOOD_SOLVER, "read frames at full resolution"),
         revision("def solve(task, ctx:\n    return 'A'\n", "broken on purpose"),
         revision("def solve(task, ctx:\n    return 'B'\n", "still broken"),
@@ -138,16 +121,6 @@ def test_llm_editor_revision_is_validated_gated_recorded_and_a_broken_one_droppe
     for version_dir in (tmp_path / "run" / "harnesses").iterdir():  # every version is still what its id says
         hashes_before[version_dir.name] = content_hash(version_dir)
         assert hashes_before[version_dir.name] == version_dir.name
-
-
-class ScriptedEditor:
-    """Proposes the scripted revisions in order, then nothing."""
-
-    def __init__(self, proposals: list[Any]) -> None:
-        self.proposals = list(proposals)
-
-    def propose(self, inp: Any) -> Any:
-        return self.proposals.pop(0) if self.proposals else None
 
 
 def test_a_repair_round_in_mcts_keeps_the_earlier_refusal(small_world, tmp_path, seed, monkeypatch):

@@ -18,6 +18,7 @@ from videvolve.models.cache import ResponseCache, complete, request_key
 from videvolve.models.cost import cost_model
 from videvolve.models.parsing import parse_intervals, parse_letter, parse_match, strip_think
 from videvolve.models.sim import SimVLM
+from videvolve.testing import CountingVLM
 
 
 def data_url(image: Image.Image) -> str:
@@ -143,14 +144,6 @@ def test_simvlm_guesses_about_a_quarter_without_frames(small_world):
         right += reply.text == t.answer
     assert len(mcq) >= 16
     assert 0.05 <= right / len(mcq) <= 0.5
-
-
-class CountingVLM(SimVLM):
-    calls = 0
-
-    def complete(self, messages, tools=None):
-        type(self).calls += 1
-        return super().complete(messages, tools)
 
 
 def test_response_cache(tmp_path: Path):

@@ -13,6 +13,7 @@ from videvolve.search.mixture import tier_for
 from videvolve.search.screening import rungs
 from videvolve.search.tree import pick_parent
 from videvolve.tasks import Task
+from videvolve.testing import FakeRun
 
 
 def tasks(n: int) -> list[Task]:
@@ -111,21 +112,6 @@ def test_mcts_resume_after_a_crash_matches_an_uninterrupted_run(small_world, tmp
     assert resumed["tree"] == whole["tree"] and resumed["incumbent"] == whole["incumbent"]
     strip = [{k: v for k, v in h.items() if k != "elapsed_s"} for h in whole["history"]]
     assert [{k: v for k, v in h.items() if k != "elapsed_s"} for h in resumed["history"]] == strip
-
-
-class FakeRun:
-    """Per-version scores on a selection set of 40 mcq tasks; counts every evaluation, as a run would pay for it."""
-
-    def __init__(self, ctx: Context, scores: dict[str, list[float]]):
-        self.ctx, self.scores, self.selection = ctx, scores, tasks(40)
-        self.evaluated: dict[str, set[str]] = {}
-
-    def evaluate(self, version: str, batch: list[Task], split: str) -> list:
-        from videvolve.evaluation.results import TaskResult
-
-        self.evaluated.setdefault(version, set()).update(t.id for t in batch)
-        return [TaskResult(task_id=t.id, harness_id=version, kind="mcq", outcome="ok",
-                           score=self.scores[version][int(t.id[1:])], usage={"frames": 16}) for t in batch]
 
 
 def test_paired_se_has_a_floor_and_follows_the_differences():

@@ -1,4 +1,4 @@
-"""Test helpers shipped with the package: videos whose frames encode their own index, and serve-sim.
+"""Test helpers shipped with the package: videos whose frames encode their own index, serve-sim, and the fakes.
 
 Each frame carries its index as a row of black/white blocks (one bit each, most significant first), large enough
 to survive H.264 compression and downscaling, so a test can tell exactly which frame came back.
@@ -13,13 +13,21 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import numpy as np
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
 from PIL import Image
 
+from videvolve.editing.base import EditorInput, Proposal
+from videvolve.evaluation.results import TaskResult
 from videvolve.media.encode import write_h264
+from videvolve.models.base import Reply
+from videvolve.models.sim import SimVLM
+from videvolve.search.services import Evaluator, SearchSettings
+from videvolve.tasks import Task
 
 BITS = 16
 
@@ -99,3 +107,107 @@ def interrupt_after(node: str, count: int, exc: type[BaseException]) -> Callable
             raise exc
 
     return callback
+
+
+# ---- fakes of the models and of a run, for tests (one place: smolagents' and dspy's habit) ----
+
+
+class ScriptedReplies:
+    """A VLM whose replies are scripted texts, in order (``"{}"`` once they run out); records every request."""
+
+    name, revision = "scripted", "1"
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+        self.requests: list[list[dict[str, Any]]] = []
+
+    def decoding(self) -> dict[str, Any]:
+        """No decoding settings (nothing to key a cache on)."""
+        return {}
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Reply:
+        """The next scripted reply."""
+        self.requests.append(messages)
+        return Reply(text=self.replies.pop(0) if self.replies else "{}")
+
+
+class CountingVLM(SimVLM):
+    """SimVLM that counts its calls (class-wide, so copies made by a run count too)."""
+
+    calls = 0
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Reply:
+        """SimVLM's reply, counted."""
+        type(self).calls += 1
+        return super().complete(messages, tools)
+
+
+class GarbageVLM(SimVLM):
+    """SimVLM that looks at everything and then answers nothing usable (a parse error every time)."""
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Reply:
+        """An unusable reply."""
+        reply = super().complete(messages, tools)
+        reply.text = "Hmm, hard to say."
+        return reply
+
+
+class ScriptedChat(GenericFakeChatModel):
+    """A langchain chat model that returns scripted ``AIMessage``s (tool calls included); records every request.
+
+    ``GenericFakeChatModel.bind_tools`` raises, so this one returns itself and records the tools it was given.
+    """
+
+    seen: ClassVar[list[list[BaseMessage]]] = []
+    tools_seen: ClassVar[list[Any]] = []
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
+        """Record the tools; tool calls come from the script."""
+        type(self).tools_seen.append(tools)
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        type(self).seen.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def tool_call(name: str, i: int, **args: Any) -> AIMessage:
+    """An assistant message calling one tool (id ``c<i>``)."""
+    return AIMessage(content="", tool_calls=[{"id": f"c{i}", "name": name, "args": args}])
+
+
+class ScriptedEditor:
+    """An editor that proposes the scripted revisions in order, then nothing."""
+
+    def __init__(self, proposals: list[Proposal]) -> None:
+        self.proposals = list(proposals)
+
+    def propose(self, inp: EditorInput) -> Proposal | None:
+        """The next scripted proposal."""
+        return self.proposals.pop(0) if self.proposals else None
+
+
+class FakeRun:
+    """A run whose versions have fixed per-question scores on ``len(scores[v])`` mcq selection tasks.
+
+    It counts every (version, task) evaluation, as a real run would pay for it; mypy checks it satisfies the
+    search's :class:`~videvolve.search.services.Evaluator`.
+    """
+
+    def __init__(self, ctx: SearchSettings, scores: dict[str, list[float]], frames: int = 16) -> None:
+        self.ctx, self.scores, self.frames = ctx, scores, frames
+        n = len(next(iter(scores.values())))
+        self.selection = [Task(id=f"t{i}", video_id=f"v{i}", video="v.mp4", kind="mcq", question="q",
+                               options=["a", "b"], answer="A", duration=10) for i in range(n)]
+        self.evaluated: dict[str, set[str]] = {}
+
+    def evaluate(self, version: str, tasks: list[Task], split: str) -> list[TaskResult]:
+        """Scripted results, counted."""
+        self.evaluated.setdefault(version, set()).update(t.id for t in tasks)
+        return [TaskResult(task_id=t.id, harness_id=version, kind="mcq", outcome="ok",
+                           score=self.scores[version][int(t.id[1:])], usage={"frames": self.frames})
+                for t in tasks]
+
+
+def _fake_run_is_an_evaluator(run: FakeRun) -> Evaluator:  # mypy checks the fake against the protocol
+    return run

@@ -51,7 +51,9 @@ def _argument(field: FieldInfo) -> dict[str, Any] | None:
     if origin is list:
         (item,) = get_args(tp)
         return {"type": _list_of(item, item.__name__), "metavar": f"{item.__name__.upper()},..."}
-    if tp is bool:
+    if tp is bool:  # a switch that is off by default is one flag; one that is on gets its --no- form
+        if field.get_default() is False:
+            return {"action": "store_const", "const": True}
         return {"action": argparse.BooleanOptionalAction}
     if tp in (int, float, str):
         return {"type": tp}
@@ -63,7 +65,7 @@ def _help(field: FieldInfo) -> str:
     if field.is_required():
         return text.replace("%", "%%")
     default = field.get_default(call_default_factory=True)
-    if default not in (None, [], ""):
+    if default not in (None, [], "", False):
         shown = ",".join(map(str, default)) if isinstance(default, list) else default
         text += f" (default {shown})"
     return text.replace("%", "%%")

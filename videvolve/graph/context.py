@@ -41,6 +41,7 @@ class Context(BaseModel):
     probe_frames: int = Field(16, description="the investigator's frame cap per failure")
     embedder: Literal["auto", "minilm", "hashing"] = Field("auto", description="memory embedder")
     cache: str | None = Field(None, description="response cache file (default ~/.cache/videvolve)")
+    no_cache: bool = Field(False, description="do not read or write the response cache (every reply is paid for)")
     proxy: Literal["never", "auto", "always"] = Field("never", description="read frames from proxies of slow sources")
     budgets: list[int] = Field(default_factory=list, description="frame-budget tiers of the final mixture of harnesses")
     validation: Literal["full", "multi-fidelity"] = Field("full", description="multi-fidelity screens candidates on "

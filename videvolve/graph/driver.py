@@ -11,7 +11,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from videvolve.graph.builder import build_graph
 from videvolve.graph.context import Context
+from videvolve.graph.run import close_run, get_run
 from videvolve.graph.state import State
+from videvolve.search.mixture import build_mixture
 
 OnUpdate = Callable[[str, dict[str, Any], dict[str, Any]], None]
 """Called with (node, its update, the state so far) after every node."""
@@ -47,10 +49,8 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None) -> dict[str, Any]:
                         on_update(node, values or {}, state)
         final = dict(graph.get_state(config).values)
         if ctx.budgets:  # (re)built from results on disk, so a run stopped while building it finishes it
-            from videvolve.graph.run import get_run
-            from videvolve.search.mixture import build_mixture
-
             final["mixture"] = build_mixture(get_run(ctx), ctx.budgets, final["incumbent"])
         return final
     finally:
         conn.close()
+        close_run(ctx)

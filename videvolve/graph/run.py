@@ -6,16 +6,20 @@ process rebuilds exactly the same services from ``settings.json``.
 
 from __future__ import annotations
 
-import functools
+import atexit
+import contextlib
 import json
 import random
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from videvolve.config import default_cache_path
 from videvolve.errors import UsageError
+from videvolve.evaluation.evaluate import with_proxies
 from videvolve.evaluation.results import TaskResult, load_result
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.graph.context import Context
@@ -25,6 +29,7 @@ from videvolve.models import make_vlm
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel, cost_model
+from videvolve.search.services import RunServices
 from videvolve.skill_library.harness import Harness, load_harness
 from videvolve.tasks import Task, read_tasks
 
@@ -77,6 +82,12 @@ class Run:
         rng = random.Random(f"{self.ctx.seed}:{iteration}")
         return rng.sample(self.train, min(self.ctx.batch, len(self.train)))
 
+    def close(self) -> None:
+        """Release the cache and the memory's index."""
+        if self.cache is not None:
+            self.cache.close()
+        self.memory.close()
+
     def event(self, iteration: int, node: str, event: str, **data: Any) -> None:
         """One line in ``events.jsonl``."""
         line = json.dumps({"ts": round(time.time(), 3), "iteration": iteration, "node": node, "event": event, **data},
@@ -114,9 +125,8 @@ def _embedder(name: str) -> Embedder:
     return default_embedder()
 
 
-@functools.lru_cache(maxsize=8)
-def _build(settings_json: str) -> Run:
-    ctx = Context.model_validate_json(settings_json)
+def open_run(ctx: Context) -> Run:
+    """Build a run's services from its settings (the test split is never loaded); close them with ``close()``."""
     tasks = read_tasks(ctx.tasks)
     train = [t.with_duration() for t in tasks if t.split == "train"]
     selection = [t.with_duration() for t in tasks if t.split == "selection"]
@@ -124,22 +134,54 @@ def _build(settings_json: str) -> Run:
         raise UsageError(f"{ctx.tasks} needs train and selection splits (`videvolve tasks split`); found "
                          f"{len(train)} train and {len(selection)} selection tasks")
     excluded = {t.video_id for t in tasks if t.split not in ("train",)}
-    if ctx.proxy != "never":
-        from videvolve.media.proxy import proxied
-
-        mapping = proxied([t.video for t in train + selection], ctx.proxy)
-        train = [t.model_copy(update={"video": mapping[t.video]}) for t in train]
-        selection = [t.model_copy(update={"video": mapping[t.video]}) for t in selection]
+    train, selection = with_proxies(train, ctx.proxy), with_proxies(selection, ctx.proxy)
     del tasks  # the test split is never used by evolve
     vlm = make_vlm(ctx.model)
     probe = make_vlm(ctx.investigator_model) if ctx.investigator_model else vlm
-    from videvolve.config import default_cache_path
-
-    cache = ResponseCache(ctx.cache or default_cache_path())
+    cache = None if ctx.no_cache else ResponseCache(ctx.cache or default_cache_path())
     return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded, vlm=vlm, probe_vlm=probe,
                cost=cost_model(ctx.model.family), cache=cache, memory=ChromaStore(ctx.memory, _embedder(ctx.embedder)))
 
 
+def _satisfies(run: Run) -> RunServices:  # mypy checks here that a Run is what the search needs
+    return run
+
+
+_OPEN: dict[str, Run] = {}
+_OPEN_LOCK = threading.Lock()
+
+
 def get_run(ctx: Context) -> Run:
-    """The (cached) services of a run."""
-    return _build(ctx.model_dump_json())
+    """The open services of a run (opened on first use, kept until :func:`close_run`)."""
+    key = ctx.model_dump_json()
+    with _OPEN_LOCK:
+        run = _OPEN.get(key)
+        if run is None:
+            run = _OPEN[key] = open_run(ctx)
+        return run
+
+
+def close_run(ctx: Context) -> None:
+    """Close a run's services (its cache, its memory's index); the next :func:`get_run` opens them afresh."""
+    with _OPEN_LOCK:
+        run = _OPEN.pop(ctx.model_dump_json(), None)
+    if run is not None:
+        run.close()
+
+
+@contextlib.contextmanager
+def running(ctx: Context) -> Iterator[Run]:
+    """A run's services for the length of a ``with`` block."""
+    try:
+        yield get_run(ctx)
+    finally:
+        close_run(ctx)
+
+
+@atexit.register
+def _close_all() -> None:
+    with _OPEN_LOCK:
+        runs = list(_OPEN.values())
+        _OPEN.clear()
+    for run in runs:
+        run.close()

@@ -150,6 +150,12 @@ class ChromaStore:
         self._collection = self._open()
         self.check()
 
+    def close(self) -> None:
+        """Release the index's database (Chroma stops its system when its last client closes)."""
+        close = getattr(self._client, "close", None)  # Client.close(); not on the ClientAPI protocol
+        if close is not None:
+            close()
+
     def _open(self) -> Any:
         return self._client.get_or_create_collection(
             COLLECTION, embedding_function=None,

@@ -16,11 +16,12 @@ from typing import Any
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.search.gate import aggregate
 from videvolve.search.screening import paired_se
+from videvolve.search.services import RunServices
 
 MIXTURE_FILE = "mixture.json"
 
 
-def complete_versions(run: Any) -> list[str]:
+def complete_versions(run: RunServices) -> list[str]:
     """Versions of a run with a result for every selection task (seed, and each candidate that went the distance)."""
     out = []
     for version in run.lineage():
@@ -29,7 +30,7 @@ def complete_versions(run: Any) -> list[str]:
     return out
 
 
-def build_mixture(run: Any, tiers: list[int], best: str) -> dict[str, Any]:
+def build_mixture(run: RunServices, tiers: list[int], best: str) -> dict[str, Any]:
     """Choose a version per tier (``best``: the run's best harness, the default of every tier); writes the mixture."""
     versions = complete_versions(run)
     if best not in versions:

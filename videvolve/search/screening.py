@@ -19,6 +19,7 @@ from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.search.gate import aggregate, gate_rule
 from videvolve.search.history import GateEntry
+from videvolve.search.services import Evaluator
 from videvolve.tasks import Task
 
 TOL = 1e-9
@@ -61,7 +62,7 @@ def paired_se(parent: list[float], candidate: list[float], population: int | Non
     return se
 
 
-def screen(run: Any, parent: str, candidates: list[str], operators: dict[str, str | None],
+def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[str, str | None],
            iteration: int, keep_pending: bool = False) -> tuple[list[GateEntry], list[TaskResult]]:
     """One aggregate entry per candidate (decision, reason, scores, how far it got) and the new results.
 

@@ -1,0 +1,89 @@
+"""What the search needs of a run, as protocols.
+
+The real run (``graph.run.Run``) and the test fake (``videvolve.testing.FakeRun``) both satisfy them, and mypy
+checks that they do. Properties (read-only, so covariant) rather than attributes; their names say what they are.
+"""
+
+# ruff: noqa: D102
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from videvolve.config import RuntimeSettings
+from videvolve.evaluation.results import TaskResult
+from videvolve.models.base import VLM
+from videvolve.models.cache import ResponseCache
+from videvolve.models.cost import CostModel
+from videvolve.skill_library.harness import Harness
+from videvolve.tasks import Task
+
+
+class SearchSettings(Protocol):
+    """The run settings the gate, the screening and the mixture read."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def beta(self) -> float: ...
+    @property
+    def eps(self) -> float | None: ...
+    @property
+    def cost_metric(self) -> str: ...
+    @property
+    def validation(self) -> str: ...
+    @property
+    def rungs(self) -> list[float]: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def penalty(self) -> float: ...
+    @property
+    def runtime(self) -> RuntimeSettings: ...
+
+
+class Evaluator(Protocol):
+    """Evaluates harness versions of a run on its selection set (results reused from disk)."""
+
+    @property
+    def ctx(self) -> SearchSettings: ...
+    @property
+    def selection(self) -> list[Task]: ...
+
+    def evaluate(self, version: str, tasks: list[Task], split: str) -> list[TaskResult]:
+        """Results of a version on tasks."""
+        ...
+
+
+class RunServices(Evaluator, Protocol):
+    """Everything of a run the mixture needs besides evaluation."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def vlm(self) -> VLM: ...
+    @property
+    def cost(self) -> CostModel: ...
+    @property
+    def cache(self) -> ResponseCache | None: ...
+
+    def harness(self, version: str) -> Harness:
+        """A version of the run."""
+        ...
+
+    def eval_dir(self, version: str, split: str) -> Path:
+        """Where a version's results on a split live."""
+        ...
+
+    def stored(self, version: str, task: Task, split: str) -> TaskResult | None:
+        """A stored result, without running anything."""
+        ...
+
+    def lineage(self) -> dict[str, dict[str, Any]]:
+        """Every version with its parent, scores and decision."""
+        ...
+
+    def event(self, iteration: int, node: str, event: str, **data: Any) -> None:
+        """One line of the run's events."""
+        ...
