@@ -155,6 +155,20 @@ def test_python_api(small_world):
     assert answer.outcome == "ok" and isinstance(answer.answer, list) and answer.usage["frames"] > 0
 
 
+def test_python_evaluate_writes_what_eval_writes(small_world, light, tmp_path: Path):
+    import videvolve
+
+    done = videvolve.evaluate(light, small_world.tasks_path, split="test", out=tmp_path / "e", limit=3)
+    assert done.summary["n"] == 3 and done.summary["split"] == "test" and len(done.results) == 3
+    assert {p.name for p in (tmp_path / "e").iterdir()} >= {"summary.json", "predictions.jsonl", "results"}
+    again = videvolve.evaluate(light, small_world.tasks_path, split="test", out=tmp_path / "e", limit=3)
+    assert again.summary["requests"] == done.summary["requests"]  # finished tasks are reused
+    from videvolve.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"no tasks in split 'nope'"):
+        videvolve.evaluate(light, small_world.tasks_path, split="nope")
+
+
 def test_doctor_against_serve_sim():
     with serve_sim() as base:
         r = videvolve("doctor", "--backend", "openai", "--base-url", base, "--model", "simvlm")

@@ -6,9 +6,9 @@ from typing import Any
 
 
 def __getattr__(name: str) -> Any:
-    """``videvolve.load_harness`` without importing the whole package at start-up."""
-    if name == "load_harness":
-        from videvolve.api import load_harness
+    """``videvolve.load_harness`` and ``videvolve.evaluate`` without importing the whole package at start-up."""
+    if name in ("load_harness", "evaluate"):
+        from videvolve import api
 
-        return load_harness
+        return getattr(api, name)
     raise AttributeError(name)

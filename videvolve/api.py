@@ -1,4 +1,4 @@
-"""The Python API: ``load_harness(name_or_dir).ask(video, question, ...)``."""
+"""The Python API: ``load_harness(name_or_dir).ask(video, question, ...)`` and ``evaluate(harness, tasks)``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.evaluation.evaluate import Evaluation, select
+from videvolve.evaluation.evaluate import evaluate as run_evaluation
 from videvolve.media import probe
 from videvolve.models import make_vlm
 from videvolve.models.base import VLM
@@ -17,7 +19,7 @@ from videvolve.skill_library.harness import Harness, find_harness
 from videvolve.skill_library.harness import load_harness as _load
 from videvolve.skill_library.runner import run_task
 from videvolve.skill_library.services import TaskServices, TraceWriter
-from videvolve.tasks import TaskView
+from videvolve.tasks import TaskView, read_tasks
 
 
 @dataclass
@@ -69,6 +71,24 @@ class LoadedHarness:
             answer=None if pred is None else (pred.answer if isinstance(pred.answer, str) else
                                               [i.pair() for i in pred.answer or []]),
             evidence_times=[] if pred is None else pred.evidence_times, raw="" if pred is None else pred.raw)
+
+
+def evaluate(harness: str | Path, tasks: str | Path, split: str = "test", out: str | Path | None = None,
+             model: ModelSettings | None = None, runtime: RuntimeSettings | None = None,
+             cache: ResponseCache | None = None, limit: int | None = None) -> Evaluation:
+    """Run a harness (seed name, folder, or run directory) on a split of a tasks file, as ``videvolve eval`` does.
+
+    Results, traces, ``summary.json``, ``predictions.jsonl`` and submission files go to ``out`` (default
+    ``evals/<harness>-<split>``); calling again with the same ``out`` reuses finished tasks.
+    """
+    model = model or ModelSettings()
+    runtime = runtime or RuntimeSettings()
+    chosen = select(read_tasks(tasks), split, limit, str(tasks))
+    out_dir = Path(out) if out else Path("evals") / f"{Path(harness).name}-{split}"
+    return run_evaluation(resolve_harness(harness, runtime.budget), chosen, out_dir, make_vlm(model),
+                          cost_model(model.family), runtime, cache, model,
+                          meta={"harness": Path(harness).name, "split": split, "backend": model.backend,
+                                "model": model.model})
 
 
 def resolve_harness(name_or_dir: str | Path, budget: int | None = None) -> Path:

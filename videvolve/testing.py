@@ -181,6 +181,7 @@ class ScriptedEditor:
 
     def __init__(self, proposals: list[Proposal]) -> None:
         self.proposals = list(proposals)
+        self.last_failure: str | None = None
 
     def propose(self, inp: EditorInput) -> Proposal | None:
         """The next scripted proposal."""

@@ -18,7 +18,7 @@ from videvolve.cli.common import add_model_args, model_settings, runtime_setting
 from videvolve.cli.flags import add_settings, build, given
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import InputNotFoundError, UsageError
-from videvolve.search.history import entries
+from videvolve.search.history import GateEntry, entries
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -178,10 +178,33 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         err.print(f"[bold red]run stopped:[/] {exc}\nEverything finished is kept; continue with "
                   f"`videvolve evolve --run {ctx.root} --resume`.", highlight=False)
         return 3
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted.[/] Everything finished is kept; continue with\n"
+                  f"  videvolve evolve --run {ctx.root} --resume", highlight=False)
+        return 130
     out.print(f"stopped after {final.get('iteration')} iteration(s): {final.get('stop_reason') or 'already done'}")
     out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}, "
               f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {ctx.root / 'best'}")
-    return 0
+    return _silent_editor(ctx, entries(final.get("history") or []))
+
+
+SILENT_EDITOR = 4
+"""Exit code of a run whose model-driven editor never produced a usable revision."""
+
+
+def _silent_editor(ctx: Any, history: list[GateEntry]) -> int:
+    """Warn when no iteration proposed anything; a model-driven editor that never did is an error (exit 4)."""
+    if not history or any(e.candidate for e in history):
+        return 0
+    reasons = sorted({e.reason for e in history})
+    err.print(f"[bold yellow]warning:[/] no iteration of this run proposed a revision: {'; '.join(reasons)[:800]}",
+              highlight=False)
+    if ctx.editor == "heuristic":
+        return 0
+    err.print(f"[bold red]error:[/] the {ctx.editor} editor never produced a usable revision; check the editor "
+              f"model's replies in {ctx.root / 'events.jsonl'} (event 'no proposal') and its endpoint with "
+              f"`videvolve doctor`.", highlight=False)
+    return SILENT_EDITOR
 
 
 def _iteration_line(state: dict[str, Any]) -> None:

@@ -44,6 +44,7 @@ class EditorInput(BaseModel):
     history: list[dict[str, Any]] = Field(default_factory=list, description="the gate's aggregate history")
     feedback: str | None = Field(None, description="why the previous proposal failed validation")
     tried: list[str] = Field(default_factory=list, description="operators already tried on this incumbent")
+    gate_rule: str = Field("", description="the gate's rule in words, with this run's thresholds and cost metric")
 
 
 class Proposal(BaseModel):
@@ -58,7 +59,9 @@ class Proposal(BaseModel):
 
 
 class Editor(Protocol):
-    """Proposes a revision, or None when it has nothing to try."""
+    """Proposes a revision, or None when it has nothing to try (``last_failure`` then says why, if it knows)."""
+
+    last_failure: str | None
 
     def propose(self, inp: EditorInput) -> Proposal | None:
         """One proposal."""

@@ -35,6 +35,8 @@ def score_operators(inp: EditorInput) -> list[tuple[float, Operator]]:
 class HeuristicEditor:
     """Works offline; every proposal is a bounded diff of the incumbent's files."""
 
+    last_failure: str | None = None
+
     def propose(self, inp: EditorInput) -> Proposal | None:
         """The best-scoring applicable operator; with no failures, a cost cut; None when nothing is left."""
         ranked = score_operators(inp)
@@ -43,6 +45,8 @@ class HeuristicEditor:
         positive = [(s, op) for s, op in ranked if s > 0] or [(s, op) for s, op in ranked
                                                              if op.name == "sparser_sampling"]
         if not positive:
+            self.last_failure = ("the heuristic editor has no operator left to try on this version" if not ranked else
+                                 "no untried operator addresses this batch's diagnoses")
             return None
         score, op = positive[0]
         edits = op.apply(inp.files, config_of(inp.files)) or {}

@@ -20,8 +20,7 @@ solver.py may import only math, json, re, itertools, statistics, collections, da
 videvolve_sdk; it reaches media and the model only through ctx: ctx.frames(times, max_side), ctx.sheet(times, cols,
 cell_width), ctx.clip(start, end, fps), ctx.ask(observations, prompt=None, mode="answer"|"match"|"describe",
 target=None), ctx.parse_match(text), ctx.chat(messages, tools), ctx.config, ctx.tools, ctx.log(msg).
-Every frame shown to the model costs; a revision is kept only if selection accuracy rises without raising the mean
-frames per question by more than 10 %, or if cost falls by 20 % with at most one question lost.
+Every frame shown to the model costs. The gate's rule for this run is given with the failures.
 Reply with one JSON object only:
 {"rationale": str, "applies_when": str, "preserve": str, "edits": [{"path": str, "content": str}]}
 Each edit replaces a whole file; paths are relative to the harness folder."""
@@ -52,7 +51,8 @@ def _prompt(inp: EditorInput) -> str:
         f"{' via ' + p.diagnosis.outcome.operator if p.diagnosis.outcome and p.diagnosis.outcome.operator else ''}"
         for p in inp.similar)
     history = "\n".join(json.dumps(h, default=float) for h in inp.history[-10:])
-    text = (f"Incumbent harness {inp.incumbent}:\n{files}\n\nFailures in this batch of training questions:\n"
+    text = (f"{inp.gate_rule}\n\nIncumbent harness {inp.incumbent}:\n{files}\n\n"
+            f"Failures in this batch of training questions:\n"
             f"{diags or '- none'}\n\nSimilar past diagnoses and what their revisions became:\n{similar or '- none'}"
             f"\n\nGate history (aggregates):\n{history or '- none'}\n")
     if inp.feedback:
@@ -75,15 +75,20 @@ class LLMEditor:
     def __init__(self, vlm: VLM, retries: int = 2) -> None:
         self.vlm = vlm
         self.retries = retries
+        self.last_failure: str | None = None
 
     def propose(self, inp: EditorInput) -> Proposal | None:
         """One revision, or None when the model gives nothing usable."""
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _prompt(inp)}]
-        for _ in range(self.retries + 1):
+        self.last_failure = None
+        for attempt in range(self.retries + 1):
             reply = self.vlm.complete(messages)
             try:
                 rev = parse_revision(reply.text)
             except (ValueError, ValidationError) as exc:
+                head = " / ".join(reply.text.strip().splitlines()[:3])[:300] or "(an empty reply)"
+                self.last_failure = (f"the editor model gave no usable revision in {attempt + 1} replies; the last "
+                                     f"began {head!r} and failed with: {str(exc).splitlines()[0][:300]}")
                 messages += [{"role": "assistant", "content": reply.text},
                              {"role": "user", "content": f"That did not parse ({str(exc)[:300]}). Reply with the "
                                                          "JSON object only."}]

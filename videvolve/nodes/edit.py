@@ -18,6 +18,7 @@ from videvolve.graph.context import Context
 from videvolve.graph.run import Run, get_run
 from videvolve.graph.state import State
 from videvolve.models import make_vlm
+from videvolve.search.gate import rule_text
 from videvolve.search.history import entries, for_editor
 
 
@@ -36,9 +37,12 @@ def editor_input(run: Run, state: State) -> EditorInput:
     tried = [e.operator for e in gated if e.parent == parent and e.operator]
     if state.get("feedback"):
         tried += [op for op in state.get("operators", {}).values() if op]
+    ctx = run.ctx
+    rule = rule_text(ctx.alpha, ctx.beta, ctx.eps if ctx.eps is not None else 1 / len(run.selection),
+                     ctx.cost_metric)
     return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
                        similar=sorted(similar.values(), key=lambda p: (-p.similarity, p.diagnosis.id))[:10],
-                       history=history, feedback=state.get("feedback"), tried=sorted(set(tried)))
+                       history=history, feedback=state.get("feedback"), tried=sorted(set(tried)), gate_rule=rule)
 
 
 def make_editor(run: Run) -> Editor:
@@ -77,7 +81,7 @@ def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                   rationale=proposal.rationale)
     why = None
     if not candidates and not dropped:
-        why = getattr(editor, "last_failure", None) or "the editor had nothing to propose"
+        why = editor.last_failure or "the editor had nothing to propose"
         run.event(it, "edit", "no proposal", parent=parent, why=why)
     return {"candidates": candidates, "operators": operators, "dropped": dropped, "feedback": None,
             "no_proposal": why}

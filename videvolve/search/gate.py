@@ -51,3 +51,12 @@ def gate_rule(a: float, c: float, a_new: float, c_new: float, alpha: float = 0.1
         return Decision(False, f"score {da:+.4f} is no gain, and cost {c_new:.1f} is not <= (1-{beta}) x {c:.1f} = "
                                f"{(1 - beta) * c:.1f}")
     return Decision(False, f"score {da:+.4f} is below -eps = {-eps:.4f}")
+
+
+def rule_text(alpha: float, beta: float, eps: float, metric: str) -> str:
+    """The rule in words, with a run's own numbers (what an editor is told)."""
+    what = {"frames": "distinct frames shown to the model", "visual_tokens": "visual tokens (image and video "
+            "tokens) sent to the model"}.get(metric, metric)
+    return (f"A revision is kept only if its mean score on a held-out selection set rises while its mean cost per "
+            f"question (C = {what}) grows by at most {alpha:.0%}, or if its cost falls by at least {beta:.0%} while "
+            f"its score drops by at most {eps:.3f}. Errors score 0 and their cost counts.")

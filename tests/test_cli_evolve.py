@@ -1,0 +1,84 @@
+"""``videvolve evolve`` as a user meets it: flags from the settings, Ctrl-C, an editor that proposes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from videvolve.cli import main
+from videvolve.testing import serve_sim
+
+
+def test_every_context_field_is_a_flag_with_its_description(capsys):
+    from videvolve.graph.context import Context
+
+    with pytest.raises(SystemExit):
+        main(["evolve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, field in Context.model_fields.items():
+        if name in ("run_dir", "run_id", "model", "runtime", "editor_model", "investigator_model"):
+            continue
+        assert f"--{name.replace('_', '-')}" in text, name
+        assert " ".join((field.description or "").split())[:40] in text, name
+
+
+def test_flags_override_the_config_and_bad_settings_are_one_line(small_world, tmp_path: Path, capsys):
+    from videvolve.cli.evolve_cmd import build_context, register  # noqa: F401
+
+    config = tmp_path / "run.toml"
+    config.write_text('iterations = 3\nbatch = 2\nalpha = 0.05\n')
+    args = ["evolve", "--run", str(tmp_path / "r"), "--tasks", str(small_world.tasks_path), "--config", str(config),
+            "--batch", "5", "--rungs", "0.5,1.0", "--budget", "32", "--dry-run"]
+    assert main(args) == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text("iterations = -1\n")
+    assert main(["evolve", "--run", str(tmp_path / "r2"), "--tasks", str(small_world.tasks_path), "--config",
+                 str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid settings" in err and "iterations" in err and "Traceback" not in err
+
+
+def test_ctrl_c_prints_the_command_that_resumes(small_world, tmp_path: Path, monkeypatch, capsys):
+    import videvolve.graph.driver as driver
+
+    def interrupted(ctx, on_update=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(driver, "evolve", interrupted)
+    run = tmp_path / "r"
+    assert main(["evolve", "--run", str(run), "--tasks", str(small_world.tasks_path)]) == 130
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"videvolve evolve --run {run.resolve()} --resume" in err
+
+
+def test_a_bug_prints_a_traceback_and_asks_for_a_report(monkeypatch, capsys, tmp_path: Path):
+    import videvolve.cli.run_cmds as run_cmds
+
+    def broken(args):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(run_cmds, "cmd_report", broken)
+    parser_main = main(["report", "--run", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert parser_main == 70 and "KeyError" in err and "bug in videvolve" in err
+
+
+@pytest.mark.slow
+def test_an_llm_editor_that_never_proposes_ends_with_its_own_code(small_world, tmp_path: Path, seed: Path):
+    """SimVLM as the editor model answers no editing prompt: every iteration says why, and the run exits 4."""
+    run = tmp_path / "r"
+    with serve_sim() as base:
+        r = subprocess.run([sys.executable, "-m", "videvolve", "evolve", "--tasks", str(small_world.tasks_path),
+                            "--run", str(run), "--seed-harness", str(seed), "--iterations", "2", "--batch", "2",
+                            "--editor", "llm", "--editor-base-url", base, "--editor-model", "simvlm",
+                            "--memory", str(tmp_path / "m"), "--embedder", "hashing", "--no-cache"],
+                           capture_output=True, text=True, timeout=600)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "never produced a usable revision" in r.stderr and "no iteration of this run proposed" in r.stderr
+    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    why = [e["why"] for e in events if e["event"] == "no proposal"]
+    assert len(why) == 2 and all("no usable revision" in w and "began" in w for w in why)
