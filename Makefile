@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --quiet --disable-pip-version-check
 
-.PHONY: demo test lint bench install install-dev sandbox clean
+.PHONY: demo test test-fast lint bench install install-dev sandbox clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ demo: $(VENV)/.installed sandbox
 
 test: $(VENV)/.installed-dev sandbox
 	$(BIN)/python -m pytest -q
+
+# the edit-test cycle: everything but the tests marked slow (full loops, CLI round trips); under 2 minutes
+test-fast: $(VENV)/.installed-dev sandbox
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check videvolve tests bench

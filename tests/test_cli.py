@@ -31,6 +31,7 @@ def test_score_cli_reproduces_vue_tr(benchmark, folder, gt, pred, expected):
     assert (round(out["precision_auc"], 6), round(out["recall_auc"], 6), round(out["iou_auc"], 6)) == expected
 
 
+@pytest.mark.slow
 def test_score_cli_qvhighlights_table_and_json():
     gt, pred = sample("qvhighlights", "highlight_val_release.jsonl"), sample("qvhighlights", "sample_val_preds.jsonl")
     r = run("score", "--benchmark", "qvhighlights", "--gt", str(gt), "--pred", str(pred), "--json")
@@ -89,6 +90,7 @@ def test_tasks_split_warns_about_small_selection(tmp_path: Path):
     assert json.loads(v.stdout)["by_split"]["selection"] == {"mcq": 4}
 
 
+@pytest.mark.slow
 def test_import_vue_tr_and_qvhighlights(tmp_path: Path):
     videos = tmp_path / "videos"
     videos.mkdir()

@@ -41,6 +41,7 @@ def eval_args(world, out: Path, *extra: str, harness: str = "scan_refine") -> li
             "--concurrency", "2", "--json", *extra]
 
 
+@pytest.mark.slow
 def test_serve_sim_over_http_equals_in_process(small_world, light, tmp_path: Path):
     local = videvolve(*eval_args(small_world, tmp_path / "local", "--no-cache", harness=light))
     assert local.returncode == 0, local.stderr
@@ -63,6 +64,7 @@ def test_serve_sim_over_http_equals_in_process(small_world, light, tmp_path: Pat
     assert reported == stats["prompt_tokens"] and reported != estimated  # the server's own counts are kept
 
 
+@pytest.mark.slow
 def test_second_eval_is_served_from_the_cache(small_world, light, tmp_path: Path):
     cache = tmp_path / "cache.sqlite"
     first = videvolve(*eval_args(small_world, tmp_path / "a", "--cache", str(cache), harness=light))
@@ -75,6 +77,7 @@ def test_second_eval_is_served_from_the_cache(small_world, light, tmp_path: Path
     assert json.loads(rerun.stdout)["requests"] == s2["requests"]  # results on disk are reused, not recomputed
 
 
+@pytest.mark.slow
 def test_endpoint_down_is_a_clear_error_after_bounded_retries(small_world, tmp_path: Path):
     r = videvolve(*eval_args(small_world, tmp_path / "down", "--backend", "openai", "--base-url",
                              f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--max-retries", "1", "--no-cache"))
@@ -84,6 +87,7 @@ def test_endpoint_down_is_a_clear_error_after_bounded_retries(small_world, tmp_p
     assert not list((tmp_path / "down" / "results").glob("*.json"))  # infrastructure errors are never scored
 
 
+@pytest.mark.slow
 def test_401_fails_at_once(small_world, tmp_path: Path):
     with serve_sim("--api-key", "right") as base:
         r = videvolve(*eval_args(small_world, tmp_path / "auth", "--backend", "openai", "--base-url", base,
@@ -91,6 +95,7 @@ def test_401_fails_at_once(small_world, tmp_path: Path):
     assert r.returncode == 3 and "authentication failed" in r.stderr and "401" in r.stderr
 
 
+@pytest.mark.slow
 def test_too_many_images_is_that_tasks_error(small_world, tmp_path: Path):
     with serve_sim("--max-images", "2") as base:
         r = videvolve("eval", "--tasks", str(small_world.tasks_path), "--split", "all", "--harness", "uniform",
@@ -126,6 +131,7 @@ def test_traces_carry_times_outcome_and_score(small_world, tmp_path: Path):
     assert result.usage["observed_times"] and result.frames == steps[-1]["frames"]
 
 
+@pytest.mark.slow
 def test_ask_cli(small_world, tmp_path: Path):
     task = next(t for t in small_world.tasks if t.kind == "mcq")
     options = [x for o in task.options or [] for x in ("--option", o)]
@@ -169,6 +175,7 @@ def test_python_evaluate_writes_what_eval_writes(small_world, light, tmp_path: P
         videvolve.evaluate(light, small_world.tasks_path, split="nope")
 
 
+@pytest.mark.slow
 def test_doctor_against_serve_sim():
     with serve_sim() as base:
         r = videvolve("doctor", "--backend", "openai", "--base-url", base, "--model", "simvlm")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from videvolve.editing import LLMEditor
@@ -93,6 +94,7 @@ def revision(solver: str, why: str) -> str:
                        "edits": [{"path": "solver.py", "content": solver}]})
 
 
+@pytest.mark.slow
 def test_llm_editor_revision_is_validated_gated_recorded_and_a_broken_one_dropped(small_world, tmp_path, seed,
                                                                                  monkeypatch):
     edit_module = importlib.import_module("videvolve.nodes.edit")

@@ -59,6 +59,7 @@ def test_real_embedder_ranks_missed_events_first_even_for_a_paraphrase(tmp_path:
 
 
 @pytest.mark.skipif(not minilm_available(), reason="the real embedder (sentence-transformers) is not installed")
+@pytest.mark.slow
 def test_diagnoses_cli(tmp_path: Path):
     seeded(ChromaStore(tmp_path, MiniLMEmbedder()))
 

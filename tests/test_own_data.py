@@ -9,9 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from videvolve.skill_library.harness import seed_path
 from videvolve.tasks import read_tasks
 from videvolve.testing import serve_sim
+
+pytestmark = pytest.mark.slow  # full runs of the loop or the CLI: `make test-fast` leaves them out
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

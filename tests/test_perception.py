@@ -43,6 +43,7 @@ def _judge(script, frames, scales=SCALES):
     return above, below
 
 
+@pytest.mark.slow
 def test_perception_on_rendered_frames_matches_the_truth():
     above, below = Counter(), Counter()
     for seed in range(3):

@@ -17,6 +17,8 @@ from videvolve.models.cost import cost_model  # noqa: E402
 from videvolve.models.sim import SimVLM  # noqa: E402
 from videvolve.skill_library.harness import load_harness  # noqa: E402
 
+pytestmark = pytest.mark.slow  # full runs of the loop or the CLI: `make test-fast` leaves them out
+
 
 @pytest.fixture(scope="module")
 def local_ray():

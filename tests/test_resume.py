@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from videvolve.skill_library.harness import seed_path
+
+pytestmark = pytest.mark.slow  # full runs of the loop or the CLI: `make test-fast` leaves them out
 
 KILLER = Path(__file__).with_name("evolve_killer.py")
 

@@ -53,6 +53,7 @@ def test_tier_for_budget():
     assert tier_for(mixture, None) == (128, "v128") and tier_for(mixture, 128) == (128, "v128")
 
 
+@pytest.mark.slow
 def test_mcts_with_multi_fidelity_and_a_mixture(small_world, tmp_path: Path, seed: Path):
     run = tmp_path / "run"
     ctx = Context(run_dir=str(run), run_id="run", tasks=str(small_world.tasks_path), seed_harness=str(seed),
@@ -95,6 +96,7 @@ def test_mcts_with_multi_fidelity_and_a_mixture(small_world, tmp_path: Path, see
     assert main(["harness", "list", "--run", str(run)]) == 0
 
 
+@pytest.mark.slow
 def test_mcts_resume_after_a_crash_matches_an_uninterrupted_run(small_world, tmp_path: Path, seed: Path):
     from videvolve.graph.driver import evolve
     from videvolve.testing import interrupt_after

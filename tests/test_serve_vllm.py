@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from videvolve.testing import free_port
 
@@ -25,6 +26,7 @@ os.execv({python!r}, [{python!r}, "-m", "videvolve", "serve-sim", "--port", port
 '''
 
 
+@pytest.mark.slow
 def test_serve_vllm_with_a_fake_vllm(tmp_path: Path):
     record = tmp_path / "args.json"
     fake = tmp_path / "vllm"
@@ -60,6 +62,7 @@ def test_serve_vllm_with_a_fake_vllm(tmp_path: Path):
             proc.kill()
 
 
+@pytest.mark.slow
 def test_serve_vllm_reports_a_missing_binary_and_a_crash(tmp_path: Path):
     r = subprocess.run([sys.executable, "-m", "videvolve", "serve-vllm", "m", "--vllm-bin", str(tmp_path / "none")],
                        capture_output=True, text=True)

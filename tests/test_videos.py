@@ -21,6 +21,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "videvolve", *args], capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_videos_check_on_the_real_samples():
     folder = sample("videos")
     r = run("videos", "check", str(folder), "--json")
@@ -44,6 +45,7 @@ def test_check_flags_what_will_be_slow(tmp_path: Path):
     assert missing.status == "fail"
 
 
+@pytest.mark.slow
 def test_proxy_keeps_source_time_and_is_cached(tmp_path: Path):
     src = make_index_video(tmp_path / "src.mp4", seconds=30, fps=25, gop=250, width=960, height=540)
     proxy = make_proxy(src, tmp_path / "proxies")
@@ -60,6 +62,7 @@ def test_proxy_keeps_source_time_and_is_cached(tmp_path: Path):
     assert proxied([str(src)], "always", tmp_path / "proxies")[str(src)] == str(proxy)
 
 
+@pytest.mark.slow
 def test_videos_proxy_cli_on_a_real_sample(tmp_path: Path):
     folder = tmp_path / "videos"
     folder.mkdir()
@@ -72,6 +75,7 @@ def test_videos_proxy_cli_on_a_real_sample(tmp_path: Path):
     assert [f.time for f in a] == [f.time for f in b]
 
 
+@pytest.mark.slow
 def test_simvlm_on_real_footage_says_unclear_through_the_sandbox():
     video = sample("videos", "moviepy_chaplin.mp4")
     r = run("ask", str(video), "When does the red circle appear?", "--harness", "uniform", "--no-cache")

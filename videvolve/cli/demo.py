@@ -31,7 +31,7 @@ console = Console()
 def _line(node: str, values: dict[str, Any], state: dict[str, Any], started: float) -> None:
     if node == "prepare":
         console.print(f"seed {state['incumbent']}: selection score {state['incumbent_score']:.3f}, "
-                      f"{state['incumbent_cost']:.1f} frames/question")
+                      f"{state['incumbent_cost']:,.0f} visual tokens/question")
     if node != "record":
         return
     it = int(state.get("iteration", 1)) - 1

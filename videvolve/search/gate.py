@@ -17,7 +17,12 @@ from videvolve.evaluation.results import TaskResult
 TOL = 1e-12
 
 
-def aggregate(results: Sequence[TaskResult], metric: str = "frames") -> tuple[float, float]:
+def mean_frames(results: Sequence[TaskResult]) -> float:
+    """Mean distinct frames per question (reported beside any cost metric)."""
+    return float(np.mean([r.frames for r in results])) if results else 0.0
+
+
+def aggregate(results: Sequence[TaskResult], metric: str = "visual_tokens") -> tuple[float, float]:
     """(A, C): mean score and mean cost per question."""
     if not results:
         return 0.0, 0.0

@@ -32,6 +32,9 @@ class GateEntry(BaseModel):
     cost: float | None = Field(None, description="the parent's mean cost per question there")
     cand_score: float | None = Field(None, description="the candidate's; None when it never reached the gate")
     cand_cost: float | None = None
+    metric: str | None = Field(None, description="what the cost counts: visual_tokens (default) or frames")
+    frames: float | None = Field(None, description="the parent's mean distinct frames per question (always shown)")
+    cand_frames: float | None = None
     n: int | None = Field(None, description="questions the decision was made on")
     rung: int | None = Field(None, description="the rung of the decision (1-based); rungs: how many there are")
     rungs: int | None = None
@@ -61,8 +64,12 @@ class GateEntry(BaseModel):
         scores = ""
         if self.gated and self.score is not None and self.cost is not None and self.cand_cost is not None:
             p = "" if self.p_value is None else f", p {self.p_value:.3f}"
-            scores = (f"score {self.score:.3f} -> {self.cand_score:.3f}, cost {self.cost:.1f} -> "
-                      f"{self.cand_cost:.1f}{p}; ")
+            unit = {"visual_tokens": " visual tokens", "frames": " frames"}.get(self.metric or "", "")
+            frames = ""
+            if self.metric != "frames" and self.frames is not None and self.cand_frames is not None:
+                frames = f" ({self.frames:.1f} -> {self.cand_frames:.1f} frames)"
+            scores = (f"score {self.score:.3f} -> {self.cand_score:.3f}, cost {self.cost:,.1f} -> "
+                      f"{self.cand_cost:,.1f}{unit}{frames}{p}; ")
         return f"iteration {self.number}: {self.operator or '-'} [{colour}]{self.decision}[/]: {scores}{self.reason}"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
-from videvolve.search.gate import aggregate, gate_rule
+from videvolve.search.gate import aggregate, gate_rule, mean_frames
 from videvolve.search.history import GateEntry
 from videvolve.search.services import Evaluator
 from videvolve.tasks import Task
@@ -76,6 +76,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     new: list[TaskResult] = []
     entries: dict[str, GateEntry] = {}
     alive = list(candidates)
+    frames: dict[str, float] = {}
     ladder = rungs(selection, ctx.rungs, ctx.seed, ctx.validation)
     for k, rung in enumerate(ladder):
         last = k == len(ladder) - 1
@@ -87,15 +88,17 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             new += res
             a2, c2 = aggregate(res, ctx.cost_metric)
             scored.append((cand, a2, c2, res))
+            frames[cand] = mean_frames(res)
         base: dict[str, Any] = {"iteration": iteration, "parent": parent, "score": a, "cost": c, "n": len(rung),
-                                "rung": k + 1, "rungs": len(ladder), "eps": eps}
+                                "rung": k + 1, "rungs": len(ladder), "eps": eps, "metric": ctx.cost_metric,
+                                "frames": mean_frames(p_res)}
         if last:
             for cand, a2, c2, res in scored:
                 decision = gate_rule(a, c, a2, c2, ctx.alpha, ctx.beta, eps)
                 boot = paired_bootstrap([r.score for r in p_res], [r.score for r in res], seed=ctx.seed)
                 mcq = [(o.score == 1, x.score == 1) for o, x in zip(p_res, res, strict=True) if o.kind == "mcq"]
                 entries[cand] = GateEntry(
-                    **base, candidate=cand, operator=operators.get(cand),
+                    **base, candidate=cand, operator=operators.get(cand), cand_frames=frames[cand],
                     decision="accepted" if decision.accept else "rejected", reason=decision.reason, cand_score=a2,
                     cand_cost=c2, p_value=boot.p_value, ci=(boot.ci_low, boot.ci_high),
                     mcnemar_p=mcnemar([x for x, _ in mcq], [y for _, y in mcq]).p_value if mcq else None)
@@ -112,6 +115,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             else:
                 entries[cand] = GateEntry(
                     **base, candidate=cand, operator=operators.get(cand), decision="rejected", cand_score=a2,
+                    cand_frames=frames[cand],
                     cand_cost=c2, reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): "
                                          f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f} + "
                                          f"{ctx.penalty} x SE {d_se:.3f}) at cost {c2:.1f} vs {c:.1f} cannot "
@@ -125,6 +129,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 entries[cand] = GateEntry(
                     **base, candidate=cand, operator=operators.get(cand),
                     decision="pending" if keep_pending else "rejected", cand_score=a2, cand_cost=c2,
+                    cand_frames=frames[cand],
                     reason=f"not promoted at rung {k + 1}: {best[0]} has the better penalized accuracy "
                            f"({best[1] - ctx.penalty * se:.3f} vs {a2 - ctx.penalty * se:.3f})"
                            + ("; kept for a later promotion" if keep_pending else ""))
