@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -185,3 +186,30 @@ def test_doctor_against_serve_sim():
         assert check in r.stdout
     assert "enable-auto-tool-choice" in r.stdout.replace("\n", "")  # SimVLM never calls tools: the advice shows
     assert wrong.returncode == 1 and "is not served" in wrong.stdout.replace("\n", " ")
+
+
+ECHO_ID = '''def solve(task, ctx):
+    return {"answer": "A" if task.kind == "mcq" else [], "raw": task.id}
+'''
+
+
+def test_harnesses_see_opaque_ids_results_keep_real_ones(small_world, tmp_path: Path):
+    """Ids are random per folder of results, stable when the folder is reused, never the task's own."""
+    harness_dir = tmp_path / "echo"
+    shutil.copytree(seed_path("uniform"), harness_dir)
+    (harness_dir / "solver.py").write_text(ECHO_ID)
+    harness = load_harness(harness_dir)
+    tasks = small_world.tasks[:4]
+    args = (SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2))
+    first = solve_tasks(harness, tasks, *args, tmp_path / "a")
+    seen = {r.task_id: r.prediction.raw for r in first if r.prediction}
+    assert len(seen) == 4 and all(r.task_id == t.id for r, t in zip(first, tasks, strict=True))
+    for real, opaque in seen.items():
+        assert opaque != real and opaque.startswith("task-") and real.split("-")[0] not in opaque
+    mapping = json.loads((tmp_path / "a" / "opaque_ids.json").read_text())
+    assert mapping == seen and oct((tmp_path / "a" / "opaque_ids.json").stat().st_mode & 0o777) == "0o600"
+    other = solve_tasks(harness, tasks, *args, tmp_path / "b")
+    assert not set(seen.values()) & {r.prediction.raw for r in other if r.prediction}  # another folder, other ids
+    shutil.rmtree(tmp_path / "a" / "results")  # rerun into the same folder: the same ids
+    again = solve_tasks(harness, tasks, *args, tmp_path / "a")
+    assert {r.task_id: r.prediction.raw for r in again if r.prediction} == seen

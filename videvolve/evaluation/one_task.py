@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from videvolve.config import RuntimeSettings
+from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import TaskResult, result_path, write_result
 from videvolve.metrics import task_score
 from videvolve.models.base import VLM
@@ -17,15 +18,20 @@ from videvolve.tasks import Task
 
 
 def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: RuntimeSettings, out_dir: Path,
-            cache: ResponseCache | None = None) -> TaskResult:
-    """Run and score one task, write its result; raises :class:`InfraError` without writing anything."""
+            cache: ResponseCache | None = None, view_id: str | None = None) -> TaskResult:
+    """Run and score one task, write its result; raises :class:`InfraError` without writing anything.
+
+    ``view_id`` is the opaque id harness code sees instead of the task's (``evaluation.opaque_ids``); the result
+    carries the real one.
+    """
     trace = TraceWriter(out_dir / "traces" / f"{result_path(out_dir, task.id).stem}.jsonl")
-    services = TaskServices(task.view(), task.video, vlm, cost, settings, skill=harness.skill, cache=cache,
-                            trace=trace)
+    view = task.view().model_copy(update={"id": view_id or OpaqueIds(out_dir).of(task.id)})
+    services = TaskServices(view, task.video, vlm, cost, settings, skill=harness.skill, cache=cache, trace=trace)
     run = run_task(harness, services)
-    score = task_score(task, run.prediction) if run.outcome == "ok" else 0.0
+    prediction = run.prediction.model_copy(update={"task_id": task.id}) if run.prediction else None
+    score = task_score(task, prediction) if run.outcome == "ok" else 0.0
     result = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
-                        outcome=run.outcome, error_kind=run.error_kind, error=run.error, prediction=run.prediction,
+                        outcome=run.outcome, error_kind=run.error_kind, error=run.error, prediction=prediction,
                         score=score, usage=run.usage, wall_s=run.wall_s)
     trace.write("result", outcome=result.outcome, error_kind=result.error_kind, score=score,
                 frames=result.frames)

@@ -16,6 +16,7 @@ from pathlib import Path
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import InfraError, MediaError, UsageError
 from videvolve.evaluation.one_task import run_one
+from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import TaskResult, load_result, write_result
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
@@ -56,13 +57,15 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
             if on_result:
                 on_result(failed)
     pending = ready
+    ids = OpaqueIds(out_dir)
+    view_ids = {t.id: ids.of(t.id) for t in pending}  # made here, so Ray workers never write the mapping
     if executor == "ray" and pending:
         from videvolve.evaluation.executors import run_on_ray
 
         if model is None:
             raise UsageError("the ray executor needs the model settings to rebuild the client in its workers")
-        for r in run_on_ray(harness.path, pending, model, settings, out_dir, str(cache.path) if cache else None,
-                            ray_address, on_result):
+        for r in run_on_ray(harness.path, pending, view_ids, model, settings, out_dir,
+                            str(cache.path) if cache else None, ray_address, on_result):
             done[r.task_id] = r
         return [done[t.id] for t in tasks]
     lock = threading.Lock()
@@ -71,7 +74,7 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
     def work(task: Task) -> TaskResult | None:
         if stop.is_set():
             return None
-        result = run_one(harness, task, vlm, cost, settings, out_dir, cache)
+        result = run_one(harness, task, vlm, cost, settings, out_dir, cache, view_ids[task.id])
         with lock:
             done[task.id] = result
             if on_result:
