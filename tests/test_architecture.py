@@ -183,3 +183,15 @@ def test_every_module_has_a_layer(module: str) -> None:
     for m in modules():
         layer_of(m)
     assert layer_of(module)
+
+
+def test_the_cli_starts_without_the_heavy_libraries() -> None:
+    """``videvolve --help`` and ``evolve --help`` build every parser without LangGraph, SciPy, Chroma or the nodes."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from videvolve.cli import build_parser; p = build_parser(); "
+            "heavy = [m for m in ('langgraph', 'scipy', 'chromadb', 'videvolve.nodes', 'videvolve.graph.builder', "
+            "'torch', 'av') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]", f"imported at start-up: {out} (import them inside the command that needs them)"

@@ -7,8 +7,6 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-from rich.console import Console
-
 from videvolve.cli import (
     data_cmds,
     demo_cmd,
@@ -20,8 +18,6 @@ from videvolve.cli import (
     videos_cmd,
 )
 from videvolve.errors import VidevolveError
-
-console = Console(stderr=True, soft_wrap=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, passthrough = argv[:i], argv[i + 1 :]
     args = parser.parse_args(argv)
     args.passthrough = passthrough
+    from rich.console import Console
+
+    console = Console(stderr=True, soft_wrap=True)
     try:
         return int(args.func(args) or 0)
     except VidevolveError as exc:

@@ -6,24 +6,14 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from videvolve.datasets.benchmarks import REGISTRY, import_benchmark
-from videvolve.datasets.synthworld import generate_world, world_stats
-from videvolve.tasks import (
-    Task,
-    check_video_disjoint,
-    parse_fractions,
-    read_tasks,
-    selection_warning,
-    split_by_video,
-    summarize,
-    write_tasks,
-)
+if TYPE_CHECKING:
+    from videvolve.tasks import Task
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -66,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     fc.set_defaults(func=cmd_from_csv)
 
     imp = sub.add_parser("import", help="turn a benchmark's annotation file into tasks.jsonl")
-    imp.add_argument("benchmark", choices=sorted(REGISTRY))
+    imp.add_argument("benchmark", help="the benchmark's name, e.g. vue-tr, qvhighlights, videomme (a wrong name lists "
+                     "them all)")
     imp.add_argument("annotations", type=Path, help="the benchmark's annotation file (or MLVU's folder)")
     imp.add_argument("--meta", type=Path, default=None, help="extra file, e.g. Charades_v1_test.csv for durations")
     imp.add_argument("--videos", type=Path, required=True, help="folder holding the benchmark's videos")
@@ -94,6 +85,8 @@ def stats_table(stats: dict[str, Any]) -> Table:
 
 def cmd_synth(args: argparse.Namespace) -> int:
     """``videvolve synth``."""
+    from videvolve.datasets.synthworld import generate_world, world_stats
+    from videvolve.tasks import parse_fractions
     with Progress(TextColumn("encoding videos"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as progress:
         bar = progress.add_task("videos", total=args.videos)
@@ -111,6 +104,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _warnings(tasks: Sequence[Task], check_videos: bool) -> list[str]:
+    from videvolve.tasks import check_video_disjoint, selection_warning
     warnings = []
     shared = check_video_disjoint(tasks)
     if shared:
@@ -134,6 +128,7 @@ def _warnings(tasks: Sequence[Task], check_videos: bool) -> list[str]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """``videvolve tasks validate``: exit 2 on invalid records, 0 otherwise (warnings printed)."""
+    from videvolve.tasks import read_tasks, summarize
     tasks = read_tasks(args.file)
     summary = summarize(tasks)
     warnings = _warnings(tasks, not args.no_videos)
@@ -158,6 +153,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_split(args: argparse.Namespace) -> int:
     """``videvolve tasks split``."""
+    from videvolve.tasks import parse_fractions, read_tasks, selection_warning, split_by_video, summarize, write_tasks
     tasks = split_by_video(read_tasks(args.file), parse_fractions(args.fractions), seed=args.seed)
     dest = args.out or args.file.with_name(args.file.name.removesuffix(".jsonl") + ".split.jsonl")
     write_tasks(tasks, dest)
@@ -174,6 +170,7 @@ def cmd_split(args: argparse.Namespace) -> int:
 def cmd_from_csv(args: argparse.Namespace) -> int:
     """``videvolve tasks from-csv``."""
     from videvolve.datasets.own import tasks_from_table
+    from videvolve.tasks import summarize, write_tasks
 
     tasks = tasks_from_table(args.file, args.videos, args.source)
     write_tasks(tasks, args.out)
@@ -185,6 +182,8 @@ def cmd_from_csv(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``videvolve import``."""
+    from videvolve.datasets.benchmarks import import_benchmark
+    from videvolve.tasks import write_tasks
     tasks = import_benchmark(args.benchmark, args.annotations, args.videos, args.meta)
     write_tasks(tasks, args.out)
     missing = sum(1 for v in {t.video for t in tasks} if not Path(v).is_file())

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from videvolve.cli.demo import run_demo
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``demo``."""
@@ -16,5 +14,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iterations", type=int, default=6)
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=lambda a: run_demo(a.out, videos=a.videos, minutes=a.minutes, seed=a.seed,
-                                           iterations=a.iterations))
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the demo."""
+    from videvolve.cli.demo import run_demo
+
+    return run_demo(args.out, videos=args.videos, minutes=args.minutes, seed=args.seed, iterations=args.iterations)

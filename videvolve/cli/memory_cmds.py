@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from videvolve.errors import InputNotFoundError, UsageError
-from videvolve.memory.store import ChromaStore
+
+if TYPE_CHECKING:
+    from videvolve.memory.store import ChromaStore
 
 out = Console(soft_wrap=True)
 DEFAULT_MEMORY = Path.home() / ".videvolve" / "memory"

@@ -11,14 +11,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from videvolve.errors import PredictionFormatError
-from videvolve.metrics import summarize_scores
-from videvolve.tasks import read_predictions, read_tasks
+from videvolve.errors import PredictionFormatError, UsageError
 
 out = Console(soft_wrap=True)
 
 
 def _ours(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from videvolve.metrics import summarize_scores
+    from videvolve.tasks import read_predictions, read_tasks
     tasks = read_tasks(gt)
     by_id = {p.task_id: p for p in read_predictions(pred)}
     unknown = set(by_id) - {t.id for t in tasks}
@@ -37,6 +37,8 @@ def _scorers() -> dict[str, Callable[[Path, Path, argparse.Namespace], dict[str,
     from videvolve.datasets.benchmarks import REGISTRY
 
     return {**{name: _benchmark(name) for name in REGISTRY}, "videvolve": _ours}
+
+
 HEADLINE = {
     "vue-tr": ["precision_auc", "recall_auc", "iou_auc", "precision_auc_zero_filled", "miou", "n",
                "empty_predictions"],
@@ -51,8 +53,9 @@ HEADLINE["vue-tr-v2"] = HEADLINE["vue-tr"]
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``score``."""
     p = sub.add_parser("score", help="score predictions with a benchmark's official metric")
-    p.add_argument("--benchmark", required=True, choices=sorted(_scorers()),
-                   help="'videvolve' scores our own tasks.jsonl + predictions.jsonl")
+    p.add_argument("--benchmark", required=True,
+                   help="a benchmark's name (vue-tr, qvhighlights, ...); 'videvolve' scores our own tasks.jsonl + "
+                        "predictions.jsonl")
     p.add_argument("--gt", type=Path, required=True, help="ground truth (the benchmark's own file)")
     p.add_argument("--pred", type=Path, required=True, help="predictions (the benchmark's submission format)")
     p.add_argument("--parser", choices=["lmms", "vllm"], default="lmms",
@@ -74,7 +77,10 @@ def _flat(result: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Print the metrics (a table, or JSON)."""
-    result = _scorers()[args.benchmark](args.gt, args.pred, args)
+    scorers = _scorers()
+    if args.benchmark not in scorers:
+        raise UsageError(f"no benchmark {args.benchmark!r}; available: {', '.join(sorted(scorers))}")
+    result = scorers[args.benchmark](args.gt, args.pred, args)
     if args.json:
         print(json.dumps(result, default=float))
         return 0
