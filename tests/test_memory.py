@@ -80,3 +80,17 @@ def test_diagnoses_cli(tmp_path: Path):
     assert cli("show", "nope").returncode == 2
     rebuilt = cli("rebuild-index")
     assert rebuilt.returncode == 0 and "6" in rebuilt.stdout
+
+
+def test_diagnoses_given_a_run_read_that_runs_memory(tmp_path: Path):
+    import argparse
+    import json
+
+    from videvolve.cli.memory_cmds import DEFAULT_MEMORY, memory_of
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "settings.json").write_text(json.dumps({"memory": str(tmp_path / "its-memory")}))
+    assert memory_of(argparse.Namespace(memory=None, run=str(run))) == tmp_path / "its-memory"
+    assert memory_of(argparse.Namespace(memory=tmp_path / "m", run=str(run))) == tmp_path / "m"  # explicit wins
+    assert memory_of(argparse.Namespace(memory=None, run=None)) == DEFAULT_MEMORY

@@ -23,7 +23,7 @@ from videvolve.graph.driver import evolve
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.report import build_report
-from videvolve.search.history import entries
+from videvolve.search.history import GateEntry, entries
 
 console = Console()
 
@@ -56,21 +56,52 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
                   cache=str((out / "cache.sqlite").resolve()))
     final = evolve(ctx, lambda node, values, state: _line(node, values, state, started))
     console.print(f"stopped: {final.get('stop_reason')}; best harness {final['incumbent']} -> {run / 'best'}")
-    report = build_report(run)
-    console.print(f"report: {report} (plots: {run / 'report' / 'progress.png'})")
 
     console.rule("3. the held-out test split, which neither the editor nor the gate ever saw")
     cmp = compare_on_test(run, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2))
     table = Table(title=f"test split: {cmp.seed['n']} questions")
-    for col in ("harness", "mcq accuracy", "grounding mIoU", "R@0.5", "frames/q", "image tokens/q", "errors"):
+    for col in ("harness", "mcq accuracy", "grounding mIoU", "R@0.5", "frames/q", "visual tokens/q", "errors"):
         table.add_column(col, justify="left" if col == "harness" else "right")
     for name, s in (("seed (uniform)", cmp.seed), ("evolved", cmp.best)):
         table.add_row(f"{name} {s['version']}", f"{s['mcq']['accuracy']:.3f}", f"{s['grounding']['miou']:.3f}",
                       f"{s['grounding']['R@0.5']:.3f}", f"{s['frames_per_question']:.1f}",
-                      f"{s['image_tokens_per_question']:.0f}", str(s["errors"]))
+                      f"{_visual(s):,.0f}", str(s["errors"]))
     console.print(table)
     console.print(f"paired tests: mean score {cmp.score_diff:+.3f} (bootstrap p = {cmp.score_p:.4f}); grounding "
                   f"bootstrap p = {cmp.grounding_p:.4f}; mcq McNemar p = {cmp.mcq_p:.4f}")
+    report = build_report(run)
+    console.print(f"report, with this comparison: {report} (plots: {run / 'report' / 'progress.png'})")
+    console.rule("what this showed")
+    for sentence in summary_sentences(cmp.to_dict(), entries(final.get("history") or [])):
+        console.print(sentence, highlight=False)
     console.print(f"done in {time.time() - started:.0f} s; inspect diagnoses with `videvolve diagnoses list "
-                  f"--memory {out / 'memory'}`")
+                  f"--run {run}`")
     return 0
+
+
+def _visual(summary: dict[str, Any]) -> float:
+    return float(summary["image_tokens_per_question"] + summary.get("video_tokens_per_question", 0.0))
+
+
+def summary_sentences(cmp: dict[str, Any], history: list[GateEntry]) -> list[str]:
+    """Three plain sentences: what changed, what it cost in frames and visual tokens, how sure we are."""
+    kept = [e.operator or "?" for e in history if e.decision == "accepted"]
+    tried = [e for e in history if e.candidate]
+    seed, best = cmp["seed"], cmp["best"]
+    if kept:
+        changed = (f"The loop tried {len(tried)} revision(s) of the uniform seed and kept {len(kept)} "
+                   f"({', '.join(kept)}).")
+    else:
+        changed = f"The loop tried {len(tried)} revision(s) of the uniform seed and kept none: the seed stayed best."
+    v0, v1 = _visual(seed), _visual(best)
+    ratio = v1 / v0 if v0 else float("nan")
+    cost = (f"On the held-out test split the evolved harness shows the model {best['frames_per_question']:.0f} "
+            f"frames and {v1:,.0f} visual tokens per question, against the seed's "
+            f"{seed['frames_per_question']:.0f} frames and {v0:,.0f} visual tokens ({ratio:.2f}x the visual tokens).")
+    diff, p = cmp["score_diff"], cmp["score_p"]
+    verdict = "a gain we can trust at p < 0.05" if diff > 0 and p < 0.05 else \
+        "not a difference this test split can establish" if p >= 0.05 else "a loss"
+    sure = (f"Its mean per-question score changed by {diff:+.3f} (paired bootstrap p = {p:.4f}"
+            + (f", mcq McNemar p = {cmp['mcq_p']:.4f}" if cmp.get("mcq_p") is not None else "")
+            + f"): {verdict}.")
+    return [changed, cost, sure]

@@ -25,11 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     dsub = p.add_subparsers(dest="diagnoses_command", required=True, metavar="ACTION")
 
     def common(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--memory", type=Path, default=DEFAULT_MEMORY, help="memory workspace")
+        q.add_argument("--memory", type=Path, default=None,
+                       help=f"memory workspace (default: the --run's own, else {DEFAULT_MEMORY})")
+        q.add_argument("--run", default=None, help="a run directory: its memory (and, for list, only its diagnoses)")
         q.add_argument("--json", action="store_true")
 
     ls = dsub.add_parser("list", help="every diagnosis (newest last)")
-    ls.add_argument("--run", default=None, help="only this run (its directory or name)")
     ls.add_argument("--category", default=None)
     common(ls)
     ls.set_defaults(func=cmd_list)
@@ -51,9 +52,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _store(args: argparse.Namespace) -> ChromaStore:
     from videvolve.memory import open_store
 
+    args.memory = memory_of(args)
     if not args.memory.exists():
         raise InputNotFoundError(f"no memory at {args.memory} (run `videvolve evolve` first, or pass --memory)")
     return open_store(args.memory)
+
+
+def memory_of(args: argparse.Namespace) -> Path:
+    """``--memory``, else the memory a run directory given as ``--run`` was started with, else the default."""
+    if args.memory is not None:
+        return Path(args.memory)
+    settings = Path(args.run) / "settings.json" if args.run else None
+    if settings is not None and settings.is_file():
+        return Path(json.loads(settings.read_text())["memory"])
+    return DEFAULT_MEMORY
 
 
 def cmd_list(args: argparse.Namespace) -> int:

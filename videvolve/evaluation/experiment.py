@@ -36,7 +36,10 @@ class Comparison:
 
 
 def compare_on_test(run_dir: Path, vlm: VLM, cost: CostModel, runtime: RuntimeSettings) -> Comparison:
-    """Evaluate the run's seed and best harness on the test split of its tasks file."""
+    """Evaluate the run's seed and best harness on the test split of its tasks file.
+
+    The comparison is also written to ``RUN/test/comparison.json``, where the run's report finds it.
+    """
     settings = json.loads((run_dir / "settings.json").read_text())
     tasks = [t for t in read_tasks(settings["tasks"]) if t.split == "test"]
     lineage = [json.loads(x) for x in (run_dir / "lineage.jsonl").read_text().splitlines()]
@@ -52,8 +55,11 @@ def compare_on_test(run_dir: Path, vlm: VLM, cost: CostModel, runtime: RuntimeSe
     overall = paired_bootstrap([x.score for x in s], [y.score for y in b])
     seed_summary = {**summarize(tasks, s), "version": seed_version}
     best_summary = {**summarize(tasks, b), "version": best_version}
-    return Comparison(
+    comparison = Comparison(
         seed=seed_summary, best=best_summary,
         grounding_p=paired_bootstrap([x for x, _ in g], [y for _, y in g]).p_value if g else None,
         mcq_p=mcnemar([x for x, _ in m], [y for _, y in m]).p_value if m else None,
         score_p=overall.p_value, score_diff=overall.diff)
+    (run_dir / "test").mkdir(exist_ok=True)
+    (run_dir / "test" / "comparison.json").write_text(json.dumps(comparison.to_dict(), indent=1, default=float))
+    return comparison

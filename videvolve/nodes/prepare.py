@@ -12,7 +12,7 @@ from videvolve.graph.context import Context
 from videvolve.graph.run import get_run
 from videvolve.graph.state import State
 from videvolve.nodes.common import spent
-from videvolve.search.gate import aggregate
+from videvolve.search.gate import aggregate, mean_frames
 from videvolve.search.tree import root
 from videvolve.skill_library.harness import copy_harness, find_harness
 
@@ -25,7 +25,7 @@ def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     results = run.evaluate(version, run.selection, "selection")
     score, cost = aggregate(results, ctx.cost_metric)
     run.record_lineage(version, parent=None, iteration=0, operator=None, decision="seed", reason="the seed harness",
-                       score=score, cost=cost)
+                       score=score, cost=cost, frames=mean_frames(results))
     shutil.rmtree(run.root / "best", ignore_errors=True)
     shutil.copytree(seed, run.root / "best")
     run.event(0, "prepare", "baseline", harness=version, score=score, cost=cost, selection=len(run.selection))

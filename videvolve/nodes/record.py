@@ -58,7 +58,8 @@ def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     for e in [*gated, *refused]:
         if e.candidate:
             run.record_lineage(e.candidate, parent=parent, iteration=it, operator=e.operator, decision=e.decision,
-                               reason=e.reason, score=e.cand_score, cost=e.cand_cost, rung=e.rung, rungs=e.rungs)
+                               reason=e.reason, score=e.cand_score, cost=e.cand_cost, frames=e.cand_frames,
+                               rung=e.rung, rungs=e.rungs)
     update: dict[str, Any] = {"tree": record_children(state.get("tree", {}), parent, gated, refused)}
     update["history"] = [e.model_dump() for e in refused]
     accepted = [e for e in gated if e.decision == "accepted"]

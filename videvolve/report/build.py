@@ -15,6 +15,9 @@ from videvolve.report import plots
 from videvolve.search.history import GateEntry
 from videvolve.tasks import read_tasks
 
+COMPARISON = "comparison.json"
+"""Written by ``evaluation.experiment.compare_on_test`` into ``RUN/test/``; shown when present."""
+
 MAX_TRACES = 6
 MAX_IMAGES_PER_STEP = 12
 
@@ -110,7 +113,10 @@ def build_report(run: str | Path) -> Path:
     best = accepted[-1] if accepted else seed
     env = Environment(autoescape=True, undefined=StrictUndefined)
     template = env.from_string((resources.files("videvolve.report") / "templates" / "report.html").read_text())
+    comparison = run / "test" / COMPARISON
+    heldout = json.loads(comparison.read_text()) if comparison.is_file() else None
     html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=versions,
+                           heldout=heldout,
                            diagnoses=diagnoses, traces=_traces(run, settings, out), best=best.get("version", "?"),
                            best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)
     (out / "index.html").write_text(html, encoding="utf-8")

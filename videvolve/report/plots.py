@@ -18,30 +18,38 @@ COLOURS = {"accepted": "#1a7f37", "rejected": "#d97706", "dropped": "#c00000", "
 
 
 def progress(history: list[GateEntry], seed: dict[str, Any], path: Path) -> Path:
-    """Selection score and mean cost per iteration (the seed at 0), candidates marked accepted / rejected."""
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    inc_x, inc_score, inc_cost = [0], [seed.get("score", 0.0)], [seed.get("cost", 0.0)]
+    """Selection score, the gate's cost and frames per iteration (the seed at 0), candidates by decision."""
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    inc_x = [0]
+    inc = {"score": [seed.get("score") or 0.0], "cost": [seed.get("cost") or 0.0], "frames": [seed.get("frames")]}
     for h in history:
         it = h.number
         if h.cand_score is not None:
             colour = COLOURS.get(h.decision, "#999999")
             ax1.scatter(it, h.cand_score, color=colour, zorder=3, label=h.decision)
             ax2.scatter(it, h.cand_cost, color=colour, zorder=3)
-        accepted = h.decision == "accepted" and h.cand_score is not None and h.cand_cost is not None
+            if h.cand_frames is not None:
+                ax3.scatter(it, h.cand_frames, color=colour, zorder=3)
+        accepted = h.decision == "accepted" and h.cand_score is not None
         inc_x.append(it)
-        inc_score.append(h.cand_score if accepted and h.cand_score is not None else inc_score[-1])
-        inc_cost.append(h.cand_cost if accepted and h.cand_cost is not None else inc_cost[-1])
-    ax1.step(inc_x, inc_score, where="post", color="#333333", label="incumbent")
-    ax2.step(inc_x, inc_cost, where="post", color="#333333")
+        inc["score"].append(h.cand_score if accepted else inc["score"][-1])
+        inc["cost"].append(h.cand_cost if accepted else inc["cost"][-1])
+        inc["frames"].append(h.cand_frames if accepted else inc["frames"][-1])
+    ax1.step(inc_x, inc["score"], where="post", color="#333333", label="incumbent")
+    ax2.step(inc_x, inc["cost"], where="post", color="#333333")
+    if all(f is not None for f in inc["frames"]):
+        ax3.step(inc_x, inc["frames"], where="post", color="#333333")
     handles, labels = ax1.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
     ax1.legend(unique.values(), unique.keys(), loc="lower right")
+    metric = next((h.metric for h in history if h.metric), "visual_tokens")
     ax1.set_ylabel("selection score")
-    ax2.set_ylabel("cost per question")
-    ax2.set_xlabel("iteration")
-    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax1.grid(alpha=0.3)
-    ax2.grid(alpha=0.3)
+    ax2.set_ylabel(f"{metric.replace('_', ' ')} / question\n(the gate's cost)")
+    ax3.set_ylabel("frames / question")
+    ax3.set_xlabel("iteration (0 = the seed)")
+    ax3.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in (ax1, ax2, ax3):
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -79,7 +87,7 @@ def categories(diagnoses: list[dict[str, Any]], path: Path) -> Path:
     """Stacked bars: diagnosis categories per iteration."""
     by_it: dict[int, Counter[str]] = {}
     for d in diagnoses:
-        by_it.setdefault(int(d["iteration"]), Counter())[d["category"]] += 1
+        by_it.setdefault(int(d["iteration"]) + 1, Counter())[d["category"]] += 1
     cats = sorted({c for cnt in by_it.values() for c in cnt})
     its = sorted(by_it)
     fig, ax = plt.subplots(figsize=(8, 3.5))
@@ -90,6 +98,8 @@ def categories(diagnoses: list[dict[str, Any]], path: Path) -> Path:
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_xlabel("iteration")
     ax.set_ylabel("diagnoses")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if cats:
         ax.legend(fontsize=8, ncol=3)
     fig.tight_layout()
