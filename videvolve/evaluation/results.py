@@ -18,7 +18,8 @@ class TaskResult(BaseModel):
     split: str | None = None
     kind: str
     outcome: str = Field(description="ok or error")
-    error_kind: str | None = Field(None, description="parse, budget, timeout, memory, crash, bad_request, media")
+    error_kind: str | None = Field(None, description="an ErrorKind value: parse, budget, timeout, memory, crash, "
+                                                     "static, invalid, bad_request, media")
     error: str | None = None
     prediction: Prediction | None = None
     score: float = Field(description="1/0 for mcq, interval-set IoU for grounding; 0 for an error")

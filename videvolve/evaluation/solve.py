@@ -14,7 +14,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from videvolve.config import ModelSettings, RuntimeSettings
-from videvolve.errors import InfraError, MediaError, UsageError
+from videvolve.errors import ErrorKind, InfraError, MediaError, UsageError
 from videvolve.evaluation.one_task import run_one
 from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import TaskResult, load_result, write_result
@@ -50,7 +50,7 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
             ready.append(task.with_duration())
         except MediaError as exc:
             failed = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
-                                outcome="error", error_kind="media", error=str(exc), score=0.0,
+                                outcome="error", error_kind=ErrorKind.MEDIA, error=str(exc), score=0.0,
                                 usage={"frames": 0})
             write_result(out_dir, failed)
             done[task.id] = failed

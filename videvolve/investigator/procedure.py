@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from videvolve.config import RuntimeSettings
+from videvolve.errors import ErrorKind
 from videvolve.evaluation.results import TaskResult
 from videvolve.memory.records import Diagnosis, Evidence
 from videvolve.metrics.intervals import hull_iou
@@ -36,9 +37,10 @@ from videvolve.models.parsing import parse_match
 from videvolve.skill_library.services import TaskServices
 from videvolve.tasks import Task
 
-ERROR_CATEGORIES = {"parse": "format_error", "budget": "budget_exhausted", "bad_request": "infra_error",
-                    "media": "infra_error", "crash": "crash", "timeout": "crash", "memory": "crash",
-                    "static": "crash"}
+ERROR_CATEGORIES = {ErrorKind.PARSE: "format_error", ErrorKind.BUDGET: "budget_exhausted",
+                    ErrorKind.BAD_REQUEST: "infra_error", ErrorKind.MEDIA: "infra_error", ErrorKind.CRASH: "crash",
+                    ErrorKind.TIMEOUT: "crash", ErrorKind.MEMORY: "crash", ErrorKind.STATIC: "crash",
+                    ErrorKind.INVALID: "crash"}
 
 
 def probe_target(task: Task) -> str:
