@@ -119,7 +119,8 @@ class Investigator:
     def _classify(self, task: Task, result: TaskResult,
                   trace: list[dict[str, Any]]) -> tuple[Any, list[Evidence], dict[str, Any]]:
         if result.outcome == "error":
-            return ERROR_CATEGORIES.get(result.error_kind or "crash", "crash"), [], {"error": result.error or ""}
+            kind = ErrorKind(result.error_kind or "crash")
+            return ERROR_CATEGORIES.get(kind, "crash"), [], {"error": result.error or ""}
         seen = trace_observations(trace)
         times = sorted({s.time for s in seen})
         spacing = statistics.median([b - a for a, b in itertools.pairwise(times)]) if len(times) > 1 \
