@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from videvolve.cli.common import stdout_console
 from videvolve.datasets.benchmarks import REGISTRY, import_benchmark
 from videvolve.datasets.synthworld import generate_world, world_stats
 from videvolve.tasks import (
@@ -25,7 +26,7 @@ from videvolve.tasks import (
     write_tasks,
 )
 
-out = Console(soft_wrap=True)
+out = stdout_console()
 err = Console(stderr=True, soft_wrap=True)
 
 

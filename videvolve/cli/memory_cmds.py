@@ -6,13 +6,13 @@ import argparse
 import json
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from videvolve.cli.common import stdout_console
 from videvolve.errors import InputNotFoundError, UsageError
 from videvolve.memory.store import ChromaStore
 
-out = Console(soft_wrap=True)
+out = stdout_console()
 DEFAULT_MEMORY = Path.home() / ".videvolve" / "memory"
 
 

@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings
+from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings, stdout_console
 from videvolve.errors import InfraError
 
-out = Console(soft_wrap=True)
+out = stdout_console()
 err = Console(stderr=True, soft_wrap=True)
 
 
@@ -67,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     d = sub.add_parser("doctor", help="check decoding, the sandbox and a model endpoint; say what to fix")
     add_model_args(d, cache=False)
+    d.add_argument("--json", action="store_true", help="print the checks as a JSON list")
     d.set_defaults(func=cmd_doctor)
 
 
@@ -212,6 +213,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from videvolve.doctor import run_checks
 
     checks = run_checks(model_settings(args))
+    if args.json:
+        print(json.dumps([{"check": c.name, "status": c.status, "detail": c.detail} for c in checks]))
+        return 1 if any(c.status == "fail" for c in checks) else 0
     table = Table(title="videvolve doctor")
     for col in ("check", "status", "detail"):
         table.add_column(col)

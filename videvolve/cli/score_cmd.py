@@ -8,14 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from videvolve.cli.common import stdout_console
 from videvolve.errors import PredictionFormatError
 from videvolve.metrics import summarize_scores
 from videvolve.tasks import read_predictions, read_tasks
 
-out = Console(soft_wrap=True)
+out = stdout_console()
 
 
 def _ours(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:
