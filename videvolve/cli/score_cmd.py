@@ -13,6 +13,7 @@ from rich.table import Table
 from videvolve.cli.common import stdout_console
 from videvolve.errors import PredictionFormatError
 from videvolve.metrics import summarize_scores
+from videvolve.metrics.scales import SCALES, on_official_scale
 from videvolve.tasks import read_predictions, read_tasks
 
 out = stdout_console()
@@ -40,8 +41,7 @@ def _scorers() -> dict[str, Callable[[Path, Path, argparse.Namespace], dict[str,
 HEADLINE = {
     "vue-tr": ["precision_auc", "recall_auc", "iou_auc", "precision_auc_zero_filled", "miou", "n",
                "empty_predictions"],
-    "qvhighlights": ["MR-full-R1@0.5", "MR-full-R1@0.7", "MR-full-mAP", "MR-full-mAP@0.5", "MR-full-mAP@0.75",
-                     "MR-short-mAP", "MR-middle-mAP", "MR-long-mAP"],
+    "qvhighlights": list(SCALES["qvhighlights"].leaves),  # the official "brief" (HL-* when computed)
     "extremewhenbench": ["miou", "R@0.3", "R@0.5", "R@0.7", "parse_fail", "n"],
     "charades-sta": ["miou", "R@0.3", "R@0.5", "R@0.7", "parse_fail", "n"],
 }
@@ -74,7 +74,7 @@ def _flat(result: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Print the metrics (a table, or JSON)."""
-    result = _scorers()[args.benchmark](args.gt, args.pred, args)
+    result = on_official_scale(args.benchmark, _scorers()[args.benchmark](args.gt, args.pred, args))
     if args.json:
         print(json.dumps(result, default=float))
         return 0
@@ -82,10 +82,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     table.add_column("metric")
     table.add_column("value", justify="right")
     keys = HEADLINE.get(args.benchmark)
-    rows = [(k, result[k]) for k in keys] if keys else _flat(result)
+    rows = [(k, result[k]) for k in keys if k in result] if keys else _flat(result)
     for k, v in rows:
-        if k == "benchmark":
+        if k in ("benchmark", "scale") or k.startswith("not_computed"):
             continue
-        table.add_row(k, f"{v:.6f}" if isinstance(v, float) else str(v))
+        table.add_row(k, f"{v:.6f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v))
     out.print(table)
+    out.print(f"scale: {result['scale']}", highlight=False)
+    for line in result.get("not_computed", []):
+        out.print(f"not computed: {line}", highlight=False)
     return 0
