@@ -94,6 +94,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from videvolve.api import resolve_harness
     from videvolve.evaluation.evaluate import evaluate, select, with_proxies
     from videvolve.models import make_vlm
+    from videvolve.models.cache import CacheUse
     from videvolve.models.cost import cost_model
     from videvolve.tasks import read_tasks
 
@@ -127,6 +128,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(json.dumps(summary, default=float))
     else:
         out.print(summary_table(f"{name} ({done.harness.version_id}) on {args.split} of {args.tasks.name}", summary))
+        out.print(CacheUse.model_validate(summary["cache_use"]).line(), highlight=False)
         out.print(f"results, traces and predictions: {outdir}")
     return 0
 
@@ -135,6 +137,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     """``videvolve ask``: the answer, its evidence and its cost; one clear line on failure."""
     from videvolve.api import load_harness
     from videvolve.models import make_vlm
+    from videvolve.models.cache import CacheUse
 
     ms = model_settings(args)
     loaded = load_harness(args.harness, runtime_settings(args).budget)
@@ -142,10 +145,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
                         model=ms, runtime=runtime_settings(args), vlm=make_vlm(ms), cache=open_cache(args),
                         trace=args.trace)
     usage = {k: v for k, v in answer.usage.items() if k != "observed_times"}
+    cache_use = CacheUse.of([usage], enabled=not args.no_cache)
     if args.json:
         print(json.dumps({"outcome": answer.outcome, "answer": answer.answer, "error_kind": answer.error_kind,
                           "error": answer.error, "evidence_times": answer.evidence_times,
-                          "observed_times": answer.observed_times, "usage": usage}))
+                          "observed_times": answer.observed_times, "usage": usage,
+                          "cache_use": cache_use.model_dump()}))
     elif answer.outcome == "ok":
         shown = answer.answer if isinstance(answer.answer, str) else (
             ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in answer.answer) or "never (no interval)")
@@ -155,6 +160,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             out.print(f"looked at {len(ts)} moment(s) between {min(ts):.1f} s and {max(ts):.1f} s")
         out.print(f"cost: {usage.get('frames', 0)} frames, {usage.get('image_tokens', 0)} image tokens, "
                   f"{usage.get('cumulative_tokens', 0)} prompt tokens over {usage.get('requests', 0)} request(s)")
+        out.print(cache_use.line(), highlight=False)
     if answer.outcome != "ok":
         err.print(f"[bold red]error:[/] the harness failed ({answer.error_kind}): "
                   f"{(answer.error or '').splitlines()[0] if answer.error else ''}", highlight=False)
