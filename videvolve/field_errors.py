@@ -71,7 +71,7 @@ def plain_errors(err: ValidationError) -> list[str]:
     """One ``path: message`` line per problem, without pydantic's internal names."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for e in err.errors():
-        groups.setdefault(_path(e["loc"]), []).append(e)
+        groups.setdefault(_path(e["loc"]), []).append(dict(e))
     # a union reports every branch: keep the branches the input was meant for (errors other than a wrong type)
     field_of = {path: path.split(",")[0] for path in groups}
     meant = {field_of[p] for p, es in groups.items() if any(not _is_type_error(e) for e in es)}
