@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from videvolve.memory import ChromaStore, Diagnosis, HashingEmbedder
 
 LONG_ID = "diag-" + "0123456789abcdef" * 6  # far wider than an 80-column terminal
@@ -30,6 +32,7 @@ def lineage_run(tmp_path: Path) -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 def test_piped_tables_keep_long_ids_on_one_line(tmp_path: Path):
     run_dir = lineage_run(tmp_path)
     r = run("harness", "list", "--run", str(run_dir))
@@ -43,6 +46,7 @@ def test_piped_tables_keep_long_ids_on_one_line(tmp_path: Path):
     assert LONG_ID in listing.stdout
 
 
+@pytest.mark.slow
 def test_harness_list_and_doctor_speak_json(tmp_path: Path):
     run_dir = lineage_run(tmp_path)
     r = run("harness", "list", "--run", str(run_dir), "--json")

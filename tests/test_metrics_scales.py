@@ -37,6 +37,7 @@ def test_qvhighlights_on_its_official_scale_reproduces_every_official_number(qvh
     assert "not_computed" not in result and result["full"]["n"] == len(preds)  # counts are not scaled
 
 
+@pytest.mark.slow
 def test_qvhighlights_says_which_metrics_it_cannot_compute(qvh, tmp_path: Path):
     gt, preds, _ = qvh
     windows_only = [{k: v for k, v in p.items() if k != "pred_saliency_scores"} for p in preds]

@@ -43,6 +43,17 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(-1, keepdims=True)
 
 
+def _batches(lengths: list[int], batch_size: int) -> list[np.ndarray]:
+    """Indices by decreasing length, cut into batches; a batch ends early rather than pad a text to twice its size."""
+    order = np.argsort([-n for n in lengths], kind="stable")
+    batches: list[list[int]] = []
+    for i in order:
+        if not batches or len(batches[-1]) == batch_size or 2 * lengths[i] < lengths[batches[-1][0]]:
+            batches.append([])
+        batches[-1].append(int(i))
+    return [np.array(b) for b in batches]
+
+
 class MiniLM:
     """The six-layer BERT encoder of all-MiniLM-L6-v2 and its tokenizer, loaded from ``folder``."""
 
@@ -101,9 +112,7 @@ class MiniLM:
         """Mean-pooled, L2-normalised sentence vectors, ``(len(texts), 384)`` float32."""
         out = np.zeros((len(texts), self.w["embeddings.word_embeddings.weight"].shape[1]), dtype=np.float32)
         encodings = self.tokenizer.encode_batch(texts)
-        order = np.argsort([-len(e.ids) for e in encodings], kind="stable")  # similar lengths share a batch
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
+        for chunk in _batches([len(e.ids) for e in encodings], batch_size):
             width = max(len(encodings[i].ids) for i in chunk)
             ids = np.zeros((len(chunk), width), dtype=np.int64)
             mask = np.zeros((len(chunk), width), dtype=np.float32)
