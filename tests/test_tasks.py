@@ -99,7 +99,7 @@ def test_read_tasks_reports_every_bad_line(tmp_path: Path):
         read_tasks(path)
     problems = info.value.problems
     assert len(problems) == 4
-    assert f"{path}:2: not JSON" in problems[0]
+    assert f"{path}:2:2: not JSON" in problems[0] and "line 2, column 2" in problems[0]
     assert f"{path}:3:" in problems[1] and "option letters" in problems[1]
     assert f"{path}:4: expected a JSON object" in problems[2]
     assert f"{path}:6: duplicate task id 't0'" in problems[3]

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from videvolve.errors import InputNotFoundError, TaskFormatError, UsageError
+from videvolve.field_errors import describe, json_error
 
 Kind = Literal["mcq", "grounding"]
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -149,15 +150,6 @@ class Prediction(BaseModel):
     evidence_times: list[float] = Field(default_factory=list, description="times the answer rests on")
 
 
-def _format_validation(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
-
-
 def _read_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
     records: list[tuple[int, dict[str, Any]]] = []
     problems: list[tuple[int, str]] = []
@@ -168,7 +160,7 @@ def _read_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], l
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                problems.append((lineno, f"{path}:{lineno}: not JSON ({exc.msg} at column {exc.colno})"))
+                problems.append((lineno, json_error(path, exc, lineno)))
                 continue
             if not isinstance(obj, dict):
                 problems.append((lineno, f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}"))
@@ -189,7 +181,7 @@ def read_tasks(path: str | Path) -> list[Task]:
         try:
             task = Task.model_validate(obj)
         except ValidationError as exc:
-            problems.append((lineno, f"{path}:{lineno}: {_format_validation(exc)}"))
+            problems.append((lineno, f"{path}:{lineno}: {describe(exc)}"))
             continue
         if task.id in seen:
             problems.append((lineno, f"{path}:{lineno}: duplicate task id {task.id!r} (first on line {seen[task.id]})"))
@@ -230,7 +222,7 @@ def read_predictions(path: str | Path) -> list[Prediction]:
         try:
             preds.append(Prediction.model_validate(obj))
         except ValidationError as exc:
-            problems.append((lineno, f"{path}:{lineno}: {_format_validation(exc)}"))
+            problems.append((lineno, f"{path}:{lineno}: {describe(exc)}"))
     if problems:
         raise TaskFormatError(path, [msg for _, msg in sorted(problems)])
     return preds

@@ -1,13 +1,24 @@
-"""Arguments shared by the commands that talk to a model, generated from the settings models."""
+"""Arguments shared by the commands that talk to a model (generated from the settings models); the stdout console."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+from rich.console import Console
 
 from videvolve.cli.flags import add_settings, build, given
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.models.cache import ResponseCache
+
+PIPED_WIDTH = 10_000
+"""Columns of stdout when it is not a terminal: wide enough that no table folds an id (so it can be copied)."""
+
+
+def stdout_console() -> Console:
+    """A terminal's own width on a TTY; when piped or redirected, ``PIPED_WIDTH`` so tables never wrap."""
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else PIPED_WIDTH)
 
 
 def add_model_args(p: argparse.ArgumentParser, cache: bool = True) -> None:

@@ -7,15 +7,15 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.table import Table
 
+from videvolve.cli.common import stdout_console
 from videvolve.errors import InputNotFoundError, UsageError
 
 if TYPE_CHECKING:
     from videvolve.memory.store import ChromaStore
 
-out = Console(soft_wrap=True)
+out = stdout_console()
 DEFAULT_MEMORY = Path.home() / ".videvolve" / "memory"
 
 

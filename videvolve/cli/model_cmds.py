@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings
+from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings, stdout_console
 from videvolve.errors import InfraError
 
-out = Console(soft_wrap=True)
+out = stdout_console()
 err = Console(stderr=True, soft_wrap=True)
 
 
@@ -67,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     d = sub.add_parser("doctor", help="check decoding, the sandbox and a model endpoint; say what to fix")
     add_model_args(d, cache=False)
+    d.add_argument("--json", action="store_true", help="print the checks as a JSON list")
     d.set_defaults(func=cmd_doctor)
 
 
@@ -93,6 +94,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from videvolve.api import resolve_harness
     from videvolve.evaluation.evaluate import evaluate, select, with_proxies
     from videvolve.models import make_vlm
+    from videvolve.models.cache import CacheUse
     from videvolve.models.cost import cost_model
     from videvolve.tasks import read_tasks
 
@@ -126,6 +128,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(json.dumps(summary, default=float))
     else:
         out.print(summary_table(f"{name} ({done.harness.version_id}) on {args.split} of {args.tasks.name}", summary))
+        out.print(CacheUse.model_validate(summary["cache_use"]).line(), highlight=False)
         out.print(f"results, traces and predictions: {outdir}")
     return 0
 
@@ -134,6 +137,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     """``videvolve ask``: the answer, its evidence and its cost; one clear line on failure."""
     from videvolve.api import load_harness
     from videvolve.models import make_vlm
+    from videvolve.models.cache import CacheUse
 
     ms = model_settings(args)
     loaded = load_harness(args.harness, runtime_settings(args).budget)
@@ -141,10 +145,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
                         model=ms, runtime=runtime_settings(args), vlm=make_vlm(ms), cache=open_cache(args),
                         trace=args.trace)
     usage = {k: v for k, v in answer.usage.items() if k != "observed_times"}
+    cache_use = CacheUse.of([usage], enabled=not args.no_cache)
     if args.json:
         print(json.dumps({"outcome": answer.outcome, "answer": answer.answer, "error_kind": answer.error_kind,
                           "error": answer.error, "evidence_times": answer.evidence_times,
-                          "observed_times": answer.observed_times, "usage": usage}))
+                          "observed_times": answer.observed_times, "usage": usage,
+                          "cache_use": cache_use.model_dump()}))
     elif answer.outcome == "ok":
         shown = answer.answer if isinstance(answer.answer, str) else (
             ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in answer.answer) or "never (no interval)")
@@ -154,6 +160,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             out.print(f"looked at {len(ts)} moment(s) between {min(ts):.1f} s and {max(ts):.1f} s")
         out.print(f"cost: {usage.get('frames', 0)} frames, {usage.get('image_tokens', 0)} image tokens, "
                   f"{usage.get('cumulative_tokens', 0)} prompt tokens over {usage.get('requests', 0)} request(s)")
+        out.print(cache_use.line(), highlight=False)
     if answer.outcome != "ok":
         err.print(f"[bold red]error:[/] the harness failed ({answer.error_kind}): "
                   f"{(answer.error or '').splitlines()[0] if answer.error else ''}", highlight=False)
@@ -212,6 +219,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from videvolve.doctor import run_checks
 
     checks = run_checks(model_settings(args))
+    if args.json:
+        print(json.dumps([{"check": c.name, "status": c.status, "detail": c.detail} for c in checks]))
+        return 1 if any(c.status == "fail" for c in checks) else 0
     table = Table(title="videvolve doctor")
     for col in ("check", "status", "detail"):
         table.add_column(col)

@@ -7,12 +7,12 @@ import json
 import shutil
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from videvolve.cli.common import stdout_console
 from videvolve.errors import InputNotFoundError, UsageError
 
-out = Console(soft_wrap=True)
+out = stdout_console()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     hsub = h.add_subparsers(dest="harness_command", required=True, metavar="ACTION")
     ls = hsub.add_parser("list", help="every version with parent, operator, decision, score and cost")
     ls.add_argument("--run", type=Path, required=True)
+    ls.add_argument("--json", action="store_true", help="print the versions as a JSON list")
     ls.set_defaults(func=cmd_list)
     show = hsub.add_parser("show", help="a version's manifest, revision and files")
     show.add_argument("version")
@@ -38,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.set_defaults(func=cmd_export)
     mix = hsub.add_parser("mixture", help="the mixture of harnesses by frame budget (evolve --budgets)")
     mix.add_argument("--run", type=Path, required=True)
+    mix.add_argument("--json", action="store_true", help="print mixture.json")
     mix.set_defaults(func=cmd_mixture)
     r = sub.add_parser("report", help="HTML report with plots and a trace viewer (RUN/report/index.html)")
     r.add_argument("--run", type=Path, required=True)
@@ -63,6 +65,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for line in path.read_text().splitlines():
         rec = json.loads(line)
         merged[rec["version"]] = {**merged.get(rec["version"], {}), **rec}
+    if args.json:
+        print(json.dumps(list(merged.values())))
+        return 0
     table = Table(title=f"harness versions of {args.run.name}")
     for col in ("version", "parent", "iteration", "operator", "decision", "score", "cost", "reason"):
         table.add_column(col, overflow="fold")
@@ -113,6 +118,9 @@ def cmd_mixture(args: argparse.Namespace) -> int:
     if not path.exists():
         raise InputNotFoundError(f"no mixture in {args.run}: run `videvolve evolve ... --budgets 16,32,64,128`")
     mixture = json.loads(path.read_text())
+    if args.json:
+        print(json.dumps(mixture))
+        return 0
     table = Table(title=f"mixture of {args.run.name}: the version per frame budget on the selection set "
                         f"({mixture['selection_questions']} questions)")
     for col in ("budget (frames/question)", "version", "selection score", "mean frames", "why"):

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from videvolve.cli.common import stdout_console
 from videvolve.errors import PredictionFormatError, UsageError
 
-out = Console(soft_wrap=True)
+out = stdout_console()
 
 
 def _ours(gt: Path, pred: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -39,15 +39,15 @@ def _scorers() -> dict[str, Callable[[Path, Path, argparse.Namespace], dict[str,
     return {**{name: _benchmark(name) for name in REGISTRY}, "videvolve": _ours}
 
 
-HEADLINE = {
-    "vue-tr": ["precision_auc", "recall_auc", "iou_auc", "precision_auc_zero_filled", "miou", "n",
-               "empty_predictions"],
-    "qvhighlights": ["MR-full-R1@0.5", "MR-full-R1@0.7", "MR-full-mAP", "MR-full-mAP@0.5", "MR-full-mAP@0.75",
-                     "MR-short-mAP", "MR-middle-mAP", "MR-long-mAP"],
-    "extremewhenbench": ["miou", "R@0.3", "R@0.5", "R@0.7", "parse_fail", "n"],
-    "charades-sta": ["miou", "R@0.3", "R@0.5", "R@0.7", "parse_fail", "n"],
-}
-HEADLINE["vue-tr-v2"] = HEADLINE["vue-tr"]
+def headline(benchmark: str) -> list[str] | None:
+    """The metrics a benchmark's table shows first, in its own order (None: every metric)."""
+    from videvolve.metrics.scales import SCALES
+
+    vue_tr = ["precision_auc", "recall_auc", "iou_auc", "precision_auc_zero_filled", "miou", "n", "empty_predictions"]
+    return {"vue-tr": vue_tr, "vue-tr-v2": vue_tr,
+            "qvhighlights": list(SCALES["qvhighlights"].leaves),  # the official "brief" (HL-* when computed)
+            "extremewhenbench": ["miou", "R@0.3", "R@0.5", "R@0.7", "parse_fail", "n"],
+            "charades-sta": ["miou", "R@0.3", "R@0.5", "R@0.7", "parse_fail", "n"]}.get(benchmark)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -77,21 +77,26 @@ def _flat(result: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Print the metrics (a table, or JSON)."""
+    from videvolve.metrics.scales import on_official_scale
+
     scorers = _scorers()
     if args.benchmark not in scorers:
         raise UsageError(f"no benchmark {args.benchmark!r}; available: {', '.join(sorted(scorers))}")
-    result = scorers[args.benchmark](args.gt, args.pred, args)
+    result = on_official_scale(args.benchmark, scorers[args.benchmark](args.gt, args.pred, args))
     if args.json:
         print(json.dumps(result, default=float))
         return 0
     table = Table(title=f"{args.benchmark}: {args.pred.name}")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    keys = HEADLINE.get(args.benchmark)
-    rows = [(k, result[k]) for k in keys] if keys else _flat(result)
+    keys = headline(args.benchmark)
+    rows = [(k, result[k]) for k in keys if k in result] if keys else _flat(result)
     for k, v in rows:
-        if k == "benchmark":
+        if k in ("benchmark", "scale") or k.startswith("not_computed"):
             continue
-        table.add_row(k, f"{v:.6f}" if isinstance(v, float) else str(v))
+        table.add_row(k, f"{v:.6f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v))
     out.print(table)
+    out.print(f"scale: {result['scale']}", highlight=False)
+    for line in result.get("not_computed", []):
+        out.print(f"not computed: {line}", highlight=False)
     return 0

@@ -10,9 +10,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from videvolve.cli.common import stdout_console
 from videvolve.errors import InputNotFoundError
 
-out = Console(soft_wrap=True)
+out = stdout_console()
 err = Console(stderr=True, soft_wrap=True)
 
 

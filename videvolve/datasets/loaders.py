@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from videvolve.errors import InputNotFoundError, TaskFormatError
+from videvolve.field_errors import describe, json_error
 from videvolve.tasks import Task
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v")
@@ -30,7 +31,7 @@ def read_json_records(path: str | Path) -> list[dict[str, Any]]:
         whole = json.loads(text)
     except json.JSONDecodeError as exc:
         if text.lstrip().startswith("["):
-            raise TaskFormatError(path, [f"{path}:{exc.lineno}: not JSON ({exc.msg})"]) from exc
+            raise TaskFormatError(path, [json_error(path, exc)]) from exc
     else:
         data = whole if isinstance(whole, list) else [whole]
         if not all(isinstance(x, dict) for x in data):
@@ -43,7 +44,7 @@ def read_json_records(path: str | Path) -> list[dict[str, Any]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            problems.append(f"{path}:{lineno}: not JSON ({exc.msg})")
+            problems.append(json_error(path, exc, lineno))
             continue
         if not isinstance(obj, dict):
             problems.append(f"{path}:{lineno}: expected a JSON object")
@@ -71,7 +72,8 @@ def build_tasks(path: Path, records: list[dict[str, Any]],
         try:
             tasks.append(Task.model_validate(make(rec)))
         except (KeyError, TypeError, ValueError, ValidationError) as exc:
-            what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+            what = f"missing field {exc}" if isinstance(exc, KeyError) else \
+                describe(exc) if isinstance(exc, ValidationError) else str(exc).splitlines()[0]
             problems.append(f"{path}: record {i}: {what}")
     if problems:
         raise TaskFormatError(path, problems)

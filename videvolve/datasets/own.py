@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from videvolve.errors import InputNotFoundError, MediaError, TaskFormatError, UsageError
+from videvolve.field_errors import describe, json_error
 from videvolve.media import probe
 from videvolve.metrics.intervals import to_seconds
 from videvolve.tasks import LETTERS, Interval, Task
@@ -44,8 +45,17 @@ def parse_intervals_cell(text: str) -> list[Interval]:
 
 def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if path.suffix.lower() == ".jsonl":
-        return [(i, json.loads(line)) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                if line.strip()]
+        rows, problems = [], []
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((i, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                problems.append(json_error(path, exc, i))
+        if problems:
+            raise TaskFormatError(path, problems)
+        return rows
     with path.open(newline="", encoding="utf-8") as fh:
         return [(i, dict(row)) for i, row in enumerate(csv.DictReader(fh), start=2)]
 
@@ -83,7 +93,9 @@ def tasks_from_table(path: str | Path, videos_dir: str | Path, source: str = "cu
                                                                "evidence", "id") and v not in (None, "")}))
         except KeyError as exc:
             problems.append(f"{path}:{line}: missing column {exc}")
-        except (MediaError, ValueError, ValidationError, json.JSONDecodeError) as exc:
+        except ValidationError as exc:
+            problems.append(f"{path}:{line}: {describe(exc)}")
+        except (MediaError, ValueError, json.JSONDecodeError) as exc:
             problems.append(f"{path}:{line}: {str(exc).splitlines()[0]}")
     if problems:
         raise TaskFormatError(path, problems)

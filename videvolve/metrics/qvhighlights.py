@@ -7,7 +7,11 @@
   have predictions, for θ in 0.50:0.05:0.95.
 - subsets by GT window length: short (0, 10], middle (10, 30], long (30, 150] s; GT windows outside a range are
   dropped, queries without any are left out.
-Values are fractions (the official script prints percentages rounded to 2 decimals).
+- highlight detection (when the predictions carry ``pred_saliency_scores``, one per 2-s clip): a clip is positive
+  at ``Fair``/``Good``/``VeryGood`` when an annotator scored it >= 2/3/4; HL-mAP is the mean over queries and the
+  three annotators of ``get_ap`` (precision made non-decreasing from the lowest threshold, averaged where recall
+  changes); HL-Hit1 is whether the top-scored clip is positive for at least one annotator.
+Values are fractions here; ``videvolve.metrics.scales`` puts them on the official 0-100 scale (2 decimals).
 """
 
 from __future__ import annotations
@@ -96,6 +100,56 @@ def _metrics(gt: list[dict[str, Any]], preds: dict[Any, dict[str, Any]]) -> dict
     return {"MR-mAP": mAP, "MR-R1": r1, "n": len(preds)}
 
 
+HL_LEVELS = {"Fair": 2, "Good": 3, "VeryGood": 4}
+CLIP_SECONDS = 2
+
+
+def saliency_ap(y_true: np.ndarray, y_score: np.ndarray) -> float:
+    """moment_detr's ``get_ap`` (interpolated, not 11-point) on sklearn's precision-recall curve, in numpy."""
+    if len(set(y_true.tolist())) == 1:
+        return float(y_true[0] != 0)
+    order = np.argsort(y_score, kind="mergesort")[::-1]
+    scores, truth = y_score[order], y_true[order]
+    last = np.r_[np.where(np.diff(scores))[0], truth.size - 1]  # the last index of each distinct score
+    tps = np.cumsum(truth)[last]
+    fps = 1 + last - tps
+    precision = np.r_[(tps / (tps + fps))[::-1], 1.0]
+    recall = np.r_[(tps / tps[-1])[::-1], 0.0].astype(np.float32)
+    precision = np.maximum.accumulate(precision)
+    return float(np.mean(precision[np.where(np.diff(recall))]))
+
+
+def _gt_saliency(d: dict[str, Any]) -> np.ndarray:
+    scores = np.zeros((int(d["duration"] / CLIP_SECONDS), 3))
+    scores[np.array(d["relevant_clip_ids"], dtype=int)] = np.array(d["saliency_scores"])
+    return scores
+
+
+def highlight_metrics(gt: list[dict[str, Any]], preds: dict[Any, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """HL-mAP and HL-Hit1 at each saliency level (fractions), over the queries with predictions."""
+    full = {d["qid"]: _gt_saliency(d) for d in gt}
+    out = {}
+    for level, minimum in HL_LEVELS.items():
+        aps, hits = [], []
+        for qid, p in preds.items():
+            binary = (full[qid] >= minimum).astype(float)
+            pred = np.asarray(p["pred_saliency_scores"], dtype=float)
+            top = int(np.argmax(pred))
+            hits.append(float(binary[top].max()) if top < len(binary) else 0.0)
+            fitted = pred[: len(binary)] if len(pred) >= len(binary) else np.r_[pred, np.zeros(len(binary) - len(pred))]
+            aps += [saliency_ap(binary[:, w], fitted) for w in range(3)]
+        out[f"HL-min-{level}"] = {"HL-mAP": float(np.mean(aps)), "HL-Hit1": float(np.mean(hits))}
+    return out
+
+
+def _highlights_or_why(gt: list[dict[str, Any]], preds: dict[Any, dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    if not all(p.get("pred_saliency_scores") for p in preds.values()):
+        return {}, "the predictions have no pred_saliency_scores (videvolve's harnesses predict windows only)"
+    if not all("saliency_scores" in d and "relevant_clip_ids" in d for d in gt):
+        return {}, "the ground truth has no saliency_scores / relevant_clip_ids (e.g. the unannotated test split)"
+    return highlight_metrics(gt, preds), ""
+
+
 def score_qvhighlights(gt: list[dict[str, Any]], predictions: list[dict[str, Any]],
                        match_number: bool = True) -> dict[str, Any]:
     """Moment-retrieval metrics of QVHighlights; with ``match_number`` the qids must match exactly (official)."""
@@ -117,11 +171,16 @@ def score_qvhighlights(gt: list[dict[str, Any]], predictions: list[dict[str, Any
     for name, (lo, hi) in LENGTH_RANGES.items():
         g, p = _subset(gt, preds, lo, hi, full=name == "full")
         out[name] = _metrics(g, p)
+    highlights, why_not = _highlights_or_why(gt, preds)
+    out.update(highlights)
+    if why_not:
+        out["not_computed"] = [f"HL-min-{{Fair,Good,VeryGood}}-{{mAP,Hit1}} (highlight detection): {why_not}"]
     full = out["full"]
     out.update({
         "MR-full-R1@0.5": full["MR-R1"]["0.5"], "MR-full-R1@0.7": full["MR-R1"]["0.7"],
         "MR-full-mAP": full["MR-mAP"]["average"], "MR-full-mAP@0.5": full["MR-mAP"]["0.5"],
         "MR-full-mAP@0.75": full["MR-mAP"]["0.75"],
         **{f"MR-{n}-mAP": out[n]["MR-mAP"]["average"] for n in ("short", "middle", "long")},
+        **{f"{level}-{k.split('-')[1]}": v for level, m in highlights.items() for k, v in m.items()},
     })
     return out

@@ -1,7 +1,8 @@
 """An on-disk response cache keyed by model, revision, decoding settings and messages (image bytes hashed).
 
 The endpoint address is not part of the key, so re-validation and resumed runs never pay twice for the same
-request. Hits and misses are counted.
+request. Hits and misses are counted here; each reply served from the cache is marked ``cached``, so a task's
+usage counts its cache hits wherever it ran (``CacheUse`` sums them for a summary line).
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from videvolve.models.base import VLM, Message, Reply, Tool
 
@@ -69,6 +73,34 @@ class ResponseCache:
         """Close the database."""
         with self._lock:
             self._db.close()
+
+
+class CacheUse(BaseModel):
+    """How many of the model replies a command used came from the response cache."""
+
+    replies: int = 0
+    from_cache: int = 0
+    enabled: bool = True
+    reused_results: int = 0
+    """Results read back from an earlier run's output (no request made for them now)."""
+
+    @classmethod
+    def of(cls, usages: Iterable[Mapping[str, Any]], enabled: bool, reused_results: int = 0) -> CacheUse:
+        """Sum the ``requests`` and ``cache_hits`` of task usages."""
+        rows = list(usages)
+        return cls(replies=int(sum(u.get("requests", 0) for u in rows)),
+                   from_cache=int(sum(u.get("cache_hits", 0) for u in rows)), enabled=enabled,
+                   reused_results=reused_results)
+
+    def line(self) -> str:
+        """``12 of 40 replies from the response cache (--no-cache to disable)``."""
+        if not self.enabled:
+            text = f"{self.replies} replies, none from the response cache (turned off by --no-cache)"
+        else:
+            text = f"{self.from_cache} of {self.replies} replies from the response cache (--no-cache to disable)"
+        if self.reused_results:
+            text += f"; {self.reused_results} result(s) reused from the output folder without asking the model"
+        return text
 
 
 def complete(vlm: VLM, messages: list[Message], tools: list[Tool] | None = None,

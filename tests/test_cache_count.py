@@ -1,0 +1,52 @@
+"""`eval` and `ask` say how many replies came from the response cache."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from videvolve.cli import main
+from videvolve.models.cache import CacheUse
+
+
+def replies_line(stdout: str) -> tuple[int, int]:
+    m = re.search(r"(\d+) of (\d+) replies from the response cache \(--no-cache to disable\)", stdout)
+    assert m, stdout
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_eval_summary_counts_replies_from_the_cache(small_world, seed: Path, tmp_path: Path, capsys):
+    cache = tmp_path / "cache.sqlite"
+
+    def run(out: str, *extra: str) -> str:
+        code = main(["eval", "--tasks", str(small_world.tasks_path), "--split", "all", "--harness", str(seed),
+                     "--limit", "3", "--out", str(tmp_path / out), "--cache", str(cache), *extra])
+        printed = capsys.readouterr()
+        assert code == 0, printed.err
+        return printed.out
+
+    hits, replies = replies_line(run("a"))
+    assert hits == 0 and replies >= 3  # a cold cache
+    assert replies_line(run("b")) == (replies, replies)  # the same requests again: every reply cached
+    rerun = run("b")  # results already in b/ are reused: no request at all
+    assert replies_line(rerun) == (0, 0) and "3 result(s) reused from the output folder" in rerun
+    off = json.loads(run("c", "--no-cache", "--json"))["cache_use"]
+    assert off == {"replies": replies, "from_cache": 0, "enabled": False, "reused_results": 0}
+    task = [t for t in small_world.tasks if t.kind == "grounding"][-1]  # not among the three eval asked about
+    ask = ["ask", task.video, task.question, "--harness", str(seed), "--cache", str(cache), "--grounding"]
+    first, second = run_ask(ask, capsys), run_ask(ask, capsys)
+    assert replies_line(first)[0] == 0 and replies_line(second) == (replies_line(first)[1],) * 2
+
+
+def run_ask(args: list[str], capsys) -> str:
+    code = main(args)
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    return printed.out
+
+
+def test_cache_use_line_and_sums():
+    use = CacheUse.of([{"requests": 30, "cache_hits": 12}, {"requests": 10, "cache_hits": 0}, {}], enabled=True)
+    assert use.line() == "12 of 40 replies from the response cache (--no-cache to disable)"
+    assert "turned off by --no-cache" in CacheUse.of([{"requests": 2}], enabled=False).line()

@@ -1,0 +1,71 @@
+"""Errors a person can act on: the real JSON line and column, field errors in plain words."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from videvolve.datasets.loaders import read_json_records
+from videvolve.datasets.own import tasks_from_table
+from videvolve.errors import TaskFormatError
+from videvolve.field_errors import plain_errors
+from videvolve.tasks import Task, read_tasks
+
+GOOD = {"id": "g1", "video_id": "v", "video": "v.mp4", "kind": "grounding", "question": "When does it " + "x" * 350,
+        "answer": [[1.0, 2.0]], "duration": 50.0}
+
+
+def broken_line() -> tuple[str, int]:
+    """A record with one comma missing far along the line; the column where json stops."""
+    text = json.dumps(GOOD)
+    cut = text.index(', "answer"')
+    return text[:cut] + text[cut + 1:], cut + 2
+
+
+def problems_of(fn, *args) -> list[str]:
+    with pytest.raises(TaskFormatError) as info:
+        fn(*args)
+    return info.value.problems
+
+
+def test_bad_json_line_reports_its_real_line_and_column(tmp_path: Path):
+    line, column = broken_line()
+    assert column > 350
+    jsonl = tmp_path / "tasks.jsonl"
+    jsonl.write_text(json.dumps(GOOD) + "\n\n" + line + "\n")
+    expected = f"{jsonl}:3:{column}: not JSON (Expecting ',' delimiter at line 3, column {column})"
+    assert problems_of(read_tasks, jsonl) == [expected]
+    assert problems_of(read_json_records, jsonl) == [expected]  # `import`'s reader
+    assert problems_of(tasks_from_table, jsonl, tmp_path) == [expected]  # `tasks from-csv` on JSONL
+    array = tmp_path / "annotations.json"
+    array.write_text("[\n" + json.dumps(GOOD) + ",\n" + line + "\n]\n")
+    assert problems_of(read_json_records, array) == [
+        f"{array}:3:{column}: not JSON (Expecting ',' delimiter at line 3, column {column})"]
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"answer": [[24.25, 17.0]]}, "answer, item 1: interval start 24.25 is after its end 17.0"),
+    ({"evidence": [[1, 2], [5, 3]]}, "evidence, item 2: interval start 5.0 is after its end 3.0"),
+    ({"answer": 5}, "answer: Input should be a valid string or a valid list (got 5)"),
+    ({"answer": [[1, 2, 3]]}, "answer, item 1: an interval is [start, end], got [1, 2, 3]"),
+    ({"answer": [[-1, 2]]}, "answer, item 1, start: Input should be greater than or equal to 0"),
+    ({"kind": "foo"}, "kind: Input should be 'mcq' or 'grounding' (got 'foo')"),
+    ({"colour": "red"}, "colour: not a known field (check its spelling, or remove it)"),
+    ({"id": None}, "id: missing (this field is required)"),
+])
+def test_field_errors_are_plain_words(change: dict, expected: str):
+    data = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    with pytest.raises(ValidationError) as info:
+        Task.model_validate(data)
+    assert plain_errors(info.value) == [expected]
+
+
+def test_tasks_file_reports_plain_field_errors(tmp_path: Path):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({**GOOD, "answer": [[24.25, 17.0]]}) + "\n")
+    [problem] = problems_of(read_tasks, path)
+    assert problem == f"{path}:1: answer, item 1: interval start 24.25 is after its end 17.0"
+    assert "function-after" not in problem and "list[" not in problem
