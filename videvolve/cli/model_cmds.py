@@ -51,6 +51,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--model", default="simvlm")
     s.add_argument("--api-key", default=None, help="require this bearer token")
     s.add_argument("--max-images", type=int, default=512, help="images per request before a 400, like vLLM's limit")
+    m = s.add_argument_group("--mimic vllm: behave as vLLM 0.34 does (flags named as vLLM's)")
+    m.add_argument("--mimic", choices=["vllm"], default=None, help="reproduce vLLM's limits, errors, token counts, "
+                   "video sampling and tool-call parsing")
+    m.add_argument("--family", default="qwen2.5-vl", choices=["qwen2.5-vl", "qwen3-vl"],
+                   help="whose processor rules count tokens and sample video")
+    m.add_argument("--max-model-len", type=int, default=131072, help="context length (400 beyond it)")
+    m.add_argument("--limit-mm-per-prompt", type=json.loads, default=None,
+                   help='items per request, e.g. \'{"image": 64, "video": 1}\' (400 beyond it)')
+    m.add_argument("--enable-auto-tool-choice", action="store_true", help="return parsed tool calls")
+    m.add_argument("--tool-call-parser", default=None, help="hermes (the only one mimicked)")
+    m.add_argument("--media-io-kwargs", type=json.loads, default=None, help='e.g. \'{"video": {"num_frames": 16}}\'')
+    m.add_argument("--enable-prompt-tokens-details", action="store_true")
+    m.add_argument("--fail-first", type=int, default=0, help="fault: answer 503 to the first N chat requests")
+    m.add_argument("--retry-after", type=float, default=None, help="fault: send Retry-After with each 503")
     s.set_defaults(func=cmd_serve_sim)
 
     v = sub.add_parser("serve-vllm", help="start vLLM (installed separately) with the flags harnesses need")
@@ -163,11 +177,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_serve_sim(args: argparse.Namespace) -> int:
     """``videvolve serve-sim``."""
+    from videvolve.models.sim.mimic import MimicSettings
     from videvolve.models.sim.server import serve
 
-    err.print(f"serving SimVLM as model {args.model!r} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
+    mimic = None
+    if args.mimic:
+        mimic = MimicSettings(family=args.family, max_model_len=args.max_model_len,
+                              limit_mm_per_prompt=args.limit_mm_per_prompt or {"image": args.max_images, "video": 999},
+                              enable_auto_tool_choice=args.enable_auto_tool_choice,
+                              tool_call_parser=args.tool_call_parser, media_io_kwargs=args.media_io_kwargs or {},
+                              enable_prompt_tokens_details=args.enable_prompt_tokens_details,
+                              fail_first=args.fail_first, slow_ms=args.latency_ms, retry_after=args.retry_after)
+    how = f"vLLM-like ({args.family}, context {args.max_model_len})" if mimic else "SimVLM"
+    err.print(f"serving {how} as model {args.model!r} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
     serve(host=args.host, port=args.port, model=args.model, latency_ms=args.latency_ms, api_key=args.api_key,
-          max_images=args.max_images)
+          max_images=args.max_images, mimic=mimic)
     return 0
 
 
