@@ -70,8 +70,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser("serve-vllm", help="start vLLM (installed separately) with the flags harnesses need")
     v.add_argument("model", help="a Hugging Face model id or a local path, e.g. Qwen/Qwen2.5-VL-7B-Instruct")
     v.add_argument("--vllm-bin", default=None, help="the vllm executable of its own environment (default: on PATH)")
-    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--host", default="127.0.0.1", help="bind address: 127.0.0.1 serves this machine only; 0.0.0.0 "
+                   "lets an eval host elsewhere reach it (anyone on the network can then use the GPU: set --api-key "
+                   "and a firewall)")
     v.add_argument("--port", type=int, default=8000)
+    v.add_argument("--api-key", default=None, help="require this bearer token (clients read it from OPENAI_API_KEY)")
+    v.add_argument("--served-model-name", default=None, help="the name clients pass as --model (default: MODEL)")
     v.add_argument("--max-model-len", type=int, default=None, help="context length")
     v.add_argument("--images", type=int, default=256, help="images one request may carry")
     v.add_argument("--tool-call-parser", default="hermes")
@@ -80,6 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=cmd_serve_vllm)
 
     d = sub.add_parser("doctor", help="check decoding, the sandbox and a model endpoint; say what to fix")
+    d.add_argument("--calibrate", action="store_true", help="send images of known sizes and print the visual-token "
+                   "formula's error against the server's usage.prompt_tokens")
     add_model_args(d, cache=False)
     d.set_defaults(func=cmd_doctor)
 
@@ -204,10 +210,15 @@ def cmd_serve_vllm(args: argparse.Namespace) -> int:
 
     extra = list(getattr(args, "passthrough", []))  # everything after `--`
     command = vllm_command(args.model, find_vllm(args.vllm_bin), args.host, args.port, args.max_model_len,
-                           args.images, args.tool_call_parser, args.allowed_local_media_path, extra)
+                           args.images, args.tool_call_parser, args.allowed_local_media_path, extra, args.api_key,
+                           args.served_model_name)
     log = Path.home() / ".cache" / "videvolve" / f"vllm-{args.port}.log"
-    server = VLLMServer(command, args.host, args.port, log)
-    err.print(f"starting: {' '.join(command)}\nlog: {log}", highlight=False)
+    server = VLLMServer(command, args.host, args.port, log, args.api_key)
+    shown = " ".join("***" if i > 0 and command[i - 1] == "--api-key" else c for i, c in enumerate(command))
+    err.print(f"starting: {shown}\nlog: {log}", highlight=False)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(f"note: bound to {args.host}: reachable from other machines"
+                  + ("" if args.api_key else "; without --api-key anyone who can reach it can use it"))
     server.start()
     stop = {"now": False}
 
@@ -216,8 +227,9 @@ def cmd_serve_vllm(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        server.wait_ready(args.ready_timeout, args.model)
-        out.print(f"ready: --backend openai --base-url {server.base_url} --model {args.model}", highlight=False)
+        name = args.served_model_name or args.model
+        server.wait_ready(args.ready_timeout, name)
+        out.print(f"ready: --backend openai --base-url {server.base_url} --model {name}", highlight=False)
         while not stop["now"] and server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)
         if server.proc is not None and server.proc.poll() is not None:
@@ -235,7 +247,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """``videvolve doctor``."""
     from videvolve.doctor import run_checks
 
-    checks = run_checks(model_settings(args))
+    checks = run_checks(model_settings(args), calibration=args.calibrate)
     table = Table(title="videvolve doctor")
     for col in ("check", "status", "detail"):
         table.add_column(col)
