@@ -82,7 +82,7 @@ class _Wait:
     """Exponential backoff with jitter (0.5 s doubling to 30 s), or what ``Retry-After`` asks (up to 60 s)."""
 
     def __init__(self) -> None:
-        self.backoff = wait_exponential_jitter(initial=0.5, max=30, jitter=0.5)
+        self.backoff = wait_exponential_jitter(multiplier=0.5, max=30, jitter=0.5)
 
     def __call__(self, state: RetryCallState) -> float:
         asked = retry_after(state.outcome.exception() if state.outcome else None)
