@@ -184,3 +184,43 @@ def test_malformed_tool_call_is_a_parse_error(small_world, tmp_path: Path):
     assert result.outcome == "error" and result.error_kind == "parse"
     trace = (tmp_path / "traces" / f"{task.id}.jsonl").read_text()
     assert "invalid_tool_calls" in trace and "not JSON" in trace
+
+
+def run_eval(world, out: Path, base: str, *extra: str) -> dict[str, Any]:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "videvolve", "eval", "--tasks", str(world.tasks_path), "--split", "all",
+                        "--harness", "uniform", "--limit", "4", "--out", str(out), "--concurrency", "1", "--json",
+                        "--backend", "openai", "--base-url", base, "--model", "simvlm", "--no-cache", *extra],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    summary: dict[str, Any] = json.loads(r.stdout)
+    return summary
+
+
+@pytest.mark.slow
+def test_a_422_is_one_tasks_error_and_eval_finishes_the_rest(small_world, tmp_path: Path):
+    from videvolve.testing import serve_sim
+
+    with serve_sim("--mimic", "vllm") as base:
+        httpx.post(f"{base.removesuffix('/v1')}/mimic/faults", json={"status": 422, "count": 1})
+        summary = run_eval(small_world, tmp_path / "e", base)
+    assert summary["n"] == 4 and summary["errors_by_kind"] == {"bad_request": 1}
+    result = next(json.loads(p.read_text()) for p in (tmp_path / "e" / "results").glob("*.json")
+                  if json.loads(p.read_text()).get("error_kind") == "bad_request")
+    assert "422" in result["error"] and "fault injected" in result["error"]  # the server's message
+
+
+@pytest.mark.slow
+def test_a_restart_longer_than_the_old_retry_budget_is_ridden_out(small_world, tmp_path: Path):
+    from videvolve.testing import serve_sim
+
+    with serve_sim("--mimic", "vllm") as base:
+        calm = run_eval(small_world, tmp_path / "calm", base)
+        httpx.post(f"{base.removesuffix('/v1')}/mimic/faults", json={"unavailable_s": 10})  # > the old ~8 s budget
+        started = time.monotonic()
+        stormy = run_eval(small_world, tmp_path / "stormy", base, "--retry-window", "40")
+        assert time.monotonic() - started >= 10
+        failed = httpx.get(f"{base.removesuffix('/v1')}/mimic/stats").json()["failed"]
+    assert failed >= 3 and stormy["score"] == calm["score"] and stormy["errors_by_kind"] == calm["errors_by_kind"]

@@ -64,11 +64,18 @@ class Faults:
         self.burst = fail_first
         self.down_until = 0.0
         self.failed = 0
+        self.rejects: list[int] = []
+        """Statuses the next requests get (after counting, before decoding): a 422 or 413 on demand."""
 
     def open_window(self, seconds: float) -> None:
         """Answer 503 for the next ``seconds`` seconds (the server is restarting)."""
         with self._lock:
             self.down_until = time.monotonic() + seconds
+
+    def reject_now(self) -> int | None:
+        """A status queued for this request, if any."""
+        with self._lock:
+            return self.rejects.pop(0) if self.rejects else None
 
     def fail_now(self) -> bool:
         """Whether this request gets a 503."""

@@ -2,7 +2,7 @@
 
 Besides vLLM's routes it serves ``GET /mimic/stats`` (requests, prompt tokens, the frames each video was decoded
 to) and ``POST /mimic/faults`` (``{"unavailable_s": 20}`` opens a restart window of 503s, ``{"burst": 3}`` fails
-the next three requests), unauthenticated like vLLM's ``/health``.
+the next three requests, ``{"status": 422, "count": 1}`` rejects the next one), unauthenticated like vLLM's ``/health``.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def create_mimic_app(model: str, s: MimicSettings, backend: VLM, api_key: str | 
         if body.get("unavailable_s"):
             faults.open_window(float(body["unavailable_s"]))
         faults.burst += int(body.get("burst", 0))
+        faults.rejects += [int(body["status"])] * int(body.get("count", 1)) if body.get("status") else []
         return {"ok": True}
 
     @app.post("/v1/chat/completions")
@@ -82,6 +83,11 @@ def create_mimic_app(model: str, s: MimicSettings, backend: VLM, api_key: str | 
         except ValueError:
             return JSONResponse(status_code=400, content=MimicError(400, "the body is not JSON",
                                                                     "BadRequestError").body())
+        status = faults.reject_now()
+        if status is not None:
+            return JSONResponse(status_code=status, content=MimicError(
+                status, f"Failed to load media from data URL (fault injected: {status})",
+                "UnprocessableEntityError" if status == 422 else "BadRequestError").body())
         try:
             return await run_in_threadpool(_complete, payload)
         except MimicError as exc:
