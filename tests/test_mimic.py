@@ -224,3 +224,21 @@ def test_a_restart_longer_than_the_old_retry_budget_is_ridden_out(small_world, t
         assert time.monotonic() - started >= 10
         failed = httpx.get(f"{base.removesuffix('/v1')}/mimic/stats").json()["failed"]
     assert failed >= 3 and stormy["score"] == calm["score"] and stormy["errors_by_kind"] == calm["errors_by_kind"]
+
+
+def test_doctor_reports_tool_case_and_calibration(monkeypatch: pytest.MonkeyPatch):
+    from videvolve.doctor import run_checks
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    script = ScriptedToolVLM([("final_answer", {"answer": "A"})] * 40)
+    seen = []
+    for flags, expected in (({}, "returns them as text"), ({"enable_auto_tool_choice": True,
+                                                             "tool_call_parser": "hermes"}, "parses tool calls")):
+        with mimic(backend=script, api_key="k", family="qwen3-vl", **flags) as (base, _):
+            settings = ModelSettings(backend="openai", base_url=base, model="m", family="qwen3-vl")
+            checks = {c.name: c for c in run_checks(settings, calibration=not flags)}
+        assert expected in checks["tool calling"].detail and checks["endpoint"].status == "ok"
+        seen.append(checks)
+    calibration = seen[0]["calibration"]
+    assert calibration.status == "ok" and "160x90: server 68, formula 68 (error +0)" in calibration.detail
+    assert "worst 0.0%" in calibration.detail
