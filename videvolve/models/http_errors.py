@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_any
+from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential_jitter
 
 from videvolve.errors import ErrorKind, InfraError, ModelRequestError
@@ -99,7 +100,7 @@ def describe(exc: BaseException) -> str:
 def call_with_retries(fn: Callable[[], T], where: str, model: str, window_s: float,
                       max_retries: int | None = None, sleep: Callable[[float], None] = time.sleep) -> T:
     """``fn()``, with transient failures retried for ``window_s`` seconds; every failure mapped to our errors."""
-    stop = stop_after_delay(window_s)
+    stop: stop_base = stop_after_delay(window_s)
     if max_retries is not None:
         stop = stop_any(stop, stop_after_attempt(max_retries + 1))
     started = time.monotonic()

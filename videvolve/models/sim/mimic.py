@@ -132,7 +132,7 @@ def decode_video(url: Any) -> tuple[int, float, int, int]:
     """A video data URL decoded: (frames, frame rate, width, height); 422 when it does not decode."""
     raw = _data_bytes(url, "video_url")
     try:
-        with av.open(io.BytesIO(raw)) as container:
+        with av.open(io.BytesIO(raw), mode="r") as container:
             stream = container.streams.video[0]
             sizes = [(f.width, f.height) for f in container.decode(stream)]
             rate = float(stream.average_rate or stream.guessed_rate or 0) or 1.0
