@@ -22,7 +22,9 @@ import json, os, sys
 json.dump(sys.argv[1:], open({record!r}, "w"))
 args = sys.argv[1:]
 port = args[args.index("--port") + 1]
-os.execv({python!r}, [{python!r}, "-m", "videvolve", "serve-sim", "--port", port, "--model", args[1]])
+name = args[args.index("--served-model-name") + 1] if "--served-model-name" in args else args[1]
+key = ["--api-key", args[args.index("--api-key") + 1]] if "--api-key" in args else []
+os.execv({python!r}, [{python!r}, "-m", "videvolve", "serve-sim", "--port", port, "--model", name, *key])
 '''
 
 
@@ -73,3 +75,24 @@ def test_serve_vllm_reports_a_missing_binary_and_a_crash(tmp_path: Path):
     r = subprocess.run([sys.executable, "-m", "videvolve", "serve-vllm", "m", "--vllm-bin", str(crash), "--port",
                         str(free_port())], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "exited with code 1" in r.stderr and "CUDA out of memory" in r.stderr
+
+
+def test_serve_vllm_ready_by_served_name_with_a_key(tmp_path: Path):
+    record = tmp_path / "args.json"
+    fake = tmp_path / "vllm"
+    fake.write_text(FAKE.format(python=sys.executable, record=str(record)))
+    fake.chmod(0o755)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "videvolve", "serve-vllm", "Qwen/Qwen3-VL-8B-Instruct", "--vllm-bin",
+                             str(fake), "--port", str(port), "--api-key", "s3cret", "--served-model-name", "qwen",
+                             "--ready-timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # readiness polls with the key and waits for the served name
+        assert line.startswith("ready:") and "--model qwen" in line
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 401
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        assert "s3cret" not in proc.stderr.read()  # the key is not echoed
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -23,7 +23,13 @@ class ModelSettings(BaseModel):
     temperature: float = Field(0.0, description="0 makes replies repeatable and cacheable")
     max_tokens: int = Field(1024, description="reply length cap")
     timeout_s: float = Field(120.0, description="seconds per model request", json_schema_extra={"flag": "--timeout"})
-    max_retries: int = Field(4, description="retries of transient failures (connection, timeout, 429, 5xx)")
+    max_retries: int | None = Field(None, description="at most this many retries of transient failures (connection, "
+                                    "timeout, 408, 409, 429, 5xx); None: as many as --retry-window allows")
+    retry_window_s: float = Field(600.0, description="seconds transient failures are retried before the run stops "
+                                  "cleanly for --resume (a vLLM restart must not end an overnight run)",
+                                  json_schema_extra={"flag": "--retry-window"})
+    context_margin: float = Field(0.05, ge=0, lt=1, description="share of the served max_model_len kept free: a "
+                                  "request estimated beyond the rest is a budget error, never sent")
 
 
 class RuntimeSettings(BaseModel):

@@ -7,6 +7,7 @@ import io
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 from PIL import Image
@@ -50,26 +51,134 @@ def _sandbox() -> Check:
     return Check("sandbox", "warn", "no bubblewrap: falling back to unshare (install bubblewrap)")
 
 
-def _image_url(size: int = 64) -> str:
+def _image_url(width: int = 64, height: int | None = None) -> str:
     buf = io.BytesIO()
-    Image.new("RGB", (size, size), (40, 90, 200)).save(buf, format="PNG")
+    Image.new("RGB", (width, height or width), (40, 90, 200)).save(buf, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def _endpoint(settings: ModelSettings) -> list[Check]:
-    from videvolve.models import make_vlm
+class _Client:
+    """Plain HTTP to the endpoint with the API key on every request (what doctor sees is what the server said)."""
 
-    base = (settings.base_url or "").rstrip("/")
+    def __init__(self, settings: ModelSettings, api_key: str | None) -> None:
+        self.base = (settings.base_url or "").rstrip("/")
+        self.model = settings.model
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def get_models(self) -> httpx.Response:
+        return httpx.get(f"{self.base}/models", headers=self.headers, timeout=10)
+
+    def chat(self, content: Any, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The reply's JSON; ModelRequestError with the server's message on an HTTP error."""
+        body: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": content}],
+                                "max_tokens": 64, "temperature": 0}
+        if tools:
+            body["tools"] = tools
+        try:
+            r = httpx.post(f"{self.base}/chat/completions", headers=self.headers, json=body, timeout=120)
+        except httpx.HTTPError as exc:
+            raise InfraError(f"{self.base} did not answer: {exc}") from exc
+        if r.status_code != 200:
+            try:
+                err = r.json().get("error")
+                message = err.get("message") if isinstance(err, dict) else err
+            except ValueError:
+                message = r.text[:300]
+            raise ModelRequestError(f"HTTP {r.status_code}: {message}")
+        data: dict[str, Any] = r.json()
+        return data
+
+
+TOOL = {"type": "function", "function": {"name": "final_answer", "description": "Give the answer.",
+                                         "parameters": {"type": "object", "properties": {
+                                             "answer": {"type": "string"}}, "required": ["answer"]}}}
+TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser hermes"
+QWEN25_TEMPLATE = ("for Qwen2.5-VL also a tool-capable --chat-template (its own template has no tool section; "
+                   "e.g. vLLM's examples/tool_chat_template_hermes.jinja)")
+
+
+def _tool_check(client: _Client) -> Check:
+    """Which of the three cases the server is in, and the exact fix."""
+    try:
+        reply = client.chat("Call final_answer with answer 'A'.", [TOOL])
+    except (InfraError, ModelRequestError) as exc:
+        return Check("tool calling", "fail", f"{exc}; start vLLM with {TOOL_FLAGS}")
+    message = (reply.get("choices") or [{}])[0].get("message") or {}
+    if message.get("tool_calls"):
+        return Check("tool calling", "ok", "the server parses tool calls (auto tool choice is on)")
+    if "<tool_call>" in str(message.get("content") or ""):
+        return Check("tool calling", "warn", "the model calls tools but the server returns them as text "
+                     f"(videvolve parses them); to have the server parse them start vLLM with {TOOL_FLAGS}")
+    return Check("tool calling", "warn", f"no tool call came back: coevowhen_base needs `vllm serve ... {TOOL_FLAGS}`"
+                 f"; {QWEN25_TEMPLATE}")
+
+
+def _images_check(client: _Client) -> Check:
+    accepted = 0
+    for n in (1, 4, 16, 64):
+        content = [{"type": "image_url", "image_url": {"url": _image_url()}} for _ in range(n)]
+        try:
+            client.chat([*content, {"type": "text", "text": "How many images?"}])
+            accepted = n
+        except ModelRequestError:
+            break
+        except InfraError as exc:
+            return Check("images per request", "fail", str(exc))
+    if accepted >= 64:
+        return Check("images per request", "ok", f"{accepted}+ accepted")
+    return Check("images per request", "warn", f"at most {accepted}: raise vLLM's --limit-mm-per-prompt "
+                 "'{\"image\":64}'")
+
+
+CALIBRATION_SIZES = ((160, 90), (320, 180), (640, 360), (1280, 720), (1920, 1080))
+
+
+def calibrate(client: _Client, family: str) -> list[tuple[int, int, int, int]]:
+    """(width, height, server's image tokens, formula's) for images of known sizes.
+
+    The server's figure is the difference of ``usage.prompt_tokens`` with and without the image (same text).
+    """
+    from videvolve.models.cost import cost_model
+
+    cost = cost_model(family)
+    text = {"type": "text", "text": "Describe the image."}
+    base = int(client.chat([text])["usage"]["prompt_tokens"])
+    rows = []
+    for w, h in CALIBRATION_SIZES:
+        with_image = int(client.chat([{"type": "image_url", "image_url": {"url": _image_url(w, h)}},
+                                      text])["usage"]["prompt_tokens"])
+        rows.append((w, h, with_image - base, cost.image_tokens(w, h)))
+    return rows
+
+
+def _calibration_check(client: _Client, family: str) -> Check:
+    try:
+        rows = calibrate(client, family)
+    except (InfraError, ModelRequestError, KeyError, TypeError) as exc:
+        return Check("calibration", "fail", f"could not calibrate: {exc}")
+    worst = max(abs(s - f) / max(s, 1) for _, _, s, f in rows)
+    detail = "; ".join(f"{w}x{h}: server {s}, formula {f} (error {f - s:+d})" for w, h, s, f in rows)
+    fix = "" if worst < 0.02 else f" -- check --family ({family}) and the server's --mm-processor-kwargs"
+    return Check("calibration", "ok" if worst < 0.02 else "warn", f"{detail}; worst {worst:.1%}{fix}")
+
+
+def _endpoint(settings: ModelSettings, calibration: bool = False) -> list[Check]:
+    from videvolve.models.openai_backend import api_key_of
+
+    client = _Client(settings, api_key_of(settings))
     checks = []
     try:
-        r = httpx.get(f"{base}/models", timeout=10)
+        r = client.get_models()
+        if r.status_code == 401:
+            return [Check("endpoint", "fail", f"{client.base} refuses our API key (401): put the server's --api-key "
+                          f"in the environment variable {settings.api_key_env} (--api-key-env names another)")]
         r.raise_for_status()
         models = r.json().get("data", [])
     except (httpx.HTTPError, ValueError) as exc:
-        return [Check("endpoint", "fail", f"{base}/models did not answer ({exc}); start the server (e.g. "
+        return [Check("endpoint", "fail", f"{client.base}/models did not answer ({exc}); start the server (e.g. "
                       f"`vllm serve <model> --port 8000`) and pass --base-url http://HOST:PORT/v1")]
     names = [m.get("id") for m in models]
-    checks.append(Check("endpoint", "ok", f"{base} serves {', '.join(map(str, names)) or 'no models'}"))
+    checks.append(Check("endpoint", "ok", f"{client.base} serves {', '.join(map(str, names)) or 'no models'}"))
     if settings.model not in names:
         checks.append(Check("model name", "fail", f"--model {settings.model!r} is not served; use one of {names}"))
         return checks
@@ -77,47 +186,25 @@ def _endpoint(settings: ModelSettings) -> list[Check]:
     max_len = next((m.get("max_model_len") for m in models if m.get("id") == settings.model), None)
     checks.append(Check("context length", "ok" if max_len else "warn",
                         f"{max_len} tokens" if max_len else "not reported; pass --max-model-len to vllm serve"))
-    vlm = make_vlm(settings)
     try:
-        reply = vlm.complete([{"role": "user", "content": "Reply with the word ready."}])
-        checks.append(Check("chat", "ok", f"replied {reply.text[:40]!r}"))
+        reply = client.chat("Reply with the word ready.")
+        text = str(((reply.get("choices") or [{}])[0].get("message") or {}).get("content") or "")
+        checks.append(Check("chat", "ok", f"replied {text[:40]!r}"))
     except (InfraError, ModelRequestError) as exc:
         checks.append(Check("chat", "fail", str(exc)))
         return checks
-    tool = {"type": "function", "function": {"name": "final_answer", "description": "Give the answer.",
-                                             "parameters": {"type": "object", "properties": {
-                                                 "answer": {"type": "string"}}, "required": ["answer"]}}}
-    try:
-        reply = vlm.complete([{"role": "user", "content": "Call final_answer with answer 'A'."}], [tool])
-        ok = any(c.name == "final_answer" for c in reply.tool_calls)
-        checks.append(Check("tool calling", "ok" if ok else "warn", "the model called the tool" if ok else
-                            "no tool call came back: coevowhen_base needs `vllm serve ... --enable-auto-tool-choice "
-                            "--tool-call-parser hermes`"))
-    except (InfraError, ModelRequestError) as exc:
-        checks.append(Check("tool calling", "fail", f"{exc}; start vLLM with --enable-auto-tool-choice "
-                            "--tool-call-parser hermes"))
-    accepted = 0
-    for n in (1, 4, 16, 64):
-        content = [{"type": "image_url", "image_url": {"url": _image_url()}} for _ in range(n)]
-        try:
-            vlm.complete([{"role": "user", "content": [*content, {"type": "text", "text": "How many images?"}]}])
-            accepted = n
-        except ModelRequestError:
-            break
-        except InfraError as exc:
-            checks.append(Check("images per request", "fail", str(exc)))
-            return checks
-    status = "ok" if accepted >= 64 else "warn"
-    checks.append(Check("images per request", status, f"{accepted}+ accepted" if accepted >= 64 else
-                        f"at most {accepted}: raise vLLM's --limit-mm-per-prompt '{{\"image\":64}}'"))
+    checks.append(_tool_check(client))
+    checks.append(_images_check(client))
+    if calibration:
+        checks.append(_calibration_check(client, settings.family))
     return checks
 
 
-def run_checks(settings: ModelSettings) -> list[Check]:
-    """Every check, in order; endpoint checks only for the openai backend."""
+def run_checks(settings: ModelSettings, calibration: bool = False) -> list[Check]:
+    """Every check, in order; endpoint checks only for the openai backend (``calibration``: image token counts)."""
     checks = [_decoding(), _sandbox()]
     if settings.backend == "openai":
-        checks += _endpoint(settings)
+        checks += _endpoint(settings, calibration)
     else:
         checks.append(Check("endpoint", "skip", "backend sim (offline SimVLM): nothing to reach"))
     return checks

@@ -51,13 +51,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--model", default="simvlm")
     s.add_argument("--api-key", default=None, help="require this bearer token")
     s.add_argument("--max-images", type=int, default=512, help="images per request before a 400, like vLLM's limit")
+    m = s.add_argument_group("--mimic vllm: behave as vLLM 0.34 does (flags named as vLLM's)")
+    m.add_argument("--mimic", choices=["vllm"], default=None, help="reproduce vLLM's limits, errors, token counts, "
+                   "video sampling and tool-call parsing")
+    m.add_argument("--family", default="qwen2.5-vl", choices=["qwen2.5-vl", "qwen3-vl"],
+                   help="whose processor rules count tokens and sample video")
+    m.add_argument("--max-model-len", type=int, default=131072, help="context length (400 beyond it)")
+    m.add_argument("--limit-mm-per-prompt", type=json.loads, default=None,
+                   help='items per request, e.g. \'{"image": 64, "video": 1}\' (400 beyond it)')
+    m.add_argument("--enable-auto-tool-choice", action="store_true", help="return parsed tool calls")
+    m.add_argument("--tool-call-parser", default=None, help="hermes (the only one mimicked)")
+    m.add_argument("--media-io-kwargs", type=json.loads, default=None, help='e.g. \'{"video": {"num_frames": 16}}\'')
+    m.add_argument("--enable-prompt-tokens-details", action="store_true")
+    m.add_argument("--fail-first", type=int, default=0, help="fault: answer 503 to the first N chat requests")
+    m.add_argument("--retry-after", type=float, default=None, help="fault: send Retry-After with each 503")
     s.set_defaults(func=cmd_serve_sim)
 
     v = sub.add_parser("serve-vllm", help="start vLLM (installed separately) with the flags harnesses need")
     v.add_argument("model", help="a Hugging Face model id or a local path, e.g. Qwen/Qwen2.5-VL-7B-Instruct")
     v.add_argument("--vllm-bin", default=None, help="the vllm executable of its own environment (default: on PATH)")
-    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--host", default="127.0.0.1", help="bind address: 127.0.0.1 serves this machine only; 0.0.0.0 "
+                   "lets an eval host elsewhere reach it (anyone on the network can then use the GPU: set --api-key "
+                   "and a firewall)")
     v.add_argument("--port", type=int, default=8000)
+    v.add_argument("--api-key", default=None, help="require this bearer token (clients read it from OPENAI_API_KEY)")
+    v.add_argument("--served-model-name", default=None, help="the name clients pass as --model (default: MODEL)")
     v.add_argument("--max-model-len", type=int, default=None, help="context length")
     v.add_argument("--images", type=int, default=256, help="images one request may carry")
     v.add_argument("--tool-call-parser", default="hermes")
@@ -66,6 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=cmd_serve_vllm)
 
     d = sub.add_parser("doctor", help="check decoding, the sandbox and a model endpoint; say what to fix")
+    d.add_argument("--calibrate", action="store_true", help="send images of known sizes and print the visual-token "
+                   "formula's error against the server's usage.prompt_tokens")
     add_model_args(d, cache=False)
     d.add_argument("--json", action="store_true", help="print the checks as a JSON list")
     d.set_defaults(func=cmd_doctor)
@@ -170,11 +190,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_serve_sim(args: argparse.Namespace) -> int:
     """``videvolve serve-sim``."""
+    from videvolve.models.sim.mimic import MimicSettings
     from videvolve.models.sim.server import serve
 
-    err.print(f"serving SimVLM as model {args.model!r} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
+    mimic = None
+    if args.mimic:
+        mimic = MimicSettings(family=args.family, max_model_len=args.max_model_len,
+                              limit_mm_per_prompt=args.limit_mm_per_prompt or {"image": args.max_images, "video": 999},
+                              enable_auto_tool_choice=args.enable_auto_tool_choice,
+                              tool_call_parser=args.tool_call_parser, media_io_kwargs=args.media_io_kwargs or {},
+                              enable_prompt_tokens_details=args.enable_prompt_tokens_details,
+                              fail_first=args.fail_first, slow_ms=args.latency_ms, retry_after=args.retry_after)
+    how = f"vLLM-like ({args.family}, context {args.max_model_len})" if mimic else "SimVLM"
+    err.print(f"serving {how} as model {args.model!r} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
     serve(host=args.host, port=args.port, model=args.model, latency_ms=args.latency_ms, api_key=args.api_key,
-          max_images=args.max_images)
+          max_images=args.max_images, mimic=mimic)
     return 0
 
 
@@ -187,10 +217,15 @@ def cmd_serve_vllm(args: argparse.Namespace) -> int:
 
     extra = list(getattr(args, "passthrough", []))  # everything after `--`
     command = vllm_command(args.model, find_vllm(args.vllm_bin), args.host, args.port, args.max_model_len,
-                           args.images, args.tool_call_parser, args.allowed_local_media_path, extra)
+                           args.images, args.tool_call_parser, args.allowed_local_media_path, extra, args.api_key,
+                           args.served_model_name)
     log = Path.home() / ".cache" / "videvolve" / f"vllm-{args.port}.log"
-    server = VLLMServer(command, args.host, args.port, log)
-    err.print(f"starting: {' '.join(command)}\nlog: {log}", highlight=False)
+    server = VLLMServer(command, args.host, args.port, log, args.api_key)
+    shown = " ".join("***" if i > 0 and command[i - 1] == "--api-key" else c for i, c in enumerate(command))
+    err.print(f"starting: {shown}\nlog: {log}", highlight=False)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(f"note: bound to {args.host}: reachable from other machines"
+                  + ("" if args.api_key else "; without --api-key anyone who can reach it can use it"))
     server.start()
     stop = {"now": False}
 
@@ -199,8 +234,9 @@ def cmd_serve_vllm(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        server.wait_ready(args.ready_timeout, args.model)
-        out.print(f"ready: --backend openai --base-url {server.base_url} --model {args.model}", highlight=False)
+        name = args.served_model_name or args.model
+        server.wait_ready(args.ready_timeout, name)
+        out.print(f"ready: --backend openai --base-url {server.base_url} --model {name}", highlight=False)
         while not stop["now"] and server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)
         if server.proc is not None and server.proc.poll() is not None:
@@ -218,7 +254,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """``videvolve doctor``."""
     from videvolve.doctor import run_checks
 
-    checks = run_checks(model_settings(args))
+    checks = run_checks(model_settings(args), calibration=args.calibrate)
     if args.json:
         print(json.dumps([{"check": c.name, "status": c.status, "detail": c.detail} for c in checks]))
         return 1 if any(c.status == "fail" for c in checks) else 0

@@ -37,6 +37,8 @@ class Reply:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     cached: bool = False
+    invalid_tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Calls the model made that could not be read (``raw`` text and ``error``): the harness's parse error."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form (for the response cache and traces)."""
@@ -50,6 +52,7 @@ class Reply:
             tool_calls=[ToolCall(**c) for c in data.get("tool_calls", [])],
             usage=Usage(**data.get("usage", {})),
             cached=bool(data.get("cached", False)),
+            invalid_tool_calls=list(data.get("invalid_tool_calls", [])),
         )
 
 

@@ -1,8 +1,14 @@
 """Visual-token cost per model family, computed when a request is built (a cache hit costs the same).
 
-Qwen-VL family, as vLLM serves it: an image is resized to multiples of ``f`` within the processor's min/max
-pixels and costs ``(H'/f) * (W'/f) + 2`` tokens (f = 28 for Qwen2.5-VL, 32 for Qwen3-VL); video frames are paired
-(temporal patch 2), so a clip of n frames costs ``ceil(n / 2) * (H'/f) * (W'/f) + 2``.
+Qwen-VL family, as vLLM 0.34 serves it (checked against vLLM's ``qwen2_vl.py`` / ``qwen3_vl.py`` and the
+Hugging Face processors): an image is resized to multiples of ``f`` within the processor's min/max pixels and costs
+``(H'/f) * (W'/f) + 2`` tokens (f = 28 for Qwen2.5-VL, 32 for Qwen3-VL; the 2 are vision start/end). Video frames
+are paired (temporal patch 2).
+
+- Qwen2.5-VL: every frame is resized like an image; a clip of n frames costs ``ceil(n/2) * (H'/f)(W'/f) + 2``.
+- Qwen3-VL: images have a *minimum* of 65,536 pixels (a 160x90 frame costs 66 + 2 tokens, not 17); a clip is
+  resized against a *total* pixel budget over all its frames (``n * H' * W' <= 25,165,824``), and each frame pair
+  carries its own ``<t.t seconds>`` timestamp text and start/end tokens: ``sum_pairs(ts + grid + 2)``.
 """
 
 from __future__ import annotations
@@ -11,6 +17,29 @@ import math
 from dataclasses import dataclass
 
 from videvolve.errors import UsageError
+
+
+def smart_resize(width: int, height: int, factor: int, min_pixels: int, max_pixels: int,
+                 frames: int = 1, temporal: int = 1) -> tuple[int, int]:
+    """Qwen's ``smart_resize`` (image form for ``frames=1``; Qwen3-VL's video form budgets ``frames * H * W``)."""
+    t_bar = round(frames / temporal) * temporal if temporal > 1 else 1
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    n = frames if temporal > 1 else 1
+    if t_bar * h_bar * w_bar > max_pixels:
+        beta = math.sqrt(n * height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif t_bar * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (n * height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return w_bar, h_bar
+
+
+def timestamp_tokens(seconds: float) -> int:
+    """Tokens of Qwen3-VL's ``<12.5 seconds>`` text: '<', one per digit or dot, ' seconds', '>'."""
+    return len(f"{seconds:.1f}") + 3
 
 
 @dataclass(frozen=True)
@@ -22,36 +51,44 @@ class CostModel:
     min_pixels: int
     max_pixels: int
     temporal_patch: int = 2
+    video_min_pixels: int | None = None
+    """Qwen3-VL: the clip's total-pixel floor (None: frames are resized like images)."""
+    video_max_pixels: int | None = None
+    """Qwen3-VL: the clip's total-pixel budget over all frames."""
 
     def resized(self, width: int, height: int) -> tuple[int, int]:
-        """Qwen's ``smart_resize``: the (width, height) the processor feeds the vision encoder."""
-        f = self.factor
-        h_bar = max(f, round(height / f) * f)
-        w_bar = max(f, round(width / f) * f)
-        if h_bar * w_bar > self.max_pixels:
-            beta = math.sqrt(height * width / self.max_pixels)
-            h_bar = max(f, math.floor(height / beta / f) * f)
-            w_bar = max(f, math.floor(width / beta / f) * f)
-        elif h_bar * w_bar < self.min_pixels:
-            beta = math.sqrt(self.min_pixels / (height * width))
-            h_bar = math.ceil(height * beta / f) * f
-            w_bar = math.ceil(width * beta / f) * f
-        return w_bar, h_bar
+        """The (width, height) the image processor feeds the vision encoder."""
+        return smart_resize(width, height, self.factor, self.min_pixels, self.max_pixels)
 
     def image_tokens(self, width: int, height: int) -> int:
         """Tokens of one image."""
         w, h = self.resized(width, height)
         return (w // self.factor) * (h // self.factor) + 2
 
-    def video_tokens(self, width: int, height: int, frames: int) -> int:
-        """Tokens of a clip of ``frames`` frames (frames are merged in pairs)."""
-        w, h = self.resized(width, height)
-        return math.ceil(frames / self.temporal_patch) * (w // self.factor) * (h // self.factor) + 2
+    def video_resized(self, width: int, height: int, frames: int) -> tuple[int, int]:
+        """The (width, height) of each frame of a clip of ``frames`` frames."""
+        if self.video_max_pixels is None:
+            return self.resized(width, height)
+        return smart_resize(width, height, self.factor, self.video_min_pixels or 0, self.video_max_pixels,
+                            frames=max(frames, self.temporal_patch), temporal=self.temporal_patch)
+
+    def video_tokens(self, width: int, height: int, frames: int, fps: float = 1.0) -> int:
+        """Tokens of a clip of ``frames`` frames at ``fps`` (merged in pairs; ``fps`` times Qwen3-VL's timestamps)."""
+        w, h = self.video_resized(width, height, frames)
+        grid = (w // self.factor) * (h // self.factor)
+        pairs = math.ceil(frames / self.temporal_patch)
+        if self.video_max_pixels is None:
+            return pairs * grid + 2
+        padded = list(range(frames)) + [frames - 1] * (pairs * self.temporal_patch - frames)
+        stamps = [(padded[2 * i] + padded[2 * i + 1]) / 2 / fps for i in range(pairs)]
+        return sum(timestamp_tokens(t) + grid + 2 for t in stamps)
 
 
 COST_MODELS = {
     "qwen2.5-vl": CostModel("qwen2.5-vl", factor=28, min_pixels=4 * 28 * 28, max_pixels=16384 * 28 * 28),
-    "qwen3-vl": CostModel("qwen3-vl", factor=32, min_pixels=4 * 32 * 32, max_pixels=16384 * 32 * 32),
+    # Qwen3-VL's preprocessor_config.json / video_preprocessor_config.json (shortest/longest edge in pixels)
+    "qwen3-vl": CostModel("qwen3-vl", factor=32, min_pixels=65536, max_pixels=16777216,
+                          video_min_pixels=4096, video_max_pixels=25165824),
 }
 
 

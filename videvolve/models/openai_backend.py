@@ -1,9 +1,10 @@
 """VLMs behind an OpenAI-compatible server (vLLM is the reference), through langchain-openai.
 
-Transient failures (connection errors, timeouts, 429, 5xx) are retried with exponential backoff and a bound, then
-raised as :class:`InfraError` (the run stops cleanly and resumes later). 400/401/403/404 fail at once: 401/403/404
-as :class:`ModelAuthError`-style infrastructure errors naming the endpoint, the model and what to check; a 400 (too
-many images, context too long) as :class:`ModelRequestError`, which is that task's error, not the end of the run.
+Failures are classified in :mod:`videvolve.models.http_errors` (transient ones retried for a window, then a clean
+stop; a rejected request is that task's error). Before sending, a :class:`~videvolve.models.context.ContextGuard`
+refuses a request that would not fit the served context. A clip's frame count travels as vLLM's request-level
+``media_io_kwargs`` (the ``num_frames`` key of our ``video_url`` part is ours; vLLM would drop it and load 32
+frames). Tool calls left in the text are parsed here (:mod:`videvolve.models.toolcalls`).
 """
 
 from __future__ import annotations
@@ -12,20 +13,17 @@ import json
 import os
 from typing import Any
 
-import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from videvolve.config import ModelSettings
-from videvolve.errors import InfraError, ModelRequestError, UsageError
+from videvolve.errors import UsageError
 from videvolve.models.base import Message, Reply, Tool, ToolCall, Usage
+from videvolve.models.context import ContextGuard, served_max_model_len
+from videvolve.models.http_errors import EndpointError, RequestRejected, call_with_retries
+from videvolve.models.toolcalls import TAG, calls_in_text
 
-TRANSIENT = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
-
-
-class EndpointError(InfraError):
-    """The endpoint refuses us for a reason retrying will not fix (auth, unknown model, wrong URL)."""
+__all__ = ["ChatModelVLM", "EndpointError", "media_request", "openai_vlm"]
 
 
 def _to_langchain(messages: list[Message]) -> list[BaseMessage]:
@@ -45,71 +43,109 @@ def _to_langchain(messages: list[Message]) -> list[BaseMessage]:
     return convert_to_messages(fixed)
 
 
+def media_request(messages: list[Message], family: str | None) -> tuple[list[Message], dict[str, Any]]:
+    """Messages without our ``num_frames`` keys, and the ``extra_body`` that makes vLLM decode exactly those frames.
+
+    ``{"media_io_kwargs": {"video": {"num_frames": n, "fps": -1}}}``, plus ``mm_processor_kwargs:
+    {"do_sample_frames": false}`` for Qwen3-VL, whose processor would otherwise re-sample at 2 fps.
+    """
+    counts: set[int] = set()
+    out: list[Message] = []
+    for m in messages:
+        content = m.get("content")
+        if not isinstance(content, list) or not any(p.get("type") == "video_url" for p in content):
+            out.append(m)
+            continue
+        parts = []
+        for p in content:
+            if p.get("type") == "video_url" and "num_frames" in p:
+                counts.add(int(p["num_frames"]))
+                p = {k: v for k, v in p.items() if k != "num_frames"}
+            parts.append(p)
+        out.append({**m, "content": parts})
+    if not counts:
+        return messages, {}
+    if len(counts) > 1:
+        raise RequestRejected(f"clips of different frame counts {sorted(counts)} in one request: vLLM's "
+                              "media_io_kwargs sets one count per request; send one clip per request")
+    extra: dict[str, Any] = {"media_io_kwargs": {"video": {"num_frames": counts.pop(), "fps": -1}}}
+    if family == "qwen3-vl":
+        extra["mm_processor_kwargs"] = {"do_sample_frames": False}
+    return out, extra
+
+
 class ChatModelVLM:
     """Any LangChain chat model as a :class:`~videvolve.models.base.VLM` (tests inject scripted ones)."""
 
     def __init__(self, chat: BaseChatModel, name: str, revision: str = "", where: str = "",
-                 decoding: dict[str, Any] | None = None, max_retries: int = 4) -> None:
+                 decoding: dict[str, Any] | None = None, max_retries: int | None = None,
+                 retry_window_s: float = 600.0, family: str | None = None, guard: ContextGuard | None = None) -> None:
         self.chat = chat
         self.name = name
         self.revision = revision
         self.where = where
         self._decoding = decoding or {}
         self.max_retries = max_retries
+        self.retry_window_s = retry_window_s
+        self.family = family
+        self.guard = guard
 
     def decoding(self) -> dict[str, Any]:
         """Settings that change replies."""
         return dict(self._decoding)
 
-    def _invoke(self, messages: list[BaseMessage], tools: list[Tool] | None) -> AIMessage:
+    def _invoke(self, messages: list[BaseMessage], tools: list[Tool] | None, extra: dict[str, Any]) -> AIMessage:
         model: Any = self.chat.bind_tools(tools) if tools else self.chat
-        out = model.invoke(messages)
+        out = model.invoke(messages, **({"extra_body": extra} if extra else {}))
         assert isinstance(out, AIMessage)
         return out
 
     def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
-        """One request, with retries of transient failures only."""
-        lc = _to_langchain(messages)
-        try:
-            for attempt in Retrying(retry=retry_if_exception_type(TRANSIENT), reraise=True,
-                                    stop=stop_after_attempt(self.max_retries + 1),
-                                    wait=wait_exponential(multiplier=0.5, max=20)):
-                with attempt:
-                    out = self._invoke(lc, tools)
-        except TRANSIENT as exc:
-            raise InfraError(f"model endpoint {self.where or '?'} (model {self.name}) failed after "
-                             f"{self.max_retries} retries: {str(exc).rstrip('.')}. Check that the server is up; "
-                             "finished work is kept.") from exc
-        except openai.AuthenticationError as exc:
-            raise EndpointError(f"{self.where}: authentication failed for model {self.name} (401). Set the API key "
-                                "in the environment variable named by --api-key-env.") from exc
-        except openai.PermissionDeniedError as exc:
-            raise EndpointError(f"{self.where}: permission denied for model {self.name} (403).") from exc
-        except openai.NotFoundError as exc:
-            raise EndpointError(f"{self.where}: not found (404) for model {self.name!r}: check --base-url (it ends "
-                                "in /v1 for vLLM) and that --model is the name `vllm serve` printed "
-                                "(`videvolve doctor` lists the served models).") from exc
-        except openai.BadRequestError as exc:
-            raise ModelRequestError(f"{self.where} rejected the request (400) for model {self.name}: "
-                                    f"{getattr(exc, 'message', exc)}") from exc
-        calls = [ToolCall(id=c.get("id") or f"call_{i}", name=c["name"], arguments=dict(c.get("args") or {}))
-                 for i, c in enumerate(out.tool_calls)]
-        usage: dict[str, Any] = dict(out.usage_metadata or {})
-        text = out.content if isinstance(out.content, str) else "".join(
-            str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in out.content)
-        return Reply(text=text, tool_calls=calls,
-                     usage=Usage(prompt_tokens=usage.get("input_tokens"), completion_tokens=usage.get("output_tokens")))
+        """One request: checked against the context, sent with retries of transient failures only."""
+        if self.guard is not None:
+            self.guard.check(messages, tools)
+        sent, extra = media_request(messages, self.family)
+        lc = _to_langchain(sent)
+        out = call_with_retries(lambda: self._invoke(lc, tools, extra), self.where, self.name,
+                                self.retry_window_s, self.max_retries)
+        return reply_of(out)
+
+
+def reply_of(out: AIMessage) -> Reply:
+    """Our reply: parsed calls, calls found in the text, and calls that could not be read (never dropped)."""
+    text = out.content if isinstance(out.content, str) else "".join(
+        str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in out.content)
+    calls = [ToolCall(id=c.get("id") or f"call_{i}", name=c["name"], arguments=dict(c.get("args") or {}))
+             for i, c in enumerate(out.tool_calls)]
+    invalid = [{"raw": str(c.get("args") or ""), "name": c.get("name"), "error": str(c.get("error") or "invalid")}
+               for c in out.invalid_tool_calls]
+    if not calls and not invalid and TAG in text:
+        text, calls, invalid = calls_in_text(text)
+    usage: dict[str, Any] = dict(out.usage_metadata or {})
+    return Reply(text=text, tool_calls=calls, invalid_tool_calls=invalid,
+                 usage=Usage(prompt_tokens=usage.get("input_tokens"), completion_tokens=usage.get("output_tokens")))
+
+
+def api_key_of(settings: ModelSettings, api_key: str | None = None) -> str | None:
+    """The key from the flag or the environment variable the settings name (never stored)."""
+    return api_key or os.environ.get(settings.api_key_env) or None
 
 
 def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModelVLM:
     """A VLM on an OpenAI-compatible endpoint; the API key comes from the flag or the environment, never stored."""
     from langchain_openai import ChatOpenAI
 
+    from videvolve.models.cost import cost_model
+
     if not settings.base_url:
         raise UsageError("the openai backend needs --base-url (e.g. http://127.0.0.1:8000/v1 for `vllm serve`)")
-    key = api_key or os.environ.get(settings.api_key_env) or "EMPTY"
-    chat = ChatOpenAI(base_url=settings.base_url, api_key=key, model=settings.model,
+    key = api_key_of(settings, api_key)
+    chat = ChatOpenAI(base_url=settings.base_url, api_key=key or "EMPTY", model=settings.model,
                       temperature=settings.temperature, max_tokens=settings.max_tokens,
                       timeout=settings.timeout_s, max_retries=0)
+    base, model = settings.base_url, settings.model
+    guard = ContextGuard(cost_model(settings.family), lambda: served_max_model_len(base, model, key),
+                         settings.context_margin)
     return ChatModelVLM(chat, name=settings.model, where=settings.base_url, max_retries=settings.max_retries,
+                        retry_window_s=settings.retry_window_s, family=settings.family, guard=guard,
                         decoding={"temperature": settings.temperature, "max_tokens": settings.max_tokens})

@@ -18,10 +18,15 @@ from videvolve.errors import InfraError, InputNotFoundError
 
 def vllm_command(model: str, vllm_bin: str, host: str = "127.0.0.1", port: int = 8000,
                  max_model_len: int | None = None, images: int = 256, tool_call_parser: str = "hermes",
-                 local_media: str | None = None, extra: Sequence[str] = ()) -> list[str]:
+                 local_media: str | None = None, extra: Sequence[str] = (), api_key: str | None = None,
+                 served_model_name: str | None = None) -> list[str]:
     """The ``vllm serve`` command line: tool calling on, enough images per request, optional local media path."""
     cmd = [vllm_bin, "serve", model, "--host", host, "--port", str(port), "--enable-auto-tool-choice",
            "--tool-call-parser", tool_call_parser, "--limit-mm-per-prompt", json.dumps({"image": images, "video": 1})]
+    if api_key:
+        cmd += ["--api-key", api_key]
+    if served_model_name:
+        cmd += ["--served-model-name", served_model_name]
     if max_model_len:
         cmd += ["--max-model-len", str(max_model_len)]
     if local_media:
@@ -41,9 +46,11 @@ def find_vllm(vllm_bin: str | None) -> str:
 class VLLMServer:
     """A running ``vllm serve``; logs go to ``log_path``."""
 
-    def __init__(self, command: list[str], host: str, port: int, log_path: Path) -> None:
+    def __init__(self, command: list[str], host: str, port: int, log_path: Path, api_key: str | None = None) -> None:
         self.command = command
-        self.base_url = f"http://{host}:{port}/v1"
+        reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # a wildcard bind is reached on loopback here
+        self.base_url = f"http://{reach}:{port}/v1"
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -54,7 +61,7 @@ class VLLMServer:
         self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 1800.0, model: str | None = None) -> list[str]:
-        """Poll ``/v1/models`` until it answers; the served model names."""
+        """Poll ``/v1/models`` (with the API key) until it serves ``model`` (the served name); the served names."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -62,7 +69,10 @@ class VLLMServer:
                 raise InfraError(f"vLLM exited with code {self.proc.returncode} before serving; its log "
                                  f"({self.log_path}) ends with:\n{self.log_tail()}")
             try:
-                r = httpx.get(f"{self.base_url}/models", timeout=5)
+                r = httpx.get(f"{self.base_url}/models", headers=self.headers, timeout=5)
+                if r.status_code == 401:
+                    self.stop()
+                    raise InfraError(f"vLLM at {self.base_url} refuses the API key given (401)")
                 if r.status_code == 200:
                     names = [m.get("id") for m in r.json().get("data", [])]
                     if model is None or model in names:

@@ -169,7 +169,8 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
                     RunOutcome("error", "parse", why)
             elif op == "fail":
                 kind = str(args.get("kind", "crash"))
-                if kind == "bad_request" and last_error_kind in ("budget", "bad_request", "media", "invalid"):
+                if kind == "bad_request" and last_error_kind in ("budget", "bad_request", "media", "invalid",
+                                                                 "parse"):
                     kind = last_error_kind if last_error_kind != "invalid" else "crash"
                 elif kind == "bad_request":
                     kind = "crash"

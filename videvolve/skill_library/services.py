@@ -293,7 +293,7 @@ class TaskServices:
             keys = {f.time for f in frames}
             if self.settings.clip_mode == "video":
                 return self._video_part(obs, frames), keys, 0, self.cost.video_tokens(
-                    *frames[0].image.size, len(frames))
+                    *frames[0].image.size, len(frames), len(obs.times) / max(obs.end - obs.start, 1e-6))
             parts: list[dict[str, Any]] = []
             tokens = 0
             for t, f in zip(obs.times, frames, strict=True):
@@ -352,7 +352,10 @@ class TaskServices:
             reply = complete(self.vlm, rendered, tools, self.cache)
         except ModelRequestError as exc:
             self.trace.write("model_error", error=str(exc))
-            raise ServiceError("bad_request", str(exc)) from exc
+            raise ServiceError(str(getattr(exc, "kind", "bad_request")), str(exc)) from exc
+        if reply.invalid_tool_calls:  # a call the model made but nobody can read: the harness's parse error
+            self.trace.write("invalid_tool_calls", calls=reply.invalid_tool_calls, reply=reply.text[:500])
+            raise ServiceError("parse", f"the model's tool call could not be read: {reply.invalid_tool_calls[0]}")
         self.meter.cache_hits += int(reply.cached)
         self.meter.reported_prompt_tokens += reply.usage.prompt_tokens or 0
         self.trace.write(event, observed_times=sorted(observed), observations=specs, new_frames=len(new),

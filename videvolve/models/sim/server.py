@@ -1,7 +1,8 @@
 """SimVLM behind an OpenAI-compatible HTTP API (FastAPI + uvicorn, as vLLM does).
 
 The real client path runs offline: ``/v1/models`` and ``/v1/chat/completions`` with usage counts that include
-text tokens.
+text tokens. With ``mimic`` settings the server behaves as vLLM 0.34 does (see :mod:`videvolve.models.sim.mimic`);
+any :class:`~videvolve.models.base.VLM` can stand behind it (tests put a scripted tool-calling model there).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from videvolve.errors import ModelRequestError
+from videvolve.models.base import VLM
+from videvolve.models.sim.mimic import Faults, MimicSettings
 from videvolve.models.sim.vlm import SimVLM
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -26,10 +29,15 @@ def _error(status: int, message: str, kind: str) -> JSONResponse:
 
 
 def create_app(model: str = "simvlm", latency_ms: float = 0.0, api_key: str | None = None,
-               max_images: int = 512, family: str = "qwen2.5-vl") -> FastAPI:
+               max_images: int = 512, family: str = "qwen2.5-vl", mimic: MimicSettings | None = None,
+               backend: VLM | None = None) -> FastAPI:
     """The app; ``api_key`` makes it answer 401 to requests without ``Authorization: Bearer <key>``."""
+    if mimic is not None:
+        from videvolve.models.sim.mimic_app import create_mimic_app
+
+        return create_mimic_app(model, mimic, backend or SimVLM(mimic.family), api_key, Faults(mimic.fail_first))
     app = FastAPI(title="videvolve serve-sim")
-    sim = SimVLM(family)
+    sim = backend or SimVLM(family)
     stats = {"requests": 0, "prompt_tokens": 0}
     app.state.stats = stats
 

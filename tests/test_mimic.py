@@ -1,0 +1,244 @@
+"""The client against `serve-sim --mimic vllm`, a real HTTP server on 127.0.0.1 behaving as vLLM 0.34 does."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from PIL import Image
+
+from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.errors import InfraError
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.media import clip as make_clip
+from videvolve.models.base import Reply, ToolCall
+from videvolve.models.cost import cost_model
+from videvolve.models.http_errors import ContextTooLong, EndpointError, RequestRejected
+from videvolve.models.openai_backend import openai_vlm
+from videvolve.models.sim import qwen_rules
+from videvolve.models.sim.mimic import MimicSettings
+from videvolve.models.sim.server import create_app
+from videvolve.skill_library.harness import load_harness, seed_path
+from videvolve.testing import free_port, make_index_video
+
+
+@contextlib.contextmanager
+def mimic(backend: Any = None, api_key: str | None = None, model: str = "m", **settings: Any) -> Iterator[Any]:
+    """The mimic in a thread; yields (base_url, app)."""
+    app = create_app(model, mimic=MimicSettings(**settings), backend=backend, api_key=api_key)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}/v1", app
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def image_url(w: int, h: int) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), (10, 20, 30)).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def vlm_for(base: str, family: str = "qwen2.5-vl", **kw: Any):
+    return openai_vlm(ModelSettings(backend="openai", base_url=base, model="m", family=family, **kw), api_key="k")
+
+
+def user(*parts: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [*parts, {"type": "text", "text": "How many images?"}]}]
+
+
+def test_vllm_errors_and_usage():
+    with mimic(api_key="k", family="qwen3-vl", max_model_len=3000, limit_mm_per_prompt={"image": 2}) as (base, _):
+        assert httpx.get(f"{base}/models").json() == {"error": "Unauthorized"}  # vLLM's 401 body, every /v1 path
+        assert httpx.post(f"{base}/chat/completions", json={}).status_code == 401
+        auth = {"Authorization": "Bearer k"}
+
+        def post(parts: list[dict[str, Any]], model: str = "m") -> httpx.Response:
+            return httpx.post(f"{base}/chat/completions", headers=auth, timeout=30,
+                              json={"model": model, "messages": [{"role": "user", "content": parts}]})
+
+        assert post([{"type": "text", "text": "hi"}], "x").json()["error"]["message"] == \
+            "The model `x` does not exist."
+        bad = post([{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}])
+        assert bad.status_code == 422 and bad.json()["error"]["type"] == "UnprocessableEntityError"
+        many = post([{"type": "image_url", "image_url": {"url": image_url(16, 16)}}] * 3)
+        assert many.status_code == 400 and "At most 2 image(s) may be provided in one prompt" in many.text
+        long = post([{"type": "image_url", "image_url": {"url": image_url(1920, 1080)}}] * 2)
+        assert long.status_code == 400 and "maximum context length is 3000 tokens" in long.text
+        ok = post([{"type": "image_url", "image_url": {"url": image_url(160, 90)}}])
+        assert ok.json()["usage"]["prompt_tokens"] == 4 + 3 + 66 + 2  # a 160x90 frame costs 66 (+2), not 17
+
+        vlm = vlm_for(base, "qwen3-vl")  # the key goes with every request, the models list included
+        reply = vlm.complete(user({"type": "image_url", "image_url": {"url": image_url(160, 90)}}))
+        assert reply.usage.prompt_tokens == 68 + 4 + 3 + 4
+        with pytest.raises(ContextTooLong, match=r"about \d+ prompt tokens .* context is 3000 tokens"):
+            vlm.complete(user(*[{"type": "image_url", "image_url": {"url": image_url(1920, 1080)}}] * 2))
+        with pytest.raises(RequestRejected, match="422"):
+            vlm.complete(user({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}))
+        with pytest.raises(EndpointError, match="401"):
+            openai_vlm(ModelSettings(backend="openai", base_url=base, model="m"), api_key="wrong").complete(
+                user())
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
+def test_cost_model_agrees_with_the_mimics_processor(family: str):
+    cost, proc = cost_model(family), qwen_rules.PROCESSORS[family]
+    for w, h in ((160, 90), (320, 180), (333, 187), (1280, 720), (1920, 1080), (3840, 2160), (20, 600)):
+        assert cost.image_tokens(w, h) == qwen_rules.image_tokens(proc, w, h), (w, h)
+        for n, fps in ((2, 1.0), (5, 2.0), (32, 4.0), (64, 0.5)):
+            assert cost.video_tokens(w, h, n, fps) == qwen_rules.video_tokens(proc, w, h, list(range(n)), fps)
+
+
+def test_wrong_client_estimate_meets_the_servers_400():
+    # the client believes in Qwen2.5-VL's small-image cost; the server is Qwen3-VL (66 tokens per small frame)
+    with mimic(family="qwen3-vl", max_model_len=250) as (base, app):
+        vlm = vlm_for(base, "qwen2.5-vl", context_margin=0.0)
+        parts = [{"type": "image_url", "image_url": {"url": image_url(160, 90)}}] * 4
+        with pytest.raises(RequestRejected, match=r"maximum context length is 250 tokens.*contains \d+ input"):
+            vlm.complete(user(*parts))
+        assert app.state.stats["requests"] == 1
+
+
+@pytest.mark.parametrize("family,expected", [("qwen2.5-vl", 12), ("qwen3-vl", 12)])
+def test_clip_frames_decoded_equal_the_metered(family: str, expected: int, tmp_path: Path):
+    source = make_index_video(tmp_path / "v.mp4", seconds=4, fps=25, width=160, height=96)
+    info = make_clip(source, 0.0, 4.0, tmp_path / "c.mp4", fps=3)
+    url = "data:video/mp4;base64," + base64.b64encode((tmp_path / "c.mp4").read_bytes()).decode()
+    assert info.frame_count == expected
+    part = {"type": "video_url", "video_url": {"url": url}, "num_frames": expected}
+    with mimic(family=family) as (base, app):
+        reply = vlm_for(base, family).complete(user(part))
+        # without media_io_kwargs (as the old client sent it) vLLM loads 32 frames; Qwen3-VL re-samples at 2 fps
+        raw = httpx.post(f"{base}/chat/completions", timeout=30, json={"model": "m", "messages": user(part)})
+        assert raw.status_code == 200
+    videos = app.state.stats["videos"]
+    assert videos[0] == {"loaded": expected, "kept": expected}
+    assert videos[1] == ({"loaded": 12, "kept": 8} if family == "qwen3-vl" else {"loaded": 12, "kept": 12})
+    metered = cost_model(family).video_tokens(160, 96, expected, 3.0)
+    assert reply.usage.prompt_tokens == metered + 4 + 3 + 4  # the server counts what the meter counted
+
+
+def test_retry_window_honours_retry_after_then_stops_cleanly():
+    with mimic(fail_first=3, retry_after=0.2) as (base, app):
+        started = time.monotonic()
+        reply = vlm_for(base, retry_window_s=10).complete(user())
+        assert reply.text and app.state.faults.failed == 3 and time.monotonic() - started >= 0.6
+        httpx.post(f"{base.removesuffix('/v1')}/mimic/faults", json={"unavailable_s": 30})
+        with pytest.raises(InfraError, match=r"failed after \d+ retries over [12] s: HTTP 503"):
+            vlm_for(base, retry_window_s=1.5).complete(user())
+
+
+class ScriptedToolVLM:
+    """A model that calls tools in order (the mimic renders them as hermes text, as Qwen models write them)."""
+
+    name, revision = "scripted", "1"
+
+    def __init__(self, calls: list[tuple[str, dict[str, Any]]]) -> None:
+        self.calls = list(calls)
+
+    def decoding(self) -> dict[str, Any]:
+        return {}
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Reply:
+        name, args = self.calls.pop(0)
+        return Reply(text="", tool_calls=[ToolCall(id="x", name=name, arguments=args)])
+
+
+@pytest.mark.parametrize("auto", [False, True])
+def test_coevowhen_tool_loop_on_hermes_text_only(small_world, tmp_path: Path, auto: bool):
+    task = next(t for t in small_world.tasks if t.kind == "grounding" and t.intervals)
+    a, b = task.intervals[0].start, task.intervals[0].end
+    script = ScriptedToolVLM([("probe_media", {}), ("extract_frames_at", {"timestamps": [a + 0.1, b - 0.1]}),
+                              ("final_answer", {"answer": json.dumps([[a, b]])})])
+    flags = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"} if auto else {}
+    with mimic(backend=script, **flags) as (base, app):
+        result = solve_tasks(load_harness(seed_path("coevowhen_base")), [task], vlm_for(base),
+                             cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path)[0]
+    assert result.outcome == "ok" and result.score > 0.6 and app.state.stats["served"] == 3
+
+
+def test_malformed_tool_call_is_a_parse_error(small_world, tmp_path: Path):
+    class Broken(ScriptedToolVLM):
+        def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Reply:
+            return Reply(text='<tool_call>{"name": "probe_media", "arguments": {</tool_call>')
+
+    task = next(t for t in small_world.tasks if t.kind == "grounding")
+    with mimic(backend=Broken([])) as (base, _):
+        result = solve_tasks(load_harness(seed_path("coevowhen_base")), [task], vlm_for(base),
+                             cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path)[0]
+    assert result.outcome == "error" and result.error_kind == "parse"
+    trace = (tmp_path / "traces" / f"{task.id}.jsonl").read_text()
+    assert "invalid_tool_calls" in trace and "not JSON" in trace
+
+
+def run_eval(world, out: Path, base: str, *extra: str) -> dict[str, Any]:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "videvolve", "eval", "--tasks", str(world.tasks_path), "--split", "all",
+                        "--harness", "uniform", "--limit", "4", "--out", str(out), "--concurrency", "1", "--json",
+                        "--backend", "openai", "--base-url", base, "--model", "simvlm", "--no-cache", *extra],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    summary: dict[str, Any] = json.loads(r.stdout)
+    return summary
+
+
+@pytest.mark.slow
+def test_a_422_is_one_tasks_error_and_eval_finishes_the_rest(small_world, tmp_path: Path):
+    from videvolve.testing import serve_sim
+
+    with serve_sim("--mimic", "vllm") as base:
+        httpx.post(f"{base.removesuffix('/v1')}/mimic/faults", json={"status": 422, "count": 1})
+        summary = run_eval(small_world, tmp_path / "e", base)
+    assert summary["n"] == 4 and summary["errors_by_kind"] == {"bad_request": 1}
+    result = next(json.loads(p.read_text()) for p in (tmp_path / "e" / "results").glob("*.json")
+                  if json.loads(p.read_text()).get("error_kind") == "bad_request")
+    assert "422" in result["error"] and "fault injected" in result["error"]  # the server's message
+
+
+@pytest.mark.slow
+def test_a_restart_longer_than_the_old_retry_budget_is_ridden_out(small_world, tmp_path: Path):
+    from videvolve.testing import serve_sim
+
+    with serve_sim("--mimic", "vllm") as base:
+        calm = run_eval(small_world, tmp_path / "calm", base)
+        httpx.post(f"{base.removesuffix('/v1')}/mimic/faults", json={"unavailable_s": 10})  # > the old ~8 s budget
+        started = time.monotonic()
+        stormy = run_eval(small_world, tmp_path / "stormy", base, "--retry-window", "40")
+        assert time.monotonic() - started >= 10
+        failed = httpx.get(f"{base.removesuffix('/v1')}/mimic/stats").json()["failed"]
+    assert failed >= 3 and stormy["score"] == calm["score"] and stormy["errors_by_kind"] == calm["errors_by_kind"]
+
+
+def test_doctor_reports_tool_case_and_calibration(monkeypatch: pytest.MonkeyPatch):
+    from videvolve.doctor import run_checks
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    script = ScriptedToolVLM([("final_answer", {"answer": "A"})] * 40)
+    seen = []
+    for flags, expected in (({}, "returns them as text"), ({"enable_auto_tool_choice": True,
+                                                             "tool_call_parser": "hermes"}, "parses tool calls")):
+        with mimic(backend=script, api_key="k", family="qwen3-vl", **flags) as (base, _):
+            settings = ModelSettings(backend="openai", base_url=base, model="m", family="qwen3-vl")
+            checks = {c.name: c for c in run_checks(settings, calibration=not flags)}
+        assert expected in checks["tool calling"].detail and checks["endpoint"].status == "ok"
+        seen.append(checks)
+    calibration = seen[0]["calibration"]
+    assert calibration.status == "ok" and "160x90: server 68, formula 68 (error +0)" in calibration.detail
+    assert "worst 0.0%" in calibration.detail

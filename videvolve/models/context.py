@@ -1,0 +1,124 @@
+"""A request's prompt tokens estimated before it is sent, and checked against the served context length.
+
+The cost model prices each image (its size read from the data URL's header) and each clip (its ``num_frames`` and
+size); text is about four characters a token plus the chat template's few tokens per message. A request over the
+served ``max_model_len`` less a safety margin is refused here (a ``budget`` error naming both numbers) rather than
+by the server.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from PIL import Image
+
+from videvolve.models.base import Message, Tool
+from videvolve.models.cost import CostModel
+from videvolve.models.http_errors import ContextTooLong
+
+_HEADER_CHARS = 4 * 16384  # 48 KiB of base64: enough for a PNG's or a JPEG's size
+
+
+def _data(url: str, whole: bool) -> bytes:
+    payload = url.partition(",")[2]
+    if not whole:
+        payload = payload[:_HEADER_CHARS]
+    try:
+        return base64.b64decode(payload[: len(payload) // 4 * 4])
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def image_size(url: str) -> tuple[int, int] | None:
+    """(width, height) of an image data URL, from its header; None when it cannot be read."""
+    try:
+        with Image.open(io.BytesIO(_data(url, whole=False))) as image:
+            return image.size
+    except (OSError, ValueError):
+        return None
+
+
+def video_info(url: str) -> tuple[int, int, float] | None:
+    """(width, height, fps) of a video data URL; None when it cannot be read."""
+    import av
+
+    try:
+        with av.open(io.BytesIO(_data(url, whole=True))) as container:
+            stream = container.streams.video[0]
+            return stream.width, stream.height, float(stream.average_rate or 1.0)
+    except (av.FFmpegError, IndexError, ValueError):
+        return None
+
+
+def estimate_prompt_tokens(messages: list[Message], tools: list[Tool] | None, cost: CostModel) -> int:
+    """The prompt tokens a Qwen-VL server will count for this request (visual parts exactly, text roughly)."""
+    chars = len(json.dumps(tools)) if tools else 0
+    visual = 0
+    for m in messages:
+        content = m.get("content")
+        if not isinstance(content, list):
+            chars += len(str(content or "")) + (len(json.dumps(m["tool_calls"])) if m.get("tool_calls") else 0)
+            continue
+        for p in content:
+            kind = p.get("type")
+            if kind == "image_url":
+                size = image_size(str((p.get("image_url") or {}).get("url", "")))
+                visual += cost.image_tokens(*size) if size else 0
+            elif kind == "video_url":
+                info = video_info(str((p.get("video_url") or {}).get("url", "")))
+                frames = int(p.get("num_frames") or 32)
+                visual += cost.video_tokens(info[0], info[1], frames, info[2]) if info else 0
+            else:
+                chars += len(str(p.get("text", "")))
+    return 4 * len(messages) + 3 + math.ceil(chars / 4) + visual
+
+
+class ContextGuard:
+    """Refuses requests that would not fit ``max_model_len`` (read once from ``/v1/models``) less ``margin``."""
+
+    def __init__(self, cost: CostModel, max_model_len: Callable[[], int | None], margin: float = 0.05) -> None:
+        self.cost = cost
+        self.margin = margin
+        self._fetch = max_model_len
+        self._limit: int | None = None
+        self._lock = threading.Lock()
+
+    def limit(self) -> int | None:
+        """The served context length (None while unknown)."""
+        with self._lock:
+            if self._limit is None:
+                self._limit = self._fetch()
+            return self._limit
+
+    def check(self, messages: list[Message], tools: list[Tool] | None) -> int:
+        """The estimate; raises :class:`ContextTooLong` when it does not fit."""
+        estimate = estimate_prompt_tokens(messages, tools, self.cost)
+        limit = self.limit()
+        if limit is not None:
+            usable = math.floor(limit * (1 - self.margin))
+            if estimate > usable:
+                raise ContextTooLong(f"the request needs about {estimate} prompt tokens but the server's context is "
+                                     f"{limit} tokens ({usable} usable with a {self.margin:.0%} margin); not sent. "
+                                     "Show fewer or smaller frames, or serve a longer --max-model-len.")
+        return estimate
+
+
+def served_max_model_len(base_url: str, model: str, api_key: str | None, timeout: float = 10.0) -> int | None:
+    """``max_model_len`` of ``model`` as ``GET /v1/models`` reports it (None when not reported or unreachable)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        r = httpx.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout)
+        r.raise_for_status()
+        data: Any = r.json().get("data", [])
+    except (httpx.HTTPError, ValueError):
+        return None
+    found = next((m.get("max_model_len") for m in data if isinstance(m, dict) and m.get("id") == model), None)
+    return int(found) if isinstance(found, int) else None

@@ -1,0 +1,140 @@
+"""Every failure of an OpenAI-compatible endpoint, classified once (the task kinds come from :class:`ErrorKind`).
+
+- 400, 413, 422 and any other 4xx not below: the request is wrong for this server; that task's ``bad_request``
+  error, carrying the server's message.
+- 401, 403, 404: retrying will not help; the run stops with what to fix (:class:`EndpointError`).
+- connection errors, timeouts, 408, 409, 429, 5xx: retried with exponential backoff (honouring ``Retry-After``)
+  for a window (10 minutes by default, so a vLLM restart does not end an overnight run), then the clean stop for
+  ``--resume`` (:class:`InfraError`).
+
+No ``openai`` exception leaves this module's :func:`call_with_retries`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import openai
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_any
+from tenacity.stop import stop_base
+from tenacity.wait import wait_exponential_jitter
+
+from videvolve.errors import ErrorKind, InfraError, ModelRequestError
+
+T = TypeVar("T")
+RETRIED_STATUS = frozenset({408, 409, 429})
+STOP_STATUS = frozenset({401, 403, 404})
+
+
+class EndpointError(InfraError):
+    """The endpoint refuses us for a reason retrying will not fix (auth, unknown model, wrong URL)."""
+
+    kind = ErrorKind.AUTH
+
+
+class RequestRejected(ModelRequestError):
+    """The server rejected this request (400, 413, 422, ...): that task's error, with the server's message."""
+
+    kind = ErrorKind.BAD_REQUEST
+
+
+class ContextTooLong(ModelRequestError):
+    """The request would not fit the served context: refused before sending."""
+
+    kind = ErrorKind.BUDGET
+
+
+def server_message(exc: openai.APIStatusError) -> str:
+    """The server's own words: ``error.message`` of an OpenAI/vLLM error body, or the body itself."""
+    body: Any = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+        if body.get("message"):
+            return str(body["message"])
+    return str(getattr(exc, "message", exc))
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether retrying may help."""
+    if isinstance(exc, openai.APIConnectionError):  # includes timeouts
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRIED_STATUS or exc.status_code >= 500
+    return False
+
+
+def retry_after(exc: BaseException | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta-seconds form), if any."""
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+class _Wait:
+    """Exponential backoff with jitter (0.5 s doubling to 30 s), or what ``Retry-After`` asks (up to 60 s)."""
+
+    def __init__(self) -> None:
+        self.backoff = wait_exponential_jitter(multiplier=0.5, max=30, jitter=0.5)
+
+    def __call__(self, state: RetryCallState) -> float:
+        asked = retry_after(state.outcome.exception() if state.outcome else None)
+        return min(asked, 60.0) if asked is not None else float(self.backoff(state))
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a failure."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {server_message(exc)}"
+    return str(exc).rstrip(".") or type(exc).__name__
+
+
+def call_with_retries(fn: Callable[[], T], where: str, model: str, window_s: float,
+                      max_retries: int | None = None, sleep: Callable[[float], None] = time.sleep) -> T:
+    """``fn()``, with transient failures retried for ``window_s`` seconds; every failure mapped to our errors."""
+    stop: stop_base = stop_after_delay(window_s)
+    if max_retries is not None:
+        stop = stop_any(stop, stop_after_attempt(max_retries + 1))
+    started = time.monotonic()
+    retrying = Retrying(retry=retry_if_exception(transient), stop=stop, wait=_Wait(), reraise=True, sleep=sleep)
+    attempts = 0
+    try:
+        for attempt in retrying:
+            with attempt:
+                attempts += 1
+                return fn()
+    except openai.APIStatusError as exc:
+        raise classify(exc, where, model, attempts, time.monotonic() - started) from exc
+    except openai.APIConnectionError as exc:
+        raise InfraError(f"model endpoint {where or '?'} (model {model}) failed after {attempts - 1} retries over "
+                         f"{time.monotonic() - started:.0f} s: {describe(exc)}. Check that the server is up; "
+                         "finished work is kept.") from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def classify(exc: openai.APIStatusError, where: str, model: str, attempts: int, spent: float) -> Exception:
+    """Our error for an HTTP failure that was not (or no longer) retried."""
+    status, message = exc.status_code, server_message(exc)
+    if transient(exc):
+        return InfraError(f"model endpoint {where or '?'} (model {model}) failed after {attempts - 1} retries over "
+                          f"{spent:.0f} s: HTTP {status}: {message}. Check the server; finished work is kept.")
+    if status == 401:
+        return EndpointError(f"{where}: authentication failed for model {model} (401: {message}). Pass the "
+                             "server's --api-key in the environment variable named by --api-key-env "
+                             "(OPENAI_API_KEY by default).")
+    if status == 403:
+        return EndpointError(f"{where}: permission denied for model {model} (403: {message}); check the key's "
+                             "rights on this server.")
+    if status == 404:
+        return EndpointError(f"{where}: not found (404: {message}) for model {model!r}: check --base-url (it ends "
+                             "in /v1 for vLLM) and that --model is the served name (`videvolve doctor` lists "
+                             "the served models).")
+    return RequestRejected(f"{where} rejected the request ({status}) for model {model}: {message}")

@@ -1,0 +1,236 @@
+"""What ``serve-sim --mimic vllm`` does the way vLLM 0.34 does it: media decoding, limits, token counts, tool calls.
+
+Each behaviour follows vLLM's source (``multimodal/media``, ``multimodal/processing/context.py``,
+``renderers/params.py``, ``tool_parsers/hermes_tool_parser.py``, ``chat_completion/message_assembly.py``) and is
+switched by a flag named like vLLM's own. Faults (503 bursts, slow replies, a restart window) are injected here too.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import re
+import threading
+import time
+import uuid
+from typing import Any
+
+import av
+from PIL import Image
+from pydantic import BaseModel, Field
+
+from videvolve.models.base import Reply
+from videvolve.models.sim import qwen_rules
+
+_HERMES = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
+
+
+class MimicSettings(BaseModel):
+    """vLLM's flags the mimic honours (None: off, as in vLLM)."""
+
+    family: str = "qwen2.5-vl"
+    max_model_len: int = 131072
+    limit_mm_per_prompt: dict[str, int] = Field(default_factory=lambda: {"image": 999, "video": 999})
+    enable_auto_tool_choice: bool = False
+    tool_call_parser: str | None = None
+    media_io_kwargs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    enable_prompt_tokens_details: bool = False
+    fail_first: int = 0
+    """Answer 503 to the first N chat requests."""
+    slow_ms: float = 0.0
+    retry_after: float | None = None
+    """Send ``Retry-After`` (seconds) with every 503."""
+
+
+class MimicError(Exception):
+    """A vLLM-shaped error reply."""
+
+    def __init__(self, status: int, message: str, kind: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.param = status, message, kind, param
+
+    def body(self) -> dict[str, Any]:
+        """The body of vLLM's ``ErrorResponse``."""
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.status}}
+
+
+class Faults:
+    """Injected failures: a burst of 503s, then windows of unavailability opened at run time (a restart)."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self._lock = threading.Lock()
+        self.burst = fail_first
+        self.down_until = 0.0
+        self.failed = 0
+        self.rejects: list[int] = []
+        """Statuses the next requests get (after counting, before decoding): a 422 or 413 on demand."""
+
+    def open_window(self, seconds: float) -> None:
+        """Answer 503 for the next ``seconds`` seconds (the server is restarting)."""
+        with self._lock:
+            self.down_until = time.monotonic() + seconds
+
+    def reject_now(self) -> int | None:
+        """A status queued for this request, if any."""
+        with self._lock:
+            return self.rejects.pop(0) if self.rejects else None
+
+    def fail_now(self) -> bool:
+        """Whether this request gets a 503."""
+        with self._lock:
+            if self.burst > 0:
+                self.burst -= 1
+                self.failed += 1
+                return True
+            if time.monotonic() < self.down_until:
+                self.failed += 1
+                return True
+        return False
+
+
+def merge_video_kwargs(defaults: dict[str, Any], request: dict[str, Any] | None) -> dict[str, Any]:
+    """``VideoMediaIO.merge_kwargs``: a request's num_frames without fps drops the default fps, and vice versa."""
+    merged = {**defaults, **(request or {})}
+    if request:
+        if "num_frames" in request and "fps" not in request:
+            merged.pop("fps", None)
+        elif "fps" in request and "num_frames" not in request:
+            merged.pop("num_frames", None)
+    return merged
+
+
+def _data_bytes(url: Any, param: str) -> bytes:
+    if not isinstance(url, str) or not url[:5].lower() == "data:":
+        raise MimicError(400, "the mimic server takes base64 data URLs only", "BadRequestError", param)
+    spec, sep, data = url[5:].partition(",")
+    if not sep:
+        raise MimicError(400, f"Invalid data URL {url[:32]!r}: missing ',' separator.", "BadRequestError", param)
+    if not spec.endswith(";base64"):
+        raise MimicError(400, "Only base64 data URLs are supported for now.", "BadRequestError", param)
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise MimicError(422, f"Failed to load media from data URL: {exc}", "UnprocessableEntityError",
+                         param) from exc
+
+
+def decode_image(url: Any) -> Image.Image:
+    """An image data URL, or 422 as vLLM answers for undecodable media."""
+    raw = _data_bytes(url, "image_url")
+    try:
+        image = Image.open(io.BytesIO(raw))
+        image.load()
+        return image.convert("RGB")
+    except (OSError, ValueError) as exc:
+        raise MimicError(422, f"Failed to load image from data URL: {exc}", "UnprocessableEntityError",
+                         "image_url") from exc
+
+
+def decode_video(url: Any) -> tuple[int, float, int, int]:
+    """A video data URL decoded: (frames, frame rate, width, height); 422 when it does not decode."""
+    raw = _data_bytes(url, "video_url")
+    try:
+        with av.open(io.BytesIO(raw), mode="r") as container:
+            stream = container.streams.video[0]
+            sizes = [(f.width, f.height) for f in container.decode(stream)]
+            rate = float(stream.average_rate or stream.guessed_rate or 0) or 1.0
+    except (av.FFmpegError, IndexError, ValueError) as exc:
+        raise MimicError(422, f"Failed to load video from data URL: {exc}", "UnprocessableEntityError",
+                         "video_url") from exc
+    if not sizes:
+        raise MimicError(422, "Failed to load video from data URL: no frames", "UnprocessableEntityError",
+                         "video_url")
+    return len(sizes), rate, *sizes[0]
+
+
+class Prepared(BaseModel):
+    """A request after the multimodal processor: what the model sees and what it costs."""
+
+    prompt_tokens: int
+    mm_tokens: int
+    videos: list[dict[str, int]] = Field(default_factory=list)
+    """Per video: frames the loader decoded and frames the processor kept."""
+
+
+def prepare(payload: dict[str, Any], s: MimicSettings) -> Prepared:
+    """Count items against ``--limit-mm-per-prompt``, decode media, count tokens, check ``--max-model-len``."""
+    proc = qwen_rules.PROCESSORS[s.family]
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise MimicError(400, "messages must be a non-empty list", "BadRequestError", "messages")
+    parts = [p for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list)
+             for p in m["content"] if isinstance(p, dict)]
+    for modality in ("image", "video"):
+        n = sum(1 for p in parts if p.get("type") == f"{modality}_url")
+        limit = s.limit_mm_per_prompt.get(modality, 999)
+        if n > limit:
+            raise MimicError(400, f"At most {limit} {modality}(s) may be provided in one prompt. Set "
+                             "`--limit-mm-per-prompt` to increase this limit.", "BadRequestError", modality)
+    video_kwargs = merge_video_kwargs(s.media_io_kwargs.get("video", {}),
+                                      (payload.get("media_io_kwargs") or {}).get("video"))
+    sample = (payload.get("mm_processor_kwargs") or {}).get("do_sample_frames")
+    text = json.dumps(payload.get("tools") or []) if payload.get("tools") else ""
+    mm_tokens, videos = 0, []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if not isinstance(content, list):
+            if isinstance(m, dict):
+                text += str(content or "") + (json.dumps(m["tool_calls"]) if m.get("tool_calls") else "")
+            continue
+        for p in content:
+            if p.get("type") == "image_url":
+                image = decode_image((p.get("image_url") or {}).get("url"))
+                mm_tokens += qwen_rules.image_tokens(proc, *image.size)
+            elif p.get("type") == "video_url":
+                total, rate, w, h = decode_video((p.get("video_url") or {}).get("url"))
+                loaded = qwen_rules.loader_indices(total, total / rate, int(video_kwargs.get("num_frames", 32)),
+                                                   float(video_kwargs.get("fps", -1)))
+                kept = qwen_rules.processor_indices(proc, loaded, total, rate, sample)
+                mm_tokens += qwen_rules.video_tokens(proc, w, h, kept, rate)
+                videos.append({"loaded": len(loaded), "kept": len(kept)})
+            else:
+                text += str(p.get("text", ""))
+    prompt_tokens = 4 * len(messages) + 3 + qwen_rules.text_tokens(text) + mm_tokens
+    if prompt_tokens > s.max_model_len:
+        raise MimicError(400, f"This model's maximum context length is {s.max_model_len} tokens. However, your "
+                         f"prompt contains {prompt_tokens} input tokens, which exceeds this limit even without any "
+                         "output tokens. Please reduce the length of the input prompt.", "BadRequestError",
+                         "input_tokens")
+    return Prepared(prompt_tokens=prompt_tokens, mm_tokens=mm_tokens, videos=videos)
+
+
+def hermes_text(reply: Reply) -> str:
+    """What the model generates: its text, then each call as ``<tool_call>{"name", "arguments"}</tool_call>``."""
+    calls = "".join(f"<tool_call>\n{json.dumps({'name': c.name, 'arguments': c.arguments})}\n</tool_call>"
+                    for c in reply.tool_calls)
+    return (reply.text + ("\n" if reply.text and calls else "") + calls) if calls else reply.text
+
+
+def parse_hermes(text: str) -> tuple[str | None, list[dict[str, Any]]] | None:
+    """The hermes parser's result: (content before the first call, calls); None when there is none or it fails.
+
+    On a failure vLLM returns the raw text.
+    """
+    if "<tool_call>" not in text:
+        return None
+    try:
+        raw = [json.loads(a or b) for a, b in _HERMES.findall(text)]
+        calls = [{"id": f"chatcmpl-tool-{uuid.uuid4().hex[:16]}", "type": "function",
+                  "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)}}
+                 for c in raw]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None
+    content = text[: text.find("<tool_call>")]
+    return content or None, calls
+
+
+def message_of(payload: dict[str, Any], generated: str, s: MimicSettings) -> dict[str, Any]:
+    """The assistant message: tool calls only with auto tool choice, a hermes parser and tools in the request."""
+    auto = s.enable_auto_tool_choice and s.tool_call_parser == "hermes"
+    if auto and payload.get("tools") and payload.get("tool_choice", "auto") == "auto":
+        parsed = parse_hermes(generated)
+        if parsed is not None:
+            return {"role": "assistant", "content": parsed[0], "tool_calls": parsed[1]}
+    return {"role": "assistant", "content": generated, "tool_calls": []}
