@@ -19,6 +19,79 @@ def solve(task, ctx):
     frames = ctx.frames([1.0, 2.0])
     return {"answer": "A", "raw": ctx.ask(frames)}
 '''
+LEGITIMATE = '''
+import json, math, re, statistics, heapq
+from collections import Counter, namedtuple
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import NamedTuple
+from videvolve_sdk import HarnessContext, SDKError, TaskView
+
+Point = namedtuple("Point", "x y")
+
+
+class Pair(NamedTuple):
+    left: int
+    right: int
+
+
+class Colour(Enum):
+    RED = 1
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float
+    end: float
+    tags: list = field(default_factory=list)
+
+    def __post_init__(self):
+        assert self.start <= self.end
+
+
+class Base:
+    def __init__(self, n):
+        self.n = n
+
+
+class Child(Base):
+    def __init__(self, n):
+        super().__init__(n)
+        self.seen = []
+
+    def __eq__(self, other):
+        return isinstance(other, Child) and self.n == other.n
+
+
+def frames_gen(n, step=0.5):
+    for i in range(n):
+        yield i * step
+
+
+def solve(task: TaskView, ctx: HarnessContext) -> dict:
+    times = list(frames_gen(4))
+    m = re.search(r"(\\d+)", task.question or "")
+    count = Counter(task.question.split()).most_common(1)
+    text = "{:.2f} s, {} options, {name}".format(task.duration, len(task.options or ()), name=task.id)
+    text += f"{task.id!r:>10} {math.sqrt(2):.3f} {Colour.RED.name}{Colour.RED.value}"
+    p = Point(1, 2)
+    q = Pair(1, 2)
+    best = heapq.nlargest(2, times, key=lambda t, k=1.0: -abs(t - k))
+    match task.kind:
+        case "mcq" | "grounding":
+            pass
+    match {"a": [1, 2]}:
+        case {"a": [first, *rest]}:
+            pass
+    try:
+        frames = ctx.frames(times, max_side=ctx.config.get("max_side"))
+        reply = ctx.ask(frames)
+    except SDKError as exc:
+        reply = str(exc.args)
+    if (n := len(times)) > 3 and m is not None and m.group(1):
+        reply += json.dumps({"n": n, "mean": statistics.mean(times), "p": p.x + q.right, "c": count})
+    return {"answer": "A", "raw": reply + text + str(best) + str(Window(0.0, 1.0)) + str(Child(1) == Child(1))}
+'''
 ESCAPE = '''
 def _outer():
     try:
@@ -108,6 +181,7 @@ PARENT = {  # legitimate code the parent must refuse before it works
 }
 OTHER = {
     "good": GOOD,
+    "ordinary_code": LEGITIMATE,
     "loops_forever": 'def solve(task, ctx):\n    while True:\n        pass\n',
     "allocates_8gb": 'def solve(task, ctx):\n    block = bytearray(8 * 1024 ** 3)\n    return "A"\n',
     "raises": 'def solve(task, ctx):\n    raise RuntimeError("boom")\n',

@@ -31,7 +31,7 @@ from typing import Any
 
 UNPRIVILEGED_ID = 65534
 ALLOWED_MODULES: dict[str, frozenset[str] | None] = {
-    # None: the module's __all__ (never every public name: statistics.sys is public)
+    # None: the module's __all__ (never every public name of a Python module: statistics.sys is public)
     "math": None,
     "cmath": None,
     "itertools": None,
@@ -125,6 +125,8 @@ def set_limits(limits: dict[str, int]) -> None:
 def allowed_names(module: Any, allowed: frozenset[str] | None) -> dict[str, Any]:
     """The names of ``module`` a harness may use."""
     names = allowed if allowed is not None else set(getattr(module, "__all__", ()))
+    if allowed is None and not hasattr(module, "__all__") and not str(getattr(module, "__file__", "")).endswith(".py"):
+        names = {n for n in dir(module) if not n.startswith("_")}  # a C module (math, itertools): functions only
     return {n: getattr(module, n) for n in names if hasattr(module, n) and not n.startswith("_")}
 
 
