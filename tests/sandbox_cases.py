@@ -102,6 +102,18 @@ def _outer():
             frame = frame.f_back
         return frame.f_globals
 '''
+WALK = '''
+class R{base}:
+    def {method}(self):
+        def gen():
+            yield me.gi_frame.f_back
+        me = gen()
+        f = next(me)
+        while f.f_back is not None:
+            f = f.f_back
+        return "reached " + ",".join(sorted(f.f_globals))
+'''
+"""A harness callback run while its answer or error is encoded: the bottom frame must be the restricted launcher's."""
 REAL = "len.__self__"  # a C builtin's module: the route the static check alone closes (see bootstrap.py)
 STATIC = {  # refused before running
     "reads_secret_file": 'def solve(task, ctx):\n    return open(SECRET).read()\n',
@@ -142,6 +154,8 @@ RUNTIME = {  # the static check switched off: the structural wall and the OS wal
                                  '    x: int = 1\ndef solve(task, ctx):\n'
                                  '    return A.__init__.__globals__["__builtins__"]["open"]\n',
     "runtime_importer_globals": 'def solve(task, ctx):\n    return __import__.__globals__["__builtins__"]["open"]\n',
+    "runtime_repr_walk": WALK.format(base="", method="__repr__") + 'def solve(task, ctx):\n    return R()\n',
+    "runtime_str_walk": WALK.format(base="(Exception)", method="__str__") + 'def solve(task, ctx):\n    raise R()\n',
     "runtime_reads_secret_file": f'def solve(task, ctx):\n    return {REAL}.open(SECRET).read()\n',
     "runtime_imports_os": 'def solve(task, ctx):\n    import os\n    return os.listdir("/")\n',
     "runtime_network": f'def solve(task, ctx):\n    s = {REAL}.__import__("socket")\n'
@@ -200,7 +214,7 @@ def peak_rss_mb() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def run_all(video: str, secret: str, port: int, names: list[str] | None = None, timeout: float = 6.0,
+def run_all(video: str, secret: str, port: int, names: list[str] | None = None, timeout: float = 4.0,
             budget: int = 32) -> dict[str, dict[str, object]]:
     from videvolve.config import RuntimeSettings
     from videvolve.models.cost import cost_model
@@ -231,7 +245,7 @@ def run_all(video: str, secret: str, port: int, names: list[str] | None = None, 
                       "frames": run.usage.get("frames"), "wall_s": run.wall_s}
 
     try:
-        with ThreadPoolExecutor(max_workers=4) as pool:
+        with ThreadPoolExecutor(max_workers=6) as pool:
             return dict(pool.map(one, names or list(CASES)))
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -34,6 +34,8 @@ EXPECTED = {
     "raises": ("error", "crash"),
     "returns_garbage": ("error", "parse"),
     "exceeds_budget": ("error", "budget"),
+    "runtime_repr_walk": ("error", "parse"),
+    "runtime_str_walk": ("error", "crash"),
     "runtime_reads_secret_file": ("error", "crash"),
     "runtime_imports_os": ("error", "crash"),
     "runtime_network": ("error", "crash"),
@@ -75,6 +77,10 @@ def check(outcomes: dict[str, dict[str, object]]) -> None:
     assert "boom" in str(outcomes["raises"]["error"])
     for name in STRUCTURAL:  # the restricted builtins have no open, and no route reached the real ones
         assert "KeyError: 'open'" in str(outcomes[name]["error"]), (name, outcomes[name])
+    for name in ("runtime_repr_walk", "runtime_str_walk"):  # callbacks never run above this module's frames
+        reached = re.search(r"reached ([\w,]+)", str(outcomes[name]["error"]))
+        assert reached is not None and "LOADS" in reached.group(1).split(","), outcomes[name]
+        assert not {"sys", "os", "json", "channel", "main"} & set(reached.group(1).split(",")), outcomes[name]
     assert "match class patterns" in str(outcomes["match_class"]["error"])
     assert "format field" in str(outcomes["format_field"]["error"])
     assert "statistics.sys" in str(outcomes["os_through_statistics"]["error"])
@@ -100,6 +106,7 @@ def check(outcomes: dict[str, dict[str, object]]) -> None:
     assert "content" in str(outcomes["malformed_chat"]["error"])
 
 
+@pytest.mark.slow  # about 13 s: some 60 harnesses, one loops until its 4 s timeout
 def test_hostile_harnesses_as_this_user(world: tuple[str, str]):
     with serve_sim() as base:  # a real server on the host: the harness must not reach it
         port = int(base.split(":")[-1].split("/")[0])
@@ -116,6 +123,7 @@ def _system_python() -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to switch to an "
                     "unprivileged user (run as a normal user, the test above already is unprivileged)")
 def test_hostile_harnesses_as_an_unprivileged_user(world: tuple[str, str]):

@@ -142,6 +142,31 @@ def test_a_task_has_a_handle_cap(services: TaskServices):
     assert exc.value.kind == "invalid" and len(services._handles) <= 4096
 
 
+def test_a_task_holds_a_bounded_number_of_times_and_makes_a_bounded_number_of_requests(
+        services: TaskServices, monkeypatch: pytest.MonkeyPatch):
+    with pytest.raises(ServiceError, match="65536 times"):
+        for _ in range(200):
+            services.handle("sheet", {"times": [i * 0.05 for i in range(400)], "cols": 16, "cell_width": 16})
+    assert services._times_held <= 65536
+    monkeypatch.setattr("videvolve.skill_library.limits.MAX_REQUESTS", 3)
+    frame = services.handle("frames", {"times": [1.0]})[0]["handle"]
+    with pytest.raises(ServiceError, match="3 model requests") as exc:
+        for _ in range(4):
+            services.handle("ask", {"handles": [frame]})
+    assert exc.value.kind == "invalid" and services.meter.requests == 3
+
+
+def test_a_harness_cannot_flood_its_trace(tmp_path: Path):
+    from videvolve.skill_library.trace import MAX_NOTE_CHARS, MAX_NOTES, TraceWriter
+
+    trace = TraceWriter(tmp_path / "t.jsonl")
+    for _ in range(MAX_NOTES + 500):
+        trace.note("log", message="x", data={"blob": "y" * 100_000})
+    lines = (tmp_path / "t.jsonl").read_text().splitlines()
+    assert len(lines) == MAX_NOTES + 1 and "notes_capped" in lines[-1]
+    assert max(len(line) for line in lines) < MAX_NOTE_CHARS + 200
+
+
 def test_a_clip_too_large_to_decode_is_refused(services: TaskServices, monkeypatch: pytest.MonkeyPatch):
     from videvolve.media.info import probe
 

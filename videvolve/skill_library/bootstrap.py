@@ -83,22 +83,46 @@ _LAUNCHER_SOURCE = '''
 def launch(codes, envs, tools, task, ctx, ready, done, box):
     ready.acquire()
     try:
-        for code, env in zip(codes, envs):
-            exec(code, env)
-        for spec, env in zip(tools, envs):
-            if not callable(env.get("run")):
-                box.append(("no_run", spec[0]))
-                return
-            ctx.tools[spec[0]] = MAKE_TOOL(spec[0], spec[1], spec[2], env["run"])
-        solve = envs[-1].get("solve")
-        if not callable(solve):
-            box.append(("no_solve", None))
-            return
-        box.append(("ok", solve(task, ctx)))
+        box.append(("final", plain(run(codes, envs, tools, task, ctx))))
     except BaseException as exc:
-        box.append(("error", exc))
+        box.append(describe(exc))
     finally:
         done.release()
+
+
+def run(codes, envs, tools, task, ctx):
+    for code, env in zip(codes, envs):
+        exec(code, env)
+    for spec, env in zip(tools, envs):
+        if not callable(env.get("run")):
+            raise SDK_ERROR("tool " + spec[0] + " has no run(ctx, **args) function")
+        ctx.tools[spec[0]] = MAKE_TOOL(spec[0], spec[1], spec[2], env["run"])
+    solve = envs[-1].get("solve")
+    if not callable(solve):
+        raise SDK_ERROR("solver.py defines no solve(task, ctx) function")
+    return solve(task, ctx)
+
+
+def plain(value):
+    for candidate in (value, "repr"):
+        try:
+            return LOADS(DUMPS(value if candidate is value else repr(value)[:2000]))
+        except BaseException:
+            pass
+    return "<an answer that cannot be shown>"
+
+
+def describe(exc):
+    if isinstance(exc, MemoryError):
+        return ("fail", "memory", "the harness ran out of memory (address-space limit)")
+    kind = "budget" if isinstance(exc, BUDGET) else "bad_request" if isinstance(exc, SDK_ERROR) else "crash"
+    try:
+        text = type(exc).__name__ + ": " + str(exc)
+        if kind != "budget":
+            text = text + "\\n" + "".join(FORMAT(exc, limit=8))[-3000:]
+    except BaseException:
+        text = "an exception that cannot be shown"
+    return ("fail", kind, "" + text)
 '''
 
 
@@ -155,8 +179,13 @@ def build_world(sdk_source: str) -> tuple[dict[str, Any], types.ModuleType]:
     return safe, sdk
 
 
-def run_harness(init: dict[str, Any], safe: dict[str, Any], sdk: types.ModuleType, ctx: Any) -> Any:
-    """Load the tools and the solver and call ``solve`` in a fresh thread; returns what it returned."""
+def run_harness(init: dict[str, Any], safe: dict[str, Any], sdk: types.ModuleType, ctx: Any) -> tuple[Any, ...]:
+    """Load the tools and the solver and call ``solve`` in a fresh thread.
+
+    Everything that touches harness objects (running it, encoding its answer, describing its exception) happens in
+    that thread under the restricted launcher, so no harness callback ever has this module's frames below it.
+    Returns ``("final", plain JSON)`` or ``("fail", kind, message)``.
+    """
     codes, envs, tools = [], [], []
     for tool in init.get("tools", []):
         codes.append(compile(tool["source"], tool["path"], "exec"))
@@ -164,8 +193,11 @@ def run_harness(init: dict[str, Any], safe: dict[str, Any], sdk: types.ModuleTyp
         tools.append((tool["name"], tool["description"], tool["parameters"]))
     codes.append(compile(init["solver_source"], init["solver_path"], "exec"))
     envs.append(_module("solver", safe).__dict__)
-    launcher_env = {"__builtins__": {"exec": exec, "zip": zip, "callable": callable, "BaseException": BaseException},
-                    "MAKE_TOOL": sdk.Tool}
+    launcher_env = {"__builtins__": {"exec": exec, "zip": zip, "callable": callable, "BaseException": BaseException,
+                                     "MemoryError": MemoryError, "isinstance": isinstance, "type": type, "str": str,
+                                     "repr": repr},
+                    "MAKE_TOOL": sdk.Tool, "SDK_ERROR": sdk.SDKError, "BUDGET": sdk.BudgetExceeded,
+                    "DUMPS": json.dumps, "LOADS": json.loads, "FORMAT": traceback.format_exception}
     exec(compile(_LAUNCHER_SOURCE, "<videvolve launcher>", "exec"), launcher_env)
     ready, done, box = _thread.allocate_lock(), _thread.allocate_lock(), []
     ready.acquire()
@@ -175,14 +207,7 @@ def run_harness(init: dict[str, Any], safe: dict[str, Any], sdk: types.ModuleTyp
     set_limits(init.get("limits", {}))  # after the thread exists: RLIMIT_NPROC counts threads too
     ready.release()
     done.acquire()
-    status, value = box[0]
-    if status == "no_run":
-        raise sdk.SDKError(f"tool {value} has no run(ctx, **args) function")
-    if status == "no_solve":
-        raise sdk.SDKError("solver.py defines no solve(task, ctx) function")
-    if status == "error":
-        raise value
-    return value
+    return box[0] if box else ("fail", "crash", "the harness thread ended without a result")
 
 
 def main() -> int:
@@ -196,28 +221,14 @@ def main() -> int:
     ctx = sdk.HarnessContext(channel, sdk.TaskView(**init["task"]), init.get("config", {}), init.get("budget"),
                              init.get("skill", ""))
     try:
-        result = run_harness(init, safe, sdk, ctx)
-        channel.send("final", result=result if _jsonable(result) else repr(result)[:2000])
+        outcome = run_harness(init, safe, sdk, ctx)
+    except SyntaxError as exc:
+        outcome = ("fail", "crash", f"SyntaxError: {exc}")
+    if outcome[0] == "final":
+        channel.send("final", result=outcome[1])
         return 0
-    except sdk.BudgetExceeded as exc:
-        channel.send("fail", kind="budget", error=str(exc))
-    except MemoryError:
-        channel.send("fail", kind="memory", error="the harness ran out of memory (address-space limit)")
-    except RecursionError as exc:
-        channel.send("fail", kind="crash", error=f"RecursionError: {exc}")
-    except BaseException as exc:  # the harness's own failure, reported with its traceback
-        kind = "bad_request" if isinstance(exc, sdk.SDKError) else "crash"
-        tb = "".join(traceback.format_exception(exc, limit=8))
-        channel.send("fail", kind=kind, error=f"{type(exc).__name__}: {exc}\n{tb[-3000:]}")
+    channel.send("fail", kind=outcome[1], error=outcome[2])
     return 1
-
-
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value)
-        return True
-    except (TypeError, ValueError, RecursionError):
-        return False
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ from videvolve.media.sheet import MAX_SHEET_PIXELS, sheet_size
 
 MAX_HANDLES = 4096
 """Observation handles one task may create (each is a few hundred bytes in the parent)."""
+MAX_HELD_TIMES = 65536
+"""Timestamps all of a task's handles may hold together (a sheet handle holds up to 400)."""
+MAX_REQUESTS = 512
+"""Model requests one task may make (an agentic harness makes a few dozen)."""
 MAX_OBSERVATION_PIXELS = 64 * 1024 * 1024
 """Pixels one observation decodes (frames of a clip or a sheet's cells, plus the sheet): 192 MB of RGB."""
 MAX_REQUEST_PIXELS = 96 * 1024 * 1024

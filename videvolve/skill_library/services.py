@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import math
 import secrets
 import time
@@ -30,6 +29,7 @@ from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
 from videvolve.models.parsing import parse_match
 from videvolve.skill_library import limits, prompts
+from videvolve.skill_library.trace import TraceWriter
 from videvolve.tasks import TaskView
 
 MAX_SHEET_CELLS = 400
@@ -85,24 +85,6 @@ class _Obs:
     shape: limits.Shape | None = None
 
 
-class TraceWriter:
-    """Appends one JSON line per step to a task's trace file."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.step = 0
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("")
-
-    def write(self, event: str, **data: Any) -> None:
-        """One step."""
-        self.step += 1
-        if self.path is not None:
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"step": self.step, "event": event, **data}, default=str) + "\n")
-
-
 class TaskServices:
     """Serves the requests of one task's harness process."""
 
@@ -118,6 +100,7 @@ class TaskServices:
         self.trace = trace or TraceWriter(None)
         self.meter = Meter()
         self._handles: dict[str, _Obs] = {}
+        self._times_held = 0
 
     # ---- the allowlist of calls ----
 
@@ -139,9 +122,10 @@ class TaskServices:
         return min(max(float(t), 0.0), self.view.duration)
 
     def _new(self, obs: _Obs) -> dict[str, Any]:
-        if len(self._handles) >= limits.MAX_HANDLES:
-            raise ServiceError("invalid", f"this task already holds {limits.MAX_HANDLES} observation handles; "
-                                          "that is the cap: reuse the observations you have")
+        held = self._times_held + len(obs.times)
+        if len(self._handles) >= limits.MAX_HANDLES or held > limits.MAX_HELD_TIMES:
+            raise ServiceError("invalid", f"this task's observations would exceed the cap of {limits.MAX_HANDLES} "
+                                          f"handles or {limits.MAX_HELD_TIMES} times; reuse the ones you have")
         try:
             info = probe(self.video)
         except MediaError as exc:
@@ -151,6 +135,7 @@ class TaskServices:
             limits.check_observation(obs.kind, obs.shape)
         except limits.CapExceeded as exc:
             raise ServiceError(exc.kind, str(exc)) from None
+        self._times_held = held
         handle = secrets.token_hex(12)
         self._handles[handle] = obs
         return {"handle": handle, "times": obs.times}
@@ -237,12 +222,12 @@ class TaskServices:
 
     def op_log(self, message: str, data: dict[str, Any] | None = None) -> None:
         """A note in the trace."""
-        self.trace.write("log", message=str(message)[:2000], data=data or {})
+        self.trace.note("log", message=str(message)[:2000], data=data or {})
 
     def op_tool(self, name: str, args: dict[str, Any] | None = None) -> None:
         """Count and trace a tool call."""
         self.meter.tool_calls += 1
-        self.trace.write("tool", tool=str(name), params=args or {})
+        self.trace.note("tool", tool=str(name)[:200], params=args or {})
 
     # ---- rendering and metering ----
 
@@ -347,6 +332,8 @@ class TaskServices:
     def _call(self, messages: list[Message], tools: list[Tool] | None, event: str,
               handles: list[str]) -> dict[str, Any]:
         started = time.perf_counter()
+        if self.meter.requests >= limits.MAX_REQUESTS:
+            raise ServiceError("invalid", f"this task already made {limits.MAX_REQUESTS} model requests (the cap)")
         refs = [p["handle"] for m in messages if isinstance(m.get("content"), list)
                 for p in m["content"] if p.get("type") == "observation_ref"]
         specs = [self._spec(h) for h in refs]
