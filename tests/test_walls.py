@@ -88,6 +88,8 @@ ATTACKS = {
     "SDK internals": "from videvolve_sdk import Channel\ndef solve(task, ctx):\n    return Channel\n",
     "unknown attribute": "def solve(task, ctx):\n    return ctx.task.modules\n",
     "decorator getattr": "@getattr\ndef solve(task, ctx):\n    return 1\n",
+    "dunder import alias": "import math as __builtins__\ndef solve(task, ctx):\n    return 1\n",
+    "trusted generator": "import heapq\ndef solve(task, ctx):\n    return heapq.merge([1], [2])\n",
     "except star": "def solve(task, ctx):\n    try:\n        pass\n    except* ValueError:\n        pass\n",
 }
 
@@ -218,6 +220,40 @@ def test_any_error_serving_a_request_is_the_tasks_error_but_infrastructure_stops
     assert serve(SimVLM(), "frames", {"times": [1.0], "bogus": 1})["kind"] == "invalid"
     with pytest.raises(InfraError):
         serve(_Broken(InfraError("endpoint down")), "chat", chat)
+
+
+class _Picky:
+    """Answers A, but its parser chokes on one question (as SimVLM's did on a dict content)."""
+
+    name = "picky"
+    revision = "1"
+
+    def complete(self, messages: Any, tools: Any = None) -> Any:
+        from videvolve.models.base import Reply
+
+        if any("BREAK" in str(p.get("text", "")) for m in messages if isinstance(m["content"], list)
+               for p in m["content"]):
+            raise AttributeError("'dict' object has no attribute 'get'")
+        return Reply(text="A")
+
+    def decoding(self) -> dict[str, Any]:
+        return {}
+
+
+def test_eval_finishes_the_other_tasks_when_one_request_breaks_the_model(index_video: Path, seed: Path,
+                                                                         tmp_path: Path):
+    from videvolve.skill_library.harness import load_harness
+    from videvolve.solve import solve_tasks
+    from videvolve.tasks import Task
+
+    tasks = [Task(id=f"t{i}", video_id="v", video=str(index_video), kind="mcq", question=q, options=["x", "y"],
+                  answer="A", duration=20.0) for i, q in enumerate(["What?", "BREAK it?", "Which?"])]
+    results = solve_tasks(load_harness(seed), tasks, _Picky(), cost_model("qwen2.5-vl"), RuntimeSettings(),
+                          tmp_path / "out")
+    got = {r.task_id: (r.outcome, r.error_kind, r.score) for r in results}
+    assert got == {"t0": ("ok", None, 1.0), "t1": ("error", "invalid", 0.0), "t2": ("ok", None, 1.0)}, results
+    assert "AttributeError" in str(results[1].error)
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o700
 
 
 def test_the_weak_sandbox_runs_only_when_allowed(monkeypatch: pytest.MonkeyPatch):

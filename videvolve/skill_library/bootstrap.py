@@ -36,7 +36,7 @@ ALLOWED_MODULES: dict[str, frozenset[str] | None] = {
     "cmath": None,
     "itertools": None,
     "statistics": None,
-    "heapq": None,
+    "heapq": frozenset({"heapify", "heappop", "heappush", "heappushpop", "heapreplace", "nlargest", "nsmallest"}),
     "bisect": frozenset({"bisect", "bisect_left", "bisect_right", "insort", "insort_left", "insort_right"}),
     "json": frozenset({"loads", "dumps", "JSONDecodeError"}),
     "re": frozenset({"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split",

@@ -153,6 +153,9 @@ class _Checker:
         """Imports (checked here) and every name the harness defines."""
         for node in ast.walk(self.tree):
             line = getattr(node, "lineno", 0)
+            if isinstance(node, ast.Import | ast.ImportFrom) and any((a.asname or "").startswith("__")
+                                                                     for a in node.names):
+                yield line, "an import may not bind a dunder name"
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name not in ALLOWED_MODULES:
