@@ -9,8 +9,9 @@ of their own:
   ``__builtins__`` is a restricted dict, so a route through an SDK callable (``__func__``, ``__globals__``)
   ends in that dict, never in this module's globals or the real builtins;
 - the import function looks names up in namespaces built here in advance; it holds no import machinery;
-- harness code runs in a fresh thread whose bottom frame belongs to a restricted launcher, so no ``f_back``
-  chain leads to this module's frames.
+- harness code runs in a fresh thread whose bottom frame belongs to a restricted launcher, which also encodes the
+  answer and describes errors (harness ``__repr__``/``__str__`` run there), so no ``f_back`` chain from harness
+  code leads to this module's frames; the main thread only ever sees plain JSON and text.
 
 This is the second wall. It cannot be complete in CPython (``().__class__.__base__.__subclasses__()`` reaches
 every class from a literal), so the first wall is the parent's static check, which refuses every attribute-by-name
