@@ -200,7 +200,8 @@ def run_harness(init: dict[str, Any], safe: dict[str, Any], sdk: types.ModuleTyp
                     "MAKE_TOOL": sdk.Tool, "SDK_ERROR": sdk.SDKError, "BUDGET": sdk.BudgetExceeded,
                     "DUMPS": json.dumps, "LOADS": json.loads, "FORMAT": traceback.format_exception}
     exec(compile(_LAUNCHER_SOURCE, "<videvolve launcher>", "exec"), launcher_env)
-    ready, done, box = _thread.allocate_lock(), _thread.allocate_lock(), []
+    ready, done = _thread.allocate_lock(), _thread.allocate_lock()
+    box: list[tuple[Any, ...]] = []
     ready.acquire()
     done.acquire()
     _thread.stack_size(16 * 1024 * 1024)
