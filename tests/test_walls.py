@@ -242,8 +242,8 @@ class _Picky:
 
 def test_eval_finishes_the_other_tasks_when_one_request_breaks_the_model(index_video: Path, seed: Path,
                                                                          tmp_path: Path):
+    from videvolve.evaluation.solve import solve_tasks
     from videvolve.skill_library.harness import load_harness
-    from videvolve.solve import solve_tasks
     from videvolve.tasks import Task
 
     tasks = [Task(id=f"t{i}", video_id="v", video=str(index_video), kind="mcq", question=q, options=["x", "y"],
@@ -271,16 +271,28 @@ def test_the_weak_sandbox_runs_only_when_allowed(monkeypatch: pytest.MonkeyPatch
         sandbox.get_sandbox.cache_clear()
 
 
-def test_the_flag_reaches_the_runtime_settings():
+def test_the_flag_reaches_the_runtime_settings(tmp_path: Path):
     from videvolve.cli import build_parser
     from videvolve.cli.common import runtime_settings
-    from videvolve.graph.context import Context
+    from videvolve.cli.evolve_cmd import build_context
 
+    for command in ("eval", "ask"):
+        assert any("--allow-weak-sandbox" in a.option_strings for a in _subparser(build_parser(), command)._actions)
     args = build_parser().parse_args(["eval", "--tasks", "t.jsonl", "--allow-weak-sandbox"])
     assert runtime_settings(args).allow_weak_sandbox is True
-    ctx = Context(run_dir="r", run_id="r", tasks="t.jsonl", allow_weak_sandbox=True)
-    assert ctx.runtime.allow_weak_sandbox is True
-    assert Context(run_dir="r", run_id="r", tasks="t.jsonl").runtime.allow_weak_sandbox is False
+    assert runtime_settings(build_parser().parse_args(["eval", "--tasks", "t.jsonl"])).allow_weak_sandbox is False
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("")
+    args = build_parser().parse_args(["evolve", "--run", str(tmp_path / "run"), "--tasks", str(tasks),
+                                      "--allow-weak-sandbox"])
+    assert build_context(args).runtime.allow_weak_sandbox is True
+
+
+def _subparser(parser: Any, name: str) -> Any:
+    import argparse
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
 
 
 def test_tasks_files_are_private(tmp_path: Path):
