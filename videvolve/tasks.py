@@ -7,6 +7,7 @@ Relative ``video`` paths are resolved against the directory of the tasks file.
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -202,7 +203,9 @@ def write_tasks(tasks: Iterable[Task], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     base = path.parent.resolve()
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    tmp.unlink(missing_ok=True)
+    # 0600: the answers are in here, and harness code under a weak sandbox may run as another local user
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as fh:
         for task in tasks:
             data = task.model_dump(mode="json")
             video = Path(task.video)

@@ -20,6 +20,8 @@ solver.py may import only math, json, re, itertools, statistics, collections, da
 videvolve_sdk; it reaches media and the model only through ctx: ctx.frames(times, max_side), ctx.sheet(times, cols,
 cell_width), ctx.clip(start, end, fps), ctx.ask(observations, prompt=None, mode="answer"|"match"|"describe",
 target=None), ctx.parse_match(text), ctx.chat(messages, tools), ctx.config, ctx.tools, ctx.log(msg).
+A static check refuses getattr/hasattr/type/vars, "_" and dunder attributes, `case Cls(...)` patterns, async code
+and .format on anything but a string literal with plain fields (use f-strings).
 Every frame shown to the model costs. The gate's rule for this run is given with the failures.
 Reply with one JSON object only:
 {"rationale": str, "applies_when": str, "preserve": str, "edits": [{"path": str, "content": str}]}

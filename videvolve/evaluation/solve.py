@@ -33,7 +33,7 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
 
     ``executor="ray"`` runs the pending tasks as Ray tasks (``model`` says how workers reach the model).
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # results hold the gold answers
     done: dict[str, TaskResult] = {}
     pending = []
     for task in tasks:

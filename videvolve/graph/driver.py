@@ -26,6 +26,7 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None) -> dict[str, Any]:
     """
     run = ctx.root
     run.mkdir(parents=True, exist_ok=True)
+    run.chmod(0o700)  # evaluations and traces hold the answers of the selection set
     (run / "settings.json").write_text(ctx.model_dump_json(indent=2))
     conn = sqlite3.connect(str(run / "checkpoints.sqlite"), check_same_thread=False)
     try:

@@ -15,6 +15,24 @@ LABEL_HEIGHT = 12
 GAP = 2
 """Pixels between cells."""
 BORDER_COLOUR = (24, 24, 24)
+MAX_SHEET_PIXELS = 4096 * 4096
+"""Largest contact sheet (width x height) ever composited: 48 MB of RGB. Larger ones are refused before any
+frame is decoded (the parent checks a request's arguments against it) and again before the canvas is allocated."""
+
+
+class SheetTooLarge(ValueError):
+    """A contact sheet would exceed :data:`MAX_SHEET_PIXELS`."""
+
+
+def sheet_size(n: int, cols: int, cell_width: int, frame_size: tuple[int, int], labels: bool = True
+               ) -> tuple[int, int, int, int]:
+    """``(cols, rows, width, height)`` of a sheet of ``n`` cells of frames of ``frame_size`` (no pixels touched)."""
+    cols = max(1, min(cols, n))
+    rows = math.ceil(n / cols)
+    w0, h0 = frame_size
+    cell_height = max(2, round(cell_width * h0 / w0))
+    label_height = LABEL_HEIGHT if labels else 0
+    return cols, rows, GAP + cols * (cell_width + GAP), GAP + rows * (cell_height + label_height + GAP)
 
 
 def format_timestamp(t: float) -> str:
@@ -64,13 +82,13 @@ def contact_sheet(
         raise ValueError("a contact sheet needs at least one frame")
     if cols < 1 or cell_width < 8:
         raise ValueError(f"cols must be >= 1 and cell_width >= 8 (got {cols}, {cell_width})")
-    cols = min(cols, len(frames))
-    rows = math.ceil(len(frames) / cols)
+    cols, rows, width, height = sheet_size(len(frames), cols, cell_width, frames[0].image.size, labels)
+    if width * height > MAX_SHEET_PIXELS:
+        raise SheetTooLarge(f"a {width}x{height} contact sheet exceeds the cap of {MAX_SHEET_PIXELS} pixels; use "
+                            "fewer cells or smaller ones")
     w0, h0 = frames[0].image.size
     cell_height = max(2, round(cell_width * h0 / w0))
     label_height = LABEL_HEIGHT if labels else 0
-    width = GAP + cols * (cell_width + GAP)
-    height = GAP + rows * (cell_height + label_height + GAP)
     image = Image.new("RGB", (width, height), BORDER_COLOUR)
     draw = ImageDraw.Draw(image)
     font = ImageFont.load_default()

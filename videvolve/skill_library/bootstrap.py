@@ -1,29 +1,44 @@
 """Entry point of the sandboxed harness process (trusted; standard library only).
 
-Run as ``python -I -S bootstrap.py`` inside the sandbox. It sets resource limits, builds restricted builtins
-and an import hook that hands out only allowlisted modules (as namespaces holding only allowlisted names), loads
-the harness's tools and solver, runs ``solve(task, ctx)`` and reports the answer or the failure to the parent.
-The parent's static check (:mod:`videvolve.skill_library.static_check`) has already refused anything else; this
-is the second wall, and the operating-system sandbox around the process is the third.
+Run as ``python -I -S -c <this source>`` inside the sandbox (no file on disk). It reads the init message, builds
+the harness's world, and then, as root (bubblewrap started by root), drops to uid/gid 65534, refusing to go on if
+it cannot, so resource limits hold; it sets them and runs the harness. The harness's world is built in namespaces
+of their own:
+
+- the SDK (``videvolve_sdk``), the import function and the harness's modules are executed in module dicts whose
+  ``__builtins__`` is a restricted dict, so a route through an SDK callable (``__func__``, ``__globals__``)
+  ends in that dict, never in this module's globals or the real builtins;
+- the import function looks names up in namespaces built here in advance; it holds no import machinery;
+- harness code runs in a fresh thread whose bottom frame belongs to a restricted launcher, which also encodes the
+  answer and describes errors (harness ``__repr__``/``__str__`` run there), so no ``f_back`` chain from harness
+  code leads to this module's frames; the main thread only ever sees plain JSON and text.
+
+This is the second wall. It cannot be complete in CPython (``().__class__.__base__.__subclasses__()`` reaches
+every class from a literal), so the first wall is the parent's static check, which refuses every attribute-by-name
+route, and the third is the operating-system sandbox around this process.
 """
 
 from __future__ import annotations
 
+import _thread
 import builtins
 import json
+import os
+import resource
 import sys
 import traceback
 import types
 from typing import Any
 
+UNPRIVILEGED_ID = 65534
 ALLOWED_MODULES: dict[str, frozenset[str] | None] = {
-    # None: every public name of the module
+    # None: the module's __all__ (never every public name of a Python module: statistics.sys is public)
     "math": None,
     "cmath": None,
     "itertools": None,
     "statistics": None,
-    "heapq": None,
-    "bisect": None,
+    "heapq": frozenset({"heapify", "heappop", "heappush", "heappushpop", "heapreplace", "nlargest", "nsmallest"}),
+    "bisect": frozenset({"bisect", "bisect_left", "bisect_right", "insort", "insort_left", "insort_right"}),
     "json": frozenset({"loads", "dumps", "JSONDecodeError"}),
     "re": frozenset({"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split",
                      "escape", "IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X", "Pattern",
@@ -31,7 +46,8 @@ ALLOWED_MODULES: dict[str, frozenset[str] | None] = {
     "collections": frozenset({"Counter", "defaultdict", "deque", "OrderedDict", "namedtuple", "ChainMap"}),
     "dataclasses": frozenset({"dataclass", "field", "asdict", "astuple", "replace", "fields"}),
     "typing": frozenset({"Any", "Optional", "Union", "List", "Dict", "Tuple", "Set", "Sequence", "Iterable",
-                         "Iterator", "Callable", "Literal", "Mapping", "NamedTuple", "TypedDict", "cast"}),
+                         "Iterator", "Callable", "Literal", "Mapping", "NamedTuple", "TypedDict", "cast",
+                         "TYPE_CHECKING"}),
     "functools": frozenset({"lru_cache", "cache", "reduce", "partial", "cmp_to_key", "total_ordering"}),
     "string": frozenset({"ascii_letters", "ascii_lowercase", "ascii_uppercase", "digits", "punctuation",
                          "Template"}),
@@ -43,57 +59,86 @@ ALLOWED_MODULES: dict[str, frozenset[str] | None] = {
     "videvolve_sdk": frozenset({"HarnessContext", "TaskView", "Observation", "ModelReply", "Tool", "SDKError",
                                 "BudgetExceeded"}),
 }
-FORBIDDEN_BUILTINS = frozenset({
-    "open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint", "input", "help",
-    "exit", "quit", "memoryview", "getattr", "setattr", "delattr", "__build_class__", "__loader__", "__spec__",
+FUTURE_FEATURES = ("annotations", "division", "absolute_import", "generator_stop")
+SAFE_BUILTINS = frozenset({
+    "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "callable", "chr", "classmethod", "complex",
+    "dict", "divmod", "enumerate", "filter", "float", "frozenset", "hash", "hex", "id", "int", "isinstance",
+    "issubclass", "iter", "len", "list", "map", "max", "min", "next", "object", "oct", "ord", "pow", "print",
+    "property", "range", "repr", "reversed", "round", "set", "slice", "sorted", "staticmethod", "str", "sum",
+    "super", "tuple", "zip", "format", "NotImplemented", "Ellipsis", "True", "False", "None",
+    "BaseException", "Exception", "ArithmeticError", "AssertionError", "AttributeError", "IndexError", "KeyError",
+    "LookupError", "MemoryError", "NotImplementedError", "OverflowError", "RecursionError", "RuntimeError",
+    "StopIteration", "TypeError", "ValueError", "ZeroDivisionError", "ImportError", "NameError",
+    "UnicodeError", "FloatingPointError", "OSError",
 })
-FORBIDDEN_ATTRIBUTES = frozenset({
-    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "ag_frame", "ag_code", "f_back", "f_globals",
-    "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "co_code", "func_globals", "mro", "format_map",
-})
+"""Builtins harness code may name (everything else, ``getattr``, ``type``, ``vars``, ``open``..., is absent)."""
+
+_IMPORTER_SOURCE = '''
+def restricted_import(name, globals=None, locals=None, fromlist=(), level=0):
+    found = NAMESPACES.get(name) if level == 0 else None
+    if found is None:
+        raise ImportError("import of " + repr(name) + " is not allowed in a harness")
+    return found
+'''
+_LAUNCHER_SOURCE = '''
+def launch(codes, envs, tools, task, ctx, ready, done, box):
+    ready.acquire()
+    try:
+        box.append(("final", plain(run(codes, envs, tools, task, ctx))))
+    except BaseException as exc:
+        box.append(describe(exc))
+    finally:
+        done.release()
 
 
-def allowed_names(module: types.ModuleType, allowed: frozenset[str] | None) -> dict[str, Any]:
-    """The names of ``module`` a harness may use."""
-    names = allowed if allowed is not None else {n for n in dir(module) if not n.startswith("_")}
-    return {n: getattr(module, n) for n in names if hasattr(module, n)}
+def run(codes, envs, tools, task, ctx):
+    for code, env in zip(codes, envs):
+        exec(code, env)
+    for spec, env in zip(tools, envs):
+        if not callable(env.get("run")):
+            raise SDK_ERROR("tool " + spec[0] + " has no run(ctx, **args) function")
+        ctx.tools[spec[0]] = MAKE_TOOL(spec[0], spec[1], spec[2], env["run"])
+    solve = envs[-1].get("solve")
+    if not callable(solve):
+        raise SDK_ERROR("solver.py defines no solve(task, ctx) function")
+    return solve(task, ctx)
 
 
-def _namespace(name: str, module: types.ModuleType) -> types.SimpleNamespace:
-    return types.SimpleNamespace(**allowed_names(module, ALLOWED_MODULES[name]))
+def plain(value):
+    for candidate in (value, "repr"):
+        try:
+            return LOADS(DUMPS(value if candidate is value else repr(value)[:2000]))
+        except BaseException:
+            pass
+    return "<an answer that cannot be shown>"
 
 
-def make_importer(sdk: types.ModuleType) -> Any:
-    """``__import__`` for harness code: allowlisted modules only, as namespaces of their allowed names."""
-    cache: dict[str, types.SimpleNamespace] = {}
-
-    def restricted_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
-                          ) -> Any:
-        if level != 0 or name not in ALLOWED_MODULES:
-            if name == "__future__":
-                return __import__("__future__")
-            raise ImportError(f"import of {name!r} is not allowed in a harness")
-        if name not in cache:
-            module = sdk if name == "videvolve_sdk" else __import__(name)
-            cache[name] = _namespace(name, module)
-        return cache[name]
-
-    return restricted_import
+def describe(exc):
+    if isinstance(exc, MemoryError):
+        return ("fail", "memory", "the harness ran out of memory (address-space limit)")
+    kind = "budget" if isinstance(exc, BUDGET) else "bad_request" if isinstance(exc, SDK_ERROR) else "crash"
+    try:
+        text = type(exc).__name__ + ": " + str(exc)
+        if kind != "budget":
+            text = text + "\\n" + "".join(FORMAT(exc, limit=8))[-3000:]
+    except BaseException:
+        text = "an exception that cannot be shown"
+    return ("fail", kind, "" + text)
+'''
 
 
-def safe_builtins(importer: Any) -> dict[str, Any]:
-    """Builtins without file, code-execution or introspection escapes."""
-    out = {k: v for k, v in vars(builtins).items() if k not in FORBIDDEN_BUILTINS}
-    out["__import__"] = importer
-    out["__build_class__"] = builtins.__build_class__  # class statements need it
-    return out
+def drop_privileges() -> None:
+    """As root: become uid/gid 65534 with no groups (capabilities go with uid 0); refuse to stay root."""
+    if os.getuid() == 0 or os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(UNPRIVILEGED_ID)
+        os.setuid(UNPRIVILEGED_ID)
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise SystemExit("refusing to run harness code as root")
 
 
 def set_limits(limits: dict[str, int]) -> None:
     """Address space, CPU seconds, file size, processes and open files; umask 077."""
-    import os
-    import resource
-
     os.umask(0o077)
     for key, res in (("memory_bytes", resource.RLIMIT_AS), ("cpu_seconds", resource.RLIMIT_CPU),
                      ("file_bytes", resource.RLIMIT_FSIZE), ("processes", resource.RLIMIT_NPROC),
@@ -102,58 +147,90 @@ def set_limits(limits: dict[str, int]) -> None:
             resource.setrlimit(res, (limits[key], limits[key]))
 
 
-def _exec(path: str, source: str, env: dict[str, Any]) -> None:
-    exec(compile(source, path, "exec"), env)
+def allowed_names(module: Any, allowed: frozenset[str] | None) -> dict[str, Any]:
+    """The names of ``module`` a harness may use."""
+    names = allowed if allowed is not None else set(getattr(module, "__all__", ()))
+    if allowed is None and not hasattr(module, "__all__") and not str(getattr(module, "__file__", "")).endswith(".py"):
+        names = {n for n in dir(module) if not n.startswith("_")}  # a C module (math, itertools): functions only
+    return {n: getattr(module, n) for n in names if hasattr(module, n) and not n.startswith("_")}
+
+
+def _module(name: str, safe: dict[str, Any]) -> types.ModuleType:
+    """An empty module whose globals see only ``safe`` builtins, registered so class machinery finds it."""
+    mod = types.ModuleType(name)
+    mod.__dict__["__builtins__"] = safe
+    sys.modules[name] = mod
+    return mod
+
+
+def build_world(sdk_source: str) -> tuple[dict[str, Any], types.ModuleType]:
+    """The restricted builtins (with their import function) and the SDK module, built in namespaces of their own."""
+    safe: dict[str, Any] = {k: v for k, v in vars(builtins).items() if k in SAFE_BUILTINS}
+    safe["__build_class__"] = builtins.__build_class__  # class statements need it
+    namespaces: dict[str, Any] = {"__future__": types.SimpleNamespace(**dict.fromkeys(FUTURE_FEATURES))}
+    importer_env = {"__builtins__": {"ImportError": ImportError, "repr": repr}, "NAMESPACES": namespaces}
+    exec(compile(_IMPORTER_SOURCE, "<videvolve importer>", "exec"), importer_env)
+    safe["__import__"] = importer_env["restricted_import"]
+    for name, allowed in ALLOWED_MODULES.items():
+        if name != "videvolve_sdk":
+            namespaces[name] = types.SimpleNamespace(**allowed_names(__import__(name), allowed))
+    sdk = _module("videvolve_sdk", safe)
+    exec(compile(sdk_source, "videvolve_sdk.py", "exec"), sdk.__dict__)
+    namespaces["videvolve_sdk"] = types.SimpleNamespace(**allowed_names(sdk, ALLOWED_MODULES["videvolve_sdk"]))
+    return safe, sdk
+
+
+def run_harness(init: dict[str, Any], safe: dict[str, Any], sdk: types.ModuleType, ctx: Any) -> tuple[Any, ...]:
+    """Load the tools and the solver and call ``solve`` in a fresh thread.
+
+    Everything that touches harness objects (running it, encoding its answer, describing its exception) happens in
+    that thread under the restricted launcher, so no harness callback ever has this module's frames below it.
+    Returns ``("final", plain JSON)`` or ``("fail", kind, message)``.
+    """
+    codes, envs, tools = [], [], []
+    for tool in init.get("tools", []):
+        codes.append(compile(tool["source"], tool["path"], "exec"))
+        envs.append(_module(f"tool_{tool['name']}", safe).__dict__)
+        tools.append((tool["name"], tool["description"], tool["parameters"]))
+    codes.append(compile(init["solver_source"], init["solver_path"], "exec"))
+    envs.append(_module("solver", safe).__dict__)
+    launcher_env = {"__builtins__": {"exec": exec, "zip": zip, "callable": callable, "BaseException": BaseException,
+                                     "MemoryError": MemoryError, "isinstance": isinstance, "type": type, "str": str,
+                                     "repr": repr},
+                    "MAKE_TOOL": sdk.Tool, "SDK_ERROR": sdk.SDKError, "BUDGET": sdk.BudgetExceeded,
+                    "DUMPS": json.dumps, "LOADS": json.loads, "FORMAT": traceback.format_exception}
+    exec(compile(_LAUNCHER_SOURCE, "<videvolve launcher>", "exec"), launcher_env)
+    ready, done = _thread.allocate_lock(), _thread.allocate_lock()
+    box: list[tuple[Any, ...]] = []
+    ready.acquire()
+    done.acquire()
+    _thread.stack_size(16 * 1024 * 1024)
+    _thread.start_new_thread(launcher_env["launch"], (codes, envs, tools, ctx.task, ctx, ready, done, box))
+    set_limits(init.get("limits", {}))  # after the thread exists: RLIMIT_NPROC counts threads too
+    ready.release()
+    done.acquire()
+    return box[0] if box else ("fail", "crash", "the harness thread ended without a result")
 
 
 def main() -> int:
-    """Read the init message, run the harness, report."""
+    """Read the init message, build the harness's world, drop privileges, run the harness, report."""
     out = sys.stdout
     sys.stdout = sys.stderr  # prints from harness code never reach the protocol channel
-    channel_in = sys.stdin
-    init = json.loads(channel_in.readline())
-    set_limits(init.get("limits", {}))
-    sys.path.insert(0, init["sdk_dir"])
-    import videvolve_sdk as sdk
-
-    channel = sdk.Channel(channel_in, out)
-    task = sdk.TaskView(**init["task"])
-    ctx = sdk.HarnessContext(channel, task, init.get("config", {}), init.get("budget"), init.get("skill", ""))
-    importer = make_importer(sdk)
+    init = json.loads(sys.stdin.readline())
+    safe, sdk = build_world(init["sdk_source"])  # trusted code only; imports done while files are readable
+    drop_privileges()
+    channel = sdk.Channel(sys.stdin, out)
+    ctx = sdk.HarnessContext(channel, sdk.TaskView(**init["task"]), init.get("config", {}), init.get("budget"),
+                             init.get("skill", ""))
     try:
-        for tool in init.get("tools", []):
-            env: dict[str, Any] = {"__builtins__": safe_builtins(importer), "__name__": f"tool_{tool['name']}"}
-            _exec(tool["path"], tool["source"], env)
-            if not callable(env.get("run")):
-                raise sdk.SDKError(f"tool {tool['name']} has no run(ctx, **args) function")
-            ctx.tools[tool["name"]] = sdk.Tool(tool["name"], tool["description"], tool["parameters"], env["run"])
-        env = {"__builtins__": safe_builtins(importer), "__name__": "solver"}
-        _exec(init["solver_path"], init["solver_source"], env)
-        solve = env.get("solve")
-        if not callable(solve):
-            raise sdk.SDKError("solver.py defines no solve(task, ctx) function")
-        result = solve(task, ctx)
-        channel.send("final", result=result if _jsonable(result) else repr(result)[:2000])
+        outcome = run_harness(init, safe, sdk, ctx)
+    except SyntaxError as exc:
+        outcome = ("fail", "crash", f"SyntaxError: {exc}")
+    if outcome[0] == "final":
+        channel.send("final", result=outcome[1])
         return 0
-    except sdk.BudgetExceeded as exc:
-        channel.send("fail", kind="budget", error=str(exc))
-    except MemoryError:
-        channel.send("fail", kind="memory", error="the harness ran out of memory (address-space limit)")
-    except RecursionError as exc:
-        channel.send("fail", kind="crash", error=f"RecursionError: {exc}")
-    except BaseException as exc:  # the harness's own failure, reported with its traceback
-        kind = "bad_request" if isinstance(exc, sdk.SDKError) else "crash"
-        tb = traceback.format_exc(limit=8)
-        channel.send("fail", kind=kind, error=f"{type(exc).__name__}: {exc}\n{tb[-3000:]}")
+    channel.send("fail", kind=outcome[1], error=outcome[2])
     return 1
-
-
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value)
-        return True
-    except (TypeError, ValueError):
-        return False
 
 
 if __name__ == "__main__":

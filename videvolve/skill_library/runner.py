@@ -2,14 +2,17 @@
 
 Outcomes: ``ok``, or ``error`` with a kind: ``parse`` (no usable answer), ``budget``, ``timeout``, ``memory``,
 ``crash`` (an exception, a killed process, a protocol violation), ``bad_request`` (the model endpoint rejected a
-request, e.g. too many images), ``media``, ``static`` (refused before running). Infrastructure failures (endpoint
-down, auth) are not outcomes: :class:`InfraError` propagates so the run stops cleanly and resumes later.
+request, e.g. too many images), ``invalid`` (a request the parent refused or could not serve: bad arguments, a
+malformed chat, a pixel, handle or memory cap), ``media``, ``static`` (refused before running). Infrastructure
+failures (endpoint down, auth) are not outcomes: :class:`InfraError` propagates so the run stops cleanly and
+resumes later.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import selectors
 import signal
@@ -22,13 +25,17 @@ from typing import Any
 from videvolve.errors import HarnessError, InfraError
 from videvolve.models.parsing import parse_intervals, parse_letter
 from videvolve.skill_library.harness import Harness, content_hash
-from videvolve.skill_library.sandbox import get_sandbox
+from videvolve.skill_library.sandbox import get_sandbox, sdk_source
 from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES
 from videvolve.skill_library.services import ServiceError, TaskServices
 from videvolve.skill_library.static_check import check_source
 from videvolve.tasks import Interval, Prediction, TaskView
 
+log = logging.getLogger(__name__)
 STDERR_TAIL = 4000
+PROCESS_LIMIT = 32
+"""RLIMIT_NPROC of the child. The kernel counts every process and thread of uid 65534 on the host against it, so
+it allows several sandboxes at once (each is one process with two threads) and no fork bomb."""
 
 
 @dataclass
@@ -127,20 +134,19 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     if content_hash(harness.path) != harness.version_id:
         raise HarnessError(f"harness {harness.path} changed on disk since it was loaded (expected "
                            f"{harness.version_id}); harness versions are immutable")
-    sandbox = get_sandbox()
-    argv, user = sandbox.command(harness.path)
+    sandbox = get_sandbox(settings.allow_weak_sandbox)
+    argv = sandbox.command()
     init = {
         "task": services.view.model_dump(mode="json"), "config": harness.config, "budget": settings.budget,
-        "skill": harness.skill,
-        "sdk_dir": "/vv" if sandbox.mode == "bwrap" else str(sandbox.runtime_dir),
+        "skill": harness.skill, "sdk_source": sdk_source(),
         "solver_path": "solver.py", "solver_source": harness.solver_source,
         "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters, "source": t.source,
                    "path": t.path} for t in harness.tools],
         "limits": {"memory_bytes": settings.memory_bytes, "cpu_seconds": int(timeout) + 5,
-                   "file_bytes": 16 * 1024 * 1024, "processes": 32, "open_files": 64},
+                   "file_bytes": 16 * 1024 * 1024, "processes": PROCESS_LIMIT, "open_files": 64},
     }
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            close_fds=True, env={}, start_new_session=True, user=user)
+                            close_fds=True, env={}, start_new_session=True)
     stderr: list[bytes] = []
     drain = threading.Thread(target=_drain, args=(proc, stderr), daemon=True)
     drain.start()
@@ -163,7 +169,10 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
                 outcome = RunOutcome("error", "crash", "the harness broke the protocol (not a JSON request)")
                 break
             if op == "final":
-                prediction, why = _to_prediction(services.view, args.get("result"))
+                try:
+                    prediction, why = _to_prediction(services.view, args.get("result"))
+                except (ValueError, TypeError, OverflowError, AttributeError) as exc:
+                    prediction, why = None, f"the answer could not be read: {type(exc).__name__}: {exc}"
                 services.trace.write("final", answer=str(args.get("result"))[:2000], parsed=why is None)
                 outcome = RunOutcome("ok", prediction=prediction) if why is None else \
                     RunOutcome("error", "parse", why)
@@ -171,21 +180,15 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
                 kind = str(args.get("kind", "crash"))
                 if kind == "bad_request" and last_error_kind in ("budget", "bad_request", "media", "invalid",
                                                                  "parse"):
-                    kind = last_error_kind if last_error_kind != "invalid" else "crash"
+                    kind = last_error_kind
                 elif kind == "bad_request":
                     kind = "crash"
                 services.trace.write("error", kind=kind, error=str(args.get("error"))[:3000])
                 outcome = RunOutcome("error", kind, str(args.get("error"))[:3000])
             else:
-                reply: dict[str, Any]
-                try:
-                    result = services.handle(op, args if isinstance(args, dict) else {})
-                    reply = {"id": msg.get("id"), "ok": True, "result": result}
-                except ServiceError as exc:
-                    last_error_kind = exc.kind
-                    reply = {"id": msg.get("id"), "ok": False, "kind": exc.kind, "error": str(exc)}
-                except TypeError as exc:
-                    reply = {"id": msg.get("id"), "ok": False, "kind": "invalid", "error": f"bad arguments: {exc}"}
+                reply = _serve(services, msg, op, args)
+                if not reply["ok"]:
+                    last_error_kind = reply["kind"]
                 if "id" in msg:
                     proc.stdin.write((json.dumps(reply) + "\n").encode())
                     proc.stdin.flush()
@@ -208,6 +211,24 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     outcome.usage = services.meter.to_dict()
     outcome.wall_s = round(time.monotonic() - started, 3)
     return outcome
+
+
+def _serve(services: TaskServices, msg: dict[str, Any], op: Any, args: Any) -> dict[str, Any]:
+    """Serve one request. Whatever it raises, except an infrastructure failure, is the harness's error."""
+    try:
+        result = services.handle(str(op), args if isinstance(args, dict) else {})
+        return {"id": msg.get("id"), "ok": True, "result": result}
+    except InfraError:
+        raise
+    except ServiceError as exc:
+        return {"id": msg.get("id"), "ok": False, "kind": exc.kind, "error": str(exc)}
+    except TypeError as exc:
+        return {"id": msg.get("id"), "ok": False, "kind": "invalid", "error": f"bad arguments to {op!r}: {exc}"}
+    except Exception as exc:  # a request our code or the model could not serve: the harness's error, not the run's
+        log.warning("request %r of task %s failed: %s", op, services.view.id, exc, exc_info=True)
+        services.trace.write("request_error", op=str(op)[:100], error=f"{type(exc).__name__}: {exc}"[:2000])
+        return {"id": msg.get("id"), "ok": False, "kind": "invalid",
+                "error": f"the request {str(op)[:100]!r} failed: {type(exc).__name__}: {exc}"[:3000]}
 
 
 def _drain(proc: subprocess.Popen[bytes], sink: list[bytes]) -> None:

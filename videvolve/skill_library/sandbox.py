@@ -1,10 +1,17 @@
-"""Launch harness code in a confined child process.
+"""Launch harness code in a confined child process, as an unprivileged user.
 
-bubblewrap (preferred): new user, network, PID, IPC and UTS namespaces; the root file system holds only the
-interpreter (read-only), the bootstrap and SDK (read-only) and a tmpfs; no capabilities; an empty environment; the
-child is its own session and dies with its parent. Where bubblewrap cannot run, the runner says so loudly and
-falls back to ``unshare`` (new network and PID namespaces) as an unprivileged user; with neither it refuses to
-run harness code.
+bubblewrap (the default): new network, PID, IPC and UTS namespaces; the root file system holds only the
+interpreter (read-only) and a 64 MB tmpfs; an empty environment; the child is its own session and dies with its
+parent. The harness code and the SDK travel in the init message and the bootstrap in ``-c``, so nothing is written
+to disk for the sandbox and there is no folder to clean up. The child always runs as a real unprivileged uid
+(65534), so ``RLIMIT_NPROC`` and the other limits hold:
+
+- started by root: bubblewrap keeps only CAP_SETUID and CAP_SETGID, and the bootstrap drops to 65534 before it
+  reads anything (uid 0 inside a user namespace would still be root to the kernel's process count);
+- started by a normal user: a new user namespace maps uid 65534 inside to that user, who has no privileges.
+
+Where bubblewrap cannot run, harness code is refused unless the user passed ``--allow-weak-sandbox``; then it runs
+under ``unshare`` (no network, own PID namespace, unprivileged) but can read any file that user can read.
 """
 
 from __future__ import annotations
@@ -15,7 +22,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -24,6 +30,9 @@ from videvolve.errors import HarnessError
 
 log = logging.getLogger(__name__)
 UNPRIVILEGED_UID = 65534
+SCRATCH_BYTES = 64 * 1024 * 1024
+_PROBE = ("import os\nif os.getuid() == 0:\n    os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
+          "print('ok', os.getuid())")
 
 
 @dataclass(frozen=True)
@@ -31,21 +40,30 @@ class Sandbox:
     """How to start a confined interpreter."""
 
     mode: str
-    """``bwrap`` or ``unshare``."""
+    """``bwrap`` or ``unshare`` (the weak fallback)."""
     python: str
-    runtime_dir: Path
 
-    def command(self, harness_dir: Path) -> tuple[list[str], int | None]:
-        """Argv to run the bootstrap, and the uid to run it as (None: the caller's)."""
-        boot = ["-I", "-S", "/vv/bootstrap.py"] if self.mode == "bwrap" else \
-            ["-I", "-S", str(self.runtime_dir / "bootstrap.py")]
+    def command(self, code: str | None = None) -> list[str]:
+        """Argv that runs ``python -I -S -c code`` (the bootstrap by default) in the sandbox."""
+        tail = [self.python, "-I", "-S", "-c", code if code is not None else bootstrap_source()]
         if self.mode == "bwrap":
-            return [*_bwrap_prefix(self.python, self.runtime_dir, harness_dir), self.python, *boot], None
-        user = UNPRIVILEGED_UID if os.geteuid() == 0 else None
+            return [*_bwrap_prefix(self.python), *tail]
         flags = ["--net", "--pid", "--fork", "--ipc", "--uts", "--kill-child"]
         if os.geteuid() != 0:
             flags.insert(0, "--user")
-        return ["unshare", *flags, self.python, *boot], user
+        return ["unshare", *flags, *tail]
+
+
+@functools.lru_cache(maxsize=1)
+def bootstrap_source() -> str:
+    """The trusted bootstrap, run with ``-c``."""
+    return (resources.files("videvolve.skill_library") / "bootstrap.py").read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def sdk_source() -> str:
+    """The SDK module's source, executed by the bootstrap in a namespace of its own."""
+    return (resources.files("videvolve.skill_library") / "sdk.py").read_text(encoding="utf-8")
 
 
 def _base_python() -> str:
@@ -53,71 +71,76 @@ def _base_python() -> str:
     return os.path.realpath(exe)
 
 
-def _bwrap_prefix(python: str, runtime_dir: Path, harness_dir: Path) -> list[str]:
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
-            "--ro-bind", "/usr", "/usr"]
+def _ro_bind(path: Path, made: set[Path]) -> list[str]:
+    """Bind ``path`` read-only, first making its ancestors 0755 (bubblewrap makes them 0700, closed to uid 65534)."""
+    args: list[str] = []
+    for parent in reversed(path.parents):
+        if parent != Path("/") and parent not in made:
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return [*args, "--ro-bind", str(path), str(path)]
+
+
+def _bwrap_prefix(python: str) -> list[str]:
+    args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--clearenv"]
+    if os.geteuid() == 0:  # no user namespace: the bootstrap drops to a real unprivileged uid itself
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        args += ["--unshare-user", "--uid", str(UNPRIVILEGED_UID), "--gid", str(UNPRIVILEGED_UID)]
+    args += ["--ro-bind", "/usr", "/usr"]
+    made = {Path("/usr")}
     for top in ("lib", "lib64", "lib32", "bin", "sbin"):
         p = Path("/") / top
         if p.is_symlink():
             args += ["--symlink", os.readlink(p), str(p)]
         elif p.is_dir():
-            args += ["--ro-bind", str(p), str(p)]
+            args += _ro_bind(p, made)
     prefix = Path(sys.base_prefix).resolve()
     if not str(prefix).startswith("/usr"):
-        args += ["--ro-bind", str(prefix), str(prefix)]
+        args += _ro_bind(prefix, made)
     py_dir = Path(python).parent
     if not str(py_dir).startswith(("/usr", str(prefix))):
-        args += ["--ro-bind", str(py_dir), str(py_dir)]
-    args += ["--ro-bind", str(runtime_dir), "/vv", "--ro-bind", str(harness_dir), "/harness",
-             "--size", str(64 * 1024 * 1024), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+        args += _ro_bind(py_dir, made)
+    args += ["--size", str(SCRATCH_BYTES), "--perms", "1777", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+             "--chdir", "/tmp"]
     return args
 
 
-def _runtime_dir() -> Path:
-    """A private folder holding the bootstrap and the SDK module (``videvolve_sdk.py``)."""
-    d = Path(tempfile.mkdtemp(prefix="videvolve-sandbox-"))
-    pkg = resources.files("videvolve.skill_library")
-    (d / "bootstrap.py").write_text((pkg / "bootstrap.py").read_text(encoding="utf-8"))
-    (d / "videvolve_sdk.py").write_text((pkg / "sdk.py").read_text(encoding="utf-8"))
-    d.chmod(0o755)
-    for f in d.iterdir():
-        f.chmod(0o644)
-    return d
-
-
 def _works(sandbox: Sandbox) -> tuple[bool, str]:
-    argv, user = sandbox.command(sandbox.runtime_dir)
-    probe = [*argv[: argv.index(sandbox.python) + 1], "-I", "-S", "-c", "print('ok')"]
     try:
-        r = subprocess.run(probe, capture_output=True, text=True, timeout=30, env={}, user=user,
+        r = subprocess.run(sandbox.command(_PROBE), capture_output=True, text=True, timeout=30, env={},
                            close_fds=True)
     except (OSError, subprocess.SubprocessError) as exc:
         return False, str(exc)
-    return r.returncode == 0 and r.stdout.strip() == "ok", (r.stderr or r.stdout).strip()[-300:]
+    ok = r.returncode == 0 and r.stdout.strip() == f"ok {UNPRIVILEGED_UID}"
+    return ok, (r.stderr or r.stdout).strip()[-300:]
 
 
-@functools.lru_cache(maxsize=1)
-def get_sandbox() -> Sandbox:
-    """The best sandbox this machine supports (checked once per process)."""
-    runtime = _runtime_dir()
+@functools.lru_cache(maxsize=2)
+def get_sandbox(allow_weak: bool = False) -> Sandbox:
+    """The best sandbox this machine supports (checked once per process); the weak one only if allowed."""
     python = _base_python()
-    reasons = []
     if shutil.which("bwrap"):
-        sb = Sandbox("bwrap", python, runtime)
+        sb = Sandbox("bwrap", python)
         ok, why = _works(sb)
         if ok:
             return sb
-        reasons.append(f"bubblewrap failed: {why}")
+        reason = f"bubblewrap failed: {why}"
     else:
-        reasons.append("bubblewrap is not installed (Debian/Ubuntu: apt install bubblewrap)")
+        reason = "bubblewrap is not installed (Debian/Ubuntu: apt install bubblewrap)"
+    if not allow_weak:
+        raise HarnessError(f"no sandbox for harness code: {reason}. Fix bubblewrap, or pass --allow-weak-sandbox "
+                           "to run harness code under `unshare`, where it can read every file the unprivileged "
+                           "user can read (your tasks' answers included)")
     if shutil.which("unshare"):
-        sb = Sandbox("unshare", python, runtime)
+        sb = Sandbox("unshare", python)
         ok, why = _works(sb)
         if ok:
-            message = ("SANDBOX FALLBACK: " + "; ".join(reasons) + ". Harness code runs under `unshare` (no network, "
-                       "own PID namespace, unprivileged user) but can read any file that user can read.")
+            message = (f"WEAK SANDBOX (--allow-weak-sandbox): {reason}. Harness code runs under `unshare` (no "
+                       "network, own PID namespace, unprivileged user) but can read any file that user can read.")
             log.warning(message)
             print(f"warning: {message}", file=sys.stderr)
             return sb
-        reasons.append(f"unshare failed: {why}")
-    raise HarnessError("no sandbox available for harness code: " + "; ".join(reasons))
+        reason += f"; unshare failed: {why}"
+    raise HarnessError("no sandbox available for harness code: " + reason)

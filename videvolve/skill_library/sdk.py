@@ -3,13 +3,20 @@
 Inside the sandbox this file is importable as ``videvolve_sdk``, the only videvolve module harness code may
 import. Every service (decoding, model calls, metering, the frame budget) runs in the trusted parent process;
 this proxy only sends size-capped JSON requests over a pipe and returns opaque handles, never pixels.
+
+The bootstrap executes this source in a module whose builtins are the harness's restricted ones, through the
+harness's own import function, so nothing here leads to a real module's globals. Errors reach harness code as
+fresh :class:`SDKError` objects raised outside any ``except`` block: no traceback or context from the standard
+library (whose frames hold real globals) travels with them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
@@ -91,31 +98,41 @@ class Channel:
         self._writer = writer
         self._next = 0
 
+    def _write(self, message: dict[str, Any]) -> None:
+        data = _dumps(message)
+        if data is None:
+            raise SDKError("request arguments must be plain JSON (numbers, strings, lists, dicts)")
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise SDKError(f"request too large ({len(data)} bytes)")
+        failed = False
+        try:
+            self._writer.write(data + "\n")
+            self._writer.flush()
+        except (OSError, ValueError):
+            failed = True
+        if failed:
+            raise SDKError("the parent closed the channel")
+
     def send(self, op: str, **args: Any) -> None:
         """Send a message that needs no reply."""
-        data = json.dumps({"op": op, "args": args})
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise SDKError(f"message too large ({len(data)} bytes)")
-        self._writer.write(data + "\n")
-        self._writer.flush()
+        self._write({"op": op, "args": args})
 
     def call(self, op: str, **args: Any) -> Any:
         """Send a request and wait for its reply."""
         self._next += 1
-        data = json.dumps({"id": self._next, "op": op, "args": args})
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise SDKError(f"request too large ({len(data)} bytes)")
-        self._writer.write(data + "\n")
-        self._writer.flush()
-        line = self._reader.readline(MAX_MESSAGE_BYTES + 1)
-        if not line:
+        self._write({"id": self._next, "op": op, "args": args})
+        reply = None
+        try:
+            reply = json.loads(self._reader.readline(MAX_MESSAGE_BYTES + 1) or "null")
+        except (OSError, ValueError, RecursionError):
+            reply = None
+        if not isinstance(reply, dict):
             raise SDKError("the parent closed the channel")
-        reply = json.loads(line)
         if reply.get("ok"):
             return reply.get("result")
         if reply.get("kind") == "budget":
-            raise BudgetExceeded(reply.get("error", "frame budget exceeded"))
-        raise SDKError(reply.get("error", "request failed"))
+            raise BudgetExceeded(str(reply.get("error", "frame budget exceeded")))
+        raise SDKError(str(reply.get("error", "request failed")))
 
 
 class HarnessContext:
@@ -186,9 +203,12 @@ class HarnessContext:
         self._channel.send("log", message=str(message)[:2000], data={k: v for k, v in data.items() if _plain(v)})
 
 
-def _plain(value: Any) -> bool:
+def _dumps(value: Any) -> str | None:
     try:
-        json.dumps(value)
-        return True
-    except (TypeError, ValueError):
-        return False
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _plain(value: Any) -> bool:
+    return _dumps(value) is not None

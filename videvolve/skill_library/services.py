@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import math
 import secrets
 import time
@@ -29,11 +28,13 @@ from videvolve.models.base import VLM, Message, Tool
 from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
 from videvolve.models.parsing import parse_match
-from videvolve.skill_library import prompts
+from videvolve.skill_library import limits, prompts
+from videvolve.skill_library.trace import TraceWriter
 from videvolve.tasks import TaskView
 
 MAX_SHEET_CELLS = 400
 MAX_CLIP_FRAMES = 256
+MAX_CLIP_FPS = 120.0
 
 
 class ServiceError(Exception):
@@ -81,24 +82,7 @@ class _Obs:
     cell_width: int = 160
     start: float = 0.0
     end: float = 0.0
-
-
-class TraceWriter:
-    """Appends one JSON line per step to a task's trace file."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.step = 0
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("")
-
-    def write(self, event: str, **data: Any) -> None:
-        """One step."""
-        self.step += 1
-        if self.path is not None:
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"step": self.step, "event": event, **data}, default=str) + "\n")
+    shape: limits.Shape | None = None
 
 
 class TaskServices:
@@ -116,7 +100,7 @@ class TaskServices:
         self.trace = trace or TraceWriter(None)
         self.meter = Meter()
         self._handles: dict[str, _Obs] = {}
-        self._scratch: Path | None = None
+        self._times_held = 0
 
     # ---- the allowlist of calls ----
 
@@ -138,6 +122,20 @@ class TaskServices:
         return min(max(float(t), 0.0), self.view.duration)
 
     def _new(self, obs: _Obs) -> dict[str, Any]:
+        held = self._times_held + len(obs.times)
+        if len(self._handles) >= limits.MAX_HANDLES or held > limits.MAX_HELD_TIMES:
+            raise ServiceError("invalid", f"this task's observations would exceed the cap of {limits.MAX_HANDLES} "
+                                          f"handles or {limits.MAX_HELD_TIMES} times; reuse the ones you have")
+        try:
+            info = probe(self.video)
+        except MediaError as exc:
+            raise ServiceError("media", str(exc)) from None
+        obs.shape = limits.observation_shape(obs.kind, obs.times, info, obs.max_side, obs.cols, obs.cell_width)
+        try:
+            limits.check_observation(obs.kind, obs.shape)
+        except limits.CapExceeded as exc:
+            raise ServiceError(exc.kind, str(exc)) from None
+        self._times_held = held
         handle = secrets.token_hex(12)
         self._handles[handle] = obs
         return {"handle": handle, "times": obs.times}
@@ -146,6 +144,9 @@ class TaskServices:
         """One frame handle per time."""
         if not isinstance(times, list) or len(times) > MAX_SHEET_CELLS:
             raise ServiceError("invalid", f"frames takes a list of at most {MAX_SHEET_CELLS} times")
+        if len(self._handles) + len(times) > limits.MAX_HANDLES:
+            raise ServiceError("invalid", f"{len(times)} more frame handles would exceed this task's cap of "
+                                          f"{limits.MAX_HANDLES}; reuse the observations you have")
         side = _side(max_side)
         return [self._new(_Obs("frame", [self._clamp(t)], max_side=side)) for t in times]
 
@@ -161,8 +162,8 @@ class TaskServices:
     def op_clip(self, start: float, end: float, fps: float = 2.0, max_side: int | None = None) -> dict[str, Any]:
         """A clip handle (its sampled frames)."""
         start, end = self._clamp(start), self._clamp(end)
-        if end <= start or not isinstance(fps, int | float) or fps <= 0:
-            raise ServiceError("invalid", "clip needs start < end and fps > 0")
+        if end <= start or not isinstance(fps, int | float) or not 0 < fps <= MAX_CLIP_FPS:
+            raise ServiceError("invalid", f"clip needs start < end and 0 < fps <= {MAX_CLIP_FPS}")
         n = min(MAX_CLIP_FRAMES, max(1, math.ceil((end - start) * fps - 1e-9)))
         times = [start + k / fps for k in range(n)]
         return self._new(_Obs("clip", times, max_side=_side(max_side), start=start, end=end))
@@ -191,6 +192,9 @@ class TaskServices:
         handles: list[str] = []
         for m in messages:
             content = m.get("content")
+            why = limits.chat_message_problem(m)
+            if why:
+                raise ServiceError("invalid", why)
             if isinstance(content, list):
                 parts: list[dict[str, Any]] = []
                 for part in content:
@@ -218,12 +222,12 @@ class TaskServices:
 
     def op_log(self, message: str, data: dict[str, Any] | None = None) -> None:
         """A note in the trace."""
-        self.trace.write("log", message=str(message)[:2000], data=data or {})
+        self.trace.note("log", message=str(message)[:2000], data=data or {})
 
     def op_tool(self, name: str, args: dict[str, Any] | None = None) -> None:
         """Count and trace a tool call."""
         self.meter.tool_calls += 1
-        self.trace.write("tool", tool=str(name), params=args or {})
+        self.trace.note("tool", tool=str(name)[:200], params=args or {})
 
     # ---- rendering and metering ----
 
@@ -306,13 +310,11 @@ class TaskServices:
     def _video_part(self, obs: _Obs, frames: list[Any]) -> list[dict[str, Any]]:
         import tempfile
 
-        if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="videvolve-clip-"))
-        out = self._scratch / f"{secrets.token_hex(6)}.mp4"
-        fps = len(obs.times) / max(obs.end - obs.start, 1e-6)
-        make_clip(self.video, obs.start, obs.end, out, fps=fps, max_side=obs.max_side)
-        url = "data:video/mp4;base64," + base64.b64encode(out.read_bytes()).decode()
-        out.unlink(missing_ok=True)
+        with tempfile.TemporaryDirectory(prefix="videvolve-clip-") as scratch:
+            out = Path(scratch) / "clip.mp4"
+            fps = len(obs.times) / max(obs.end - obs.start, 1e-6)
+            make_clip(self.video, obs.start, obs.end, out, fps=fps, max_side=obs.max_side)
+            url = "data:video/mp4;base64," + base64.b64encode(out.read_bytes()).decode()
         return [{"type": "text", "text": video_caption(obs.start, obs.end, obs.times)},
                 {"type": "video_url", "video_url": {"url": url}, "num_frames": len(frames)}]
 
@@ -330,8 +332,17 @@ class TaskServices:
     def _call(self, messages: list[Message], tools: list[Tool] | None, event: str,
               handles: list[str]) -> dict[str, Any]:
         started = time.perf_counter()
-        specs = [self._spec(p["handle"]) for m in messages if isinstance(m.get("content"), list)
-                 for p in m["content"] if p.get("type") == "observation_ref"]
+        if self.meter.requests >= limits.MAX_REQUESTS:
+            raise ServiceError("invalid", f"this task already made {limits.MAX_REQUESTS} model requests (the cap)")
+        refs = [p["handle"] for m in messages if isinstance(m.get("content"), list)
+                for p in m["content"] if p.get("type") == "observation_ref"]
+        specs = [self._spec(h) for h in refs]
+        try:  # from the arguments, before anything is decoded or composited
+            limits.check_request([s for h in refs if (s := self._handles[h].shape) is not None], probe(self.video),
+                          self.settings.budget)
+        except limits.CapExceeded as exc:
+            self.trace.write(exc.kind, error=str(exc), used=self.meter.frames, budget=self.settings.budget)
+            raise ServiceError(exc.kind, str(exc)) from None
         rendered, keys, image_tokens, video_tokens, observed = self._render(messages)
         new = keys - self.meter.frame_keys
         budget = self.settings.budget

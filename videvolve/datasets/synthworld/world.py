@@ -109,6 +109,7 @@ def generate_world(
     """
     root = Path(out_dir)
     (root / "videos").mkdir(parents=True, exist_ok=True)
+    root.chmod(0o700)  # the world's answers are private to its owner
     scripts, planned = plan_world(videos, minutes, seed, fractions, questions)
     tasks = [t.model_copy(update={"video": str((root / t.video).resolve())}) for t in planned]
     jobs = [(s, str(root / "videos" / f"{s.video_id}.mp4")) for s in scripts]
