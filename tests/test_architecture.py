@@ -195,3 +195,25 @@ def test_the_cli_starts_without_the_heavy_libraries() -> None:
             "'torch', 'av') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", f"imported at start-up: {out} (import them inside the command that needs them)"
+
+
+CHILD_SIDE = {"videvolve.skill_library.sdk", "videvolve.skill_library.bootstrap"}
+"""Run inside the sandboxed child, which never imports the package: their exceptions travel as protocol text."""
+
+
+def test_every_exception_is_in_the_one_tree() -> None:
+    import importlib
+    import inspect
+
+    from videvolve.errors import VidevolveError
+
+    outside = []
+    for name in sorted(modules()):
+        if name in CHILD_SIDE or name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for obj in vars(module).values():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == name \
+                    and not issubclass(obj, VidevolveError):
+                outside.append(f"{name}.{obj.__name__}")
+    assert not outside, f"exceptions outside videvolve.errors.VidevolveError: {outside}"

@@ -135,10 +135,36 @@ class ModelRequestError(ModelError):
     """The endpoint rejected the request (bad request, auth, unknown model): not retried."""
 
 
+class EndpointError(InfraError):
+    """The endpoint refuses us for a reason retrying will not fix (auth, unknown model, wrong URL): the run stops."""
+
+    kind = ErrorKind.AUTH
+
+
+class RequestRejected(ModelRequestError):
+    """The server rejected this request (400, 413, 422, ...): that task's error, with the server's message."""
+
+    kind = ErrorKind.BAD_REQUEST
+
+
+class ContextTooLong(ModelRequestError):
+    """The request would not fit the served context: refused before sending (that task's ``budget`` error)."""
+
+    kind = ErrorKind.BUDGET
+
+
 class HarnessError(VidevolveError):
     """A harness failed on a task, or a harness directory is unusable; a task's failure scores 0."""
 
     kind: ErrorKind = ErrorKind.CRASH
+
+
+class RequestRefused(HarnessError):
+    """The trusted parent refused a harness's request (a cap, a budget, bad arguments): that task's error."""
+
+    def __init__(self, kind: ErrorKind | str, message: str) -> None:
+        super().__init__(message)
+        self.kind = ErrorKind(kind)
 
 
 class BudgetExceeded(HarnessError):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageDraw, ImageFont
 
+from videvolve.errors import VidevolveError
 from videvolve.media.decode import Frame
 
 LABEL_HEIGHT = 12
@@ -20,7 +21,7 @@ MAX_SHEET_PIXELS = 4096 * 4096
 frame is decoded (the parent checks a request's arguments against it) and again before the canvas is allocated."""
 
 
-class SheetTooLarge(ValueError):
+class SheetTooLarge(VidevolveError, ValueError):
     """A contact sheet would exceed :data:`MAX_SHEET_PIXELS`."""
 
 

@@ -21,29 +21,13 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential_jitter
 
-from videvolve.errors import ErrorKind, InfraError, ModelRequestError
+from videvolve.errors import ContextTooLong, EndpointError, InfraError, RequestRejected
+
+__all__ = ["ContextTooLong", "EndpointError", "RequestRejected", "call_with_retries", "server_message"]
 
 T = TypeVar("T")
 RETRIED_STATUS = frozenset({408, 409, 429})
 STOP_STATUS = frozenset({401, 403, 404})
-
-
-class EndpointError(InfraError):
-    """The endpoint refuses us for a reason retrying will not fix (auth, unknown model, wrong URL)."""
-
-    kind = ErrorKind.AUTH
-
-
-class RequestRejected(ModelRequestError):
-    """The server rejected this request (400, 413, 422, ...): that task's error, with the server's message."""
-
-    kind = ErrorKind.BAD_REQUEST
-
-
-class ContextTooLong(ModelRequestError):
-    """The request would not fit the served context: refused before sending."""
-
-    kind = ErrorKind.BUDGET
 
 
 def server_message(exc: openai.APIStatusError) -> str:

@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from videvolve.errors import RequestRefused
 from videvolve.media.decode import scaled_size
 from videvolve.media.info import VideoInfo
 from videvolve.media.sheet import MAX_SHEET_PIXELS, sheet_size
@@ -29,12 +30,11 @@ MAX_REQUEST_PIXELS = 96 * 1024 * 1024
 """Pixels of all images in one model request: about 48 frames of 1080p, 100 of 720p."""
 
 
-class CapExceeded(Exception):
+class CapExceeded(RequestRefused):
     """A request breaks a cap; the message says which and what to do; ``kind`` is ``invalid`` or ``budget``."""
 
     def __init__(self, message: str, kind: str = "invalid") -> None:
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(kind, message)
 
 
 @dataclass(frozen=True)

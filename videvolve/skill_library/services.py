@@ -20,7 +20,7 @@ from typing import Any
 from PIL import Image
 
 from videvolve.config import RuntimeSettings
-from videvolve.errors import MediaError, ModelRequestError
+from videvolve.errors import MediaError, ModelRequestError, RequestRefused
 from videvolve.media import clip as make_clip
 from videvolve.media import contact_sheet, frames_at, probe
 from videvolve.media.captions import frame_caption, sheet_caption, video_caption
@@ -37,12 +37,8 @@ MAX_CLIP_FRAMES = 256
 MAX_CLIP_FPS = 120.0
 
 
-class ServiceError(Exception):
-    """A refused request; ``kind`` is reported to the harness (``budget``, ``bad_request``, ``invalid``)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+class ServiceError(RequestRefused):
+    """A refused request; ``kind`` (an :class:`ErrorKind`: budget, invalid, media, ...) is reported to the harness."""
 
 
 @dataclass

@@ -21,6 +21,7 @@ import av
 from PIL import Image
 from pydantic import BaseModel, Field
 
+from videvolve.errors import VidevolveError
 from videvolve.models.base import Reply
 from videvolve.models.sim import qwen_rules
 
@@ -44,7 +45,7 @@ class MimicSettings(BaseModel):
     """Send ``Retry-After`` (seconds) with every 503."""
 
 
-class MimicError(Exception):
+class MimicError(VidevolveError):
     """A vLLM-shaped error reply."""
 
     def __init__(self, status: int, message: str, kind: str, param: str | None = None) -> None:
