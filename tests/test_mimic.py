@@ -242,3 +242,29 @@ def test_doctor_reports_tool_case_and_calibration(monkeypatch: pytest.MonkeyPatc
     calibration = seen[0]["calibration"]
     assert calibration.status == "ok" and "160x90: server 68, formula 68 (error +0)" in calibration.detail
     assert "worst 0.0%" in calibration.detail
+
+
+@pytest.mark.slow
+def test_an_evolve_run_rides_out_a_server_restart(small_world, tmp_path: Path, seed: Path):
+    """A 10 s outage (longer than the old ~8 s retry budget) inside an evolve run changes nothing of its outcome."""
+    import subprocess
+    import sys
+
+    from videvolve.testing import serve_sim
+
+    def evolve(run: Path, base: str) -> list[dict[str, Any]]:
+        r = subprocess.run([sys.executable, "-m", "videvolve", "evolve", "--tasks", str(small_world.tasks_path),
+                            "--run", str(run), "--seed-harness", str(seed), "--iterations", "1", "--batch", "2",
+                            "--memory", str(tmp_path / f"m-{run.name}"), "--embedder", "hashing", "--no-cache",
+                            "--backend", "openai", "--base-url", base, "--model", "simvlm", "--retry-window", "60"],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+        return [{k: v.get(k) for k in ("version", "decision", "score", "cost")}
+                for v in map(json.loads, (run / "lineage.jsonl").read_text().splitlines())]
+
+    with serve_sim("--mimic", "vllm") as base:
+        calm = evolve(tmp_path / "calm", base)
+        httpx.post(f"{base.removesuffix('/v1')}/mimic/faults", json={"unavailable_s": 10})
+        stormy = evolve(tmp_path / "stormy", base)
+        failed = httpx.get(f"{base.removesuffix('/v1')}/mimic/stats").json()["failed"]
+    assert failed >= 3 and stormy == calm
