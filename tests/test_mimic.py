@@ -268,3 +268,7 @@ def test_an_evolve_run_rides_out_a_server_restart(small_world, tmp_path: Path, s
         stormy = evolve(tmp_path / "stormy", base)
         failed = httpx.get(f"{base.removesuffix('/v1')}/mimic/stats").json()["failed"]
     assert failed >= 3 and stormy == calm
+    from videvolve.report import build_report
+
+    html = " ".join(build_report(tmp_path / "calm").read_text().split())
+    assert "reported by the server" in html, html[:2000]

@@ -90,6 +90,18 @@ def _traces(run: Path, settings: dict[str, Any], out: Path) -> list[dict[str, An
     return shown
 
 
+def _token_ledger(run: Path) -> dict[str, int]:
+    """Prompt tokens of every evaluation of the run: our formula's (metered) and the server's, where it reported."""
+    metered = reported = results = 0
+    for path in run.glob("evals/*/*/results/*.json"):
+        usage = json.loads(path.read_text()).get("usage", {})
+        if usage.get("reported_prompt_tokens"):
+            metered += int(usage.get("cumulative_tokens", 0))
+            reported += int(usage["reported_prompt_tokens"])
+            results += 1
+    return {"metered": metered, "reported": reported, "results": results}
+
+
 def build_report(run: str | Path) -> Path:
     """Write the report of a run directory; returns the HTML file."""
     run = Path(run)
@@ -116,7 +128,7 @@ def build_report(run: str | Path) -> Path:
     comparison = run / "test" / COMPARISON
     heldout = json.loads(comparison.read_text()) if comparison.is_file() else None
     html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=versions,
-                           heldout=heldout,
+                           heldout=heldout, tokens=_token_ledger(run),
                            diagnoses=diagnoses, traces=_traces(run, settings, out), best=best.get("version", "?"),
                            best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)
     (out / "index.html").write_text(html, encoding="utf-8")
