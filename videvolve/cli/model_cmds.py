@@ -51,6 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--model", default="simvlm")
     s.add_argument("--api-key", default=None, help="require this bearer token")
     s.add_argument("--max-images", type=int, default=512, help="images per request before a 400, like vLLM's limit")
+    s.add_argument("--canned", default=None, metavar="TEXT", help="answer every request with TEXT and do no work "
+                   "(to measure the client alone, as bench/solve.py does)")
     m = s.add_argument_group("--mimic vllm: behave as vLLM 0.34 does (flags named as vLLM's)")
     m.add_argument("--mimic", choices=["vllm"], default=None, help="reproduce vLLM's limits, errors, token counts, "
                    "video sampling and tool-call parsing")
@@ -201,10 +203,16 @@ def cmd_serve_sim(args: argparse.Namespace) -> int:
                               tool_call_parser=args.tool_call_parser, media_io_kwargs=args.media_io_kwargs or {},
                               enable_prompt_tokens_details=args.enable_prompt_tokens_details,
                               fail_first=args.fail_first, slow_ms=args.latency_ms, retry_after=args.retry_after)
-    how = f"vLLM-like ({args.family}, context {args.max_model_len})" if mimic else "SimVLM"
+    backend = None
+    if args.canned is not None:
+        from videvolve.models.sim.canned import CannedVLM
+
+        backend = CannedVLM(args.canned)
+    how = f"vLLM-like ({args.family}, context {args.max_model_len})" if mimic else \
+        f"a canned reply {args.canned!r}" if backend else "SimVLM"
     err.print(f"serving {how} as model {args.model!r} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
     serve(host=args.host, port=args.port, model=args.model, latency_ms=args.latency_ms, api_key=args.api_key,
-          max_images=args.max_images, mimic=mimic)
+          max_images=args.max_images, mimic=mimic, backend=backend)
     return 0
 
 

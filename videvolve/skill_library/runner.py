@@ -145,6 +145,7 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
         "limits": {"memory_bytes": settings.memory_bytes, "cpu_seconds": int(timeout) + 5,
                    "file_bytes": 16 * 1024 * 1024, "processes": PROCESS_LIMIT, "open_files": 64},
     }
+    spawned: float | None = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             close_fds=True, env={}, start_new_session=True)
     stderr: list[bytes] = []
@@ -160,6 +161,9 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
         deadline = started + timeout
         while outcome is None:
             line = pipe.readline(deadline)
+            if spawned is not None:  # the sandbox is up and the harness has asked for something
+                services.meter.spend("sandbox_start", time.perf_counter() - spawned)
+                spawned = None
             if line is None:
                 break
             try:

@@ -54,6 +54,12 @@ class Meter:
     cache_hits: int = 0
     tool_calls: int = 0
     observed_times: set[float] = field(default_factory=set)
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Where the task's client time went: sandbox start, decoding, encoding, waiting for the model."""
+
+    def spend(self, what: str, seconds: float) -> None:
+        """Add to one of the client-time columns."""
+        self.seconds[what] = self.seconds.get(what, 0.0) + seconds
 
     @property
     def frames(self) -> int:
@@ -66,7 +72,8 @@ class Meter:
                 "cumulative_tokens": self.cumulative_tokens, "reported_prompt_tokens": self.reported_prompt_tokens,
                 "requests": self.requests, "model_calls": self.requests - self.cache_hits,
                 "cache_hits": self.cache_hits, "tool_calls": self.tool_calls,
-                "observed_times": sorted(self.observed_times)}
+                "observed_times": sorted(self.observed_times),
+                "client_s": {k: round(v, 4) for k, v in sorted(self.seconds.items())}}
 
 
 @dataclass
@@ -315,6 +322,7 @@ class TaskServices:
                 {"type": "video_url", "video_url": {"url": url}, "num_frames": len(frames)}]
 
     def _image_part(self, image: Image.Image) -> dict[str, Any]:
+        encoding = time.perf_counter()
         buf = io.BytesIO()
         if self.settings.image_format == "jpeg":
             image.save(buf, format="JPEG", quality=self.settings.jpeg_quality)
@@ -323,6 +331,7 @@ class TaskServices:
             image.save(buf, format="PNG", optimize=False, compress_level=3)
             mime = "image/png"
         url = f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode()}"
+        self.meter.spend("encode", time.perf_counter() - encoding)
         return {"type": "image_url", "image_url": {"url": url}}
 
     def _call(self, messages: list[Message], tools: list[Tool] | None, event: str,
@@ -339,7 +348,11 @@ class TaskServices:
         except limits.CapExceeded as exc:
             self.trace.write(exc.kind, error=str(exc), used=self.meter.frames, budget=self.settings.budget)
             raise ServiceError(exc.kind, str(exc)) from None
+        encoding_before = self.meter.seconds.get("encode", 0.0)
+        rendering = time.perf_counter()
         rendered, keys, image_tokens, video_tokens, observed = self._render(messages)
+        self.meter.spend("decode", time.perf_counter() - rendering - (self.meter.seconds.get("encode", 0.0)
+                                                                       - encoding_before))
         new = keys - self.meter.frame_keys
         budget = self.settings.budget
         if budget is not None and self.meter.frames + len(new) > budget:
@@ -356,7 +369,9 @@ class TaskServices:
         self.meter.requests += 1
         self.meter.observed_times |= observed
         try:
+            waiting = time.perf_counter()
             reply = complete(self.vlm, rendered, tools, self.cache)
+            self.meter.spend("model_wait", time.perf_counter() - waiting)
         except ModelRequestError as exc:
             self.trace.write("model_error", error=str(exc))
             raise ServiceError(str(getattr(exc, "kind", "bad_request")), str(exc)) from exc
