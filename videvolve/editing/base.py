@@ -56,6 +56,7 @@ class Proposal(BaseModel):
     preserve: str = ""
     edits: dict[str, str | None] = Field(description="path -> new content (None deletes the file)")
     diagnoses: list[str] = Field(default_factory=list)
+    workspace: str = Field("", description="the workspace folder it was made in (empty: none)")
 
 
 class Editor(Protocol):
