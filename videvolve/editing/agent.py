@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import openai
+
 from videvolve.editing.base import EditorInput, Proposal
 from videvolve.editing.tools import EditorTools, tool_schemas
 from videvolve.errors import InfraError, ModelRequestError
@@ -88,7 +90,7 @@ class AgentEditor:
                 reply = self.vlm.complete(messages, schemas)
             except EndpointError:
                 raise
-            except (ModelRequestError, InfraError) as exc:
+            except (ModelRequestError, InfraError, openai.APIError) as exc:
                 self._fail(tools, messages, f"the editor model failed: {str(exc)[:400]}")
                 return None
             tools.ledger.rounds += 1

@@ -41,6 +41,18 @@ def score_operators(inp: EditorInput) -> list[tuple[float, Operator]]:
     return [(s, op) for s, _, op in scored]
 
 
+def passes_on_trial(report: dict[str, Any], gate: dict[str, Any]) -> bool:
+    """Whether the gate's rule, applied to a trial against the parent on the same tasks, would accept."""
+    if not gate:
+        return True
+    key = "frames" if gate.get("metric") == "frames" else "visual_tokens"
+    c, c_new = report[f"parent_mean_{key}"], report[f"mean_{key}"]
+    gain = report["mean_difference_vs_parent"] or 0.0
+    if gain > 0:
+        return bool(c_new <= (1 + gate["alpha"]) * c + 1e-9)
+    return bool(gain >= -gate["eps"] and c > 0 and c_new <= (1 - gate["beta"]) * c + 1e-9)
+
+
 def candidates(inp: EditorInput) -> list[tuple[float, Operator]]:
     """The operators worth proposing, best first: those the diagnoses call for, else a cost cut."""
     ranked = score_operators(inp)
@@ -91,10 +103,10 @@ class HeuristicEditor:
         return list(dict.fromkeys(failed + rest))[: self.tasks]
 
     def _prototype(self, inp: EditorInput, tools: EditorTools, ops: list[tuple[float, Operator]]) -> Proposal | None:
-        """Trial each operator on the same tasks; submit the one whose score gains most (then the cheaper)."""
+        """Trial each operator on the same tasks; submit the one the gate's rule would take there, gaining most."""
         tasks = self._trial_tasks(inp, tools)
         parent = read_files(tools.env.parent_dir)
-        tried: list[tuple[float, float, int, float, Operator, dict[str, Any]]] = []
+        tried: list[tuple[bool, float, float, int, float, Operator, dict[str, Any]]] = []
         for i, (score, op) in enumerate(ops):
             edits = op.apply(inp.files, config_of(inp.files)) or {}
             for path, content in edits.items():
@@ -107,16 +119,18 @@ class HeuristicEditor:
                 continue
             report = json.loads(text)
             gain = report["mean_difference_vs_parent"] or 0.0
-            tried.append((gain, -report["mean_visual_tokens"], -i, score, op, report))
+            tried.append((passes_on_trial(report, inp.gate), gain, -report["mean_visual_tokens"], -i, score, op,
+                          report))
         if not tried:
             score, op = ops[0]
             return self._proposal(inp, op, score, " (no trial could run)").model_copy(
                 update={"workspace": str(tools.root)})
-        tried.sort(key=lambda x: x[:3], reverse=True)
-        gain, _, _, score, op, report = tried[0]
-        others = ", ".join(f"{t[4].name} {t[0]:+.3f}" for t in tried[1:])
+        tried.sort(key=lambda x: x[:4], reverse=True)
+        passes, gain, _, _, score, op, report = tried[0]
+        others = ", ".join(f"{t[5].name} {t[1]:+.3f}{'' if t[0] else ' (fails the rule)'}" for t in tried[1:])
         note = (f"; trial on {len(tasks)} training tasks: {gain:+.3f} vs the parent, {report['mean_frames']:.1f} "
-                f"frames" + (f" (others: {others})" if others else ""))
+                f"frames, {'passes' if passes else 'fails'} the gate's rule there" +
+                (f" (others: {others})" if others else ""))
         tools.log({"kind": "decision", "operator": op.name, "why": note.lstrip("; ")})
         proposal = self._proposal(inp, op, score, note)
         proposal.workspace = str(tools.root)

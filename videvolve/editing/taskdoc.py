@@ -25,7 +25,7 @@ def sdk_reference() -> str:
         for name, fn in inspect.getmembers(cls, inspect.isfunction):
             if name.startswith("_"):
                 continue
-            sig = str(inspect.signature(fn)).replace("(self, ", "(").replace("(self)", "()")
+            sig = str(inspect.signature(fn)).replace("'", "").replace("(self, ", "(").replace("(self)", "()")
             out.append(f"- `{name}{sig}`: {(inspect.getdoc(fn) or '').strip()}")
         out.append("")
     return "\n".join(out)

@@ -300,7 +300,7 @@ class EditorTools:
         return json.dumps(report, default=float)
 
     def _trial_report(self, version: str, results: list[TaskResult]) -> dict[str, Any]:
-        rows, diffs = [], []
+        rows, diffs, parents = [], [], []
         for r in results:
             p = self.env.parent_results.get(r.task_id)
             steps = self.env.trace_of(version, r.task_id)
@@ -313,11 +313,15 @@ class EditorTools:
                          "trace": excerpt})
             if p is not None:
                 diffs.append(r.score - p.score)
+                parents.append(p)
         n = max(1, len(results))
         return {"candidate": version, "tasks": len(results), "mean_score": round(sum(r.score for r in results) / n, 4),
                 "mean_difference_vs_parent": round(sum(diffs) / len(diffs), 4) if diffs else None,
                 "mean_frames": round(sum(r.frames for r in results) / n, 2),
-                "mean_visual_tokens": round(sum(_visual(r) for r in results) / n, 1), "per_task": rows}
+                "mean_visual_tokens": round(sum(_visual(r) for r in results) / n, 1),
+                "parent_mean_frames": round(sum(p.frames for p in parents) / max(1, len(parents)), 2),
+                "parent_mean_visual_tokens": round(sum(_visual(p) for p in parents) / max(1, len(parents)), 1),
+                "per_task": rows}
 
     def probe(self, a: ProbeArgs) -> str:
         """A perception probe on a training task's video."""

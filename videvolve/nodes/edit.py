@@ -42,11 +42,12 @@ def editor_input(run: Run, state: State) -> EditorInput:
     if state.get("feedback"):
         tried += [op for op in state.get("operators", {}).values() if op]
     ctx = run.ctx
-    rule = rule_text(ctx.alpha, ctx.beta, ctx.eps if ctx.eps is not None else 1 / len(run.selection),
-                     ctx.cost_metric)
+    eps = ctx.eps if ctx.eps is not None else 1 / len(run.selection)
+    rule = rule_text(ctx.alpha, ctx.beta, eps, ctx.cost_metric)
     return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
                        similar=sorted(similar.values(), key=lambda p: (-p.similarity, p.diagnosis.id))[:10],
-                       history=history, feedback=state.get("feedback"), tried=sorted(set(tried)), gate_rule=rule)
+                       history=history, feedback=state.get("feedback"), tried=sorted(set(tried)), gate_rule=rule,
+                       gate={"alpha": ctx.alpha, "beta": ctx.beta, "eps": eps, "metric": ctx.cost_metric})
 
 
 def make_editor(run: Run) -> Editor:
