@@ -219,3 +219,42 @@ def test_an_agent_that_never_calls_a_tool_leaves_the_run_going(small_world, tmp_
     events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     whys = [e["why"] for e in events if e["event"] == "no proposal"]
     assert len(whys) == 2 and all("without calling a tool" in w for w in whys)
+
+
+BROKEN = 'raise ValueError("boom")'
+
+
+def repairing_script(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Submits a candidate that crashes at run time; told so by the submit's result, fixes it and submits again."""
+    tool_results = [m["content"] for m in messages if m["role"] == "tool"]
+    failed = any("validation failed" in r for r in tool_results)
+    after = len([m for m in messages if m["role"] == "assistant"]) - (
+        next(i for i, m in enumerate([m for m in messages if m["role"] == "assistant"])
+             if m["tool_calls"][0]["function"]["name"] == "submit") + 1 if failed else 0)
+    if not failed:
+        plan = [{"name": "edit_file", "arguments": {"path": "candidate/solver.py", "old": OLD, "new": BROKEN}},
+                {"name": "submit", "arguments": {"rationale": "first try"}}]
+        step = len([m for m in messages if m["role"] == "assistant"])
+    else:
+        plan = [{"name": "edit_file", "arguments": {"path": "candidate/solver.py", "old": BROKEN, "new": NEW}},
+                {"name": "submit", "arguments": {"rationale": "fixed after the smoke run failed"}}]
+        step = after
+    return {"tool_calls": [plan[step]]} if step < len(plan) else {"content": "done"}
+
+
+@pytest.mark.slow
+def test_a_failed_smoke_run_goes_back_to_the_same_conversation(small_world, tmp_path, seed):
+    with serve_scripted_chat(repairing_script) as (base, requests):
+        editor = ModelSettings(backend="openai", base_url=base, model="scripted-editor", max_retries=0)
+        state = run_graph(context(small_world, tmp_path, seed, iterations=1, editor="agent", editor_model=editor,
+                                  repair_rounds=1))
+    entry = state["history"][0]
+    assert entry["cand_score"] is not None and entry["operator"] == "agent"
+    cand = tmp_path / "run" / "harnesses" / entry["candidate"] / "solver.py"
+    assert NEW in cand.read_text() and BROKEN not in cand.read_text()
+    last = requests[-1]["messages"]
+    assert last[0]["role"] == "system" and sum(m["role"] == "system" for m in last) == 1  # one conversation
+    sent_back = [m for m in last if m["role"] == "tool" and "validation failed" in m["content"]]
+    assert sent_back and "boom" in sent_back[0]["content"]
+    events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events if e["node"] == "validate"] == ["sent back", "passed"]
