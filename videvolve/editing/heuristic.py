@@ -134,6 +134,6 @@ class HeuristicEditor:
         tools.log({"kind": "decision", "operator": op.name, "why": note.lstrip("; ")})
         proposal = self._proposal(inp, op, score, note)
         proposal.workspace = str(tools.root)
-        for path, content in proposal.edits.items():
-            tools.call("write_file", {"path": f"candidate/{path}", "content": content or ""})
+        for rel, new in proposal.edits.items():  # the workspace shows what was submitted
+            tools.call("write_file", {"path": f"candidate/{rel}", "content": new or ""})
         return proposal

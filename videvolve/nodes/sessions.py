@@ -93,11 +93,11 @@ class Sessions:
         return tools
 
     def _diffs(self, inp: EditorInput) -> dict[str, str]:
-        out = {}
+        out: dict[str, str] = {}
         for h in inp.history:
             cand = h.get("candidate")
             manifest = self.run.harness_dir(cand) / "manifest.json" if cand else None
-            if manifest is not None and manifest.exists():
+            if cand and manifest is not None and manifest.exists():
                 out[cand] = json.loads(manifest.read_text()).get("revision", {}).get("diff", "")
         return out
 
