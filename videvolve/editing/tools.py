@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 from videvolve.editing.base import EditorInput, PastDiagnosis, Proposal, check_edit
 from videvolve.editing.probe import ProbeArgs, leaks_gold, run_probe
 from videvolve.editing.workspace import EditorLimits, candidate_edits
-from videvolve.errors import HarnessError
+from videvolve.errors import HarnessError, VidevolveError
 from videvolve.evaluation.results import TaskResult
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
@@ -144,7 +144,7 @@ def tools_doc() -> str:
     return "\n".join(lines)
 
 
-class ToolRefused(Exception):
+class ToolRefused(VidevolveError):
     """A tool call that cannot be done; its message goes back to the editor."""
 
 
