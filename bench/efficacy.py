@@ -1,10 +1,16 @@
-"""Does evolution help on data it never saw? The demo's comparison on three world seeds, in one run.
+"""Does evolution help on data it never saw? Does prototyping with trials make the heuristic editor better?
 
-For each seed: a SynthWorld (12 videos of 10 minutes, 20 questions each), `evolve` from `uniform` with SimVLM and
-the heuristic editor for 6 iterations, then the seed and the evolved harness on the held-out test split, with
-paired tests (bootstrap on the per-question score and on grounding IoU, exact McNemar on mcq).
+``--compare seed`` (the demo's comparison): for each world seed a SynthWorld (12 videos of 10 minutes, 20 questions
+each), `evolve` from `uniform` with SimVLM and the heuristic editor for 6 iterations, then the seed and the evolved
+harness on the held-out test split, with paired tests (bootstrap on the per-question score and on grounding IoU,
+exact McNemar on mcq).
 
-Usage: ``python bench/efficacy.py [--seeds 0 1 2] [--iterations 6]``
+``--compare editors``: on the same worlds, the heuristic editor that prototypes its best operators with trials on
+the batch (the default) against ``--no-trials`` (its first guess goes to the gate): accepted / tried, selection-set
+evaluations, trial task runs, the best harness's test mcq accuracy, grounding mIoU, visual tokens and frames per
+question, and the paired bootstrap and McNemar tests between the two best harnesses on the same test questions.
+
+Usage: ``python bench/efficacy.py [--compare seed|editors] [--seeds 0 1 2] [--iterations 6]``
 """
 
 from __future__ import annotations
@@ -22,10 +28,14 @@ from rich.table import Table
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
 from videvolve.evaluation.experiment import compare_on_test
+from videvolve.evaluation.solve import solve_tasks
 from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
+from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
+from videvolve.skill_library.harness import load_harness
+from videvolve.tasks import read_tasks
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "efficacy"
 console = Console(width=150)
@@ -35,7 +45,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--compare", choices=["seed", "editors"], default="seed")
+    parser.add_argument("--no-trials", action="store_true", help="--compare seed with the editor's first guesses")
     args = parser.parse_args()
+    if args.compare == "editors":
+        return editors(args.seeds, args.iterations)
     table = Table(title=f"evolved vs seed (uniform) on held-out test splits, {args.iterations} iterations each")
     for col in ("world seed", "accepted / tried", "mcq acc. seed -> evolved", "McNemar p", "grounding mIoU "
                 "seed -> evolved", "bootstrap p", "frames/q seed -> evolved", "minutes"):
@@ -50,7 +64,8 @@ def main() -> int:
             generate_world(root / "world", videos=12, minutes=10, seed=seed, questions=20)
         ctx = Context(run_dir=str(root / "run"), run_id=f"efficacy{seed}", tasks=str(root / "world" / "tasks.jsonl"),
                       seed_harness="uniform", memory=str(root / "memory"), iterations=args.iterations, batch=8,
-                      seed=seed, runtime=RuntimeSettings(concurrency=2), cache=str(root / "cache.sqlite"))
+                      seed=seed, runtime=RuntimeSettings(concurrency=2), cache=str(root / "cache.sqlite"),
+                      no_trials=args.no_trials)
         final = evolve(ctx)
         history = final.get("history", [])
         cmp = compare_on_test(root / "run", SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2))
@@ -71,6 +86,67 @@ def main() -> int:
     console.print(f"{'PASS' if ok else 'FAIL'}: on every seed the evolved harness has higher mcq accuracy and "
                   "grounding mIoU on the test split, within +10 % frames")
     return 0 if ok else 1
+
+
+# ---- the prototyping heuristic editor (trials on the batch) against its first guess (--no-trials) ----
+
+
+def selection_evaluations(run: Path) -> int:
+    """(version, selection question) evaluations a run paid for."""
+    return sum(1 for _ in run.glob("evals/*/selection/results/*.json"))
+
+
+def editors(seeds: list[int], iterations: int) -> int:
+    """Both editors from the same seed harness on the same world; their best harnesses on the test split, paired."""
+    table = Table(title=f"heuristic editor with trials vs --no-trials, {iterations} iterations, test split")
+    for col in ("world seed", "editor", "accepted / tried", "selection evals", "trial task runs", "mcq acc.",
+                "grounding mIoU", "visual tokens / q", "frames / q", "score diff (trials - no) [p]", "McNemar p"):
+        table.add_column(col, justify="right")
+    rows = []
+    for seed in seeds:
+        root = CACHE / f"seed{seed}"
+        if not (root / "world" / "tasks.jsonl").exists():
+            generate_world(root / "world", videos=12, minutes=10, seed=seed, questions=20)
+        test = [t for t in read_tasks(root / "world" / "tasks.jsonl") if t.split == "test"]
+        out: dict[str, dict] = {}
+        for name, no_trials in (("trials", False), ("no-trials", True)):
+            run = root / f"editor-{name}"
+            shutil.rmtree(run, ignore_errors=True)
+            shutil.rmtree(root / f"memory-{name}", ignore_errors=True)
+            ctx = Context(run_dir=str(run), run_id=f"efficacy{seed}-{name}", tasks=str(root / "world" / "tasks.jsonl"),
+                          seed_harness="uniform", memory=str(root / f"memory-{name}"), iterations=iterations,
+                          batch=8, seed=seed, no_trials=no_trials, runtime=RuntimeSettings(concurrency=2),
+                          cache=str(root / "cache.sqlite"))
+            final = evolve(ctx)
+            history = final.get("history", [])
+            cmp = compare_on_test(run, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2))
+            best = load_harness(run / "harnesses" / cmp.best["version"])
+            results = solve_tasks(best, test, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2),
+                                  run / "test" / best.version_id)  # stored by compare_on_test: read back
+            out[name] = {"history": history, "spent": final.get("spent", {}), "best": cmp.best, "results": results,
+                         "selection": selection_evaluations(run)}
+        a, b = out["trials"]["results"], out["no-trials"]["results"]
+        overall = paired_bootstrap([y.score for y in b], [x.score for x in a])
+        m = [(y.score == 1, x.score == 1) for x, y in zip(a, b, strict=True) if x.kind == "mcq"]
+        mc = mcnemar([u for u, _ in m], [v for _, v in m]).p_value if m else None
+        for name in ("trials", "no-trials"):
+            o = out[name]
+            accepted = sum(1 for h in o["history"] if h["decision"] == "accepted")
+            tried = sum(1 for h in o["history"] if h["decision"] in ("accepted", "rejected", "dropped"))
+            s = o["best"]
+            tokens = s["image_tokens_per_question"] + s["video_tokens_per_question"]
+            diff = f"{overall.diff:+.3f} [{overall.p_value:.3f}]" if name == "trials" else ""
+            mcp = f"{mc:.3f}" if name == "trials" and mc is not None else ""
+            table.add_row(str(seed), name, f"{accepted} / {tried}", str(o["selection"]),
+                          str(int(o["spent"].get("editor_trial_tasks", 0))), f"{s['mcq']['accuracy']:.3f}",
+                          f"{s['grounding']['miou']:.3f}", f"{tokens:,.0f}", f"{s['frames_per_question']:.1f}", diff,
+                          mcp)
+            rows.append({"seed": seed, "editor": name, "accepted": accepted, "tried": tried,
+                         "selection_evaluations": o["selection"], "spent": o["spent"], "best": s,
+                         "score_diff_trials_minus_no": overall.diff, "score_p": overall.p_value, "mcnemar_p": mc})
+        console.print(table)
+    (CACHE / "editors.json").write_text(json.dumps(rows, indent=1, default=float))
+    return 0
 
 
 if __name__ == "__main__":

@@ -73,6 +73,18 @@ def test_editor_never_sees_selection_and_never_opens_its_results(small_world, tm
             assert needle not in blob, (needle, blob[max(0, blob.find(needle) - 300): blob.find(needle) + 100])
     assert opened, "the audit hook saw the edit node work"
     assert not [p for p in opened if "/selection" in p], [p for p in opened if "/selection" in p]
+    workspaces = tmp_path / "run" / "workspaces"  # every file the editor and its tools wrote or returned
+    texts = [p.read_text(errors="replace") for p in workspaces.rglob("*") if p.is_file() and p.suffix != ".png"]
+    assert any("trial" in t for t in texts) and (workspaces / "0-0" / "TASK.md").is_file()
+    blob = "\n".join(texts)
+    for t in selection:  # question templates repeat across splits: a question counts with its options
+        for needle in (t.id, t.video, f'"{t.video_id}"'):
+            assert needle not in blob, needle
+    train = {t.id for t in small_world.tasks if t.split == "train"}
+    shown = [json.loads(p.read_text()) for p in workspaces.glob("*/traces/*/task.json")]
+    assert shown and {s["task_id"] for s in shown} <= train
+    assert not {(s["question"], tuple(s["options"] or ())) for s in shown} & {
+        (t.question, tuple(t.options or ())) for t in selection}
     lineage = [json.loads(x) for x in (tmp_path / "run" / "lineage.jsonl").read_text().splitlines()]
     assert lineage[0]["decision"] == "seed" and (tmp_path / "run" / "best" / "solver.py").exists()
 

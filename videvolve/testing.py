@@ -7,6 +7,7 @@ to survive H.264 compression and downscaling, so a test can tell exactly which f
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 
 import httpx
 import numpy as np
+from fastapi import FastAPI, Request
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from PIL import Image
@@ -212,3 +214,53 @@ class FakeRun:
 
 def _fake_run_is_an_evaluator(run: FakeRun) -> Evaluator:  # mypy checks the fake against the protocol
     return run
+
+
+@contextlib.contextmanager
+def serve_scripted_chat(script: Callable[[list[dict[str, Any]]], dict[str, Any]],
+                        model: str = "scripted-editor") -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A real OpenAI-compatible HTTP server on 127.0.0.1 whose replies come from ``script(messages)``.
+
+    ``script`` returns an assistant message (``{"content": ..., "tool_calls": [{"name", "arguments"}]}``) for
+    the request's messages, so a test can script a tool-calling model that reads its tool results. Yields the
+    base URL and the list of requests received.
+    """
+    import threading
+
+    import uvicorn
+
+    app = FastAPI()
+    requests: list[dict[str, Any]] = []
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> dict[str, Any]:
+        payload = await request.json()
+        requests.append(payload)
+        out = script(payload["messages"])
+        calls = [{"id": f"call_{len(requests)}_{i}", "type": "function",
+                  "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
+                               else json.dumps(c["arguments"])}} for i, c in enumerate(out.get("tool_calls", []))]
+        message = {"role": "assistant", "content": out.get("content") or None, **({"tool_calls": calls} if calls
+                                                                                 else {})}
+        return {"id": f"chatcmpl-{len(requests)}", "object": "chat.completion", "created": int(time.time()),
+                "model": model, "choices": [{"index": 0, "message": message,
+                                             "finish_reason": "tool_calls" if calls else "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(100):
+        if server.started:
+            break
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/v1", requests
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

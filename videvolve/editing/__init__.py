@@ -1,4 +1,4 @@
-"""Editors: propose harness revisions from diagnoses (heuristic offline, or an LLM)."""
+"""Editors: propose harness revisions from diagnoses (heuristic offline, an LLM, or a tool-calling agent)."""
 
 from videvolve.editing.base import Editor, EditorInput, PastDiagnosis, Proposal, read_files, write_candidate
 from videvolve.editing.heuristic import HeuristicEditor

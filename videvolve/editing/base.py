@@ -45,6 +45,7 @@ class EditorInput(BaseModel):
     feedback: str | None = Field(None, description="why the previous proposal failed validation")
     tried: list[str] = Field(default_factory=list, description="operators already tried on this incumbent")
     gate_rule: str = Field("", description="the gate's rule in words, with this run's thresholds and cost metric")
+    gate: dict[str, Any] = Field(default_factory=dict, description="the rule's numbers: alpha, beta, eps, metric")
 
 
 class Proposal(BaseModel):
@@ -56,6 +57,7 @@ class Proposal(BaseModel):
     preserve: str = ""
     edits: dict[str, str | None] = Field(description="path -> new content (None deletes the file)")
     diagnoses: list[str] = Field(default_factory=list)
+    workspace: str = Field("", description="the workspace folder it was made in (empty: none)")
 
 
 class Editor(Protocol):

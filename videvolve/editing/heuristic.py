@@ -1,11 +1,20 @@
-"""The heuristic editor: chooses an operator by the diagnoses' categories and by what worked before (memory)."""
+"""The heuristic editor: chooses an operator by the diagnoses' categories and by what worked before (memory).
+
+With a workspace (the default) it prototypes its best few operators with the ``trial`` tool on training tasks of
+this batch and submits the one that helps most there (Meta-Harness's mandatory prototyping); the trials are capped
+(operators x tasks). ``trials=False`` (``--no-trials``) sends its first guess to the gate, as it always did.
+"""
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from typing import Any
 
-from videvolve.editing.base import EditorInput, Proposal
+from videvolve.editing.base import EditorInput, Proposal, read_files
 from videvolve.editing.operators import CATALOGUE, Operator, config_of
+from videvolve.editing.tools import EditorTools
 
 MEMORY_WEIGHT = 0.5
 """How much one similar past diagnosis moves an operator's score (+ if its revision was accepted, - if not)."""
@@ -32,28 +41,99 @@ def score_operators(inp: EditorInput) -> list[tuple[float, Operator]]:
     return [(s, op) for s, _, op in scored]
 
 
+def passes_on_trial(report: dict[str, Any], gate: dict[str, Any]) -> bool:
+    """Whether the gate's rule, applied to a trial against the parent on the same tasks, would accept."""
+    if not gate:
+        return True
+    key = "frames" if gate.get("metric") == "frames" else "visual_tokens"
+    c, c_new = report[f"parent_mean_{key}"], report[f"mean_{key}"]
+    gain = report["mean_difference_vs_parent"] or 0.0
+    if gain > 0:
+        return bool(c_new <= (1 + gate["alpha"]) * c + 1e-9)
+    return bool(gain >= -gate["eps"] and c > 0 and c_new <= (1 - gate["beta"]) * c + 1e-9)
+
+
+def candidates(inp: EditorInput) -> list[tuple[float, Operator]]:
+    """The operators worth proposing, best first: those the diagnoses call for, else a cost cut."""
+    ranked = score_operators(inp)
+    if not inp.diagnoses:
+        ranked = [(s, op) for s, op in ranked if op.name == "sparser_sampling"]
+    return [(s, op) for s, op in ranked if s > 0] or [(s, op) for s, op in ranked if op.name == "sparser_sampling"]
+
+
 class HeuristicEditor:
     """Works offline; every proposal is a bounded diff of the incumbent's files."""
 
-    last_failure: str | None = None
+    def __init__(self, trials: bool = False, operators: int = 3, tasks: int = 4) -> None:
+        self.trials, self.operators, self.tasks = trials, operators, tasks
+        self.last_failure: str | None = None
+        self.open: Callable[..., EditorTools] | None = None
 
     def propose(self, inp: EditorInput) -> Proposal | None:
-        """The best-scoring applicable operator; with no failures, a cost cut; None when nothing is left."""
-        ranked = score_operators(inp)
-        if not inp.diagnoses:
-            ranked = [(s, op) for s, op in ranked if op.name == "sparser_sampling"]
-        positive = [(s, op) for s, op in ranked if s > 0] or [(s, op) for s, op in ranked
-                                                             if op.name == "sparser_sampling"]
+        """The best operator (by trial on the batch when trials are on); None when nothing is left."""
+        positive = candidates(inp)
         if not positive:
-            self.last_failure = ("the heuristic editor has no operator left to try on this version" if not ranked else
+            self.last_failure = ("the heuristic editor has no operator left to try on this version"
+                                 if not score_operators(inp) else
                                  "no untried operator addresses this batch's diagnoses")
             return None
-        score, op = positive[0]
+        tools = self.open(inp) if self.open is not None else None
+        if tools is None or not self.trials or len(positive) == 1:
+            score, op = positive[0]
+            proposal = self._proposal(inp, op, score)
+            if tools is not None:
+                tools.log({"kind": "decision", "operator": op.name, "why": "first choice (no trials)"})
+                proposal.workspace = str(tools.root)
+            return proposal
+        return self._prototype(inp, tools, positive[: self.operators])
+
+    def _proposal(self, inp: EditorInput, op: Operator, score: float, trial: str = "") -> Proposal:
         edits = op.apply(inp.files, config_of(inp.files)) or {}
         counts = Counter(d.category for d in inp.diagnoses)
         why = ", ".join(f"{k} {v}" for k, v in counts.most_common()) or "no failures in this batch"
         return Proposal(
-            operator=op.name, rationale=f"{op.summary} (score {score:.2f}; diagnoses: {why})",
+            operator=op.name, rationale=f"{op.summary} (score {score:.2f}; diagnoses: {why}){trial}",
             applies_when="; ".join(sorted({d.applies_when for d in inp.diagnoses if op.weights.get(d.category)}))[:500],
             preserve="; ".join(sorted({d.preserve for d in inp.diagnoses}))[:300], edits=dict(edits),
             diagnoses=[d.id for d in inp.diagnoses if op.weights.get(d.category)])
+
+    def _trial_tasks(self, inp: EditorInput, tools: EditorTools) -> list[str]:
+        failed = [d.task_id for d in inp.diagnoses if d.task_id in tools.env.tasks]
+        rest = [t for t in tools.env.tasks if t not in failed]
+        return list(dict.fromkeys(failed + rest))[: self.tasks]
+
+    def _prototype(self, inp: EditorInput, tools: EditorTools, ops: list[tuple[float, Operator]]) -> Proposal | None:
+        """Trial each operator on the same tasks; submit the one the gate's rule would take there, gaining most."""
+        tasks = self._trial_tasks(inp, tools)
+        parent = read_files(tools.env.parent_dir)
+        tried: list[tuple[bool, float, float, int, float, Operator, dict[str, Any]]] = []
+        for i, (score, op) in enumerate(ops):
+            edits = op.apply(inp.files, config_of(inp.files)) or {}
+            for path, content in edits.items():
+                tools.call("write_file", {"path": f"candidate/{path}", "content": content})
+            text, ok = tools.call("trial", {"tasks": tasks})
+            for path in edits:  # back to the parent for the next prototype
+                tools.call("write_file", {"path": f"candidate/{path}", "content": parent.get(path, "")})
+            if not ok:
+                tools.log({"kind": "decision", "operator": op.name, "why": f"no trial: {text[:300]}"})
+                continue
+            report = json.loads(text)
+            gain = report["mean_difference_vs_parent"] or 0.0
+            tried.append((passes_on_trial(report, inp.gate), gain, -report["mean_visual_tokens"], -i, score, op,
+                          report))
+        if not tried:
+            score, op = ops[0]
+            return self._proposal(inp, op, score, " (no trial could run)").model_copy(
+                update={"workspace": str(tools.root)})
+        tried.sort(key=lambda x: x[:4], reverse=True)
+        passes, gain, _, _, score, op, report = tried[0]
+        others = ", ".join(f"{t[5].name} {t[1]:+.3f}{'' if t[0] else ' (fails the rule)'}" for t in tried[1:])
+        note = (f"; trial on {len(tasks)} training tasks: {gain:+.3f} vs the parent, {report['mean_frames']:.1f} "
+                f"frames, {'passes' if passes else 'fails'} the gate's rule there" +
+                (f" (others: {others})" if others else ""))
+        tools.log({"kind": "decision", "operator": op.name, "why": note.lstrip("; ")})
+        proposal = self._proposal(inp, op, score, note)
+        proposal.workspace = str(tools.root)
+        for rel, new in proposal.edits.items():  # the workspace shows what was submitted
+            tools.call("write_file", {"path": f"candidate/{rel}", "content": new or ""})
+        return proposal

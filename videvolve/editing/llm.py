@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 from pydantic import BaseModel, Field, ValidationError
 
 from videvolve.editing.base import EditorInput, Proposal
+from videvolve.editing.tools import EditorTools
 from videvolve.models.base import VLM
 from videvolve.models.parsing import strip_think
 
@@ -78,13 +80,17 @@ class LLMEditor:
         self.vlm = vlm
         self.retries = retries
         self.last_failure: str | None = None
+        self.open: Callable[..., EditorTools] | None = None
 
     def propose(self, inp: EditorInput) -> Proposal | None:
         """One revision, or None when the model gives nothing usable."""
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _prompt(inp)}]
         self.last_failure = None
+        tools = self.open(inp) if self.open is not None else None
         for attempt in range(self.retries + 1):
             reply = self.vlm.complete(messages)
+            if tools is not None:
+                tools.log({"kind": "assistant", "round": attempt + 1, "text": reply.text[:4000], "calls": []})
             try:
                 rev = parse_revision(reply.text)
             except (ValueError, ValidationError) as exc:
@@ -95,7 +101,12 @@ class LLMEditor:
                              {"role": "user", "content": f"That did not parse ({str(exc)[:300]}). Reply with the "
                                                          "JSON object only."}]
                 continue
+            if tools is not None:  # the candidate folder shows the revision; path refusals come from the edit node
+                for e in rev.edits:
+                    tools.call("write_file", {"path": f"candidate/{e.path}", "content": e.content})
             return Proposal(operator="llm", rationale=rev.rationale, applies_when=rev.applies_when,
                             preserve=rev.preserve, edits={e.path: e.content for e in rev.edits},
-                            diagnoses=[d.id for d in inp.diagnoses])
+                            diagnoses=[d.id for d in inp.diagnoses], workspace=str(tools.root) if tools else "")
+        if tools is not None:
+            tools.log({"kind": "failure", "reason": self.last_failure})
         return None

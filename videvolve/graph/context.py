@@ -22,8 +22,24 @@ class Context(BaseModel):
     memory: str = Field(str(Path.home() / ".videvolve" / "memory"), description="diagnosis memory shared by runs")
     model: ModelSettings = Field(default_factory=ModelSettings, description="the frozen solver model")
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
-    editor: Literal["heuristic", "llm"] = Field("heuristic", description="heuristic works offline")
-    editor_model: ModelSettings | None = Field(None, description="model for the llm editor (default: the solver)")
+    editor: Literal["heuristic", "llm", "agent"] = Field(
+        "heuristic", description="heuristic works offline (it prototypes with trials); llm: one-shot revision by a "
+        "model; agent: a tool-calling model in a workspace")
+    editor_model: ModelSettings | None = Field(None, description="model of the llm and agent editors (default: the "
+                                               "solver)")
+    editor_rounds: int = Field(16, ge=1, description="model turns an agent editor gets per proposal (repairs included)")
+    editor_trial_tasks: int = Field(16, ge=0, description="training-task runs the editor's trials may make per "
+                                    "proposal")
+    editor_probes: int = Field(8, ge=0, description="perception probes the editor may make per proposal")
+    editor_visual_tokens: int | None = Field(None, description="visual tokens the editor's trials and probes may "
+                                             "spend per proposal (default: no cap)")
+    editor_timeout: float = Field(900.0, description="wall-clock seconds of one proposal of an agent editor")
+    workspace_images: int = Field(24, ge=0, description="images of what the model was shown written per training "
+                                  "task into the editor's workspace")
+    no_trials: bool = Field(False, description="the heuristic editor sends its first choice to the gate without "
+                            "prototyping it")
+    trial_operators: int = Field(3, ge=1, description="operators the heuristic editor prototypes with trials")
+    trial_batch: int = Field(4, ge=1, description="training tasks of the batch each prototype trial runs on")
     investigator_model: ModelSettings | None = Field(None, description="model for probes (default: the solver)")
     iterations: int = Field(6, ge=0, description="revisions to try")
     hours: float | None = Field(None, description="stop after this much wall-clock time")

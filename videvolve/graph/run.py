@@ -136,6 +136,10 @@ def open_run(ctx: Context) -> Run:
     excluded = {t.video_id for t in tasks if t.split not in ("train",)}
     train, selection = with_proxies(train, ctx.proxy), with_proxies(selection, ctx.proxy)
     del tasks  # the test split is never used by evolve
+    if ctx.editor == "agent" and (ctx.editor_model or ctx.model).backend == "sim":
+        raise UsageError("--editor agent needs a model that calls tools, and SimVLM calls none: give the editor an "
+                         "OpenAI-compatible endpoint with --editor-base-url (and --editor-model), or use "
+                         "--editor heuristic")
     vlm = make_vlm(ctx.model)
     probe = make_vlm(ctx.investigator_model) if ctx.investigator_model else vlm
     cache = None if ctx.no_cache else ResponseCache(ctx.cache or default_cache_path())

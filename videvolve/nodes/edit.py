@@ -7,17 +7,21 @@ parent's files are never modified. Chain search asks for one candidate, mcts for
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from videvolve.editing import EditorInput, HeuristicEditor, LLMEditor, PastDiagnosis, read_files, write_candidate
+from videvolve.editing.agent import AgentEditor
 from videvolve.editing.base import Editor
 from videvolve.errors import HarnessError
 from videvolve.graph.context import Context
 from videvolve.graph.run import Run, get_run
 from videvolve.graph.state import State
 from videvolve.models import make_vlm
+from videvolve.nodes.sessions import Sessions
 from videvolve.search.gate import rule_text
 from videvolve.search.history import entries, for_editor
 
@@ -38,18 +42,23 @@ def editor_input(run: Run, state: State) -> EditorInput:
     if state.get("feedback"):
         tried += [op for op in state.get("operators", {}).values() if op]
     ctx = run.ctx
-    rule = rule_text(ctx.alpha, ctx.beta, ctx.eps if ctx.eps is not None else 1 / len(run.selection),
-                     ctx.cost_metric)
+    eps = ctx.eps if ctx.eps is not None else 1 / len(run.selection)
+    rule = rule_text(ctx.alpha, ctx.beta, eps, ctx.cost_metric)
     return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
                        similar=sorted(similar.values(), key=lambda p: (-p.similarity, p.diagnosis.id))[:10],
-                       history=history, feedback=state.get("feedback"), tried=sorted(set(tried)), gate_rule=rule)
+                       history=history, feedback=state.get("feedback"), tried=sorted(set(tried)), gate_rule=rule,
+                       gate={"alpha": ctx.alpha, "beta": ctx.beta, "eps": eps, "metric": ctx.cost_metric})
 
 
 def make_editor(run: Run) -> Editor:
     """The editor the run's settings ask for."""
-    if run.ctx.editor == "llm":
-        return LLMEditor(make_vlm(run.ctx.editor_model) if run.ctx.editor_model else run.vlm)
-    return HeuristicEditor()
+    ctx = run.ctx
+    model = make_vlm(ctx.editor_model) if ctx.editor_model else run.vlm
+    if ctx.editor == "llm":
+        return LLMEditor(model)
+    if ctx.editor == "agent":
+        return AgentEditor(model, rounds=ctx.editor_rounds)
+    return HeuristicEditor(trials=not ctx.no_trials, operators=ctx.trial_operators, tasks=ctx.trial_batch)
 
 
 def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -57,6 +66,9 @@ def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     run, ctx = get_run(runtime.context), runtime.context
     it, parent = state["iteration"], state["parent"]
     editor = make_editor(run)
+    sessions = Sessions(run, state)
+    if hasattr(editor, "open"):  # drivers that work in a workspace get one per proposal
+        setattr(editor, "open", sessions.open)  # noqa: B010
     inp = editor_input(run, state)
     want = ctx.children if ctx.search == "mcts" else 1
     candidates: list[str] = []
@@ -77,11 +89,18 @@ def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             continue
         candidates.append(version)
         operators[version] = proposal.operator
+        if proposal.workspace:
+            (Path(proposal.workspace) / "submitted.json").write_text(json.dumps({"version": version}) + "\n")
         run.event(it, "edit", "proposal", parent=parent, candidate=version, operator=proposal.operator,
-                  rationale=proposal.rationale)
+                  rationale=proposal.rationale, workspace=_rel(run, proposal.workspace))
     why = None
     if not candidates and not dropped:
         why = editor.last_failure or "the editor had nothing to propose"
-        run.event(it, "edit", "no proposal", parent=parent, why=why)
+        run.event(it, "edit", "no proposal", parent=parent, why=why,
+                  workspace=_rel(run, str(sessions.opened[-1].root)) if sessions.opened else None)
     return {"candidates": candidates, "operators": operators, "dropped": dropped, "feedback": None,
-            "no_proposal": why}
+            "no_proposal": why, "spent": sessions.spent()}
+
+
+def _rel(run: Run, workspace: str) -> str | None:
+    return Path(workspace).relative_to(run.root).as_posix() if workspace else None

@@ -12,6 +12,7 @@ from jinja2 import Environment, StrictUndefined
 
 from videvolve.media import contact_sheet, frames_at
 from videvolve.report import plots
+from videvolve.report.proposals import proposals
 from videvolve.search.history import GateEntry
 from videvolve.tasks import read_tasks
 
@@ -128,7 +129,7 @@ def build_report(run: str | Path) -> Path:
     comparison = run / "test" / COMPARISON
     heldout = json.loads(comparison.read_text()) if comparison.is_file() else None
     html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=versions,
-                           heldout=heldout, tokens=_token_ledger(run),
+                           heldout=heldout, tokens=_token_ledger(run), proposals=proposals(run, out),
                            diagnoses=diagnoses, traces=_traces(run, settings, out), best=best.get("version", "?"),
                            best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)
     (out / "index.html").write_text(html, encoding="utf-8")

@@ -1,0 +1,112 @@
+"""The edit node's helper: a workspace and its tools for each proposal, wired to the run's services.
+
+Only this batch's training tasks reach the tools and the workspace; trials run through the run's solve engine into
+``RUN/evals/<candidate>/train/`` (where validation's smoke run finds them again), probes through ``TaskServices``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from videvolve.editing import PastDiagnosis
+from videvolve.editing.base import EditorInput
+from videvolve.editing.tools import EditorEnv, EditorTools, tools_doc
+from videvolve.editing.workspace import EditorLimits, TraceItem, build_workspace, workspaces_root
+from videvolve.evaluation.results import TaskResult, result_path
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.graph.run import Run
+from videvolve.graph.state import State
+from videvolve.skill_library.harness import Harness
+from videvolve.tasks import Task
+
+
+def limits_of(run: Run) -> EditorLimits:
+    """The run's per-proposal editor budgets."""
+    c = run.ctx
+    return EditorLimits(rounds=c.editor_rounds, trial_tasks=c.editor_trial_tasks, probes=c.editor_probes,
+                        visual_tokens=c.editor_visual_tokens, timeout_s=c.editor_timeout, images=c.workspace_images)
+
+
+def _trace(run: Run, version: str, task_id: str) -> list[dict[str, Any]]:
+    out_dir = run.eval_dir(version, "train")
+    path = out_dir / "traces" / f"{result_path(out_dir, task_id).stem}.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
+def editor_env(run: Run, parent: str, batch: list[Task]) -> EditorEnv:
+    """The tools' view of the run: this batch's training tasks, the parent's results on them, the services."""
+    results = {t.id: r for t in batch if (r := run.stored(parent, t, "train")) is not None}
+
+    def evaluate(harness: Harness, tasks: list[Task]) -> list[TaskResult]:
+        return solve_tasks(harness, tasks, run.vlm, run.cost, run.ctx.runtime,
+                           run.eval_dir(harness.version_id, "train"), run.cache, executor=run.ctx.executor,
+                           model=run.ctx.model, ray_address=run.ctx.ray_address)
+
+    def memory_search(query: str, k: int) -> list[PastDiagnosis]:
+        return [PastDiagnosis(diagnosis=d, similarity=s)
+                for d, s in run.memory.search(query, k=k, exclude_videos=run.excluded_videos)]
+
+    return EditorEnv(parent=parent, parent_dir=run.harness_dir(parent), tasks={t.id: t for t in batch},
+                     parent_results=results, evaluate=evaluate, trace_of=lambda v, t: _trace(run, v, t),
+                     probe_vlm=run.probe_vlm, cost=run.cost, cache=run.cache,
+                     image_format=run.ctx.runtime.image_format, memory_search=memory_search)
+
+
+class Sessions:
+    """Opens one workspace per proposal of an edit step (or reopens the one a repair round goes back to)."""
+
+    def __init__(self, run: Run, state: State) -> None:
+        self.run, self.state = run, state
+        self.iteration, self.parent = state["iteration"], state["parent"]
+        by_id = {t.id: t for t in run.train}
+        self.batch = [by_id[i] for i in state.get("batch", []) if i in by_id]
+        self.limits = limits_of(run)
+        self.opened: list[EditorTools] = []
+        root = workspaces_root(run.root)
+        self.repair = self._failed_workspace(root) if state.get("feedback") else None
+        self.base = len(list(root.glob(f"{self.iteration}-*"))) if state.get("feedback") else 0
+
+    def _failed_workspace(self, root: Path) -> Path | None:
+        failed = set(self.state.get("candidates", []))
+        for ws in sorted(root.glob(f"{self.iteration}-*")):
+            sub = ws / "submitted.json"
+            if sub.exists() and json.loads(sub.read_text()).get("version") in failed:
+                return ws
+        return None
+
+    def open(self, inp: EditorInput, resume: bool = False) -> EditorTools:
+        """A workspace and its tools for the next proposal; ``resume``: the failed submission's, in a repair round."""
+        env = editor_env(self.run, self.parent, self.batch)
+        if resume and self.repair is not None and not self.opened:
+            tools = EditorTools(self.repair, env, self.limits, inp)
+            tools.resumed = True
+            (self.repair / "submitted.json").unlink(missing_ok=True)
+        else:
+            root = workspaces_root(self.run.root) / f"{self.iteration}-{self.base + len(self.opened)}"
+            items = [TraceItem(t, env.parent_results.get(t.id), _trace(self.run, self.parent, t.id))
+                     for t in self.batch]
+            build_workspace(root, env.parent_dir, inp, items, self.limits, tools_doc(), self._diffs(inp))
+            tools = EditorTools(root, env, self.limits, inp)
+        self.opened.append(tools)
+        return tools
+
+    def _diffs(self, inp: EditorInput) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for h in inp.history:
+            cand = h.get("candidate")
+            manifest = self.run.harness_dir(cand) / "manifest.json" if cand else None
+            if cand and manifest is not None and manifest.exists():
+                out[cand] = json.loads(manifest.read_text()).get("revision", {}).get("diff", "")
+        return out
+
+    def spent(self) -> dict[str, float]:
+        """What the editor's trials and probes cost in this step (added to the run's totals)."""
+        out: dict[str, float] = {}
+        for t in self.opened:
+            for key in ("model_calls", "visual_tokens", "trial_tasks", "probes"):
+                out[f"editor_{key}"] = out.get(f"editor_{key}", 0.0) + getattr(t.ledger, key)
+        out["model_calls"] = out.get("editor_model_calls", 0.0)
+        out["visual_tokens"] = out.get("editor_visual_tokens", 0.0)
+        return {k: v for k, v in out.items() if v}

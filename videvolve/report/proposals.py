@@ -1,0 +1,66 @@
+"""The report's view of the editor's workspaces.
+
+Per proposal: the condensed transcript, the trials with their scores, the probes with their images, and the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+MAX_RESULT = 600
+MAX_PROBE_IMAGES = 8
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()] if path.exists() \
+        else []
+
+
+def _step(entry: dict[str, Any]) -> dict[str, str]:
+    """One transcript entry as a row: who, what, and its (shortened) result."""
+    kind = entry.get("kind", "")
+    if kind == "tool":
+        args = {k: (v[:120] + "..." if isinstance(v, str) and len(v) > 120 else v)
+                for k, v in (entry.get("args") or {}).items()}
+        return {"who": "tool", "what": f"{entry.get('name')}({json.dumps(args)[:400]})",
+                "result": str(entry.get("result", ""))[:MAX_RESULT], "ok": "ok" if entry.get("ok") else "refused"}
+    if kind == "assistant":
+        calls = ", ".join(entry.get("calls") or []) or "no tool call"
+        return {"who": "model", "what": f"round {entry.get('round')}: {calls}",
+                "result": str(entry.get("text", ""))[:MAX_RESULT], "ok": ""}
+    return {"who": kind, "what": str(entry.get("operator") or ""),
+            "result": str(entry.get("why") or entry.get("reason") or "")[:MAX_RESULT], "ok": ""}
+
+
+def proposals(run: Path, out: Path) -> list[dict[str, Any]]:
+    """Every workspace of a run, in order, with probe images copied under ``out/workspaces/``."""
+    shown = []
+    folders = sorted((run / "workspaces").glob("*-*"),
+                     key=lambda p: tuple(int(x) if x.isdigit() else 0 for x in p.name.split("-")))
+    for ws in folders:
+        submitted = json.loads((ws / "submitted.json").read_text()) if (ws / "submitted.json").exists() else {}
+        version = submitted.get("version")
+        manifest = run / "harnesses" / str(version) / "manifest.json"
+        diff = json.loads(manifest.read_text()).get("revision", {}).get("diff", "") if version and \
+            manifest.exists() else ""
+        trials = [json.loads(p.read_text()) for p in sorted((ws / "trials").glob("*.json"))]
+        probes = []
+        for p in sorted((ws / "probes").glob("*/probe.json")):
+            probe = json.loads(p.read_text())
+            images = []
+            for rel in probe.get("images", [])[:MAX_PROBE_IMAGES]:
+                src = ws / rel
+                if src.is_file():
+                    dest = out / "workspaces" / ws.name / rel
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, dest)
+                    images.append(f"workspaces/{ws.name}/{rel}")
+            probes.append({**probe, "images": images})
+        iteration, _, n = ws.name.partition("-")
+        shown.append({"name": ws.name, "iteration": int(iteration) + 1 if iteration.isdigit() else iteration,
+                      "n": n, "version": version, "diff": diff, "trials": trials, "probes": probes,
+                      "steps": [_step(e) for e in _lines(ws / "transcript.jsonl")]})
+    return shown
