@@ -93,6 +93,10 @@ class Task(BaseModel):
     split: str | None = Field(default=None, description="train | selection | test (or any name)")
     source: str = Field(default="custom", description="benchmark the task comes from")
     meta: dict[str, Any] = Field(default_factory=dict)
+    transcript: str | None = Field(None, description="optional: a subtitle file (.srt, .vtt, or LongVideoBench's "
+                                   ".json; relative to the tasks file); default: <video stem>.vtt/.srt beside it")
+    transcript_offset: float = Field(0.0, description="seconds subtracted from every subtitle time (LongVideoBench's "
+                                     "starting_timestamp_for_subtitles)")
 
     @model_validator(mode="after")
     def _kind_matches_answer(self) -> Task:
@@ -188,13 +192,17 @@ def read_tasks(path: str | Path) -> list[Task]:
             problems.append((lineno, f"{path}:{lineno}: duplicate task id {task.id!r} (first on line {seen[task.id]})"))
             continue
         seen[task.id] = lineno
-        video = Path(task.video)
-        if not video.is_absolute():
-            task = task.model_copy(update={"video": str((path.parent / video).resolve())})
-        tasks.append(task)
+        tasks.append(_resolved(task, path.parent))
     if problems:
         raise TaskFormatError(path, [msg for _, msg in sorted(problems)])
     return tasks
+
+
+def _resolved(task: Task, base: Path) -> Task:
+    """The task with its video and transcript paths resolved against the tasks file's folder."""
+    update = {k: str((base / v).resolve()) for k, v in (("video", task.video), ("transcript", task.transcript))
+              if v and not Path(v).is_absolute()}
+    return task.model_copy(update=update) if update else task
 
 
 def write_tasks(tasks: Iterable[Task], path: str | Path) -> Path:
@@ -208,9 +216,13 @@ def write_tasks(tasks: Iterable[Task], path: str | Path) -> Path:
     with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as fh:
         for task in tasks:
             data = task.model_dump(mode="json")
-            video = Path(task.video)
-            if video.is_absolute() and video.resolve().is_relative_to(base):
-                data["video"] = str(video.resolve().relative_to(base))
+            for key in ("video", "transcript"):
+                file = Path(data[key]) if data.get(key) else None
+                if file is not None and file.is_absolute() and file.resolve().is_relative_to(base):
+                    data[key] = str(file.resolve().relative_to(base))
+            if data.get("transcript") is None:  # files without transcripts stay as they were
+                data.pop("transcript", None)
+                data.pop("transcript_offset", None)
             fh.write(json.dumps(data, ensure_ascii=False) + "\n")
     tmp.replace(path)
     return path

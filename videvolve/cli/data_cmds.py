@@ -130,8 +130,12 @@ def _warnings(tasks: Sequence[Task], check_videos: bool) -> list[str]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """``videvolve tasks validate``: exit 2 on invalid records, 0 otherwise (warnings printed)."""
+    from videvolve.datasets.transcripts import TranscriptFormatError, check_transcripts
     from videvolve.tasks import read_tasks, summarize
     tasks = read_tasks(args.file)
+    bad_transcripts = check_transcripts(tasks)
+    if bad_transcripts:
+        raise TranscriptFormatError(args.file, bad_transcripts)
     summary = summarize(tasks)
     warnings = _warnings(tasks, not args.no_videos)
     if args.json:

@@ -79,3 +79,19 @@ def build_tasks(path: Path, records: list[dict[str, Any]],
         raise TaskFormatError(path, problems)
     return tasks
 
+
+
+def find_subtitles(annotations: Path, videos_dir: Path, names: list[str]) -> str | None:
+    """A benchmark's own subtitle file, by name, in its usual folders (None when absent).
+
+    ``subtitle/`` or ``subtitles/`` beside the videos folder, inside it, or beside the annotation file (Video-MME
+    unpacks ``subtitle.zip`` into ``subtitle/``, LongVideoBench ships ``subtitles/``), then the videos folder.
+    """
+    folders = [d / sub for d in (videos_dir.parent, videos_dir, annotations.parent)
+               for sub in ("subtitle", "subtitles")]
+    for name in names:
+        for folder in [*folders, videos_dir]:
+            candidate = folder / name
+            if name and candidate.is_file():
+                return str(candidate.resolve())
+    return None

@@ -22,7 +22,7 @@ from videvolve.datasets.benchmarks.registry import (
     write_json,
     write_jsonl,
 )
-from videvolve.datasets.loaders import build_tasks, find_video, read_json_records
+from videvolve.datasets.loaders import build_tasks, find_subtitles, find_video, read_json_records
 from videvolve.errors import TaskFormatError
 from videvolve.metrics import mcq_accuracy, mlvu_m_avg
 from videvolve.metrics.mcq import parse_lvbench, parse_mlvu
@@ -121,14 +121,22 @@ def read_lenient_json(path: Path) -> Any:
 
 
 def _videomme_load(path: Path, videos: Path, meta: Path | None) -> list[Task]:
-    records = [{**q, "video_id": v["video_id"], "category": v.get("duration"), "domain": v.get("domain")}
+    records = [{"videoID": v.get("videoID"), **q, "video_id": v["video_id"], "category": v.get("duration"),
+                "domain": v.get("domain")}
                for v in read_lenient_json(path) for q in v.get("questions", [])]
+    subtitles: dict[str, str | None] = {}  # the subtitle of a video: subtitle/<YouTube videoID or video_id>.srt
+
+    def subtitle(r: dict[str, Any]) -> str | None:
+        names = [f"{r[k]}.srt" for k in ("videoID", "video_id") if r.get(k)]
+        return subtitles.setdefault(names[0], find_subtitles(path, videos, names)) if names else None
+
     return build_tasks(path, records, lambda r: {
         "id": f"videomme-{r['question_id']}", "video_id": str(r["video_id"]),
         "video": str(find_video(videos, str(r["video_id"]))), "kind": "mcq", "question": r["question"],
         "options": [re.sub(r"^[A-Z]\.\s*", "", o) for o in r["options"]], "answer": r["answer"], "source": "videomme",
+        "transcript": subtitle(r),
         "meta": {"question_id": r["question_id"], "task_type": r.get("task_type"), "duration_category": r["category"],
-                 "domain": r.get("domain")}})
+                 "domain": r.get("domain"), **({"videoID": r["videoID"]} if r.get("videoID") else {})}})
 
 
 def _videomme_write(pairs: Sequence[Pair], out: Path) -> Path:
@@ -163,6 +171,8 @@ def _lvb_load(path: Path, videos: Path, meta: Path | None) -> list[Task]:
         "video": str(videos / r["video_path"]) if r.get("video_path") else str(find_video(videos, str(r["video_id"]))),
         "kind": "mcq", "question": r["question"], "options": list(r["candidates"]),
         "answer": LETTERS[int(r["correct_choice"])], "duration": r.get("duration"), "source": "longvideobench",
+        "transcript": find_subtitles(path, videos, [str(r.get("subtitle_path") or "")]),
+        "transcript_offset": float(r.get("starting_timestamp_for_subtitles") or 0.0),
         "meta": {"lvb_id": r["id"], **{k: r[k] for k in ("duration_group", "question_category") if k in r}}})
 
 
