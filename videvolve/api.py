@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.datasets.transcripts import load_transcript
 from videvolve.evaluation.evaluate import Evaluation, select
 from videvolve.evaluation.evaluate import evaluate as run_evaluation
 from videvolve.media import probe
@@ -62,7 +63,8 @@ class LoadedHarness:
         model = model or ModelSettings()
         runtime = runtime or RuntimeSettings()
         services = TaskServices(view, str(video), vlm or make_vlm(model), cost_model(model.family), runtime,
-                                skill=self.harness.skill, cache=cache, trace=TraceWriter(trace))
+                                skill=self.harness.skill, cache=cache, trace=TraceWriter(trace),
+                                transcript=load_transcript(video))
         run = run_task(self.harness, services)
         pred = run.prediction
         return Answer(

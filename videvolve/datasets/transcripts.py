@@ -191,7 +191,10 @@ def find_transcript(task: Task, cache_dir: Path | None = None) -> tuple[Path, fl
     """The file holding a task's transcript and the offset to subtract, or None."""
     if task.transcript:
         return Path(task.transcript), task.transcript_offset
-    video = Path(task.video)
+    return _beside_or_cached(Path(task.video), cache_dir)
+
+
+def _beside_or_cached(video: Path, cache_dir: Path | None) -> tuple[Path, float] | None:
     for ext in SUBTITLE_EXTENSIONS:
         beside = video.with_suffix(ext)
         if beside.is_file():
@@ -203,9 +206,9 @@ def find_transcript(task: Task, cache_dir: Path | None = None) -> tuple[Path, fl
     return None
 
 
-def load_transcript(task: Task, cache_dir: Path | None = None) -> Transcript | None:
-    """A task's transcript, or None when it has none."""
-    found = find_transcript(task, cache_dir)
+def load_transcript(task: Task | str | Path, cache_dir: Path | None = None) -> Transcript | None:
+    """A task's transcript (or a video file's: beside it or cached), or None when it has none."""
+    found = find_transcript(task, cache_dir) if isinstance(task, Task) else _beside_or_cached(Path(task), cache_dir)
     if found is None:
         return None
     path, offset = found

@@ -50,9 +50,12 @@ class Context(BaseModel):
     alpha: float = Field(0.1, description="accept a better candidate only if its cost is at most (1+alpha) C")
     beta: float = Field(0.2, description="accept an equal-or-slightly-worse one only if its cost is at most (1-beta) C")
     eps: float | None = Field(None, description="tolerated score loss; default 1/|selection set|")
-    cost_metric: Literal["visual_tokens", "frames"] = Field(
+    cost_metric: Literal["visual_tokens", "frames", "visual_tokens+text"] = Field(
         "visual_tokens", description="C in the gate's rule: mean visual tokens per question (what a vLLM server's "
-        "compute grows with), or mean distinct frames (Video-RSI's definition)")
+        "compute grows with), mean distinct frames (Video-RSI's definition), or visual tokens plus "
+        "text_token_weight x the transcript tokens read")
+    text_token_weight: float = Field(1.0, ge=0, description="weight of a transcript text token against a visual "
+                                     "token in the cost with --cost-metric visual_tokens+text")
     repair_rounds: int = Field(1, ge=0, description="times a failing candidate goes back to the editor")
     smoke_tasks: int = Field(2, ge=1, description="training tasks of the validation smoke run")
     failure_threshold: float = Field(0.5, description="a training task with a lower score is investigated")

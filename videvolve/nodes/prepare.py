@@ -23,7 +23,7 @@ def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     seed = copy_harness(find_harness(ctx.seed_harness), run.root / "harnesses", summary="seed")
     version = seed.name
     results = run.evaluate(version, run.selection, "selection")
-    score, cost = aggregate(results, ctx.cost_metric)
+    score, cost = aggregate(results, ctx.cost_metric, ctx.text_token_weight)
     run.record_lineage(version, parent=None, iteration=0, operator=None, decision="seed", reason="the seed harness",
                        score=score, cost=cost, frames=mean_frames(results))
     shutil.rmtree(run.root / "best", ignore_errors=True)

@@ -22,13 +22,24 @@ def mean_frames(results: Sequence[TaskResult]) -> float:
     return float(np.mean([r.frames for r in results])) if results else 0.0
 
 
-def aggregate(results: Sequence[TaskResult], metric: str = "visual_tokens") -> tuple[float, float]:
+def cost_of(result: TaskResult, metric: str = "visual_tokens", text_weight: float = 1.0) -> float:
+    """One question's cost: distinct frames, or visual tokens (images, video, the images OCR read).
+
+    With ``visual_tokens+text``, plus ``text_weight`` x the text tokens of the transcript read.
+    """
+    if metric == "frames":
+        return float(result.frames)
+    u = result.usage
+    visual = u.get("image_tokens", 0) + u.get("video_tokens", 0) + u.get("ocr_tokens", 0)
+    return float(visual + (text_weight * u.get("transcript_tokens", 0) if metric == "visual_tokens+text" else 0))
+
+
+def aggregate(results: Sequence[TaskResult], metric: str = "visual_tokens",
+              text_weight: float = 1.0) -> tuple[float, float]:
     """(A, C): mean score and mean cost per question."""
     if not results:
         return 0.0, 0.0
-    key = "frames" if metric == "frames" else "visual"
-    costs = [r.frames if key == "frames" else r.usage.get("image_tokens", 0) + r.usage.get("video_tokens", 0)
-             for r in results]
+    costs = [cost_of(r, metric, text_weight) for r in results]
     return float(np.mean([r.score for r in results])), float(np.mean(costs))
 
 
@@ -61,7 +72,8 @@ def gate_rule(a: float, c: float, a_new: float, c_new: float, alpha: float = 0.1
 def rule_text(alpha: float, beta: float, eps: float, metric: str) -> str:
     """The rule in words, with a run's own numbers (what an editor is told)."""
     what = {"frames": "distinct frames shown to the model", "visual_tokens": "visual tokens (image and video "
-            "tokens) sent to the model"}.get(metric, metric)
+            "tokens) sent to the model", "visual_tokens+text": "visual tokens sent to the model plus the weighted "
+            "text tokens of the transcript read"}.get(metric, metric)
     return (f"A revision is kept only if its mean score on a held-out selection set rises while its mean cost per "
             f"question (C = {what}) grows by at most {alpha:.0%}, or if its cost falls by at least {beta:.0%} while "
             f"its score drops by at most {eps:.3f}. Errors score 0 and their cost counts.")

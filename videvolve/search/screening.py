@@ -81,12 +81,12 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     for k, rung in enumerate(ladder):
         last = k == len(ladder) - 1
         p_res = [parent_all[t.id] for t in rung]
-        a, c = aggregate(p_res, ctx.cost_metric)
+        a, c = aggregate(p_res, ctx.cost_metric, ctx.text_token_weight)
         scored = []
         for cand in alive:
             res = run.evaluate(cand, rung, "selection")
             new += res
-            a2, c2 = aggregate(res, ctx.cost_metric)
+            a2, c2 = aggregate(res, ctx.cost_metric, ctx.text_token_weight)
             scored.append((cand, a2, c2, res))
             frames[cand] = mean_frames(res)
         base: dict[str, Any] = {"iteration": iteration, "parent": parent, "score": a, "cost": c, "n": len(rung),

@@ -22,12 +22,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from videvolve.errors import HarnessError, InfraError
+from videvolve.errors import HarnessError, InfraError, RequestRefused
 from videvolve.models.parsing import parse_intervals, parse_letter
 from videvolve.skill_library.harness import Harness, content_hash
 from videvolve.skill_library.sandbox import get_sandbox, sdk_source
 from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES
-from videvolve.skill_library.services import ServiceError, TaskServices
+from videvolve.skill_library.services import TaskServices
 from videvolve.skill_library.static_check import check_source
 from videvolve.tasks import Interval, Prediction, TaskView
 
@@ -224,7 +224,7 @@ def _serve(services: TaskServices, msg: dict[str, Any], op: Any, args: Any) -> d
         return {"id": msg.get("id"), "ok": True, "result": result}
     except InfraError:
         raise
-    except ServiceError as exc:
+    except RequestRefused as exc:  # a ServiceError, or a refusal of the reading services
         return {"id": msg.get("id"), "ok": False, "kind": exc.kind, "error": str(exc)}
     except TypeError as exc:
         return {"id": msg.get("id"), "ok": False, "kind": "invalid", "error": f"bad arguments to {op!r}: {exc}"}

@@ -168,15 +168,16 @@ class HarnessContext:
         return Observation(o["handle"], "clip", o["times"])
 
     def ask(self, observations: list[Observation], prompt: str | None = None, mode: str = "answer",
-            target: str | None = None) -> str:
+            target: str | None = None, context: str | None = None) -> str:
         """Show observations to the model with a prompt; returns its text.
 
         ``mode``: ``answer`` (the task's question; the default prompt asks for a letter or intervals),
         ``match`` (which observations show ``target``; reply ``{"yes": [...], "maybe": [...]}``) or
-        ``describe`` (one line per observation). ``prompt`` replaces the default instruction.
+        ``describe`` (one line per observation). ``prompt`` replaces the default instruction; ``context`` (a
+        transcript, notes) is shown before it.
         """
         return str(self._channel.call("ask", handles=[o.handle for o in observations], prompt=prompt, mode=mode,
-                                      target=target))
+                                      target=target, context=context))
 
     def chat(self, messages: list[dict[str, Any]], tools: list[Tool] | None = None) -> ModelReply:
         """A raw model call; content parts may be ``Observation.part()``. Tools are offered by schema."""
@@ -189,6 +190,24 @@ class HarnessContext:
             raise SDKError(f"unknown tool {name!r}; this harness has {sorted(self.tools)}")
         self._channel.send("tool", name=name, args={k: v for k, v in args.items() if _plain(v)})
         return self.tools[name].fn(self, **args)
+
+    def transcript(self, start: float = 0.0, end: float | None = None) -> list[dict[str, Any]]:
+        """The transcript segments overlapping ``[start, end]``, each ``{"start", "end", "text"}``.
+
+        ``end=None``: to the end of the video; ``[]`` when the video has no transcript. Metered as text tokens.
+        """
+        return list(self._channel.call("transcript", start=float(start), end=None if end is None else float(end)))
+
+    def search_transcript(self, text: str) -> list[tuple[float, float]]:
+        """``(start, end)`` of every transcript segment where ``text`` is said (case-folded plain matching)."""
+        return [(float(a), float(b)) for a, b in self._channel.call("search_transcript", text=str(text))]
+
+    def ocr(self, observation: Observation) -> list[dict[str, Any]]:
+        """The text written in a frame or contact sheet, one ``{"text", "score", "box"}`` per line, top to bottom.
+
+        Its frames count against the budget; the image's visual tokens are metered as ``ocr_tokens``.
+        """
+        return list(self._channel.call("ocr", handle=observation.handle))
 
     def parse_match(self, text: str) -> dict[str, list[float]]:
         """Parse a match reply (``{"yes": [...], "maybe": [...]}`` or a list of times) in the parent."""

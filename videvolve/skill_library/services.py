@@ -13,13 +13,14 @@ import io
 import math
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
 from videvolve.config import RuntimeSettings
+from videvolve.datasets.transcripts import Transcript
 from videvolve.errors import MediaError, ModelRequestError, RequestRefused
 from videvolve.media import clip as make_clip
 from videvolve.media import contact_sheet, frames_at, probe
@@ -29,8 +30,12 @@ from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
 from videvolve.models.parsing import parse_match
 from videvolve.skill_library import limits, prompts
+from videvolve.skill_library.meter import Meter
+from videvolve.skill_library.reading import ReadingServices
 from videvolve.skill_library.trace import TraceWriter
 from videvolve.tasks import TaskView
+
+__all__ = ["Meter", "ServiceError", "TaskServices", "TraceWriter"]
 
 MAX_SHEET_CELLS = 400
 MAX_CLIP_FRAMES = 256
@@ -39,41 +44,6 @@ MAX_CLIP_FPS = 120.0
 
 class ServiceError(RequestRefused):
     """A refused request; ``kind`` (an :class:`ErrorKind`: budget, invalid, media, ...) is reported to the harness."""
-
-
-@dataclass
-class Meter:
-    """What one task has cost."""
-
-    frame_keys: set[float] = field(default_factory=set)
-    image_tokens: int = 0
-    video_tokens: int = 0
-    cumulative_tokens: int = 0
-    reported_prompt_tokens: int = 0
-    requests: int = 0
-    cache_hits: int = 0
-    tool_calls: int = 0
-    observed_times: set[float] = field(default_factory=set)
-    seconds: dict[str, float] = field(default_factory=dict)
-    """Where the task's client time went: sandbox start, decoding, encoding, waiting for the model."""
-
-    def spend(self, what: str, seconds: float) -> None:
-        """Add to one of the client-time columns."""
-        self.seconds[what] = self.seconds.get(what, 0.0) + seconds
-
-    @property
-    def frames(self) -> int:
-        """Distinct video frames shown to the model."""
-        return len(self.frame_keys)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-JSON form."""
-        return {"frames": self.frames, "image_tokens": self.image_tokens, "video_tokens": self.video_tokens,
-                "cumulative_tokens": self.cumulative_tokens, "reported_prompt_tokens": self.reported_prompt_tokens,
-                "requests": self.requests, "model_calls": self.requests - self.cache_hits,
-                "cache_hits": self.cache_hits, "tool_calls": self.tool_calls,
-                "observed_times": sorted(self.observed_times),
-                "client_s": {k: round(v, 4) for k, v in sorted(self.seconds.items())}}
 
 
 @dataclass
@@ -88,11 +58,13 @@ class _Obs:
     shape: limits.Shape | None = None
 
 
-class TaskServices:
-    """Serves the requests of one task's harness process."""
+class TaskServices(ReadingServices):
+    """Serves the requests of one task's harness process (reading: transcript and OCR, in ``reading.py``)."""
 
     def __init__(self, view: TaskView, video: str, vlm: VLM, cost: CostModel, settings: RuntimeSettings,
-                 skill: str = "", cache: ResponseCache | None = None, trace: TraceWriter | None = None) -> None:
+                 skill: str = "", cache: ResponseCache | None = None, trace: TraceWriter | None = None,
+                 transcript: Transcript | None = None) -> None:
+        self.transcript = transcript
         self.view = view
         self.video = video
         self.vlm = vlm
@@ -172,14 +144,16 @@ class TaskServices:
         return self._new(_Obs("clip", times, max_side=_side(max_side), start=start, end=end))
 
     def op_ask(self, handles: list[str], prompt: str | None = None, mode: str = "answer",
-               target: str | None = None) -> str:
-        """Show observations with a prompt; the model's text."""
+               target: str | None = None, context: str | None = None) -> str:
+        """Show observations with a prompt (after ``context``, e.g. a transcript, when given); the model's text."""
         if mode not in ("answer", "match", "describe"):
             raise ServiceError("invalid", f"mode must be answer, match or describe, not {mode!r}")
         content: list[dict[str, Any]] = []
         for h in handles:
             content += self._observation_parts(h)
         instruction = prompt if isinstance(prompt, str) else self._instruction(mode, target)
+        if isinstance(context, str) and context.strip():
+            content.append({"type": "text", "text": context})
         content.append({"type": "text", "text": instruction})
         messages: list[Message] = []
         if self.skill.strip():

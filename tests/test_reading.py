@@ -1,0 +1,93 @@
+"""The SDK reads as well as looks: transcript windows and search (metered as text tokens), and the gate's cost."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from videvolve.config import RuntimeSettings
+from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.models.cost import cost_model, text_tokens
+from videvolve.models.sim import SimVLM
+from videvolve.search.gate import aggregate
+from videvolve.skill_library.harness import load_harness, seed_path
+from videvolve.skill_library.static_check import check_source
+from videvolve.tasks import Task
+
+SUBS = """WEBVTT
+
+00:00:02.000 --> 00:00:04.000
+Welcome back to the second half.
+
+00:00:12.000 --> 00:00:14.000
+And the goalkeeper DIVES to his left!
+
+00:00:17.500 --> 00:00:19.000
+What a save.
+"""
+READER = '''import json
+
+
+def solve(task, ctx):
+    hits = ctx.search_transcript("goalkeeper dives")
+    first = ctx.transcript(0, 5)
+    whole = ctx.transcript()
+    again = ctx.transcript(11.0, 13.0)
+    usage = ctx.usage()
+    raw = json.dumps({"first": [s["text"] for s in first], "whole": len(whole), "again": len(again),
+                      "transcript_tokens": usage["transcript_tokens"], "frames": usage["frames"]})
+    return {"answer": [[a, b] for a, b in hits], "raw": raw}
+'''
+
+
+def _tasks(tmp_path: Path, index_video: Path) -> list[Task]:
+    video = tmp_path / "match.mp4"
+    shutil.copy(index_video, video)
+    (tmp_path / "match.vtt").write_text(SUBS)
+    other = tmp_path / "silent.mp4"
+    shutil.copy(index_video, other)
+    base = {"kind": "grounding", "question": "When does the goalkeeper dive?", "answer": [[12.0, 14.0]],
+            "duration": 20.0}
+    return [Task.model_validate({**base, "id": "spoken", "video_id": "match", "video": str(video)}),
+            Task.model_validate({**base, "id": "silent", "video_id": "silent", "video": str(other)})]
+
+
+def test_a_harness_finds_a_moment_by_searching_the_transcript(tmp_path: Path, index_video: Path) -> None:
+    harness_dir = tmp_path / "reader"
+    shutil.copytree(seed_path("uniform"), harness_dir)
+    (harness_dir / "solver.py").write_text(READER)
+    spoken, silent = solve_tasks(load_harness(harness_dir), _tasks(tmp_path, index_video), SimVLM(),
+                                 cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path / "out")
+    assert spoken.outcome == "ok" and spoken.score == pytest.approx(1.0)
+    assert spoken.prediction is not None and spoken.prediction.answer[0].pair() == (12.0, 14.0)
+    seen = json.loads(spoken.prediction.raw)
+    tokens = sum(text_tokens(t) for t in ("Welcome back to the second half.", "And the goalkeeper DIVES to his left!",
+                                          "What a save."))
+    assert seen == {"first": ["Welcome back to the second half."], "whole": 3, "again": 1,
+                    "transcript_tokens": tokens, "frames": 0}  # each segment is paid for once, never as frames
+    assert spoken.usage["transcript_tokens"] == tokens and spoken.usage["image_tokens"] == 0
+    assert silent.outcome == "ok" and silent.prediction is not None and silent.prediction.answer == []
+    assert json.loads(silent.prediction.raw) == {"first": [], "whole": 0, "again": 0, "transcript_tokens": 0,
+                                                 "frames": 0}  # no transcript: empty results, not an error
+    trace = (tmp_path / "out" / "traces").glob("*.jsonl")
+    assert any('"search_transcript"' in p.read_text() for p in trace)
+
+
+def test_the_static_check_admits_the_reading_methods() -> None:
+    source = READER + "\n\ndef more(ctx, obs):\n    return ctx.ocr(obs)[0]['text'], ctx.ask([obs], context='x')\n"
+    assert check_source(source, "solver.py") == []
+
+
+def test_the_gate_can_count_text_tokens_with_a_weight() -> None:
+    def result(score: float, **usage: int) -> TaskResult:
+        return TaskResult(task_id="t", harness_id="h", kind="mcq", outcome="ok", score=score, usage=usage)
+
+    rs = [result(1.0, frames=4, image_tokens=100, transcript_tokens=50, ocr_tokens=20),
+          result(0.0, frames=2, image_tokens=60, transcript_tokens=10)]
+    assert aggregate(rs, "frames") == (0.5, 3.0)
+    assert aggregate(rs, "visual_tokens") == (0.5, 90.0)  # OCR's images are visual cost; text is not
+    assert aggregate(rs, "visual_tokens+text", 0.5) == (0.5, 105.0)

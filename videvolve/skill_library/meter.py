@@ -1,0 +1,48 @@
+"""What one task has cost: distinct frames, visual tokens, text read from transcripts, OCR calls, model calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Meter:
+    """What one task has cost."""
+
+    frame_keys: set[float] = field(default_factory=set)
+    image_tokens: int = 0
+    video_tokens: int = 0
+    cumulative_tokens: int = 0
+    reported_prompt_tokens: int = 0
+    requests: int = 0
+    cache_hits: int = 0
+    tool_calls: int = 0
+    observed_times: set[float] = field(default_factory=set)
+    transcript_tokens: int = 0
+    """Text tokens of the distinct transcript segments the harness read (never frames)."""
+    transcript_segments: set[int] = field(default_factory=set)
+    ocr_calls: int = 0
+    ocr_tokens: int = 0
+    """The visual tokens of the images OCR read (the gate counts them as visual cost)."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Where the task's client time went: sandbox start, decoding, encoding, waiting for the model."""
+
+    def spend(self, what: str, seconds: float) -> None:
+        """Add to one of the client-time columns."""
+        self.seconds[what] = self.seconds.get(what, 0.0) + seconds
+
+    @property
+    def frames(self) -> int:
+        """Distinct video frames shown to the model (or read by OCR)."""
+        return len(self.frame_keys)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form."""
+        return {"frames": self.frames, "image_tokens": self.image_tokens, "video_tokens": self.video_tokens,
+                "cumulative_tokens": self.cumulative_tokens, "reported_prompt_tokens": self.reported_prompt_tokens,
+                "requests": self.requests, "model_calls": self.requests - self.cache_hits,
+                "cache_hits": self.cache_hits, "tool_calls": self.tool_calls,
+                "transcript_tokens": self.transcript_tokens, "ocr_calls": self.ocr_calls,
+                "ocr_tokens": self.ocr_tokens, "observed_times": sorted(self.observed_times),
+                "client_s": {k: round(v, 4) for k, v in sorted(self.seconds.items())}}
