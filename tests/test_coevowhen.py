@@ -33,7 +33,7 @@ def test_tool_loop_end_to_end(small_world, tmp_path: Path):
     assert len(ScriptedChat.seen) == 4
     names = {t["function"]["name"] for t in ScriptedChat.tools_seen[0]}
     assert names == {"probe_media", "extract_frames_at", "extract_video_clip", "inspect_images", "inspect_video",
-                     "final_answer"}
+                     "final_answer", "read_transcript"}
     second = ScriptedChat.seen[1]  # after probe_media: the tool's text result comes back
     assert any(m.type == "tool" and "duration" in str(m.content) for m in second)
     third = ScriptedChat.seen[2]  # after extract_frames_at: three captioned images are in the conversation

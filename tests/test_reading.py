@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -12,11 +13,13 @@ from videvolve.config import RuntimeSettings
 from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.models.cost import cost_model, text_tokens
+from videvolve.models.openai_backend import ChatModelVLM
 from videvolve.models.sim import SimVLM
 from videvolve.search.gate import aggregate
 from videvolve.skill_library.harness import load_harness, seed_path
 from videvolve.skill_library.static_check import check_source
 from videvolve.tasks import Task
+from videvolve.testing import ScriptedChat, ScriptedReplies, tool_call
 
 SUBS = """WEBVTT
 
@@ -91,3 +94,56 @@ def test_the_gate_can_count_text_tokens_with_a_weight() -> None:
     assert aggregate(rs, "frames") == (0.5, 3.0)
     assert aggregate(rs, "visual_tokens") == (0.5, 90.0)  # OCR's images are visual cost; text is not
     assert aggregate(rs, "visual_tokens+text", 0.5) == (0.5, 105.0)
+
+
+def _seed(tmp_path: Path, name: str, **config: object) -> Path:
+    d = tmp_path / f"{name}-{'-'.join(map(str, config.values()))}"
+    shutil.copytree(seed_path(name), d)
+    text = (d / "config.toml").read_text()
+    for key, value in config.items():
+        text = re.sub(rf"^{key} = .*$", f"{key} = {json.dumps(value)}", text, flags=re.M)
+    (d / "config.toml").write_text(text)
+    return d
+
+
+def _prompt_text(request: list[dict]) -> str:
+    return " ".join(str(p.get("text", "")) for m in request if isinstance(m.get("content"), list)
+                    for p in m["content"])
+
+
+@pytest.mark.parametrize(("mode", "said"), [("none", []), ("video", ["Welcome back", "goalkeeper", "What a save"]),
+                                            ("windows", ["Welcome back", "goalkeeper", "What a save"])])
+def test_uniform_adds_the_transcript_to_its_prompt_when_configured(tmp_path: Path, index_video: Path, mode: str,
+                                                                   said: list[str]) -> None:
+    spoken = _tasks(tmp_path, index_video)[0]
+    vlm = ScriptedReplies(["[[12, 14]]"])
+    harness = load_harness(_seed(tmp_path, "uniform", n_frames=4, transcript=mode, transcript_window=2.0))
+    (result,) = solve_tasks(harness, [spoken], vlm, cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path / mode)
+    text = _prompt_text(vlm.requests[0])
+    assert all(s in text for s in said) and ("Transcript" in text) == bool(said)
+    tokens = result.usage["transcript_tokens"]
+    assert (tokens > 0) == bool(said) and result.usage["frames"] == 4
+
+
+def test_uniform_windows_read_only_what_is_said_near_its_frames(tmp_path: Path, index_video: Path) -> None:
+    spoken = _tasks(tmp_path, index_video)[0]
+    vlm = ScriptedReplies(["[[12, 14]]"])
+    harness = load_harness(_seed(tmp_path, "uniform", n_frames=2, transcript="windows", transcript_window=1.0))
+    solve_tasks(harness, [spoken], vlm, cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path / "w")
+    text = _prompt_text(vlm.requests[0])  # frames at 5 s and 15 s, +-1 s (closed): the lines ending at 4 s and 14 s
+    assert "Welcome back" in text and "goalkeeper" in text and "What a save" not in text
+
+
+def test_coevowhen_calls_read_transcript_itself(tmp_path: Path, index_video: Path) -> None:
+    spoken = _tasks(tmp_path, index_video)[0]
+    ScriptedChat.seen, ScriptedChat.tools_seen = [], []
+    script = [tool_call("read_transcript", 1, search="Goalkeeper dives"), tool_call("read_transcript", 2, start=11,
+                                                                                       end=15),
+              tool_call("final_answer", 3, answer="[[12, 14]]")]
+    vlm = ChatModelVLM(ScriptedChat(messages=iter(script)), name="scripted")
+    (result,) = solve_tasks(load_harness(seed_path("coevowhen_base")), [spoken], vlm, cost_model("qwen2.5-vl"),
+                            RuntimeSettings(), tmp_path / "c")
+    assert result.outcome == "ok" and result.score == pytest.approx(1.0) and result.usage["frames"] == 0
+    tool_texts = [str(m.content) for m in ScriptedChat.seen[2] if m.type == "tool"]
+    assert "said at: 12.0-14.0 s" in tool_texts[0] and "[12.0-14.0 s] And the goalkeeper DIVES" in tool_texts[1]
+    assert result.usage["transcript_tokens"] == text_tokens("And the goalkeeper DIVES to his left!")

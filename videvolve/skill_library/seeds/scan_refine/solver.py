@@ -7,6 +7,29 @@ the boundaries; a final look over everything answers.
 from videvolve_sdk import HarnessContext, Observation, TaskView
 
 
+def _transcript(ctx: HarnessContext, task: TaskView, windows: list) -> str | None:
+    """The transcript of the whole video or of the windows looked at, as prompt text (config ``transcript``)."""
+    mode = str(ctx.config.get("transcript", "none"))
+    if mode == "video":
+        windows = [(0.0, task.duration)]
+    elif mode != "windows":
+        return None
+    merged: list = []
+    for lo, hi in sorted(windows):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    segments: dict = {}
+    for lo, hi in merged:
+        for s in ctx.transcript(lo, hi):
+            segments[(s["start"], s["end"])] = s["text"]
+    if not segments:
+        return None
+    lines = [f"[{a:.1f}-{b:.1f} s] {text}" for (a, b), text in sorted(segments.items())]
+    return "Transcript of what is said (times in seconds):\n" + "\n".join(lines)
+
+
 def _target(task: TaskView) -> str:
     text = "what this question is about: " + task.question
     if task.options:
@@ -42,6 +65,7 @@ def solve(task: TaskView, ctx: HarnessContext) -> dict:
     candidates = sorted(set(found["yes"]) | set(found["maybe"]))
     groups = _merge(candidates, step * 1.01)[: int(cfg.get("max_candidates", 8))]
     left = total - n_scan
+    looked = [(g[0] - step / 2, g[-1] + step / 2) for g in groups]  # the windows refined (and read, if configured)
     if groups and left > 0:
         k = max(1, min(int(cfg.get("window_frames", 4)), left // len(groups)))
         times = []
@@ -67,5 +91,5 @@ def solve(task: TaskView, ctx: HarnessContext) -> dict:
             edges = edges[:left]
             if edges:
                 seen += ctx.frames(edges, max_side=side)
-    reply = ctx.ask(seen)
+    reply = ctx.ask(seen, context=_transcript(ctx, task, looked))
     return {"answer": reply, "raw": reply, "evidence_times": candidates}
