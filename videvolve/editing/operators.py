@@ -69,14 +69,14 @@ def _scale_frames(factor: float) -> Callable[[Files, dict[str, Any]], Files | No
 
 SCAN_ANCHOR = '''    times = [task.duration * (i + 0.5) / n for i in range(n)]
     frames = ctx.frames(times, max_side=ctx.config.get("max_side"))
-    reply = ctx.ask(frames)'''
+    reply = ctx.ask(frames'''  # whatever else ask is given (a transcript) stays
 SCAN_REFINED = '''    refine = int(n * float(ctx.config.get("refine_share", 0.0)))
     scan = n - refine
     times = [task.duration * (i + 0.5) / scan for i in range(scan)]
     frames = ctx.frames(times, max_side=ctx.config.get("max_side"))
     if refine > 0:
         frames = frames + _refine(task, ctx, frames, times, refine)
-    reply = ctx.ask(frames)'''
+    reply = ctx.ask(frames'''
 REFINE_FUNCTION = '''
 
 def _refine(task, ctx, frames, times, budget):
@@ -131,6 +131,13 @@ def _stricter_format(files: Files, cfg: dict[str, Any]) -> Files | None:
     return None if FORMAT_RULE.strip() in skill else {"SKILL.md": skill.rstrip("\n") + "\n" + FORMAT_RULE}
 
 
+def _read_transcript(files: Files, cfg: dict[str, Any]) -> Files | None:
+    mode = cfg.get("transcript")
+    if mode not in ("none", "windows"):  # a harness without the switch, or one that already reads everything
+        return None
+    return {"config.toml": set_key(files["config.toml"], "transcript", "windows" if mode == "none" else "video")}
+
+
 CATALOGUE: tuple[Operator, ...] = (
     Operator("raise_resolution", "show frames (or sheet cells) at 1.5x the resolution, same frame count",
              {"misperception": 1.0, "unresolved": 0.2}, _raise_resolution),
@@ -142,6 +149,8 @@ CATALOGUE: tuple[Operator, ...] = (
     Operator("more_refinement", "give refinement a larger share (or more candidates)",
              {"missed_event": 0.5, "evidence_unused": 0.6, "boundary_error": 0.3}, _more_refinement),
     Operator("stricter_format", "state the answer format in the policy", {"format_error": 1.0}, _stricter_format),
+    Operator("read_transcript", "read the transcript around candidate moments (transcript = \"windows\"; then "
+             "all of it)", {"transcript_unused": 1.0}, _read_transcript),
     Operator("sparser_sampling", "20 % fewer frames (a cost cut)", {"budget_exhausted": 1.0, "crash": 0.2},
              _scale_frames(0.8)),
 )

@@ -12,6 +12,8 @@ it chooses). Categories, each produced when, and only when, its condition holds:
   full-resolution probe does;
 - ``evidence_unused``: the trace observed the evidence and a probe at the trace's own resolution reads it;
 - ``missed_event``: the trace never observed the evidence and a dense full-resolution probe inside it finds it;
+- ``transcript_unused``: where the video has a transcript, the answer was said in the window (or written on
+  screen there, read by OCR when the extra is installed) and the harness did not read it there (``reading.py``);
 - ``unresolved``: none of the above could be established (the probe does not see it either).
 
 Probe frames and tokens are the investigator's own ledger, never the solver's.
@@ -26,8 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from videvolve.config import RuntimeSettings
+from videvolve.datasets.transcripts import load_transcript
 from videvolve.errors import ErrorKind
 from videvolve.evaluation.results import TaskResult
+from videvolve.investigator.reading import said_unread, written_unread
 from videvolve.memory.records import Diagnosis, Evidence
 from videvolve.metrics.intervals import hull_iou
 from videvolve.models.base import VLM
@@ -85,7 +89,7 @@ class Investigator:
         self.probe_frames = probe_frames
         self.cache = cache
         self.settings = RuntimeSettings(image_format="jpeg" if image_format == "jpeg" else "png")
-        self.ledger: dict[str, int] = {"frames": 0, "image_tokens": 0, "model_calls": 0}
+        self.ledger: dict[str, int] = {"frames": 0, "image_tokens": 0, "model_calls": 0, "ocr_calls": 0}
 
     def _probe(self, task: Task, times: list[float], size: int | None = None, sheet: bool = False) -> set[float]:
         """Times (among ``times``) at which a probe sees what the question is about."""
@@ -143,8 +147,11 @@ class Investigator:
         else:
             spans = [i.pair() for i in task.evidence]
             facts.update(gold=spans)
-            if not spans:
-                return "unresolved", [], facts
+        reading = self._reading(task, trace)
+        if reading:
+            return "transcript_unused", reading, facts
+        if not spans:
+            return "unresolved", [], facts
         inside = [s for s in seen if any(a <= s.time <= b for a, b in spans)]
         if not inside:
             dense = [a + (b - a) * (k + 0.5) / 4 for a, b in spans for k in range(4)]
@@ -163,6 +170,19 @@ class Investigator:
         ev = [Evidence(time=t, seen="readable only at full resolution" if t in sharp else "unreadable")
               for t in at_times]
         return ("misperception" if sharp else "unresolved"), ev, facts
+
+
+    def _reading(self, task: Task, trace: list[dict[str, Any]]) -> list[Evidence]:
+        """Where the video has a transcript: the answer said (or written) in the window, unread by the harness."""
+        transcript = load_transcript(task)
+        if transcript is None:
+            return []
+        said = said_unread(task, transcript, trace)
+        if said:
+            return said
+        written, calls = written_unread(task, trace)
+        self.ledger["ocr_calls"] += calls
+        return written
 
 
 def _span(spans: list[tuple[float, float]]) -> str:
@@ -191,6 +211,10 @@ def _narrative(category: str, task: Task, result: TaskResult, f: dict[str, Any])
     if category == "evidence_unused":
         return (f"The trace's own observations show the evidence ({_span(gold)}), readable as shown, but the answer "
                 "did not use it.", f"{task.kind} questions where the right observation was already made", preserve)
+    if category == "transcript_unused":
+        return (f"The answer was said (or written) in the window ({_span(gold) if gold else 'the video'}) but the "
+                "harness never read the transcript there: it only looked.",
+                f"{task.kind} questions about videos with a transcript, whose answer is spoken or written", preserve)
     if category == "boundary_error":
         return (f"The event was found but its edges are coarse: predicted {_span(f.get('pred', []))} for "
                 f"{_span(gold)} (IoU {f.get('iou', 0):.2f}); boundaries fell halfway to observations {spacing:.1f} s "

@@ -8,9 +8,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 Category = Literal["missed_event", "misperception", "evidence_unused", "boundary_error", "format_error",
-                   "infra_error", "budget_exhausted", "crash", "unresolved"]
+                   "infra_error", "budget_exhausted", "crash", "unresolved", "transcript_unused"]
 CATEGORIES: tuple[str, ...] = ("missed_event", "misperception", "evidence_unused", "boundary_error", "format_error",
-                               "infra_error", "budget_exhausted", "crash", "unresolved")
+                               "infra_error", "budget_exhausted", "crash", "unresolved", "transcript_unused")
 
 
 Decision = Literal["seed", "accepted", "rejected", "pending", "dropped", "none"]

@@ -3,9 +3,11 @@
 from videvolve_sdk import HarnessContext, TaskView
 
 
-def _transcript(ctx: HarnessContext, task: TaskView, windows: list) -> str | None:
-    """The transcript of the whole video or of the windows looked at, as prompt text (config ``transcript``)."""
+def _transcript(ctx: HarnessContext, task: TaskView, times: list) -> str | None:
+    """The transcript of the whole video or around the frames (config ``transcript``), as prompt text."""
     mode = str(ctx.config.get("transcript", "none"))
+    w = float(ctx.config.get("transcript_window", 5.0))
+    windows = [(t - w, t + w) for t in times]
     if mode == "video":
         windows = [(0.0, task.duration)]
     elif mode != "windows":
@@ -32,6 +34,5 @@ def solve(task: TaskView, ctx: HarnessContext) -> dict:
         n = min(n, int(ctx.budget))
     times = [task.duration * (i + 0.5) / n for i in range(n)]
     frames = ctx.frames(times, max_side=ctx.config.get("max_side"))
-    w = float(ctx.config.get("transcript_window", 5.0))
-    reply = ctx.ask(frames, context=_transcript(ctx, task, [(t - w, t + w) for t in times]))
+    reply = ctx.ask(frames, context=_transcript(ctx, task, times))
     return {"answer": reply, "raw": reply, "evidence_times": times}
