@@ -108,6 +108,10 @@ def summary_table(title: str, summary: dict[str, Any]) -> Table:
     errors = ", ".join(f"{k} {v}" for k, v in summary["errors_by_kind"].items()) or "0"
     table.add_row("all: mean score", str(summary["n"]), f"{summary['score']:.3f}",
                   f"{summary['frames_per_question']:.1f}", f"{summary['image_tokens_per_question']:.0f}", errors)
+    if summary.get("transcript_tokens_per_question") or summary.get("ocr_calls_per_question"):
+        table.add_row("read: transcript tokens / OCR calls per q", "",
+                      f"{summary.get('transcript_tokens_per_question', 0):.0f} / "
+                      f"{summary.get('ocr_calls_per_question', 0):.1f}", "", "", "")
     return table
 
 

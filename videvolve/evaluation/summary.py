@@ -35,6 +35,7 @@ def summarize(tasks: Sequence[Task], results: Sequence[TaskResult]) -> dict[str,
     out.update({
         "frames_per_question": mean("frames"), "image_tokens_per_question": mean("image_tokens"),
         "video_tokens_per_question": mean("video_tokens"), "cumulative_tokens_per_question": mean("cumulative_tokens"),
+        "transcript_tokens_per_question": mean("transcript_tokens"), "ocr_calls_per_question": mean("ocr_calls"),
         "requests": int(sum(r.usage.get("requests", 0) for r in rs)),
         "model_calls": int(sum(r.usage.get("model_calls", 0) for r in rs)),
         "cache_hits": int(sum(r.usage.get("cache_hits", 0) for r in rs)),
