@@ -199,7 +199,7 @@ def _beside_or_cached(video: Path, cache_dir: Path | None) -> tuple[Path, float]
         beside = video.with_suffix(ext)
         if beside.is_file():
             return beside, 0.0
-    if video.is_file():
+    if video.is_file() and (cache_dir or default_transcript_cache()).is_dir():  # fingerprint only if a cache exists
         cached = cached_transcript_path(video, cache_dir)
         if cached.is_file():
             return cached, 0.0
