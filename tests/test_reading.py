@@ -147,3 +147,20 @@ def test_coevowhen_calls_read_transcript_itself(tmp_path: Path, index_video: Pat
     tool_texts = [str(m.content) for m in ScriptedChat.seen[2] if m.type == "tool"]
     assert "said at: 12.0-14.0 s" in tool_texts[0] and "[12.0-14.0 s] And the goalkeeper DIVES" in tool_texts[1]
     assert result.usage["transcript_tokens"] == text_tokens("And the goalkeeper DIVES to his left!")
+
+
+def test_one_transcript_request_returns_at_most_its_cap(index_video: Path) -> None:
+    from videvolve.datasets.transcripts import Segment, Transcript
+    from videvolve.skill_library.reading import MAX_SEGMENTS
+    from videvolve.skill_library.services import TaskServices
+    from videvolve.tasks import TaskView
+
+    long = Transcript(segments=[Segment(start=k * 0.01, end=k * 0.01 + 0.01, text=f"word{k}") for k in range(1500)])
+    view = TaskView(id="t", kind="mcq", question="q", options=("a", "b"), duration=20.0)
+    services = TaskServices(view, str(index_video), SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(),
+                            transcript=long)
+    first = services.op_transcript(0.0, None)
+    assert len(first) == MAX_SEGMENTS and services.meter.transcript_tokens == sum(
+        text_tokens(f"word{k}") for k in range(MAX_SEGMENTS))
+    rest = services.op_transcript(first[-1]["end"] + 0.001, None)  # the next window: the rest
+    assert len(rest) == 1500 - MAX_SEGMENTS and len(services.meter.transcript_segments) == 1500

@@ -58,12 +58,14 @@ def test_videos_transcribe_recognises_espeak_speech(tmp_path: Path, capsys) -> N
     videos = tmp_path / "videos"
     spoken = add_audio(silent, wav, videos / "match.mp4", offset=2.0)
     shutil.copy(silent, videos / "mute.mp4")
+    (videos / "broken.mp4").write_bytes(b"\x00\x01 not a video" * 64)
     assert has_audio(spoken) and not has_audio(videos / "mute.mp4")
-    assert main(["videos", "transcribe", str(videos)]) == 0
+    assert main(["videos", "transcribe", str(videos)]) == 1  # the damaged file is named, the others are done
+    assert "skipped" in capsys.readouterr().err
     words = " ".join(s.text for s in parse_subtitles(videos / "match.vtt").segments).lower()
     assert "goalkeeper" in words and "penalty" in words, words  # robust words, not the exact text
     assert parse_subtitles(videos / "mute.vtt").segments == []  # no sound track: an empty transcript
-    assert "already transcribed" not in capsys.readouterr().out
+    (videos / "broken.mp4").unlink()
     assert main(["videos", "transcribe", str(videos)]) == 0
     assert "2 video(s) already transcribed" in capsys.readouterr().out
     (videos / "match.vtt").unlink()

@@ -90,8 +90,15 @@ def cmd_proxy(args: argparse.Namespace) -> int:
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:
-    """Write each video's speech as WebVTT (beside it, or in the cache); videos without sound get an empty file."""
+    """Write each video's speech as WebVTT (beside it, or in the cache); videos without sound get an empty file.
+
+    Exit 1 when a file could not be read (the others are transcribed).
+    """
+    import av
+    from rich.markup import escape
+
     from videvolve.datasets.transcripts import Segment, cached_transcript_path, to_vtt
+    from videvolve.errors import MediaError
     from videvolve.media.check import list_videos
     from videvolve.media.speech import resolve_model, transcribe
 
@@ -105,12 +112,19 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         return video.with_suffix(".vtt") if args.cache is None else cached_transcript_path(video, cache)
 
     todo = [f for f in files if args.overwrite or not target(f).is_file()]
+    failed = 0
     with Progress(TextColumn("transcribing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=err, transient=True) as progress:
         bar = progress.add_task("", total=len(todo))
         for video in todo:
             progress.update(bar, description=video.name)
-            segments = [Segment(start=a, end=b, text=t) for a, b, t in transcribe(video, model)]
+            try:
+                segments = [Segment(start=a, end=b, text=t) for a, b, t in transcribe(video, model)]
+            except (av.error.FFmpegError, MediaError) as exc:  # a damaged file: say so, go on with the others
+                err.print(f"[yellow]skipped[/] {video}: {escape(str(exc))}", highlight=False)
+                failed += 1
+                progress.advance(bar)
+                continue
             dest = target(video)
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(to_vtt(segments), encoding="utf-8")
@@ -118,4 +132,4 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             progress.advance(bar)
     if len(todo) < len(files):
         out.print(f"{len(files) - len(todo)} video(s) already transcribed (use --overwrite to redo them)")
-    return 0
+    return 1 if failed else 0

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 MAX_OCR_CALLS = 64
 """OCR requests one task may make (each runs a detector and a recogniser on the parent's CPU)."""
 MAX_SEARCH_CHARS = 500
+MAX_SEGMENTS = 1000
+"""Segments one transcript request returns (a long video's whole transcript comes in windows)."""
 
 
 class ReadingServices:
@@ -50,13 +52,13 @@ class ReadingServices:
         return float(value)
 
     def op_transcript(self, start: float = 0.0, end: float | None = None) -> list[dict[str, Any]]:
-        """The segments overlapping ``[start, end]``, metered once per distinct segment as text tokens."""
+        """The segments overlapping ``[start, end]`` (the first ``MAX_SEGMENTS``), metered once per distinct segment."""
         lo, hi = self._window(start, 0.0), self._window(end, float("inf"))
         if self.transcript is None or hi < lo:
             return []
         out = []
         for k, seg in enumerate(self.transcript.segments):
-            if seg.end >= lo and seg.start <= hi:
+            if seg.end >= lo and seg.start <= hi and len(out) < MAX_SEGMENTS:
                 if k not in self.meter.transcript_segments:
                     self.meter.transcript_segments.add(k)
                     self.meter.transcript_tokens += text_tokens(seg.text)
