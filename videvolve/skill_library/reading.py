@@ -56,7 +56,7 @@ class ReadingServices:
         lo, hi = self._window(start, 0.0), self._window(end, float("inf"))
         if self.transcript is None or hi < lo:
             return []
-        out = []
+        out: list[dict[str, Any]] = []
         for k, seg in enumerate(self.transcript.segments):
             if seg.end >= lo and seg.start <= hi and len(out) < MAX_SEGMENTS:
                 if k not in self.meter.transcript_segments:
