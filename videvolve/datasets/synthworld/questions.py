@@ -45,7 +45,7 @@ def grounding(script: VideoScript, rng: random.Random, n: int) -> list[Draft]:
     present = list(dict.fromkeys(e.kind for e in script.events))
     short = [k for k in present if all(e.end - e.start <= 10 for e in script.occurrences(*k))]
     long_ = [k for k in present if k not in short]
-    absent = sorted({nb for k in present for nb in _neighbours(k)} - set(present))
+    absent = _absent(script)
     n_absent = sum(1 for _ in range(n) if rng.random() < ABSENT_SHARE)
     picks: list[tuple[str, str]] = rng.sample(absent, min(n_absent, len(absent)))
     n_pos = n - len(picks)
@@ -63,9 +63,16 @@ def grounding(script: VideoScript, rng: random.Random, n: int) -> list[Draft]:
     return drafts
 
 
-def _options(rng: random.Random, correct: str, pool: list[str], fallback: list[str]) -> list[str]:
-    others = [p for p in dict.fromkeys(pool) if p != correct]
-    rng.shuffle(others)
+def _options(rng: random.Random, correct: str, seen: list[str], fallback: list[str]) -> list[str]:
+    """The correct option and three distractors drawn the way the answer is drawn.
+
+    ``seen`` holds one value per event of the video (a value shown twice is listed twice): the answer is a value an
+    event shows, so distractors are successive picks of a random event's value, each new, as likely as the answer
+    to be a frequent one. ``fallback`` values fill in, in random order, when the video shows too few.
+    """
+    pool = [v for v in seen if v != correct]
+    rng.shuffle(pool)
+    others = list(dict.fromkeys(pool))[:3]
     rest = [f for f in fallback if f != correct and f not in others]
     rng.shuffle(rest)
     return [correct, *(others + rest)[:3]]
@@ -73,24 +80,28 @@ def _options(rng: random.Random, correct: str, pool: list[str], fallback: list[s
 
 def identity(script: VideoScript, rng: random.Random) -> list[Draft]:
     """'What colour is the star that appears on the navy background?' (and the shape of a colour)."""
+    bgs_of = {e: script.backgrounds_during(e) for e in script.events}
+    on: dict[str, list[Event]] = {}
+    for e, bgs in bgs_of.items():
+        for bg in bgs:
+            on.setdefault(bg, []).append(e)
+    colours = [x.colour for x in script.events]
+    shapes = [x.shape for x in script.events]
     out = []
     for e in script.events:
-        bgs = script.backgrounds_during(e)
-        if len(bgs) != 1:
+        if len(bgs_of[e]) != 1:
             continue
-        bg = next(iter(bgs))
-        on_bg = [x for x in script.events if bg in script.backgrounds_during(x)]
+        bg = next(iter(bgs_of[e]))
+        on_bg = on[bg]
         if rng.random() < 0.5 and sum(x.shape == e.shape for x in on_bg) == 1:
-            pool = [x.colour for x in script.events if x.shape == e.shape or x.colour != e.colour]
             out.append(Draft("identity_colour", "mcq",
                              f"What colour is the {e.shape} that appears on the {bg} background?",
-                             e.colour, [_span(e)], _options(rng, e.colour, pool, list(GLYPH_COLOURS)),
+                             e.colour, [_span(e)], _options(rng, e.colour, colours, list(GLYPH_COLOURS)),
                              {"target": e.name, "sizes": [e.size]}))
         elif sum(x.colour == e.colour for x in on_bg) == 1:
-            pool = [x.shape for x in script.events if x.colour == e.colour or x.shape != e.shape]
             out.append(Draft("identity_shape", "mcq",
                              f"What shape is the {e.colour} glyph that appears on the {bg} background?",
-                             e.shape, [_span(e)], _options(rng, e.shape, pool, list(SHAPES)),
+                             e.shape, [_span(e)], _options(rng, e.shape, shapes, list(SHAPES)),
                              {"target": e.name, "sizes": [e.size]}))
     return out
 
@@ -109,35 +120,47 @@ def order(script: VideoScript, rng: random.Random) -> list[Draft]:
     return out
 
 
-def count(script: VideoScript, rng: random.Random) -> list[Draft]:
-    """'How many times does the red circle appear?' with four consecutive counts as options.
+def _absent(script: VideoScript) -> list[tuple[str, str]]:
+    """Near misses: kinds sharing one attribute with a present kind that never appear themselves."""
+    present = {e.kind for e in script.events}
+    return sorted({nb for k in present for nb in _neighbours(k)} - present)
 
-    Kinds are taken round-robin over their true counts, so the answer's text is not guessable from priors.
+
+def count(script: VideoScript, rng: random.Random) -> list[Draft]:
+    """'How many times does the red circle appear?' with four of the counts 0..top as options.
+
+    The answer is uniform over 0..top (top: the largest count such that every count up to it occurs in the video;
+    0 asks about a near miss that never appears) and the three distractors are uniform over the other counts, so
+    given the options each of them is the answer equally often: their minimum, maximum and order say nothing.
+    Drafts come in rounds, each a random permutation of 0..top, so any prefix keeps the answers uniform.
     """
-    by_count: dict[int, list[tuple[str, str]]] = {}
-    for kind, n in Counter(e.kind for e in script.events).items():
+    by_count: dict[int, list[tuple[str, str]]] = {0: _absent(script)}
+    for kind, n in sorted(Counter(e.kind for e in script.events).items()):
         by_count.setdefault(n, []).append(kind)
     for kinds in by_count.values():
         rng.shuffle(kinds)
-    ordered: list[tuple[str, str]] = []
-    while any(by_count.values()):
-        for n in sorted(by_count):
-            if by_count[n]:
-                ordered.append(by_count[n].pop())
-    out = []
-    for kind in ordered:
-        occ = script.occurrences(*kind)
-        n = len(occ)
-        low = rng.randint(max(0, n - 3), n)
-        numbers = [str(x) for x in range(low, low + 4)]
-        out.append(Draft("count", "mcq", f"How many times does the {_name(kind)} appear?", str(n),
-                         [_span(e) for e in occ], [str(n), *[x for x in numbers if x != str(n)]],
-                         {"target": _name(kind), "occurrences": n, "sizes": [e.size for e in occ]}))
+    top = 0
+    while by_count.get(top + 1):
+        top += 1
+    support = list(range(top + 1))
+    out: list[Draft] = []
+    while top >= 3 and all(by_count[n] for n in support):
+        for n in rng.sample(support, len(support)):
+            kind = by_count[n].pop()
+            occ = script.occurrences(*kind)
+            others = rng.sample([x for x in support if x != n], 3)
+            out.append(Draft("count", "mcq", f"How many times does the {_name(kind)} appear?", str(n),
+                             [_span(e) for e in occ], [str(x) for x in (n, *others)],
+                             {"target": _name(kind), "occurrences": n, "sizes": [e.size for e in occ]}))
     return out
 
 
 def successor(script: VideoScript, rng: random.Random) -> list[Draft]:
-    """'What appears right after the green square?' for a kind that appears once."""
+    """'What appears right after the green square?' for a kind that appears once.
+
+    The answer is the kind of the next event; distractors are kinds of other random events (never the asked kind),
+    so a kind that appears often is as likely to be a distractor as to be the answer.
+    """
     counts = Counter(e.kind for e in script.events)
     out = []
     for i, e in enumerate(script.events[:-1]):
@@ -145,11 +168,10 @@ def successor(script: VideoScript, rng: random.Random) -> list[Draft]:
             continue
         nxt = script.events[i + 1]
         correct = _name(nxt.kind)
-        pool = [_name(k) for k in _neighbours(nxt.kind) if k in counts and k != e.kind]
-        pool += [_name(x.kind) for x in script.events if x.kind not in (e.kind, nxt.kind)]
-        fallback = [_name(k) for k in _neighbours(nxt.kind)]
+        seen = [x.name for x in script.events if x.kind != e.kind]
+        fallback = [_name(k) for k in _neighbours(nxt.kind) if k != e.kind]
         out.append(Draft("successor", "mcq", f"What appears right after the {e.name}?", correct,
-                         [_span(e), _span(nxt)], _options(rng, correct, pool, fallback),
+                         [_span(e), _span(nxt)], _options(rng, correct, seen, fallback),
                          {"target": e.name, "sizes": [e.size, nxt.size]}))
     return out
 

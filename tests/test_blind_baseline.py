@@ -1,0 +1,210 @@
+"""Blind baselines: nothing in SynthWorld's question and option texts may predict the answer.
+
+Questions come from world scripts without rendering any video (:func:`plan_world`), at least 2,000 per mcq
+template, so chance (25 %) is measured to about +-2 points; every text-only reader must stay within 5 points of it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from videvolve.datasets.synthworld import plan_world
+from videvolve.tasks import Task
+
+MIN_PER_TEMPLATE = 2000
+TOLERANCE = 0.05
+CHANCE = 0.25
+WORLD = {"videos": 440, "minutes": 30, "questions": 400}
+"""Long videos and many questions per video: every mcq template yields at least 2,000 questions."""
+
+Rule = Callable[[Task], list[float]]
+"""A text-only reader: one score per option; the highest wins, ties broken at random."""
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _numbers(t: Task) -> list[float] | None:
+    opts = t.options or []
+    return [float(o) for o in opts] if all(re.fullmatch(r"\d+", o) for o in opts) else None
+
+
+def _shared_with_options(t: Task) -> list[float]:
+    opts = [set(words(o)) for o in t.options or []]
+    return [float(sum(len(o & p) for j, p in enumerate(opts) if j != i)) for i, o in enumerate(opts)]
+
+
+def _shared_with_question(t: Task) -> list[float]:
+    q = set(words(t.question))
+    return [float(len(set(words(o)) & q)) for o in t.options or []]
+
+
+def _smallest_nonzero(t: Task) -> list[float]:
+    nums = _numbers(t) or []
+    return [-n if n > 0 else -math.inf for n in nums]
+
+
+RULES: dict[str, Rule] = {
+    "smallest number": lambda t: [-n for n in _numbers(t) or []],
+    "smallest non-zero number": _smallest_nonzero,
+    "largest number": lambda t: _numbers(t) or [],
+    "first option": lambda t: [-float(i) for i in range(len(t.options or []))],
+    "last option": lambda t: [float(i) for i in range(len(t.options or []))],
+    "most words shared with the other options": _shared_with_options,
+    "fewest words shared with the other options": lambda t: [-x for x in _shared_with_options(t)],
+    "most words shared with the question": _shared_with_question,
+    "fewest words shared with the question": lambda t: [-x for x in _shared_with_question(t)],
+    "longest option": lambda t: [float(len(o)) for o in t.options or []],
+    "shortest option": lambda t: [-float(len(o)) for o in t.options or []],
+}
+
+
+def pick(scores: list[float], rng: random.Random) -> int:
+    best = max(scores)
+    return rng.choice([i for i, s in enumerate(scores) if s == best])
+
+
+def correct_index(t: Task) -> int:
+    return "ABCDEFGH".index(str(t.answer))
+
+
+def by_template(tasks: list[Task]) -> dict[str, list[Task]]:
+    out: dict[str, list[Task]] = defaultdict(list)
+    for t in tasks:
+        if t.kind == "mcq":
+            out[str(t.meta["template"])].append(t)
+    return dict(out)
+
+
+def rule_accuracy(rule: Rule, tasks: list[Task], seed: int = 0) -> float | None:
+    """Accuracy of ``rule`` on ``tasks``; None where it reads nothing (numbers among words)."""
+    rng = random.Random(seed)
+    hits = []
+    for t in tasks:
+        scores = rule(t)
+        if len(scores) != len(t.options or []):
+            return None
+        hits.append(pick(scores, rng) == correct_index(t))
+    return float(np.mean(hits))
+
+
+# ---- a text-only classifier: naive Bayes over question and option words ----
+
+
+def option_features(t: Task, i: int) -> list[str]:
+    """What a text-only learner may read about option ``i``: its words, their pairing with the question's words,
+    its position, and its rank among the options by number, length and shared words."""
+    opts = t.options or []
+    o_words = words(opts[i])
+    q_words = words(t.question)
+    feats = [f"o:{w}" for w in o_words] + [f"qo:{q}|{w}" for q in q_words for w in o_words]
+    feats += [f"pos:{i}", f"text:{opts[i]}"]
+    for name, values in (("num", _numbers(t)), ("len", [float(len(o)) for o in opts]),
+                         ("shared_o", _shared_with_options(t)), ("shared_q", _shared_with_question(t))):
+        if values is not None:
+            feats.append(f"{name}_rank:{sorted(values).index(values[i])}")
+            feats.append(f"{name}_is_max:{values[i] == max(values)}")
+    return feats
+
+
+class NaiveBayes:
+    """P(option is correct | its features), Bernoulli-free multinomial NB with Laplace smoothing."""
+
+    def __init__(self, tasks: list[Task]) -> None:
+        self.counts: dict[bool, Counter[str]] = {True: Counter(), False: Counter()}
+        for t in tasks:
+            k = correct_index(t)
+            for i in range(len(t.options or [])):
+                self.counts[i == k].update(option_features(t, i))
+        self.totals = {c: sum(v.values()) for c, v in self.counts.items()}
+        self.vocab = len(set(self.counts[True]) | set(self.counts[False])) + 1
+
+    def log_odds(self, feats: list[str]) -> float:
+        s = 0.0
+        for f in feats:
+            p = (self.counts[True][f] + 1) / (self.totals[True] + self.vocab)
+            q = (self.counts[False][f] + 1) / (self.totals[False] + self.vocab)
+            s += math.log(p / q)
+        return s
+
+    def accuracy(self, tasks: list[Task], seed: int = 0) -> float:
+        rng = random.Random(seed)
+        hits = [pick([round(self.log_odds(option_features(t, i)), 9) for i in range(len(t.options or []))], rng)
+                == correct_index(t) for t in tasks]
+        return float(np.mean(hits))
+
+
+@pytest.fixture(scope="module")
+def world_a() -> list[Task]:
+    return plan_world(seed=101, **WORLD)[1]
+
+
+@pytest.fixture(scope="module")
+def world_b() -> list[Task]:
+    return plan_world(seed=202, **WORLD)[1]
+
+
+def test_every_template_is_measured_to_two_points(world_a, world_b):
+    for tasks in (world_a, world_b):
+        sizes = {k: len(v) for k, v in by_template(tasks).items()}
+        assert set(sizes) == {"identity_colour", "identity_shape", "order", "count", "successor"}
+        assert min(sizes.values()) >= MIN_PER_TEMPLATE, sizes
+
+
+def test_text_rules_stay_at_chance(world_b):
+    failures = []
+    for template, tasks in by_template(world_b).items():
+        for name, rule in RULES.items():
+            acc = rule_accuracy(rule, tasks)
+            if acc is not None and abs(acc - CHANCE) > TOLERANCE:
+                failures.append(f"{name} on {template}: {acc:.3f}")
+    assert not failures, failures
+
+
+def test_numeric_rules_read_count_questions(world_b):
+    """The numeric rules do apply (they are not vacuously skipped)."""
+    count = by_template(world_b)["count"]
+    assert rule_accuracy(RULES["smallest non-zero number"], count) is not None
+
+
+def test_a_classifier_learned_on_one_world_is_at_chance_on_another(world_a, world_b):
+    train, test = by_template(world_a), by_template(world_b)
+    accs = {k: NaiveBayes(train[k]).accuracy(test[k]) for k in test}
+    assert all(abs(a - CHANCE) <= TOLERANCE for a in accs.values()), accs
+
+
+def test_the_classifier_would_catch_a_prior(world_a, world_b):
+    """Sanity check of the learner: give the correct option a tell (a trailing word) and it finds it."""
+
+    def tell(tasks: list[Task]) -> list[Task]:
+        out = []
+        for j, t in enumerate(tasks):
+            opts = list(t.options or [])
+            k = correct_index(t)
+            if j % 3:  # two times in three
+                opts[k] += " glyph"
+            out.append(t.model_copy(update={"options": opts}))
+        return out
+
+    model = NaiveBayes(tell(by_template(world_a)["order"]))
+    assert model.accuracy(tell(by_template(world_b)["order"])) > CHANCE + 0.3
+
+
+def test_absent_grounding_targets_are_not_told_by_the_wording(world_a, world_b):
+    """The share of absent targets is the same whatever colour or shape the query names."""
+    ground = [t for t in world_a + world_b if t.kind == "grounding"]
+    overall = np.mean([not t.answer for t in ground])
+    by_word: dict[str, list[bool]] = defaultdict(list)
+    for t in ground:
+        for w in words(str(t.meta["target"])):
+            by_word[w].append(not t.answer)
+    for w, absent in by_word.items():
+        assert len(absent) >= 500 and abs(np.mean(absent) - overall) <= TOLERANCE, (w, np.mean(absent), overall)
