@@ -36,6 +36,9 @@ class ErrorKind(StrEnum):
     """The model server rejected the request (400, 413, 422: too long, undecodable media)."""
     MEDIA = "media"
     """The task's video cannot be read."""
+    UNSUPPORTED = "unsupported"
+    """The model said it cannot read this question or these pictures (SimVLM outside SynthWorld): a notice for the
+    user, shown once; it scores 0 like any error but is not the harness's fault."""
     UNREACHABLE = "unreachable"
     """Infrastructure: the endpoint cannot be reached, or keeps failing (connection, 5xx, overload)."""
     AUTH = "auth"

@@ -12,7 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings, stdout_console
-from videvolve.errors import InfraError
+from videvolve.errors import ErrorKind, InfraError
+from videvolve.models.base import SIM_ONLY_NOTICE
 
 out = stdout_console()
 err = Console(stderr=True, soft_wrap=True)
@@ -156,6 +157,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         out.print(summary_table(f"{name} ({done.harness.version_id}) on {args.split} of {args.tasks.name}", summary))
         out.print(CacheUse.model_validate(summary["cache_use"]).line(), highlight=False)
         out.print(f"results, traces and predictions: {outdir}")
+    unsupported = summary["errors_by_kind"].get(ErrorKind.UNSUPPORTED, 0)
+    if unsupported:
+        err.print(f"[bold yellow]notice:[/] {SIM_ONLY_NOTICE} ({unsupported} of {summary['n']} task(s) had no "
+                  "answer for this reason)", highlight=False)
     return 0
 
 
@@ -187,6 +192,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         out.print(f"cost: {usage.get('frames', 0)} frames, {usage.get('image_tokens', 0)} image tokens, "
                   f"{usage.get('cumulative_tokens', 0)} prompt tokens over {usage.get('requests', 0)} request(s)")
         out.print(cache_use.line(), highlight=False)
+    if answer.error_kind == ErrorKind.UNSUPPORTED:
+        err.print(f"[bold yellow]notice:[/] {SIM_ONLY_NOTICE}", highlight=False)
+        return 1
     if answer.outcome != "ok":
         err.print(f"[bold red]error:[/] the harness failed ({answer.error_kind}): "
                   f"{(answer.error or '').splitlines()[0] if answer.error else ''}", highlight=False)

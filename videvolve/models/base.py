@@ -10,6 +10,9 @@ Message = dict[str, Any]
 ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}``."""
 Tool = dict[str, Any]
 """An OpenAI tool schema: ``{"type": "function", "function": {"name", "description", "parameters"}}``."""
+SIM_ONLY_NOTICE = "SimVLM understands only SynthWorld; use --backend openai with a real VLM"
+"""What SimVLM replies to a question or pictures outside SynthWorld. The parent recognises it in a reply, and a task
+that ends without an answer after it is the outcome ``unsupported`` (a notice for the user), not a parse failure."""
 
 
 @dataclass

@@ -27,6 +27,8 @@ class Meter:
     """The visual tokens of the images OCR read (the gate counts them as visual cost)."""
     seconds: dict[str, float] = field(default_factory=dict)
     """Where the task's client time went: sandbox start, decoding, encoding, waiting for the model."""
+    notice: str | None = None
+    """A reply in which the model said it cannot serve this input (``SIM_ONLY_NOTICE``)."""
 
     def spend(self, what: str, seconds: float) -> None:
         """Add to one of the client-time columns."""

@@ -1,6 +1,7 @@
 """Run a harness on one task in the sandbox and serve its requests; every failure becomes an outcome.
 
-Outcomes: ``ok``, or ``error`` with a kind: ``parse`` (no usable answer), ``budget``, ``timeout``, ``memory``,
+Outcomes: ``ok``, or ``error`` with a kind: ``parse`` (no usable answer), ``unsupported`` (no usable answer after
+the model said it cannot read this input: SimVLM outside SynthWorld), ``budget``, ``timeout``, ``memory``,
 ``crash`` (an exception, a killed process, a protocol violation), ``bad_request`` (the model endpoint rejected a
 request, e.g. too many images), ``invalid`` (a request the parent refused or could not serve: bad arguments, a
 malformed chat, a pixel, handle or memory cap), ``media``, ``static`` (refused before running). Infrastructure
@@ -22,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from videvolve.errors import HarnessError, InfraError, RequestRefused
+from videvolve.errors import ErrorKind, HarnessError, InfraError, RequestRefused
 from videvolve.models.parsing import parse_intervals, parse_letter
 from videvolve.skill_library.harness import Harness, content_hash
 from videvolve.skill_library.sandbox import get_sandbox, sdk_source
@@ -79,6 +80,15 @@ def _to_prediction(view: TaskView, result: Any) -> tuple[Prediction | None, str 
         return None, f"no intervals in the answer {str(answer)[:200]!r}"
     return Prediction(task_id=view.id, kind="grounding", answer=[Interval(start=a, end=b) for a, b in pairs],
                       raw=raw, evidence_times=evidence), None
+
+
+def _final(prediction: Prediction | None, why: str | None, notice: str | None) -> RunOutcome:
+    """A final answer's outcome: ok, else ``unsupported`` after a model's notice, else ``parse``."""
+    if why is None:
+        return RunOutcome("ok", prediction=prediction)
+    if notice is not None:
+        return RunOutcome("error", ErrorKind.UNSUPPORTED.value, notice)
+    return RunOutcome("error", "parse", why)
 
 
 class _Pipe:
@@ -178,8 +188,7 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
                 except (ValueError, TypeError, OverflowError, AttributeError) as exc:
                     prediction, why = None, f"the answer could not be read: {type(exc).__name__}: {exc}"
                 services.trace.write("final", answer=str(args.get("result"))[:2000], parsed=why is None)
-                outcome = RunOutcome("ok", prediction=prediction) if why is None else \
-                    RunOutcome("error", "parse", why)
+                outcome = _final(prediction, why, services.meter.notice)
             elif op == "fail":
                 kind = str(args.get("kind", "crash"))
                 if kind == "bad_request" and last_error_kind in ("budget", "bad_request", "media", "invalid",

@@ -25,7 +25,7 @@ from videvolve.errors import MediaError, ModelRequestError, RequestRefused
 from videvolve.media import clip as make_clip
 from videvolve.media import contact_sheet, frames_at, probe
 from videvolve.media.captions import frame_caption, sheet_caption, video_caption
-from videvolve.models.base import VLM, Message, Tool
+from videvolve.models.base import SIM_ONLY_NOTICE, VLM, Message, Tool
 from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
 from videvolve.models.parsing import parse_match
@@ -353,6 +353,8 @@ class TaskServices(ReadingServices):
             self.trace.write("invalid_tool_calls", calls=reply.invalid_tool_calls, reply=reply.text[:500])
             raise ServiceError("parse", f"the model's tool call could not be read: {reply.invalid_tool_calls[0]}")
         self.meter.cache_hits += int(reply.cached)
+        if SIM_ONLY_NOTICE in reply.text:
+            self.meter.notice = reply.text[:500]
         self.meter.reported_prompt_tokens += reply.usage.prompt_tokens or 0
         self.trace.write(event, observed_times=sorted(observed), observations=specs, new_frames=len(new),
                          image_tokens=image_tokens,

@@ -5,8 +5,10 @@ URLs). Each image is read with the caption before it (a frame's time, or a conta
 sheets are cut into cells and every cell perceived. Three request types: a final answer (an option letter, or
 intervals built from which observed times show the target, with boundaries halfway to the nearest observation
 that clearly does not), a match ('which of these images show X?') and a describe. When nothing it saw answers an
-mcq question it guesses deterministically, which scores about 25 % over many questions. It never opens a file and
-never chooses tools.
+mcq question it guesses from a hash of the request's text: the same request, the same letter, and no option favoured
+(chance over many questions, checked by ``tests/test_blind_baseline.py``). Pictures that are not SynthWorld frames
+and questions outside SynthWorld's grammar get :data:`SIM_ONLY_NOTICE`. It never opens a file and never chooses
+tools.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from PIL import Image
 
 from videvolve.errors import ModelRequestError
 from videvolve.media.captions import SheetLayout, parse_caption
-from videvolve.models.base import Message, Reply, Tool, Usage
+from videvolve.models.base import SIM_ONLY_NOTICE, Message, Reply, Tool, Usage
 from videvolve.models.cost import CostModel, cost_model, text_tokens
 from videvolve.models.sim.grammar import Question, parse_duration, parse_question, parse_target, request_type
 from videvolve.models.sim.perception import Percept, perceive
@@ -130,11 +132,10 @@ class SimVLM:
 
     def _answer(self, seen: list[Seen], text: str) -> str:
         if seen and all(s.percept.background is None for s in seen):
-            return ("unclear: these pictures are not SynthWorld scenes, and SimVLM reads nothing else; use a real "
-                    "model (--backend openai) for real footage")
+            return f"{SIM_ONLY_NOTICE} (these pictures are not SynthWorld frames)"
         q = parse_question(text)
         if q is None:
-            return "I cannot tell what is being asked."
+            return f"{SIM_ONLY_NOTICE} (the question is outside SynthWorld's grammar)"
         if q.template == "grounding":
             return json.dumps([[round(a, 2), round(b, 2)] for a, b in ground(seen, q.slots, parse_duration(text))])
         choice = choose(seen, q)
