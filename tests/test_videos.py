@@ -14,6 +14,7 @@ from tests.conftest import sample
 from videvolve.media import frames_at, probe
 from videvolve.media.check import check_video
 from videvolve.media.proxy import fingerprint, make_proxy, proxied, proxy_path
+from videvolve.models.base import SIM_ONLY_NOTICE
 from videvolve.testing import make_index_video, read_index
 
 
@@ -76,11 +77,11 @@ def test_videos_proxy_cli_on_a_real_sample(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_simvlm_on_real_footage_says_unclear_through_the_sandbox():
+def test_simvlm_on_real_footage_says_what_it_is_through_the_sandbox():
     video = sample("videos", "moviepy_chaplin.mp4")
     r = run("ask", str(video), "When does the red circle appear?", "--harness", "uniform", "--no-cache")
     assert r.returncode == 1
-    assert "unclear" in r.stderr and "not SynthWorld scenes" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip() == f"notice: {SIM_ONLY_NOTICE}" and "Traceback" not in r.stderr
     mcq = run("ask", str(video), "What colour is the star that appears on the navy background?", "--option", "red",
               "--option", "blue", "--harness", "uniform", "--no-cache", "--json")
-    assert mcq.returncode == 1 and json.loads(mcq.stdout)["error_kind"] == "parse"
+    assert mcq.returncode == 1 and json.loads(mcq.stdout)["error_kind"] == "unsupported"
