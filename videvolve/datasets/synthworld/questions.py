@@ -1,4 +1,7 @@
-"""Questions about a SynthWorld script, with gold answers and evidence: grounding and four mcq templates."""
+"""Questions about a SynthWorld script, with gold answers and evidence: grounding and four mcq templates.
+
+Nothing in an mcq question's text or its options predicts the answer (checked by ``tests/test_blind_baseline.py``).
+"""
 
 from __future__ import annotations
 
