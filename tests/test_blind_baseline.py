@@ -108,20 +108,23 @@ def rule_accuracy(rule: Rule, tasks: list[Task], seed: int = 0) -> float | None:
 # ---- a text-only classifier: naive Bayes over question and option words ----
 
 
-def option_features(t: Task, i: int) -> list[str]:
-    """What a text-only learner may read about option ``i``: its words, their pairing with the question's words,
+def option_features(t: Task) -> list[list[str]]:
+    """What a text-only learner may read about each option: its words, their pairing with the question's words,
     its position, and its rank among the options by number, length and shared words."""
     opts = t.options or []
-    o_words = words(opts[i])
     q_words = words(t.question)
-    feats = [f"o:{w}" for w in o_words] + [f"qo:{q}|{w}" for q in q_words for w in o_words]
-    feats += [f"pos:{i}", f"text:{opts[i]}"]
-    for name, values in (("num", _numbers(t)), ("len", [float(len(o)) for o in opts]),
-                         ("shared_o", _shared_with_options(t)), ("shared_q", _shared_with_question(t))):
-        if values is not None:
-            feats.append(f"{name}_rank:{sorted(values).index(values[i])}")
-            feats.append(f"{name}_is_max:{values[i] == max(values)}")
-    return feats
+    ranked = [(name, values) for name, values in (
+        ("num", _numbers(t)), ("len", [float(len(o)) for o in opts]), ("shared_o", _shared_with_options(t)),
+        ("shared_q", _shared_with_question(t))) if values is not None]
+    out = []
+    for i, o in enumerate(opts):
+        o_words = words(o)
+        feats = [f"o:{w}" for w in o_words] + [f"qo:{q}|{w}" for q in q_words for w in o_words]
+        feats += [f"pos:{i}", f"text:{o}"]
+        for name, values in ranked:
+            feats += [f"{name}_rank:{sorted(values).index(values[i])}", f"{name}_is_max:{values[i] == max(values)}"]
+        out.append(feats)
+    return out
 
 
 class NaiveBayes:
@@ -131,8 +134,8 @@ class NaiveBayes:
         self.counts: dict[bool, Counter[str]] = {True: Counter(), False: Counter()}
         for t in tasks:
             k = correct_index(t)
-            for i in range(len(t.options or [])):
-                self.counts[i == k].update(option_features(t, i))
+            for i, feats in enumerate(option_features(t)):
+                self.counts[i == k].update(feats)
         totals = {c: sum(v.values()) + len(set(self.counts[True]) | set(self.counts[False])) + 1
                   for c, v in self.counts.items()}
         self.unseen = math.log(totals[False] / totals[True])
@@ -145,8 +148,8 @@ class NaiveBayes:
 
     def accuracy(self, tasks: list[Task], seed: int = 0) -> float:
         rng = random.Random(seed)
-        hits = [pick([round(self.log_odds(option_features(t, i)), 9) for i in range(len(t.options or []))], rng)
-                == correct_index(t) for t in tasks]
+        hits = [pick([round(self.log_odds(f), 9) for f in option_features(t)], rng) == correct_index(t)
+                for t in tasks]
         return float(np.mean(hits))
 
 
@@ -235,7 +238,7 @@ def test_absent_grounding_targets_are_not_told_by_the_wording(world_a, world_b):
 
 def _picture(rgb: tuple[int, int, int], t: float) -> list[dict[str, object]]:
     buf = io.BytesIO()
-    Image.new("RGB", (64, 36), rgb).save(buf, format="PNG")
+    Image.new("RGB", (32, 18), rgb).save(buf, format="PNG")
     url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
     return [{"type": "text", "text": frame_caption(t)}, {"type": "image_url", "image_url": {"url": url}}]
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.conftest import sample
 from videvolve.datasets.synthworld.render import render_frame
 from videvolve.datasets.synthworld.script import make_script
 from videvolve.media.captions import frame_caption
@@ -88,3 +89,11 @@ def test_python_api_reports_unsupported(foreign: Path):
     answer = load_harness("uniform").ask(foreign, "When does the goalkeeper dive?")
     assert answer.outcome == "error" and answer.error_kind == "unsupported"
     assert (answer.error or "").startswith(SIM_ONLY_NOTICE) and answer.usage["frames"] > 0
+
+
+def test_python_api_on_a_real_sample_video(seed: Path):
+    from videvolve import load_harness
+
+    answer = load_harness(seed).ask(sample("videos", "moviepy_chaplin.mp4"), "When does the red circle appear?")
+    assert answer.error_kind == "unsupported" and answer.error == f"{SIM_ONLY_NOTICE} (these pictures are not " \
+        "SynthWorld frames)"

@@ -44,7 +44,7 @@ from videvolve.tasks import Task
 ERROR_CATEGORIES = {ErrorKind.PARSE: "format_error", ErrorKind.BUDGET: "budget_exhausted",
                     ErrorKind.BAD_REQUEST: "infra_error", ErrorKind.MEDIA: "infra_error", ErrorKind.CRASH: "crash",
                     ErrorKind.TIMEOUT: "crash", ErrorKind.MEMORY: "crash", ErrorKind.STATIC: "crash",
-                    ErrorKind.INVALID: "crash"}
+                    ErrorKind.INVALID: "crash", ErrorKind.UNSUPPORTED: "format_error"}
 
 
 def probe_target(task: Task) -> str:
