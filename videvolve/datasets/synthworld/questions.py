@@ -189,7 +189,7 @@ def mcq(script: VideoScript, rng: random.Random, n: int) -> list[Draft]:
     spare: list[Draft] = []
     for template in MCQ_TEMPLATES:
         drafts = [d for d in template(script, rng) if len(set(d.options)) == 4]
-        if template is not count:  # count keeps its round-robin order over true counts
+        if template is not count:  # count keeps its rounds (each a permutation of 0..top)
             rng.shuffle(drafts)
         out += drafts[:per]
         spare += drafts[per:]
