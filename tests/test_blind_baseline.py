@@ -171,19 +171,16 @@ def test_every_template_is_measured_to_two_points(world_a, world_b):
 
 
 def test_text_rules_stay_at_chance(world_b):
-    failures = []
+    failures, read = [], set()
     for template, tasks in by_template(world_b).items():
         for name, rule in RULES.items():
             acc = rule_accuracy(rule, tasks)
-            if acc is not None and abs(acc - CHANCE) > TOLERANCE:
-                failures.append(f"{name} on {template}: {acc:.3f}")
+            if acc is not None:
+                read.add((name, template))
+                if abs(acc - CHANCE) > TOLERANCE:
+                    failures.append(f"{name} on {template}: {acc:.3f}")
     assert not failures, failures
-
-
-def test_numeric_rules_read_count_questions(world_b):
-    """The numeric rules do apply (they are not vacuously skipped)."""
-    count = by_template(world_b)["count"]
-    assert rule_accuracy(RULES["smallest non-zero number"], count) is not None
+    assert {(r, "count") for r in RULES} <= read  # the numeric rules did read the count questions
 
 
 def test_a_classifier_learned_on_one_world_is_at_chance_on_another(world_a, world_b):

@@ -219,15 +219,16 @@ class ChromaStore:
         if category:
             clauses.append({"category": category})
         where = clauses[0] if len(clauses) == 1 else ({"$and": clauses} if clauses else None)
+        # more than k, then ties broken by id: Chroma's approximate index returns equal distances in any order
         res = self._collection.query(query_embeddings=self.embedder.embed([text]).tolist(),
-                                     n_results=min(k, len(self._records.by_id)), where=where,
+                                     n_results=min(max(4 * k, 32), len(self._records.by_id)), where=where,
                                      include=["distances"])
         out = []
         for id_, dist in zip(res["ids"][0], res["distances"][0], strict=True):
             d = self._records.by_id.get(id_)
             if d is not None and _keep(d, exclude, exclude_run, category):
                 out.append((d, 1.0 - float(dist)))
-        return out
+        return sorted(out, key=lambda x: (-round(x[1], 6), x[0].id))[:k]
 
 
 def open_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStore:
