@@ -353,8 +353,7 @@ class TaskServices(ReadingServices):
             self.trace.write("invalid_tool_calls", calls=reply.invalid_tool_calls, reply=reply.text[:500])
             raise ServiceError("parse", f"the model's tool call could not be read: {reply.invalid_tool_calls[0]}")
         self.meter.cache_hits += int(reply.cached)
-        if SIM_ONLY_NOTICE in reply.text:
-            self.meter.notice = reply.text[:500]
+        self.meter.notice = reply.text[:500] if SIM_ONLY_NOTICE in reply.text else self.meter.notice
         self.meter.reported_prompt_tokens += reply.usage.prompt_tokens or 0
         self.trace.write(event, observed_times=sorted(observed), observations=specs, new_frames=len(new),
                          image_tokens=image_tokens,
