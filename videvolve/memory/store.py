@@ -54,6 +54,8 @@ class _Records:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.by_id: dict[str, Diagnosis] = {}
+        self.order: dict[str, int] = {}
+        """When each record was first written: equal similarities go to the older record, whatever the ids."""
         self.lock = threading.Lock()
         if path is not None and path.exists():
             for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -65,6 +67,7 @@ class _Records:
                         continue
                     self.by_id.pop(d.id, None)
                     self.by_id[d.id] = d
+                    self.order.setdefault(d.id, len(self.order))
 
     def write(self, records: Sequence[Diagnosis]) -> list[Diagnosis]:
         changed = [r for r in records if self.by_id.get(r.id) != r]
@@ -79,7 +82,12 @@ class _Records:
             for r in changed:
                 self.by_id.pop(r.id, None)
                 self.by_id[r.id] = r
+                self.order.setdefault(r.id, len(self.order))
         return changed
+
+    def nearest(self, scored: list[tuple[Diagnosis, float]], k: int) -> list[tuple[Diagnosis, float]]:
+        """The ``k`` most similar; equal similarities (to 6 decimals) in the order the records were written."""
+        return sorted(scored, key=lambda x: (-round(x[1], 6), self.order.get(x[0].id, len(self.order))))[:k]
 
 
 def _keep(d: Diagnosis, exclude: set[str], exclude_run: str | None, category: str | None) -> bool:
@@ -127,7 +135,7 @@ class InMemoryStore:
             return []
         q = self.embedder.embed([text])[0]
         scored = [(d, float(self._vectors[d.id] @ q)) for d in pool]
-        return sorted(scored, key=lambda x: (-x[1], x[0].id))[:k]
+        return self._records.nearest(scored, k)
 
 
 class ChromaStore:
@@ -219,7 +227,7 @@ class ChromaStore:
         if category:
             clauses.append({"category": category})
         where = clauses[0] if len(clauses) == 1 else ({"$and": clauses} if clauses else None)
-        # more than k, then ties broken by id: Chroma's approximate index returns equal distances in any order
+        # more than k, then ties broken by age: Chroma's approximate index returns equal distances in any order
         res = self._collection.query(query_embeddings=self.embedder.embed([text]).tolist(),
                                      n_results=min(max(4 * k, 32), len(self._records.by_id)), where=where,
                                      include=["distances"])
@@ -228,7 +236,7 @@ class ChromaStore:
             d = self._records.by_id.get(id_)
             if d is not None and _keep(d, exclude, exclude_run, category):
                 out.append((d, 1.0 - float(dist)))
-        return sorted(out, key=lambda x: (-round(x[1], 6), x[0].id))[:k]
+        return self._records.nearest(out, k)
 
 
 def open_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStore:
