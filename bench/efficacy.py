@@ -103,6 +103,10 @@ def editors(seeds: list[int], iterations: int) -> int:
                 "grounding mIoU", "visual tokens / q", "frames / q", "score diff (trials - no) [p]", "McNemar p"):
         table.add_column(col, justify="right")
     rows = []
+    vs = Table(title="each editor's best harness against the seed (uniform) on the test split, paired")
+    for col in ("world seed", "editor", "mcq acc. seed -> evolved", "McNemar p", "grounding mIoU seed -> evolved",
+                "bootstrap p (score)", "visual tokens / q seed -> evolved", "frames / q"):
+        vs.add_column(col, justify="right")
     for seed in seeds:
         root = CACHE / f"seed{seed}"
         if not (root / "world" / "tasks.jsonl").exists():
@@ -124,7 +128,7 @@ def editors(seeds: list[int], iterations: int) -> int:
             results = solve_tasks(best, test, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2),
                                   run / "test" / best.version_id)  # stored by compare_on_test: read back
             out[name] = {"history": history, "spent": final.get("spent", {}), "best": cmp.best, "results": results,
-                         "selection": selection_evaluations(run)}
+                         "selection": selection_evaluations(run), "cmp": cmp.to_dict()}
         a, b = out["trials"]["results"], out["no-trials"]["results"]
         overall = paired_bootstrap([y.score for y in b], [x.score for x in a])
         m = [(y.score == 1, x.score == 1) for x, y in zip(a, b, strict=True) if x.kind == "mcq"]
@@ -143,10 +147,25 @@ def editors(seeds: list[int], iterations: int) -> int:
                           mcp)
             rows.append({"seed": seed, "editor": name, "accepted": accepted, "tried": tried,
                          "selection_evaluations": o["selection"], "spent": o["spent"], "best": s,
-                         "score_diff_trials_minus_no": overall.diff, "score_p": overall.p_value, "mcnemar_p": mc})
+                         "score_diff_trials_minus_no": overall.diff, "score_p": overall.p_value, "mcnemar_p": mc,
+                         "seed_vs_evolved": o["cmp"]})
+            vs.add_row(*seed_vs_evolved_row(seed, name, o["cmp"]))
         console.print(table)
+        console.print(vs)
     (CACHE / "editors.json").write_text(json.dumps(rows, indent=1, default=float))
     return 0
+
+
+def seed_vs_evolved_row(seed: int, editor: str, cmp: dict) -> list[str]:
+    """One row: the seed and the evolved harness on the same test questions."""
+    a, b = cmp["seed"], cmp["best"]
+    va = a["image_tokens_per_question"] + a["video_tokens_per_question"]
+    vb = b["image_tokens_per_question"] + b["video_tokens_per_question"]
+    mcq_p = "" if cmp["mcq_p"] is None else f"{cmp['mcq_p']:.4f}"
+    return [str(seed), editor, f"{a['mcq']['accuracy']:.3f} -> {b['mcq']['accuracy']:.3f}", mcq_p,
+            f"{a['grounding']['miou']:.3f} -> {b['grounding']['miou']:.3f}", f"{cmp['score_p']:.4f}",
+            f"{va:,.0f} -> {vb:,.0f} ({vb / va:.2f}x)" if va else f"{va:,.0f} -> {vb:,.0f}",
+            f"{a['frames_per_question']:.0f} -> {b['frames_per_question']:.0f}"]
 
 
 if __name__ == "__main__":
