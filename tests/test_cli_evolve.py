@@ -82,3 +82,14 @@ def test_an_llm_editor_that_never_proposes_ends_with_its_own_code(small_world, t
     events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
     why = [e["why"] for e in events if e["event"] == "no proposal"]
     assert len(why) == 2 and all("no usable revision" in w and "began" in w for w in why)
+
+
+def test_the_log_has_one_line_per_gated_candidate(small_world, tmp_path: Path, seed: Path, capsys):
+    """The progress callback sees the state after the reducers: every iteration's gate entries reach the log."""
+    assert main(["evolve", "--run", str(tmp_path / "r"), "--tasks", str(small_world.tasks_path), "--seed-harness",
+                 str(seed), "--iterations", "2", "--batch", "2", "--memory", str(tmp_path / "m"), "--embedder",
+                 "hashing", "--no-trials"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    history = [json.loads(x) for x in (tmp_path / "r" / "events.jsonl").read_text().splitlines()]
+    gated = [e for e in history if e["node"] == "gate"]
+    assert gated and all(f"iteration {e['iteration'] + 1}: {e['operator']}" in out for e in gated), out[:3000]

@@ -45,8 +45,8 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None) -> dict[str, Any]:
         if not finished:
             for update in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync"):
                 for node, values in update.items():
-                    state.update(values or {})
-                    if on_update is not None:
+                    if on_update is not None:  # the state after the reducers (a node's update is only its part)
+                        state = dict(graph.get_state(config).values)
                         on_update(node, values or {}, state)
         final = dict(graph.get_state(config).values)
         if ctx.budgets:  # (re)built from results on disk, so a run stopped while building it finishes it
