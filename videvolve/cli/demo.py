@@ -103,5 +103,10 @@ def summary_sentences(cmp: dict[str, Any], history: list[GateEntry]) -> list[str
         "not a difference this test split can establish" if p >= 0.05 else "a loss"
     sure = (f"Its mean per-question score changed by {diff:+.3f} (paired bootstrap p = {p:.4f}"
             + (f", mcq McNemar p = {cmp['mcq_p']:.4f}" if cmp.get("mcq_p") is not None else "")
-            + f"): {verdict}.")
+            + f"): {verdict}")
+    g = cmp.get("grounding_p")
+    if g is not None and g < 0.05 and "grounding" in seed and "grounding" in best:
+        a, b = seed["grounding"]["miou"], best["grounding"]["miou"]
+        sure += f"; grounding alone {'rose' if b > a else 'fell'}, mIoU {a:.3f} -> {b:.3f} (p = {g:.4f})"
+    sure += "."
     return [changed, cost, sure]
