@@ -209,3 +209,20 @@ def test_edit_paths_are_checked(tmp_path: Path):
     inc = copy_harness(seed_path("uniform"), tmp_path)
     with pytest.raises(HarnessError, match="leaves the harness"):
         write_candidate(inc, tmp_path, Proposal(operator="x", rationale="r", edits={"../evil.py": "x"}))
+
+
+def test_a_balanced_operator_keeps_the_change_and_cuts_the_frames():
+    """add_refinement at 2.35x the cost, balanced to fit: the refinement stays, the frame count falls by the factor."""
+    import tomllib
+
+    from videvolve.editing.heuristic import balanced
+    from videvolve.editing.operators import CATALOGUE, config_of
+
+    files = read_files(seed_path("uniform"))
+    refine = next(op for op in CATALOGUE if op.name == "add_refinement")
+    plain = refine.apply(files, config_of(files))
+    both = balanced(refine, 0.45).apply(files, config_of(files))
+    assert plain and both and both["solver.py"] == plain["solver.py"]  # the same change of how it looks
+    before, after = tomllib.loads(files["config.toml"]), tomllib.loads(both["config.toml"])
+    assert after["n_frames"] == int(before["n_frames"] * 0.45) and after["refine_share"] > 0
+    assert balanced(refine, 1.0).apply(files, config_of(files)) is None  # no cut: not a variant worth a trial

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from videvolve.editing.base import EditorInput, Proposal, read_files
-from videvolve.editing.operators import CATALOGUE, Operator, config_of
+from videvolve.editing.operators import CATALOGUE, Operator, config_of, scale_frames
 from videvolve.editing.tools import EditorTools
 
 MEMORY_WEIGHT = 0.5
@@ -51,6 +51,20 @@ def passes_on_trial(report: dict[str, Any], gate: dict[str, Any]) -> bool:
     if gain > 0:
         return bool(c_new <= (1 + gate["alpha"]) * c + 1e-9)
     return bool(gain >= -gate["eps"] and c > 0 and c_new <= (1 - gate["beta"]) * c + 1e-9)
+
+
+def balanced(op: Operator, factor: float) -> Operator:
+    """``op``, then fewer frames (``factor`` of them), so that a revision that helps fits the gate's cost bound."""
+    def apply(files: dict[str, str], cfg: dict[str, Any]) -> dict[str, str] | None:
+        first = op.apply(files, cfg)
+        if first is None:
+            return None
+        merged = {**files, **first}
+        fewer = scale_frames(factor)(merged, config_of(merged))
+        return {**first, **fewer} if fewer else None
+
+    return Operator(f"{op.name}+fewer_frames", f"{op.summary}, with {factor:.0%} of the frames so that its cost "
+                    "stays within the gate's bound", op.weights, apply)
 
 
 def candidates(inp: EditorInput) -> list[tuple[float, Operator]]:
@@ -97,6 +111,35 @@ class HeuristicEditor:
             preserve="; ".join(sorted({d.preserve for d in inp.diagnoses}))[:300], edits=dict(edits),
             diagnoses=[d.id for d in inp.diagnoses if op.weights.get(d.category)])
 
+    def _balanced(self, inp: EditorInput, tools: EditorTools, tasks: list[str], parent: dict[str, str],
+                  tried: list[Any]) -> list[Any]:
+        """For each prototype that gained but costs more than the gate allows: the same with fewer frames, tried.
+
+        The frame count is cut by the ratio of the allowed cost to the trial's (with a 5 % margin): cost grows with
+        frames at a fixed resolution, so the gain of looking better is kept where it survives looking less often.
+        """
+        out: list[Any] = []
+        key = "frames" if inp.gate.get("metric") == "frames" else "visual_tokens"
+        for j, (passes, gain, _, _, score, op, report) in enumerate(list(tried)):
+            c, c_new = report[f"parent_mean_{key}"], report[f"mean_{key}"]
+            if passes or gain <= 0 or not inp.gate or c_new <= 0:
+                continue
+            variant = balanced(op, 0.95 * (1 + inp.gate["alpha"]) * c / c_new)
+            edits = variant.apply(inp.files, config_of(inp.files))
+            if not edits:
+                continue
+            for path, content in edits.items():
+                tools.call("write_file", {"path": f"candidate/{path}", "content": content})
+            text, ok = tools.call("trial", {"tasks": tasks})
+            for path in edits:
+                tools.call("write_file", {"path": f"candidate/{path}", "content": parent.get(path, "")})
+            if not ok:
+                continue
+            rep = json.loads(text)
+            out.append((passes_on_trial(rep, inp.gate), rep["mean_difference_vs_parent"] or 0.0,
+                        -rep["mean_visual_tokens"], -len(tried) - j, score, variant, rep))
+        return out
+
     def _trial_tasks(self, inp: EditorInput, tools: EditorTools) -> list[str]:
         failed = [d.task_id for d in inp.diagnoses if d.task_id in tools.env.tasks]
         rest = [t for t in tools.env.tasks if t not in failed]
@@ -125,6 +168,7 @@ class HeuristicEditor:
             score, op = ops[0]
             return self._proposal(inp, op, score, " (no trial could run)").model_copy(
                 update={"workspace": str(tools.root)})
+        tried += self._balanced(inp, tools, tasks, parent, tried)
         tried.sort(key=lambda x: x[:4], reverse=True)
         passes, gain, _, _, score, op, report = tried[0]
         others = ", ".join(f"{t[5].name} {t[1]:+.3f}{'' if t[0] else ' (fails the rule)'}" for t in tried[1:])

@@ -56,7 +56,8 @@ def _raise_resolution(files: Files, cfg: dict[str, Any]) -> Files | None:
     return None
 
 
-def _scale_frames(factor: float) -> Callable[[Files, dict[str, Any]], Files | None]:
+def scale_frames(factor: float) -> Callable[[Files, dict[str, Any]], Files | None]:
+    """An edit that scales the harness's frame count (``n_frames`` or ``frames``) by ``factor``."""
     def apply(files: Files, cfg: dict[str, Any]) -> Files | None:
         for key in ("n_frames", "frames"):
             if key in cfg:
@@ -144,7 +145,7 @@ CATALOGUE: tuple[Operator, ...] = (
     Operator("add_refinement", "add local dense resampling at full resolution around flagged moments (25 % of "
              "the frames), frame count unchanged", {"boundary_error": 1.0, "missed_event": 0.4,
                                                    "evidence_unused": 0.3, "misperception": 0.3}, _add_refinement),
-    Operator("denser_sampling", "10 % more frames", {"missed_event": 1.0, "unresolved": 0.3}, _scale_frames(1.1)),
+    Operator("denser_sampling", "10 % more frames", {"missed_event": 1.0, "unresolved": 0.3}, scale_frames(1.1)),
     Operator("sharper_boundaries", "more frames around each boundary", {"boundary_error": 0.8}, _sharper_boundaries),
     Operator("more_refinement", "give refinement a larger share (or more candidates)",
              {"missed_event": 0.5, "evidence_unused": 0.6, "boundary_error": 0.3}, _more_refinement),
@@ -152,6 +153,6 @@ CATALOGUE: tuple[Operator, ...] = (
     Operator("read_transcript", "read the transcript around candidate moments (transcript = \"windows\"; then "
              "all of it)", {"transcript_unused": 1.0}, _read_transcript),
     Operator("sparser_sampling", "20 % fewer frames (a cost cut)", {"budget_exhausted": 1.0, "crash": 0.2},
-             _scale_frames(0.8)),
+             scale_frames(0.8)),
 )
 OPERATORS = {op.name: op for op in CATALOGUE}
