@@ -10,8 +10,7 @@ from pydantic import ValidationError
 
 from videvolve.datasets.loaders import read_json_records
 from videvolve.datasets.own import tasks_from_table
-from videvolve.errors import TaskFormatError
-from videvolve.field_errors import plain_errors
+from videvolve.errors import TaskFormatError, plain_errors
 from videvolve.tasks import Task, read_tasks
 
 GOOD = {"id": "g1", "video_id": "v", "video": "v.mp4", "kind": "grounding", "question": "When does it " + "x" * 350,

@@ -16,8 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
-from videvolve.errors import InputNotFoundError, TaskFormatError, UsageError
-from videvolve.field_errors import describe, json_error
+from videvolve.errors import InputNotFoundError, TaskFormatError, UsageError, describe, json_error
 
 Kind = Literal["mcq", "grounding"]
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -14,8 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from videvolve.errors import InputNotFoundError, TaskFormatError
-from videvolve.field_errors import describe, json_error
+from videvolve.errors import InputNotFoundError, TaskFormatError, describe, json_error
 from videvolve.tasks import Task
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v")

@@ -16,8 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from videvolve.errors import InputNotFoundError, MediaError, TaskFormatError, UsageError
-from videvolve.field_errors import describe, json_error
+from videvolve.errors import InputNotFoundError, MediaError, TaskFormatError, UsageError, describe, json_error
 from videvolve.media import probe
 from videvolve.metrics.intervals import to_seconds
 from videvolve.tasks import LETTERS, Interval, Task
