@@ -217,3 +217,12 @@ def test_every_exception_is_in_the_one_tree() -> None:
                     and not issubclass(obj, VidevolveError):
                 outside.append(f"{name}.{obj.__name__}")
     assert not outside, f"exceptions outside videvolve.errors.VidevolveError: {outside}"
+
+
+def test_a_child_cannot_report_an_unknown_or_infrastructure_error_kind() -> None:
+    from videvolve.errors import ErrorKind
+    from videvolve.skill_library.runner import _child_kind
+
+    assert _child_kind("budget") == ErrorKind.BUDGET
+    assert _child_kind("nonsense") == ErrorKind.CRASH and _child_kind(None) == ErrorKind.CRASH
+    assert _child_kind("unreachable") == ErrorKind.CRASH  # never an infrastructure stop from harness code

@@ -88,7 +88,7 @@ def _final(prediction: Prediction | None, why: str | None, notice: str | None) -
         return RunOutcome("ok", prediction=prediction)
     if notice is not None:
         return RunOutcome("error", ErrorKind.UNSUPPORTED.value, notice)
-    return RunOutcome("error", "parse", why)
+    return RunOutcome("error", ErrorKind.PARSE, why)
 
 
 class _Pipe:
@@ -126,6 +126,15 @@ def code_problems(harness: Harness) -> list[str]:
     return problems
 
 
+def _child_kind(kind: object) -> ErrorKind:
+    """The error kind a child reports, trusted only among the harness's own kinds (anything else is a crash)."""
+    try:
+        known = ErrorKind(str(kind))
+    except ValueError:
+        return ErrorKind.CRASH
+    return ErrorKind.CRASH if known.infrastructure else known
+
+
 def run_task(harness: Harness, services: TaskServices, timeout: float | None = None,
              static_check: bool = True) -> RunOutcome:
     """Run ``harness`` on the task behind ``services`` in a fresh sandboxed interpreter.
@@ -137,7 +146,7 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
         problems = code_problems(harness)
         if problems:
             services.trace.write("error", kind="static", error="; ".join(problems))
-            return RunOutcome("error", "static", "refused before running: " + "; ".join(problems),
+            return RunOutcome("error", ErrorKind.STATIC, "refused before running: " + "; ".join(problems),
                               usage=services.meter.to_dict())
     settings = services.settings
     timeout = timeout or settings.wall_seconds
@@ -180,7 +189,7 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
                 msg = json.loads(line)
                 op, args = msg["op"], msg.get("args", {})
             except (ValueError, KeyError, TypeError):
-                outcome = RunOutcome("error", "crash", "the harness broke the protocol (not a JSON request)")
+                outcome = RunOutcome("error", ErrorKind.CRASH, "the harness broke the protocol (not a JSON request)")
                 break
             if op == "final":
                 try:
@@ -190,12 +199,12 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
                 services.trace.write("final", answer=str(args.get("result"))[:2000], parsed=why is None)
                 outcome = _final(prediction, why, services.meter.notice)
             elif op == "fail":
-                kind = str(args.get("kind", "crash"))
-                if kind == "bad_request" and last_error_kind in ("budget", "bad_request", "media", "invalid",
-                                                                 "parse"):
-                    kind = last_error_kind
-                elif kind == "bad_request":
-                    kind = "crash"
+                kind = _child_kind(args.get("kind"))
+                if kind == ErrorKind.BAD_REQUEST and last_error_kind in (
+                        ErrorKind.BUDGET, ErrorKind.BAD_REQUEST, ErrorKind.MEDIA, ErrorKind.INVALID, ErrorKind.PARSE):
+                    kind = ErrorKind(last_error_kind)
+                elif kind == ErrorKind.BAD_REQUEST:
+                    kind = ErrorKind.CRASH
                 services.trace.write("error", kind=kind, error=str(args.get("error"))[:3000])
                 outcome = RunOutcome("error", kind, str(args.get("error"))[:3000])
             else:
@@ -206,11 +215,11 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
                     proc.stdin.write((json.dumps(reply) + "\n").encode())
                     proc.stdin.flush()
     except TimeoutError:
-        outcome = RunOutcome("error", "timeout", f"the harness did not finish within {timeout:.0f} s")
+        outcome = RunOutcome("error", ErrorKind.TIMEOUT, f"the harness did not finish within {timeout:.0f} s")
     except InfraError:
         raise
     except (BrokenPipeError, HarnessError) as exc:
-        outcome = RunOutcome("error", "crash", str(exc) or "the harness closed its channel")
+        outcome = RunOutcome("error", ErrorKind.CRASH, str(exc) or "the harness closed its channel")
     finally:
         _kill(proc)
         drain.join(timeout=5)
@@ -218,7 +227,7 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
         tail = b"".join(stderr).decode(errors="replace")[-STDERR_TAIL:]
         code = proc.returncode
         why = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-        kind = "memory" if "MemoryError" in tail else "crash"
+        kind = ErrorKind.MEMORY if "MemoryError" in tail else ErrorKind.CRASH
         outcome = RunOutcome("error", kind, f"the harness process {why} without an answer. {tail}".strip())
         services.trace.write("error", kind=kind, error=outcome.error)
     outcome.usage = services.meter.to_dict()
