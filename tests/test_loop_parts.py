@@ -226,3 +226,30 @@ def test_a_balanced_operator_keeps_the_change_and_cuts_the_frames():
     before, after = tomllib.loads(files["config.toml"]), tomllib.loads(both["config.toml"])
     assert after["n_frames"] == int(before["n_frames"] * 0.45) and after["refine_share"] > 0
     assert balanced(refine, 1.0).apply(files, config_of(files)) is None  # no cut: not a variant worth a trial
+
+
+def test_editor_calls_go_through_the_cache_and_are_counted(tmp_path: Path):
+    """A resumed run pays for no editor reply twice: the second identical request is served by the cache."""
+    from videvolve.models.cache import MeteredVLM, ResponseCache
+    from videvolve.testing import ScriptedReplies
+
+    model = ScriptedReplies(["first", "second"])
+    metered = MeteredVLM(model, ResponseCache(tmp_path / "c.sqlite"))
+    msgs = [{"role": "user", "content": "propose a revision"}]
+    assert metered.complete(msgs).text == "first" and metered.complete(msgs).text == "first"
+    assert len(model.requests) == 1 and metered.ledger["calls"] == 2 and metered.ledger["cache_hits"] == 1
+
+
+def test_an_editor_reply_of_5000_tokens_parses():
+    """Whole files come back: a long reply (about 20,000 characters) is read as one revision."""
+    from videvolve.editing import LLMEditor
+    from videvolve.models.cost import text_tokens
+    from videvolve.testing import ScriptedReplies
+
+    body = "\n".join(f"    x{i} = {i}  # a long solver line that keeps going, word after word" for i in range(330))
+    solver = f"def solve(task, ctx):\n{body}\n    return 'A'\n"
+    reply = json.dumps({"rationale": "r", "applies_when": "a", "preserve": "p",
+                        "edits": [{"path": "solver.py", "content": solver}]})
+    assert text_tokens(reply) >= 5000
+    proposal = LLMEditor(ScriptedReplies([reply])).propose(inp(["misperception"]))
+    assert proposal is not None and proposal.edits["solver.py"] == solver

@@ -171,7 +171,8 @@ def cmd_evolve(args: argparse.Namespace) -> int:
                     eta = f", ETA {per * (ctx.iterations - it) / 60:.0f} min"
                 status.update(f"iteration {it}/{ctx.iterations}: {NEXT.get(node, node)}; incumbent "
                               f"{state.get('incumbent')} score {state.get('incumbent_score', 0):.3f} cost "
-                              f"{state.get('incumbent_cost', 0):.1f}; {time.time() - started:.0f} s{eta}")
+                              f"{state.get('incumbent_cost', 0):,.0f}; {_ledger(state.get('spent') or {})}; "
+                              f"{time.time() - started:.0f} s{eta}")
 
             final = evolve(ctx, on_update)
     except InfraError as exc:
@@ -185,7 +186,17 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     out.print(f"stopped after {final.get('iteration')} iteration(s): {final.get('stop_reason') or 'already done'}")
     out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}, "
               f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {ctx.root / 'best'}")
+    out.print(f"spent: {_ledger(final.get('spent') or {})}", highlight=False)
     return _silent_editor(ctx, entries(final.get("history") or []))
+
+
+def _ledger(spent: dict[str, float]) -> str:
+    """Model calls paid for, with the editor's own share, and visual tokens sent."""
+    editor = int(spent.get("editor_calls", 0))
+    hits = int(spent.get("editor_cache_hits", 0))
+    own = f" (editor {editor} call(s), {hits} from the cache)" if editor else ""
+    return (f"{int(spent.get('model_calls', 0)):,} model calls{own}, "
+            f"{int(spent.get('visual_tokens', 0)):,} visual tokens")
 
 
 SILENT_EDITOR = 4

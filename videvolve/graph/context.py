@@ -25,6 +25,8 @@ class Context(BaseModel):
     editor: Literal["heuristic", "llm", "agent"] = Field(
         "heuristic", description="heuristic works offline (it prototypes with trials); llm: one-shot revision by a "
         "model; agent: a tool-calling model in a workspace")
+    editor_max_tokens: int = Field(16384, ge=256, description="reply length cap of the editor's model (an editor "
+                                   "returns whole files; the solver's cap is --max-tokens)")
     editor_model: ModelSettings | None = Field(None, description="model of the llm and agent editors (default: the "
                                                "solver)")
     editor_rounds: int = Field(16, ge=1, description="model turns an agent editor gets per proposal (repairs included)")

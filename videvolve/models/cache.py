@@ -115,3 +115,29 @@ def complete(vlm: VLM, messages: list[Message], tools: list[Tool] | None = None,
     if cache is not None:
         cache.put(key, reply)
     return reply
+
+
+class MeteredVLM:
+    """A model whose every call goes through the response cache and is counted in a ledger of its own.
+
+    The editor's and the investigator's calls use it: they count against ``--max-calls``, show as their own ledger,
+    and a resumed run gets the replies it already paid for from the cache.
+    """
+
+    def __init__(self, vlm: VLM, cache: ResponseCache | None) -> None:
+        self.vlm, self.cache = vlm, cache
+        self.name, self.revision = vlm.name, vlm.revision
+        self.ledger: dict[str, float] = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0}
+
+    def decoding(self) -> dict[str, Any]:
+        """The wrapped model's decoding settings."""
+        return self.vlm.decoding()
+
+    def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
+        """One call, through the cache, counted."""
+        reply = complete(self.vlm, messages, tools, self.cache)
+        self.ledger["calls"] += 1
+        self.ledger["cache_hits"] += int(reply.cached)
+        self.ledger["prompt_tokens"] += reply.usage.prompt_tokens or 0
+        self.ledger["completion_tokens"] += reply.usage.completion_tokens or 0
+        return reply

@@ -21,6 +21,7 @@ from videvolve.graph.context import Context
 from videvolve.graph.run import Run, get_run
 from videvolve.graph.state import State
 from videvolve.models import make_vlm
+from videvolve.models.cache import MeteredVLM
 from videvolve.nodes.sessions import Sessions
 from videvolve.search.gate import rule_text
 from videvolve.search.history import entries, for_editor
@@ -50,14 +51,20 @@ def editor_input(run: Run, state: State) -> EditorInput:
                        gate={"alpha": ctx.alpha, "beta": ctx.beta, "eps": eps, "metric": ctx.cost_metric})
 
 
+def editor_model(run: Run) -> MeteredVLM:
+    """The editor's model (by default the solver's, as in Video-RSI) with its own reply cap, cached and metered."""
+    ctx = run.ctx
+    settings = (ctx.editor_model or ctx.model).model_copy(update={"max_tokens": ctx.editor_max_tokens})
+    return MeteredVLM(make_vlm(settings), run.cache)
+
+
 def make_editor(run: Run) -> Editor:
     """The editor the run's settings ask for."""
     ctx = run.ctx
-    model = make_vlm(ctx.editor_model) if ctx.editor_model else run.vlm
     if ctx.editor == "llm":
-        return LLMEditor(model)
+        return LLMEditor(editor_model(run))
     if ctx.editor == "agent":
-        return AgentEditor(model, rounds=ctx.editor_rounds)
+        return AgentEditor(editor_model(run), rounds=ctx.editor_rounds)
     return HeuristicEditor(trials=not ctx.no_trials, operators=ctx.trial_operators, tasks=ctx.trial_batch)
 
 
@@ -99,7 +106,21 @@ def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         run.event(it, "edit", "no proposal", parent=parent, why=why,
                   workspace=_rel(run, str(sessions.opened[-1].root)) if sessions.opened else None)
     return {"candidates": candidates, "operators": operators, "dropped": dropped, "feedback": None,
-            "no_proposal": why, "spent": sessions.spent()}
+            "no_proposal": why, "spent": _add(sessions.spent(), _editor_calls(editor))}
+
+
+def _add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in {*a, *b}}
+
+
+def _editor_calls(editor: Editor) -> dict[str, float]:
+    """The editor model's own ledger (calls paid for count against --max-calls; cache hits cost nothing)."""
+    model = getattr(editor, "vlm", None)
+    if not isinstance(model, MeteredVLM):
+        return {}
+    paid = model.ledger["calls"] - model.ledger["cache_hits"]
+    return {"editor_calls": model.ledger["calls"], "editor_cache_hits": model.ledger["cache_hits"],
+            "model_calls": paid}
 
 
 def _rel(run: Run, workspace: str) -> str | None:
