@@ -32,7 +32,7 @@ def score_operators(inp: EditorInput) -> list[tuple[float, Operator]]:
     cfg = config_of(inp.files)
     scored = []
     for i, op in enumerate(CATALOGUE):
-        if op.name in inp.tried or op.apply(inp.files, cfg) is None:
+        if tried_already(op.name, inp.tried) or op.apply(inp.files, cfg) is None:
             continue
         score = sum(op.weights.get(c, 0.0) * k for c, k in counts.items()) / n
         score += past[op.name] / max(1, len(inp.similar))
@@ -53,6 +53,15 @@ def passes_on_trial(report: dict[str, Any], gate: dict[str, Any]) -> bool:
     return bool(gain >= -gate["eps"] and c > 0 and c_new <= (1 - gate["beta"]) * c + 1e-9)
 
 
+BALANCED = "+fewer_frames"
+"""The suffix of an operator's cost-balanced variant (the same change with fewer frames)."""
+
+
+def tried_already(name: str, tried: list[str]) -> bool:
+    """Whether an operator, or its cost-balanced variant, was already proposed on this version."""
+    return name in tried or name + BALANCED in tried
+
+
 def balanced(op: Operator, factor: float) -> Operator:
     """``op``, then fewer frames (``factor`` of them), so that a revision that helps fits the gate's cost bound."""
     def apply(files: dict[str, str], cfg: dict[str, Any]) -> dict[str, str] | None:
@@ -63,7 +72,7 @@ def balanced(op: Operator, factor: float) -> Operator:
         fewer = scale_frames(factor)(merged, config_of(merged))
         return {**first, **fewer} if fewer else None
 
-    return Operator(f"{op.name}+fewer_frames", f"{op.summary}, with {factor:.0%} of the frames so that its cost "
+    return Operator(op.name + BALANCED, f"{op.summary}, with {factor:.0%} of the frames so that its cost "
                     "stays within the gate's bound", op.weights, apply)
 
 
