@@ -1,57 +1,48 @@
-"""The seeds' largest request fits the README's recipe (a 32k context) on 720p and 1080p sources.
+"""The seeds' largest request fits the README's recipe (a 32k context) on 720p and 1080p sources; doctor says so.
 
-Computed from each seed's own config with the cost model: ``uniform`` sends all its frames at once;
-``scan_refine``'s last request carries every sheet and every refinement frame. (``coevowhen_base`` is driven by the
-model's own tool calls; its context is checked per request by the client before sending.)
+Computed from each seed's own config with the cost model (``skill_library.seed_requests``): ``uniform`` sends all
+its frames at once; ``scan_refine``'s last request carries every sheet and every refinement frame.
 """
 
 from __future__ import annotations
 
-import math
 import tomllib
+from pathlib import Path
 
 import pytest
 
-from videvolve.media.decode import scaled_size
-from videvolve.media.sheet import sheet_size
+from videvolve.config import ModelSettings
+from videvolve.doctor import run_checks
 from videvolve.models.cost import cost_model
 from videvolve.skill_library.harness import seed_path
+from videvolve.skill_library.seed_requests import largest_request
+from videvolve.testing import make_index_video
 
 CONTEXT = 32768
 MARGIN = 0.05  # the client's default safety margin
-TEXT = 1500    # prompt text, captions and the reply's room, generously
-
-
-def config(name: str) -> dict:
-    return tomllib.loads((seed_path(name) / "config.toml").read_text())
-
-
-def largest_request(name: str, family: str, source: tuple[int, int]) -> int:
-    cost = cost_model(family)
-    cfg = config(name)
-    if name == "uniform":
-        w, h = scaled_size(*source, int(cfg["max_side"]))
-        return int(cfg["n_frames"]) * cost.image_tokens(w, h)
-    n_scan = max(4, int(int(cfg["frames"]) * float(cfg["scan_share"])))
-    cols = int(cfg["sheet_cols"])
-    per_sheet = cols * cols
-    sheets = math.ceil(n_scan / per_sheet)
-    *_, sw, sh = sheet_size(per_sheet, cols, int(cfg["cell_width"]), source)
-    fw, fh = scaled_size(*source, int(cfg["refine_max_side"]) or None)
-    return sheets * cost.image_tokens(sw, sh) + (int(cfg["frames"]) - n_scan) * cost.image_tokens(fw, fh)
 
 
 @pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
 @pytest.mark.parametrize("source", [(1280, 720), (1920, 1080)])
 @pytest.mark.parametrize("name", ["uniform", "scan_refine"])
 def test_the_largest_request_fits_a_32k_context(name: str, family: str, source: tuple[int, int]) -> None:
-    tokens = largest_request(name, family, source) + TEXT
+    tokens = largest_request(name, cost_model(family), source)
     assert tokens <= CONTEXT * (1 - MARGIN), f"{name} on {source} with {family}: {tokens} prompt tokens"
 
 
 def test_full_resolution_refinement_would_not_fit() -> None:
     """The check can fail: today's numbers with refinement at full resolution (the issue's 57k at 720p)."""
     cost = cost_model("qwen2.5-vl")
-    cfg = config("scan_refine")
+    cfg = tomllib.loads((seed_path("scan_refine") / "config.toml").read_text())
     n_scan = max(4, int(int(cfg["frames"]) * float(cfg["scan_share"])))
     assert (int(cfg["frames"]) - n_scan) * cost.image_tokens(1280, 720) > CONTEXT
+
+
+def test_doctor_prints_each_seeds_largest_request_on_a_video(tmp_path: Path) -> None:
+    video = make_index_video(tmp_path / "hd.mp4", seconds=1, fps=5, gop=5, width=1920, height=1080)
+    checks = {c.name: c for c in run_checks(ModelSettings(), video=video)}
+    assert checks["largest request: scan_refine"].status == "ok"
+    assert "1920x1080" in checks["largest request: uniform"].detail
+    tight = {c.name: c for c in run_checks(ModelSettings(), video=video, context=8000)}
+    assert tight["largest request: scan_refine"].status == "fail"
+    assert "refine_max_side" in tight["largest request: scan_refine"].detail

@@ -200,11 +200,42 @@ def _endpoint(settings: ModelSettings, calibration: bool = False) -> list[Check]
     return checks
 
 
-def run_checks(settings: ModelSettings, calibration: bool = False) -> list[Check]:
-    """Every check, in order; endpoint checks only for the openai backend (``calibration``: image token counts)."""
+def run_checks(settings: ModelSettings, calibration: bool = False, video: Path | None = None,
+               context: int | None = None) -> list[Check]:
+    """Every check, in order; endpoint checks only for the openai backend (``calibration``: image token counts).
+
+    With ``video``: the largest request each program seed makes on it, against the served context (or ``context``).
+    """
     checks = [_decoding(), _sandbox()]
     if settings.backend == "openai":
         checks += _endpoint(settings, calibration)
     else:
         checks.append(Check("endpoint", "skip", "backend sim (offline SimVLM): nothing to reach"))
+    if video is not None:
+        served = next((int(c.detail.split()[0]) for c in checks if c.name == "context length" and c.status == "ok"),
+                      None)
+        checks += _seed_requests(settings, video, context or served or 32768, settings.context_margin)
     return checks
+
+
+def _seed_requests(settings: ModelSettings, video: Path, context: int, margin: float) -> list[Check]:
+    """The largest request of each program seed on this video, against the context less its margin."""
+    from videvolve.media import probe
+    from videvolve.models.cost import cost_model
+    from videvolve.skill_library.seed_requests import PROGRAM_SEEDS, largest_request
+
+    info = probe(video)
+    limit = int(context * (1 - margin))
+    cost = cost_model(settings.family)
+    out = []
+    for seed in PROGRAM_SEEDS:
+        tokens = largest_request(seed, cost, (info.width, info.height))
+        fits = tokens <= limit
+        fix = "" if fits else (" — lower the seed's max_side / refine_max_side or frames in its config.toml, or "
+                               "serve a longer --max-model-len")
+        out.append(Check(f"largest request: {seed}", "ok" if fits else "fail",
+                         f"{tokens:,} prompt tokens on {info.width}x{info.height} ({settings.family}) against "
+                         f"{limit:,} ({context:,} less {margin:.0%}){fix}"))
+    out.append(Check("largest request: coevowhen_base", "skip", "its model chooses what to look at; each request is "
+                     "checked against the context before it is sent"))
+    return out

@@ -89,6 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("doctor", help="check decoding, the sandbox and a model endpoint; say what to fix")
     d.add_argument("--calibrate", action="store_true", help="send images of known sizes and print the visual-token "
                    "formula's error against the server's usage.prompt_tokens")
+    d.add_argument("--video", type=Path, default=None, help="a video of yours: the largest request each seed makes "
+                   "on it, against the served context")
+    d.add_argument("--context", type=int, default=None, help="the context to check against when the server does not "
+                   "report one (default 32768)")
     add_model_args(d, cache=False)
     d.add_argument("--json", action="store_true", help="print the checks as a JSON list")
     d.set_defaults(func=cmd_doctor)
@@ -274,7 +278,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """``videvolve doctor``."""
     from videvolve.doctor import run_checks
 
-    checks = run_checks(model_settings(args), calibration=args.calibrate)
+    checks = run_checks(model_settings(args), calibration=args.calibrate, video=args.video, context=args.context)
     if args.json:
         print(json.dumps([{"check": c.name, "status": c.status, "detail": c.detail} for c in checks]))
         return 1 if any(c.status == "fail" for c in checks) else 0
