@@ -6,7 +6,6 @@ import base64
 import contextlib
 import io
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from PIL import Image
 
 from videvolve.config import ModelSettings, RuntimeSettings
@@ -29,23 +27,15 @@ from videvolve.models.sim import qwen_rules
 from videvolve.models.sim.mimic import MimicSettings
 from videvolve.models.sim.server import create_app
 from videvolve.skill_library.harness import load_harness, seed_path
-from videvolve.testing import free_port, make_index_video
+from videvolve.testing import make_index_video, serve_app
 
 
 @contextlib.contextmanager
 def mimic(backend: Any = None, api_key: str | None = None, model: str = "m", **settings: Any) -> Iterator[Any]:
     """The mimic in a thread; yields (base_url, app)."""
     app = create_app(model, mimic=MimicSettings(**settings), backend=backend, api_key=api_key)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}/v1", app
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serve_app(app) as base:
+        yield base, app
 
 
 def image_url(w: int, h: int) -> str:

@@ -11,6 +11,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -225,10 +226,6 @@ def serve_scripted_chat(script: Callable[[list[dict[str, Any]]], dict[str, Any]]
     the request's messages, so a test can script a tool-calling model that reads its tool results. Yields the
     base URL and the list of requests received.
     """
-    import threading
-
-    import uvicorn
-
     app = FastAPI()
     requests: list[dict[str, Any]] = []
 
@@ -251,16 +248,24 @@ def serve_scripted_chat(script: Callable[[list[dict[str, Any]]], dict[str, Any]]
                                              "finish_reason": "tool_calls" if calls else "stop"}],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    with serve_app(app) as base:
+        yield base, requests
+
+
+@contextlib.contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """An ASGI app on a free port of 127.0.0.1, in a thread of this process; yields its ``/v1`` base URL."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    for _ in range(100):
+    for _ in range(200):
         if server.started:
             break
         time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{port}/v1", requests
+        yield f"http://127.0.0.1:{server.config.port}/v1"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
