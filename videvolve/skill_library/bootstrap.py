@@ -1,8 +1,9 @@
 """Entry point of the sandboxed harness process (trusted; standard library only).
 
-Run as ``python -I -S -c <this source>`` inside the sandbox (no file on disk). It reads the init message, builds
-the harness's world, and then, as root (bubblewrap started by root), drops to uid/gid 65534, refusing to go on if
-it cannot, so resource limits hold; it sets them and runs the harness. The harness's world is built in namespaces
+Run as ``python -I -S -c <this source>`` inside the sandbox (no file on disk). It reads the harness (first line),
+builds the harness's world, and then, as root (bubblewrap started by root), drops to uid/gid 65534, refusing to go
+on if it cannot, so resource limits hold; it waits for the task (second line: a child may be started before its
+task exists, see ``pool.py``), sets the limits and runs the harness. The harness's world is built in namespaces
 of their own:
 
 - the SDK (``videvolve_sdk``), the import function and the harness's modules are executed in module dicts whose
@@ -213,12 +214,13 @@ def run_harness(init: dict[str, Any], safe: dict[str, Any], sdk: types.ModuleTyp
 
 
 def main() -> int:
-    """Read the init message, build the harness's world, drop privileges, run the harness, report."""
+    """Read the harness, build its world, drop privileges, wait for the task, run the harness, report."""
     out = sys.stdout
     sys.stdout = sys.stderr  # prints from harness code never reach the protocol channel
     init = json.loads(sys.stdin.readline())
     safe, sdk = build_world(init["sdk_source"])  # trusted code only; imports done while files are readable
     drop_privileges()
+    init["task"] = json.loads(sys.stdin.readline())["task"]  # a started child waits here until a task takes it
     channel = sdk.Channel(sys.stdin, out)
     ctx = sdk.HarnessContext(channel, sdk.TaskView(**init["task"]), init.get("config", {}), init.get("budget"),
                              init.get("skill", ""))

@@ -11,14 +11,11 @@ resumes later.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import selectors
-import signal
 import subprocess
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,17 +23,13 @@ from typing import Any
 from videvolve.errors import ErrorKind, HarnessError, InfraError, RequestRefused
 from videvolve.models.parsing import parse_intervals, parse_letter
 from videvolve.skill_library.harness import Harness, content_hash
-from videvolve.skill_library.sandbox import get_sandbox, sdk_source
+from videvolve.skill_library.pool import STDERR_TAIL, WarmPool, kill_child, pool_key, prepare_message, start_child
 from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES
 from videvolve.skill_library.services import TaskServices
 from videvolve.skill_library.static_check import check_source
 from videvolve.tasks import Interval, Prediction, TaskView
 
 log = logging.getLogger(__name__)
-STDERR_TAIL = 4000
-PROCESS_LIMIT = 32
-"""RLIMIT_NPROC of the child. The kernel counts every process and thread of uid 65534 on the host against it, so
-it allows several sandboxes at once (each is one process with two threads) and no fork bomb."""
 
 
 @dataclass
@@ -136,8 +129,11 @@ def _child_kind(kind: object) -> ErrorKind:
 
 
 def run_task(harness: Harness, services: TaskServices, timeout: float | None = None,
-             static_check: bool = True) -> RunOutcome:
+             static_check: bool = True, pool: WarmPool | None = None) -> RunOutcome:
     """Run ``harness`` on the task behind ``services`` in a fresh sandboxed interpreter.
+
+    With a ``pool`` started for this harness and these limits, the interpreter is one of its children, started
+    ahead of time and never used before; otherwise it is started now.
 
     ``static_check=False`` exists only so tests can show that the runtime walls hold on their own.
     """
@@ -153,28 +149,19 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     if content_hash(harness.path) != harness.version_id:
         raise HarnessError(f"harness {harness.path} changed on disk since it was loaded (expected "
                            f"{harness.version_id}); harness versions are immutable")
-    sandbox = get_sandbox(settings.allow_weak_sandbox)
-    argv = sandbox.command()
-    init = {
-        "task": services.view.model_dump(mode="json"), "config": harness.config, "budget": settings.budget,
-        "skill": harness.skill, "sdk_source": sdk_source(),
-        "solver_path": "solver.py", "solver_source": harness.solver_source,
-        "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters, "source": t.source,
-                   "path": t.path} for t in harness.tools],
-        "limits": {"memory_bytes": settings.memory_bytes, "cpu_seconds": int(timeout) + 5,
-                   "file_bytes": 16 * 1024 * 1024, "processes": PROCESS_LIMIT, "open_files": 64},
-    }
-    spawned: float | None = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            close_fds=True, env={}, start_new_session=True)
-    stderr: list[bytes] = []
-    drain = threading.Thread(target=_drain, args=(proc, stderr), daemon=True)
-    drain.start()
+    asked = time.perf_counter()
+    if pool is not None and pool.key == pool_key(harness, settings, timeout):
+        child = pool.take()
+    else:
+        prepare = prepare_message(harness, settings, timeout)
+        child = start_child(settings, (json.dumps(prepare) + "\n").encode())
+    proc, stderr = child.proc, child.stderr
+    spawned: float | None = asked  # "sandbox_start": what this task waited for its sandbox
     outcome: RunOutcome | None = None
     last_error_kind: str | None = None
     try:
         assert proc.stdin is not None
-        proc.stdin.write((json.dumps(init) + "\n").encode())
+        proc.stdin.write((json.dumps({"task": services.view.model_dump(mode="json")}) + "\n").encode())
         proc.stdin.flush()
         pipe = _Pipe(proc)
         deadline = started + timeout
@@ -221,8 +208,7 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     except (BrokenPipeError, HarnessError) as exc:
         outcome = RunOutcome("error", ErrorKind.CRASH, str(exc) or "the harness closed its channel")
     finally:
-        _kill(proc)
-        drain.join(timeout=5)
+        kill_child(child)
     if outcome is None:
         tail = b"".join(stderr).decode(errors="replace")[-STDERR_TAIL:]
         code = proc.returncode
@@ -251,28 +237,3 @@ def _serve(services: TaskServices, msg: dict[str, Any], op: Any, args: Any) -> d
         services.trace.write("request_error", op=str(op)[:100], error=f"{type(exc).__name__}: {exc}"[:2000])
         return {"id": msg.get("id"), "ok": False, "kind": "invalid",
                 "error": f"the request {str(op)[:100]!r} failed: {type(exc).__name__}: {exc}"[:3000]}
-
-
-def _drain(proc: subprocess.Popen[bytes], sink: list[bytes]) -> None:
-    assert proc.stderr is not None
-    total = 0
-    for chunk in iter(lambda: proc.stderr.read(4096), b""):  # type: ignore[union-attr]
-        total += len(chunk)
-        sink.append(chunk)
-        while total > 4 * STDERR_TAIL and len(sink) > 1:
-            total -= len(sink.pop(0))
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the child's whole process group."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-    for stream in (proc.stdin, proc.stdout):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
