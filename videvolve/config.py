@@ -46,6 +46,8 @@ class RuntimeSettings(BaseModel):
                                 json_schema_extra={"flag": "--task-timeout"})
     memory_bytes: int = Field(2 * 1024**3, description="address-space limit of the harness process")
     concurrency: int = Field(4, ge=1, description="tasks run at once")
+    warm_sandboxes: bool = Field(True, description="start each task's sandbox ahead of time (as many waiting as "
+                                 "--concurrency; each runs one task only)")
     allow_weak_sandbox: bool = Field(False, description="where bubblewrap cannot run, run harness code under "
                                      "`unshare` anyway (it can then read every file the unprivileged user can)")
 

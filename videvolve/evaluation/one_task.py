@@ -13,23 +13,25 @@ from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.skill_library.harness import Harness
+from videvolve.skill_library.pool import WarmPool
 from videvolve.skill_library.runner import run_task
 from videvolve.skill_library.services import TaskServices, TraceWriter
 from videvolve.tasks import Task
 
 
 def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: RuntimeSettings, out_dir: Path,
-            cache: ResponseCache | None = None, view_id: str | None = None) -> TaskResult:
+            cache: ResponseCache | None = None, view_id: str | None = None,
+            pool: WarmPool | None = None) -> TaskResult:
     """Run and score one task, write its result; raises :class:`InfraError` without writing anything.
 
     ``view_id`` is the opaque id harness code sees instead of the task's (``evaluation.opaque_ids``); the result
-    carries the real one.
+    carries the real one. ``pool``: sandboxes started ahead of time for this harness.
     """
     trace = TraceWriter(out_dir / "traces" / f"{result_path(out_dir, task.id).stem}.jsonl")
     view = task.view().model_copy(update={"id": view_id or OpaqueIds(out_dir).of(task.id)})
     services = TaskServices(view, task.video, vlm, cost, settings, skill=harness.skill, cache=cache, trace=trace,
                             transcript=load_transcript(task))
-    run = run_task(harness, services)
+    run = run_task(harness, services, pool=pool)
     prediction = run.prediction.model_copy(update={"task_id": task.id}) if run.prediction else None
     score = task_score(task, prediction) if run.outcome == "ok" else 0.0
     result = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,

@@ -8,13 +8,15 @@ better. An infrastructure error stops the run after the running tasks finish; no
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
 from videvolve.config import ModelSettings, RuntimeSettings
-from videvolve.errors import ErrorKind, InfraError, MediaError, UsageError
+from videvolve.errors import ErrorKind, MediaError, UsageError
 from videvolve.evaluation.one_task import run_one
 from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import TaskResult, load_result, write_result
@@ -22,6 +24,8 @@ from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.skill_library.harness import Harness
+from videvolve.skill_library.pool import WarmPool
+from videvolve.skill_library.runner import code_problems
 from videvolve.tasks import Task
 
 
@@ -68,20 +72,36 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
                             str(cache.path) if cache else None, ray_address, on_result):
             done[r.task_id] = r
         return [done[t.id] for t in tasks]
+    with _warm_pool(harness, settings, len(pending)) as warm:
+        _run_local(pending, lambda task: run_one(harness, task, vlm, cost, settings, out_dir, cache,
+                                                 view_ids[task.id], warm), settings.concurrency, done, on_result)
+    return [done[t.id] for t in tasks]
+
+
+def _warm_pool(harness: Harness, settings: RuntimeSettings, tasks: int) -> contextlib.AbstractContextManager[Any]:
+    """Sandboxes started ahead of time, as many as run at once (none for a harness the static check refuses)."""
+    if not settings.warm_sandboxes or not tasks or code_problems(harness):
+        return contextlib.nullcontext()
+    return WarmPool(harness, settings, size=settings.concurrency, total=tasks)
+
+
+def _run_local(pending: Sequence[Task], run: Callable[[Task], TaskResult], concurrency: int,
+               done: dict[str, TaskResult], on_result: Callable[[TaskResult], None] | None) -> None:
+    """Run tasks on ``concurrency`` threads; an exception stops the rest and is raised once the running ones end."""
     lock = threading.Lock()
     stop = threading.Event()
 
     def work(task: Task) -> TaskResult | None:
         if stop.is_set():
             return None
-        result = run_one(harness, task, vlm, cost, settings, out_dir, cache, view_ids[task.id])
+        result = run(task)
         with lock:
             done[task.id] = result
             if on_result:
                 on_result(result)
         return result
 
-    with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures: list[Future[TaskResult | None]] = [pool.submit(work, t) for t in pending]
         finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
         failure = next((f.exception() for f in finished if f.exception() is not None), None)
@@ -90,7 +110,4 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
             for f in futures:
                 f.cancel()
             wait(futures)
-            if isinstance(failure, InfraError):
-                raise failure
             raise failure
-    return [done[t.id] for t in tasks]

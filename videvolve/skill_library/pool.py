@@ -156,7 +156,10 @@ class WarmPool:
         self._wanted.release()
 
     def close(self) -> None:
-        """Stop starting children and kill every one still waiting."""
+        """Stop starting children and kill every one still waiting.
+
+        Call it once no task runs: a child dies with the thread that started it, which ends here.
+        """
         self._closed.set()
         self._wanted.release()
         self._spawner.join(timeout=10)

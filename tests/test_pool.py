@@ -1,0 +1,139 @@
+"""Warm sandboxes: each task gets a child started ahead of time and used by no other; none outlives the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from videvolve.config import RuntimeSettings
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.models.base import Reply
+from videvolve.models.cost import cost_model
+from videvolve.skill_library import pool as pool_module
+from videvolve.skill_library.harness import load_harness
+from videvolve.skill_library.pool import WarmPool
+from videvolve.tasks import Task
+
+
+class _SlowA:
+    """Answers A after ``delay`` seconds."""
+
+    name = "slow-a"
+    revision = "1"
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+
+    def complete(self, messages: Any, tools: Any = None) -> Reply:
+        time.sleep(self.delay)
+        return Reply(text="A")
+
+    def decoding(self) -> dict[str, Any]:
+        return {}
+
+
+def sandbox_children(pid: int) -> list[int]:
+    """Live processes started by ``pid`` that are sandboxes (bubblewrap or unshare)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0]
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and Path(argv0.decode(errors="replace")).name in ("bwrap", "unshare"):
+            found.append(int(entry.name))
+    return found
+
+
+def _tasks(video: Path, n: int) -> list[Task]:
+    return [Task(id=f"t{i}", video_id="v", video=str(video), kind="mcq", question=f"q{i}?", options=["x", "y"],
+                 answer="A", duration=20.0) for i in range(n)]
+
+
+def test_each_task_runs_in_its_own_child_started_ahead_and_none_is_left(index_video: Path, seed: Path,
+                                                                         tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch):
+    taken: list[int] = []
+    real_take = WarmPool.take
+
+    def take(self: WarmPool) -> Any:
+        child = real_take(self)
+        taken.append(child.proc.pid)
+        return child
+
+    monkeypatch.setattr(WarmPool, "take", take)
+    results = solve_tasks(load_harness(seed), _tasks(index_video, 5), _SlowA(), cost_model("qwen2.5-vl"),
+                          RuntimeSettings(concurrency=2), tmp_path / "out")
+    assert [r.outcome for r in results] == ["ok"] * 5, [r.error for r in results]
+    assert len(taken) == 5 and len(set(taken)) == 5  # one child per task, never one for two
+    assert all(r.usage["client_s"]["sandbox_start"] < 5 for r in results)
+    assert sandbox_children(os.getpid()) == []
+
+
+def test_a_pool_replaces_a_child_that_died_waiting_and_close_kills_the_waiting(seed: Path):
+    settings = RuntimeSettings(concurrency=2)
+    pool = WarmPool(load_harness(seed), settings, size=2)
+    try:
+        deadline = time.monotonic() + 20
+        while len(sandbox_children(os.getpid())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = pool._idle.queue[0]  # the next child to be taken, killed while it waits
+        pool_module.kill_process(first.proc)
+        child = pool.take()
+        assert child is not first and child.alive()
+        pool_module.kill_child(child)
+    finally:
+        pool.close()
+    assert sandbox_children(os.getpid()) == []
+
+
+def test_the_pool_can_be_turned_off(index_video: Path, seed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(WarmPool, "__init__", lambda *a, **k: pytest.fail("a pool was made"))
+    results = solve_tasks(load_harness(seed), _tasks(index_video, 2), _SlowA(), cost_model("qwen2.5-vl"),
+                          RuntimeSettings(concurrency=2, warm_sandboxes=False), tmp_path / "out")
+    assert [r.outcome for r in results] == ["ok", "ok"]
+
+
+INTERRUPTED = '''
+import sys
+from pathlib import Path
+from tests.test_pool import _SlowA, _tasks, sandbox_children
+from videvolve.config import RuntimeSettings
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.models.cost import cost_model
+from videvolve.skill_library.harness import load_harness
+import os
+
+try:
+    solve_tasks(load_harness(sys.argv[2]), _tasks(Path(sys.argv[1]), 12), _SlowA(0.4), cost_model("qwen2.5-vl"),
+                RuntimeSettings(concurrency=2), Path(sys.argv[3]), on_result=lambda r: print("result", flush=True))
+except KeyboardInterrupt:
+    print("left", len(sandbox_children(os.getpid())), flush=True)
+'''
+
+
+def test_an_interrupted_eval_leaves_no_sandbox_behind(index_video: Path, seed: Path, tmp_path: Path):
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(index_video), str(seed), str(tmp_path / "out")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "result"
+    seen = sandbox_children(proc.pid)
+    assert len(seen) >= 2  # running and waiting children
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert out.strip().splitlines()[-1] == "left 0", (out, err[-2000:])
+    alive = [pid for pid in seen if Path(f"/proc/{pid}").exists()
+             and b"bwrap" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert alive == []
