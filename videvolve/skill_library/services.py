@@ -9,7 +9,6 @@ cells is 24 frames, one image's tokens), image and video tokens, and cumulative 
 from __future__ import annotations
 
 import base64
-import io
 import math
 import secrets
 import time
@@ -25,6 +24,9 @@ from videvolve.errors import MediaError, ModelRequestError, RequestRefused
 from videvolve.media import clip as make_clip
 from videvolve.media import contact_sheet, frames_at, probe
 from videvolve.media.captions import frame_caption, sheet_caption, video_caption
+from videvolve.media.data_url import data_url_cache
+from videvolve.media.decode import Frame
+from videvolve.media.info import file_key
 from videvolve.models.base import SIM_ONLY_NOTICE, VLM, Message, Tool
 from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
@@ -76,6 +78,7 @@ class TaskServices(ReadingServices):
         self.meter = Meter()
         self._handles: dict[str, _Obs] = {}
         self._times_held = 0
+        self._video_key: tuple[str, int, int] | None = None
 
     # ---- the allowlist of calls ----
 
@@ -239,6 +242,7 @@ class TaskServices(ReadingServices):
         image_tokens = video_tokens = 0
         observed: set[float] = set()
         out: list[Message] = []
+        frames = self._single_frames(messages)  # also notes the video's version, the key of its encoded frames
         for m in messages:
             content = m.get("content")
             if not isinstance(content, list):
@@ -250,7 +254,7 @@ class TaskServices(ReadingServices):
                     parts.append(part)
                     continue
                 obs = self._handles[part["handle"]]
-                rendered, k, it, vt = self._render_obs(obs)
+                rendered, k, it, vt = self._render_obs(obs, frames)
                 parts += rendered
                 keys |= k
                 image_tokens += it
@@ -259,11 +263,28 @@ class TaskServices(ReadingServices):
             out.append({**m, "content": parts})
         return out, keys, image_tokens, video_tokens, observed
 
-    def _render_obs(self, obs: _Obs) -> tuple[list[dict[str, Any]], set[float], int, int]:
+    def _single_frames(self, messages: list[Message]) -> dict[tuple[int | None, float], Frame]:
+        """Every frame observation of a request, decoded in one pass per size (not one per frame)."""
+        wanted: dict[int | None, list[float]] = {}
+        for m in messages:
+            for part in m["content"] if isinstance(m.get("content"), list) else ():
+                obs = self._handles[part["handle"]] if part.get("type") == "observation_ref" else None
+                if obs is not None and obs.kind == "frame":
+                    wanted.setdefault(obs.max_side, []).append(obs.times[0])
+        try:
+            self._video_key = file_key(self.video)
+            return {(side, t): f for side, times in wanted.items()
+                    for t, f in zip(times, frames_at(self.video, times, max_side=side, clamp=True), strict=True)}
+        except MediaError as exc:
+            raise ServiceError("media", str(exc)) from exc
+
+    def _render_obs(self, obs: _Obs, single: dict[tuple[int | None, float], Frame]
+                    ) -> tuple[list[dict[str, Any]], set[float], int, int]:
         try:
             if obs.kind == "frame":
-                frame = frames_at(self.video, obs.times, max_side=obs.max_side, clamp=True)[0]
-                return ([{"type": "text", "text": frame_caption(obs.times[0])}, self._image_part(frame.image)],
+                frame = single[(obs.max_side, obs.times[0])]
+                return ([{"type": "text", "text": frame_caption(obs.times[0])},
+                         self._image_part(frame.image, (obs.max_side, frame.time))],
                         {frame.time}, self.cost.image_tokens(*frame.image.size), 0)
             if obs.kind == "sheet":
                 frames = frames_at(self.video, obs.times, max_side=obs.cell_width, clamp=True)
@@ -278,7 +299,7 @@ class TaskServices(ReadingServices):
             parts: list[dict[str, Any]] = []
             tokens = 0
             for t, f in zip(obs.times, frames, strict=True):
-                parts += [{"type": "text", "text": frame_caption(t)}, self._image_part(f.image)]
+                parts += [{"type": "text", "text": frame_caption(t)}, self._image_part(f.image, (obs.max_side, f.time))]
                 tokens += self.cost.image_tokens(*f.image.size)
             return parts, keys, tokens, 0
         except MediaError as exc:
@@ -295,16 +316,11 @@ class TaskServices(ReadingServices):
         return [{"type": "text", "text": video_caption(obs.start, obs.end, obs.times)},
                 {"type": "video_url", "video_url": {"url": url}, "num_frames": len(frames)}]
 
-    def _image_part(self, image: Image.Image) -> dict[str, Any]:
+    def _image_part(self, image: Image.Image, frame: tuple[int | None, float] | None = None) -> dict[str, Any]:
+        """An ``image_url`` part; a video frame's (``frame``: its max side and start) encoding is cached."""
         encoding = time.perf_counter()
-        buf = io.BytesIO()
-        if self.settings.image_format == "jpeg":
-            image.save(buf, format="JPEG", quality=self.settings.jpeg_quality)
-            mime = "image/jpeg"
-        else:
-            image.save(buf, format="PNG", optimize=False, compress_level=3)
-            mime = "image/png"
-        url = f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode()}"
+        key = (self._video_key, *frame) if frame is not None else None
+        url = data_url_cache.url(key, image, self.settings.image_format, self.settings.jpeg_quality)
         self.meter.spend("encode", time.perf_counter() - encoding)
         return {"type": "image_url", "image_url": {"url": url}}
 
