@@ -86,7 +86,11 @@ class CostModel:
 
 COST_MODELS = {
     "qwen2.5-vl": CostModel("qwen2.5-vl", factor=28, min_pixels=4 * 28 * 28, max_pixels=16384 * 28 * 28),
-    # Qwen3-VL's preprocessor_config.json / video_preprocessor_config.json (shortest/longest edge in pixels)
+    # Qwen3-VL checkpoints' preprocessor_config.json (Qwen2VLImageProcessorFast; size {shortest_edge: 65536,
+    # longest_edge: 16777216}, patch_size 16, merge_size 2, temporal_patch_size 2) and video_preprocessor_config.json
+    # (Qwen3VLVideoProcessor; size {shortest_edge: 4096, longest_edge: 25165824}), as the checkpoints ship them; the
+    # class defaults in huggingface/transformers src/transformers/models/qwen3_vl/video_processing_qwen3_vl.py
+    # (128*32*32 / 32*32*768) are overridden by those files. Checked 2026-12-03.
     "qwen3-vl": CostModel("qwen3-vl", factor=32, min_pixels=65536, max_pixels=16777216,
                           video_min_pixels=4096, video_max_pixels=25165824),
 }

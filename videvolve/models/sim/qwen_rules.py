@@ -36,6 +36,7 @@ class Processor:
 PROCESSORS = {
     "qwen2.5-vl": Processor(14, 2, 2, (3136, 12845056), (3136, 12845056), video_total_budget=False,
                             timestamps=False),
+    # the checkpoints' preprocessor_config.json / video_preprocessor_config.json (see models/cost.py)
     "qwen3-vl": Processor(16, 2, 2, (65536, 16777216), (4096, 25165824), video_total_budget=True,
                           timestamps=True),
 }
@@ -58,7 +59,13 @@ def _image_resize(height: int, width: int, factor: int, min_pixels: int, max_pix
 
 def _video_resize(num_frames: int, height: int, width: int, temporal_factor: int, factor: int, min_pixels: int,
                   max_pixels: int) -> tuple[int, int]:
-    """Transformers' ``qwen3_vl.video_processing_qwen3_vl.smart_resize`` (returns height, width)."""
+    """Transformers' ``qwen3_vl.video_processing_qwen3_vl.smart_resize`` (returns height, width).
+
+    As in huggingface/transformers ``src/transformers/models/qwen3_vl/video_processing_qwen3_vl.py`` (checked
+    2026-12-03): ``t_bar = round(n / 2) * 2``, the budget over ``n * H * W``; without its opt-in
+    ``cap_pixels_per_frame`` (off by default; announced to become the default in transformers 5.22) and its
+    upscaling of frames under 32 pixels on a side (our frames have at least 16).
+    """
     h_bar = round(height / factor) * factor
     w_bar = round(width / factor) * factor
     t_bar = round(num_frames / temporal_factor) * temporal_factor
