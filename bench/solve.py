@@ -8,7 +8,12 @@ Two servers on 127.0.0.1, each answering after ``--latency-ms`` (200 by default)
    reach at least 7x concurrency 1 (8x is the limit), and the table says where a task's client time goes
    (sandbox start, decoding, encoding, waiting for the model).
 
-Usage: ``python bench/solve.py [--tasks 24] [--latency-ms 200]``
+Measured 2026-12-03, 2 cores shared (load average 5-7), 48 canned tasks: before the warm sandboxes 3.44 -> 15.38
+tasks/s (4.5x; 26 / 19 ms of client CPU per task, a 49 ms sandbox start on the path); now 4.19 -> 21.69 and 4.16 ->
+21.92 (5.2x, 5.3x; 17 / 12 ms, 5 ms). What is left is CPU: a sandbox's own start is about 45 ms of it (off the path,
+still on the 2 cores). See the README's performance section.
+
+Usage: ``python bench/solve.py [--tasks 24] [--latency-ms 200] [--canned-tasks 48] [--canned-only]``
 """
 
 from __future__ import annotations
