@@ -37,7 +37,7 @@ def _cache_block_types() -> None:
 
     found = getattr(content, "_get_data_content_block_types", None)
     if callable(found) and not hasattr(found, "cache_info"):
-        content._get_data_content_block_types = functools.cache(found)  # type: ignore[attr-defined]
+        content._get_data_content_block_types = functools.cache(found)
 
 
 _cache_block_types()
