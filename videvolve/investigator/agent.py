@@ -97,7 +97,7 @@ def brief(task: Task, result: TaskResult, trace: list[dict[str, Any]]) -> str:
                  (f" ({result.error_kind}: {(result.error or '').strip()[:400]})" if result.outcome == "error" else ""))
     groups: dict[str, list[float]] = {}
     for s in trace_observations(trace):
-        groups.setdefault(f"{s.kind} at {s.size or 'full'} px", []).append(s.time)
+        groups.setdefault(f"{s.kind} at {s.size} px" if s.size else f"{s.kind} at full resolution", []).append(s.time)
     for how, times in groups.items():
         shown = ", ".join(f"{t:.2f}" for t in sorted(set(times))[:64])
         lines.append(f"The harness observed {len(set(times))} time(s) as {how}: {shown}")

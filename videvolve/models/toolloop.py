@@ -96,7 +96,8 @@ class ToolLoop(Generic[T]):
                 self.failure = (f"every tool call of the {self.who} model's last {refused} rounds was refused; the "
                                 f"last: {last[:300]}")
                 return None
-        self.failure = f"the {self.who} model used its {self.rounds} rounds without {self.goal}"
+        self.failure = f"the {self.who} model used its {self.rounds} rounds without {self.goal}" + (
+            f"; the last refused call: {last[:300]}" if refused else "")
         return None
 
     def _calls(self, reply: Reply, dispatch: Callable[[ToolCall], tuple[str, bool, T | None]]) -> tuple[
