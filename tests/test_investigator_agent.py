@@ -152,6 +152,7 @@ def investigator_script(messages: list[dict[str, Any]]) -> dict[str, Any]:
 @pytest.mark.slow
 def test_evolve_with_the_agent_investigator(small_world, tmp_path, seed):
     from videvolve.cli import main
+    from videvolve.report import build_report
 
     run = tmp_path / "run"
     with serve_scripted_chat(investigator_script) as (base, requests):
@@ -166,3 +167,5 @@ def test_evolve_with_the_agent_investigator(small_world, tmp_path, seed):
     records = [json.loads(x) for x in (tmp_path / "mem" / "diagnoses.jsonl").read_text().splitlines()]
     assert records and all(r["investigator"] == "agent" and r["category"] == "evidence_unused" for r in records)
     assert json.loads((run / "settings.json").read_text())["investigator_agent_model"]["base_url"] == base
+    html = build_report(run).read_text()
+    assert html.count("<td>agent</td>") == len({r["id"] for r in records})  # the report says who wrote each diagnosis
