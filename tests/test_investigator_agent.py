@@ -20,7 +20,7 @@ from videvolve.investigator import Investigator
 from videvolve.investigator.agent import AgentInvestigator
 from videvolve.memory.embedders import HashingEmbedder
 from videvolve.memory.store import InMemoryStore
-from videvolve.models.cache import MeteredVLM
+from videvolve.models.cache import MeteredVLM, ResponseCache
 from videvolve.models.cost import cost_model
 from videvolve.models.openai_backend import openai_vlm
 from videvolve.models.sim import SimVLM
@@ -40,13 +40,13 @@ def failure(small_world) -> tuple[Task, TaskResult, list[dict[str, Any]]]:
     return task, result, trace
 
 
-def investigate(base: str, tmp_path: Path, failure, rounds: int = 4):
+def investigate(base: str, tmp_path: Path, failure, rounds: int = 4, cache: ResponseCache | None = None):
     """The agent investigator over the scripted endpoint; (its diagnosis, the procedure's, the agent)."""
     task, result, trace = failure
     settings = ModelSettings(backend="openai", base_url=base, model="scripted-investigator", max_retries=0,
                              timeout_s=30)
-    procedure = Investigator(SimVLM(), cost_model("qwen2.5-vl"), probe_frames=8)
-    agent = AgentInvestigator(MeteredVLM(openai_vlm(settings), None), procedure, tmp_path / "inv", rounds=rounds)
+    procedure = Investigator(SimVLM(), cost_model("qwen2.5-vl"), probe_frames=8, cache=cache)
+    agent = AgentInvestigator(MeteredVLM(openai_vlm(settings), cache), procedure, tmp_path / "inv", rounds=rounds)
     d = agent.diagnose(task, result, trace, "run", 0)
     plain = Investigator(SimVLM(), cost_model("qwen2.5-vl"), probe_frames=8).diagnose(task, result, trace, "run", 0)
     return d, plain, agent
@@ -130,6 +130,18 @@ def test_an_unusable_reply_falls_back_to_the_decision_tree(failure, tmp_path, ca
     assert (d.category, d.hypothesis, d.evidence) == (plain.category, plain.hypothesis, plain.evidence)
     folder = tmp_path / "inv" / "0" / task.id
     assert why in json.loads((folder / "conversation.json").read_text())["failure"]
+
+
+def test_a_resumed_investigation_is_not_paid_twice(failure, tmp_path):
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    with serve_scripted_chat(_probe_then(failure[0].id, _diagnose("missed_event", 2.0))) as (base, requests):
+        first, _, paid = investigate(base, tmp_path, failure, cache=cache)
+        again, _, resumed = investigate(base, tmp_path, failure, cache=cache)
+    same = {"created_at", "probe_cost"}
+    assert first.investigator == "agent" and again.model_dump(exclude=same) == first.model_dump(exclude=same)
+    assert first.probe_cost["model_calls"] == 1 and again.probe_cost["model_calls"] == 0  # the probe's too
+    assert len(requests) == paid.model.ledger["calls"] == 2 and paid.model.ledger["cache_hits"] == 0
+    assert resumed.model.ledger["calls"] == resumed.model.ledger["cache_hits"] == 2  # the cache served both
 
 
 def test_agent_investigator_with_sim_and_no_endpoint_refuses_at_start(small_world, tmp_path, seed):
