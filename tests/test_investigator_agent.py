@@ -162,22 +162,36 @@ def investigator_script(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_evolve_with_the_agent_investigator(small_world, tmp_path, seed):
+@pytest.mark.parametrize("usable", [True, False])
+def test_evolve_with_the_agent_investigator(small_world, tmp_path, seed, caplog, usable):
     from videvolve.cli import main
     from videvolve.report import build_report
 
     run = tmp_path / "run"
-    with serve_scripted_chat(investigator_script) as (base, requests):
+    script = investigator_script if usable else (lambda m: {"content": "No tools for me."})
+    with serve_scripted_chat(script) as (base, requests):
         code = main(["evolve", "--run", str(run), "--tasks", str(small_world.tasks_path), "--seed-harness", str(seed),
                      "--iterations", "1", "--batch", "3", "--investigator", "agent", "--investigator-agent-base-url",
                      base, "--investigator-agent-model", "scripted-investigator", "--memory", str(tmp_path / "mem"),
                      "--cache", str(tmp_path / "cache.sqlite"), "--embedder", "hashing"])
     assert code == 0 and requests
+    train = {t.id for t in small_world.tasks if t.split == "train"}
+    assert {re.findall(r"with task_id '([^']+)'", r["messages"][1]["content"])[0] for r in requests} <= train
     events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
     summary = next(e for e in events if e["event"] == "diagnoses")
-    assert summary["investigators"]["agent"] == sum(summary["categories"].values()) > 0
-    records = [json.loads(x) for x in (tmp_path / "mem" / "diagnoses.jsonl").read_text().splitlines()]
-    assert records and all(r["investigator"] == "agent" and r["category"] == "evidence_unused" for r in records)
+    n = sum(summary["categories"].values())
+    records = list({r["id"]: r for x in (tmp_path / "mem" / "diagnoses.jsonl").read_text().splitlines()
+                    if (r := json.loads(x))}.values())
+    assert n == len(records) > 0
     assert json.loads((run / "settings.json").read_text())["investigator_agent_model"]["base_url"] == base
     html = build_report(run).read_text()
-    assert html.count("<td>agent</td>") == len({r["id"] for r in records})  # the report says who wrote each diagnosis
+    if usable:
+        assert summary["investigators"] == {"agent": n, "procedure": 0}
+        assert all(r["investigator"] == "agent" and r["category"] == "evidence_unused" for r in records)
+        assert html.count("<td>agent</td>") == n  # the report says who wrote each diagnosis
+        return
+    assert summary["investigators"] == {"agent": 0, "procedure": n}
+    fallbacks = [e for e in events if e["event"] == "fallback"]
+    assert len(fallbacks) == n and all("without calling a tool" in e["reason"] for e in fallbacks)
+    assert all(r["investigator"] == "procedure" and "without calling a tool" in r["fallback"] for r in records)
+    assert "the agent's reply was unusable" in html and "without calling a tool" in caplog.text
