@@ -163,7 +163,7 @@ def investigator_script(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("usable", [True, False])
-def test_evolve_with_the_agent_investigator(small_world, tmp_path, seed, caplog, usable):
+def test_evolve_with_the_agent_investigator(small_world, tmp_path, seed, caplog, capsys, usable):
     from videvolve.cli import main
     from videvolve.report import build_report
 
@@ -175,6 +175,7 @@ def test_evolve_with_the_agent_investigator(small_world, tmp_path, seed, caplog,
                      base, "--investigator-agent-model", "scripted-investigator", "--memory", str(tmp_path / "mem"),
                      "--cache", str(tmp_path / "cache.sqlite"), "--embedder", "hashing"])
     assert code == 0 and requests
+    assert f"(investigator {len(requests)} call(s), 0 from the cache)" in capsys.readouterr().out  # metered
     train = {t.id for t in small_world.tasks if t.split == "train"}
     assert {re.findall(r"with task_id '([^']+)'", r["messages"][1]["content"])[0] for r in requests} <= train
     events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]

@@ -196,10 +196,10 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
 
 def _ledger(spent: dict[str, float]) -> str:
-    """Model calls paid for, with the editor's own share, and visual tokens sent."""
-    editor = int(spent.get("editor_calls", 0))
-    hits = int(spent.get("editor_cache_hits", 0))
-    own = f" (editor {editor} call(s), {hits} from the cache)" if editor else ""
+    """Model calls paid for, with the editor's and the agent investigator's own shares, and visual tokens sent."""
+    shares = [f"{who} {int(calls)} call(s), {int(spent.get(f'{who}_cache_hits', 0))} from the cache"
+              for who in ("editor", "investigator") if (calls := spent.get(f"{who}_calls", 0))]
+    own = f" ({'; '.join(shares)})" if shares else ""
     return (f"{int(spent.get('model_calls', 0)):,} model calls{own}, "
             f"{int(spent.get('visual_tokens', 0)):,} visual tokens")
 
