@@ -82,6 +82,7 @@ def test_the_agent_probes_twice_and_its_diagnosis_is_stored(failure, tmp_path):
     assert d.investigator == "agent" and d.fallback is None and d.category == "missed_event"
     assert d.hypothesis.startswith("a short event") and [e.time for e in d.evidence] == [inside[1]]
     assert d.probe_cost["model_calls"] == 2 and d.probe_cost["frames"] == 5  # two probes ran, the refused one not
+    assert d.probe_cost["agent_calls"] == 4
     assert agent.model.ledger["calls"] == 4 and len(requests) == 4
     folder = tmp_path / "inv" / "0" / task.id
     assert len(list((folder / "probes" / "01").glob("frame_*.png"))) == 3 and (folder / "probes" / "02").is_dir()

@@ -180,7 +180,7 @@ class AgentInvestigator:
     def diagnose(self, task: Task, result: TaskResult, trace: list[dict[str, Any]], run_id: str,
                  iteration: int) -> Diagnosis:
         """The model's diagnosis, or the procedure's with why in ``fallback``."""
-        before = dict(self.ledger)
+        before = {**self.ledger, "agent_calls": int(self.model.ledger["calls"])}
         folder = self.root / str(iteration) / result_path(self.root, task.id).stem
         folder.mkdir(parents=True, exist_ok=True)
         session = Session(self.procedure, task, folder, max_probes=self.rounds)
@@ -198,4 +198,6 @@ class AgentInvestigator:
                              probe_cost=self._cost(before))
 
     def _cost(self, before: dict[str, int]) -> dict[str, int]:
-        return {k: self.ledger[k] - before.get(k, 0) for k in self.ledger}
+        """What this diagnosis spent: probe frames, tokens and calls, and the agent's own requests."""
+        now = {**self.ledger, "agent_calls": int(self.model.ledger["calls"])}
+        return {k: now[k] - before.get(k, 0) for k in now}
