@@ -30,8 +30,9 @@ LAYERS: dict[str, float] = {
     "cli": 12, "__main__": 13, "__init__": 13,
 }
 # Same-layer imports that the design allows (from -> to): SimVLM reads SynthWorld's palette; parsing normalises
-# intervals; the report reads runs' results.
-ALLOWED_SIDEWAYS = {("models", "datasets"), ("models", "metrics"), ("datasets", "metrics")}
+# intervals; the report reads runs' results; the agent investigator uses the editor's probe (one probe, one refusal).
+ALLOWED_SIDEWAYS = {("models", "datasets"), ("models", "metrics"), ("datasets", "metrics"),
+                    ("investigator", "editing")}
 
 
 def module_name(path: Path) -> str:

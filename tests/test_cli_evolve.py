@@ -20,7 +20,8 @@ def test_every_context_field_is_a_flag_with_its_description(capsys):
         main(["evolve", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for name, field in Context.model_fields.items():
-        if name in ("run_dir", "run_id", "model", "runtime", "editor_model", "investigator_model"):
+        if name in ("run_dir", "run_id", "model", "runtime", "editor_model", "investigator_model",
+                    "investigator_agent_model"):
             continue
         assert f"--{name.replace('_', '-')}" in text, name
         assert " ".join((field.description or "").split())[:40] in text, name

@@ -43,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--editor-model", default=None, help="model name of the editor")
     g.add_argument("--editor-base-url", default=None, help="endpoint of the editor model")
     g.add_argument("--investigator-model", default=None, help="model name of the investigator's probes")
+    g.add_argument("--investigator-agent-model", default=None, help="model name of the agent investigator")
+    g.add_argument("--investigator-agent-base-url", default=None, help="endpoint of the agent investigator")
     p.add_argument("--config", type=Path, default=None, help="TOML or JSON of settings (a run's settings.json works)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost, spend nothing")
     p.add_argument("--resume", action="store_true", help="continue the run in --run where it stopped")
@@ -94,10 +96,12 @@ def build_context(args: argparse.Namespace) -> Any:
                          **given(args, ModelSettings)}
     data["runtime"] = {**data.get("runtime", {}), **given(args, RuntimeSettings)}
     data["runtime"].setdefault("image_format", runtime_settings(args).image_format)
-    if args.editor_model or args.editor_base_url:
-        update = {"backend": "openai", "model": args.editor_model or solver.model,
-                  "base_url": args.editor_base_url or solver.base_url}
-        data["editor_model"] = solver.model_copy(update=update).model_dump()
+    for key, (name, url) in {"editor_model": (args.editor_model, args.editor_base_url),
+                             "investigator_agent_model": (args.investigator_agent_model,
+                                                          args.investigator_agent_base_url)}.items():
+        if name or url:  # the solver's settings on another endpoint or model
+            update = {"backend": "openai", "model": name or solver.model, "base_url": url or solver.base_url}
+            data[key] = solver.model_copy(update=update).model_dump()
     if args.investigator_model:
         data["investigator_model"] = solver.model_copy(update={"model": args.investigator_model}).model_dump()
     return build(Context, data, str(args.config) if args.config else "the command line")
@@ -139,7 +143,8 @@ def _dry_run(ctx: Any) -> int:
                  ("hours", f"{hours:.2f}")]:
         table.add_row(what, v)
     out.print(table)
-    out.print(f"seed {harness.name} ({frames} frames/question); editor {ctx.editor}; model {ctx.model.model} "
+    out.print(f"seed {harness.name} ({frames} frames/question); editor {ctx.editor}; investigator "
+              f"{ctx.investigator}; model {ctx.model.model} "
               f"({ctx.model.backend}); search {ctx.search}; validation {ctx.validation}; executor {ctx.executor}; "
               f"memory {ctx.memory}")
     return 0
@@ -191,10 +196,10 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
 
 def _ledger(spent: dict[str, float]) -> str:
-    """Model calls paid for, with the editor's own share, and visual tokens sent."""
-    editor = int(spent.get("editor_calls", 0))
-    hits = int(spent.get("editor_cache_hits", 0))
-    own = f" (editor {editor} call(s), {hits} from the cache)" if editor else ""
+    """Model calls paid for, with the editor's and the agent investigator's own shares, and visual tokens sent."""
+    shares = [f"{who} {int(calls)} call(s), {int(spent.get(f'{who}_cache_hits', 0))} from the cache"
+              for who in ("editor", "investigator") if (calls := spent.get(f"{who}_calls", 0))]
+    own = f" ({'; '.join(shares)})" if shares else ""
     return (f"{int(spent.get('model_calls', 0)):,} model calls{own}, "
             f"{int(spent.get('visual_tokens', 0)):,} visual tokens")
 

@@ -22,6 +22,7 @@ from videvolve.editing.tools import EditorTools, tool_schemas
 from videvolve.errors import InfraError, ModelRequestError
 from videvolve.models.base import VLM, Reply
 from videvolve.models.openai_backend import EndpointError
+from videvolve.models.toolloop import REFUSED_ROUNDS, assistant_message
 
 SYSTEM = """You are an engineer improving an executable harness that lets a frozen vision-language model answer
 questions about long videos. You work in a folder (the workspace) through tools only. Read TASK.md first: it states
@@ -29,16 +30,6 @@ the goal, the gate that will judge your change, the rules and your budgets. Look
 training tasks, edit files under candidate/ (edit_file for exact search/replace), test your change with trial, look
 at videos with probe when you need to see what the model saw, and finish with submit. Make changes that generalise
 to unseen questions; the gate judges on a held-out set."""
-
-MAX_REFUSED_ROUNDS = 3
-"""Consecutive rounds whose every tool call was refused before the proposal is abandoned."""
-
-
-def _assistant(reply: Reply) -> dict[str, Any]:
-    return {"role": "assistant", "content": reply.text or "",
-            "tool_calls": [{"id": c.id, "type": "function",
-                            "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                           for c in reply.tool_calls]}
 
 
 class AgentEditor:
@@ -94,7 +85,7 @@ class AgentEditor:
                 self._fail(tools, messages, f"the editor model failed: {str(exc)[:400]}")
                 return None
             tools.ledger.rounds += 1
-            messages.append(_assistant(reply))
+            messages.append(assistant_message(reply))
             tools.log({"kind": "assistant", "round": tools.ledger.rounds, "text": reply.text[:2000],
                        "calls": [c.name for c in reply.tool_calls]})
             if not reply.tool_calls:
@@ -111,7 +102,7 @@ class AgentEditor:
             if proposal is not None:
                 return proposal
             refused = 0 if ok_any else refused + 1
-            if refused >= MAX_REFUSED_ROUNDS:
+            if refused >= REFUSED_ROUNDS:
                 self._fail(tools, messages, f"every tool call of the editor model's last {refused} rounds was "
                                             f"refused; the last: {last[:300]}")
                 return None

@@ -43,6 +43,15 @@ class Context(BaseModel):
     trial_operators: int = Field(3, ge=1, description="operators the heuristic editor prototypes with trials")
     trial_batch: int = Field(4, ge=1, description="training tasks of the batch each prototype trial runs on")
     investigator_model: ModelSettings | None = Field(None, description="model for probes (default: the solver)")
+    investigator: Literal["procedure", "agent"] = Field(
+        "procedure", description="procedure: the fixed probe procedure (a decision tree, offline); agent: a "
+        "tool-calling model plans its probes and writes the diagnosis (the procedure's when its reply is unusable)")
+    investigator_agent_model: ModelSettings | None = Field(None, description="model of the agent investigator "
+                                                           "(default: the solver, as in Video-RSI)")
+    investigator_rounds: int = Field(8, ge=1, description="model turns (and probes) the agent investigator gets per "
+                                     "failure")
+    investigator_max_tokens: int = Field(4096, ge=256, description="reply length cap of the agent investigator's "
+                                         "model")
     iterations: int = Field(6, ge=0, description="revisions to try")
     hours: float | None = Field(None, description="stop after this much wall-clock time")
     batch: int = Field(8, ge=1, description="training tasks solved and investigated per iteration")

@@ -140,6 +140,10 @@ def open_run(ctx: Context) -> Run:
         raise UsageError("--editor agent needs a model that calls tools, and SimVLM calls none: give the editor an "
                          "OpenAI-compatible endpoint with --editor-base-url (and --editor-model), or use "
                          "--editor heuristic")
+    if ctx.investigator == "agent" and (ctx.investigator_agent_model or ctx.model).backend == "sim":
+        raise UsageError("--investigator agent needs a model that calls tools, and SimVLM calls none: give the "
+                         "investigator an OpenAI-compatible endpoint with --investigator-agent-base-url (and "
+                         "--investigator-agent-model), or use --investigator procedure")
     vlm = make_vlm(ctx.model)
     probe = make_vlm(ctx.investigator_model) if ctx.investigator_model else vlm
     cache = None if ctx.no_cache else ResponseCache(ctx.cache or default_cache_path())

@@ -79,6 +79,13 @@ def diagnosis_id(run_id: str, iteration: int, harness_id: str, task_id: str) -> 
     return hashlib.sha1(f"{run_id}:{iteration}:{harness_id}:{task_id}".encode()).hexdigest()[:16]
 
 
+def new_diagnosis(task: Task, result: TaskResult, run_id: str, iteration: int, **fields: Any) -> Diagnosis:
+    """A diagnosis of ``result`` on ``task`` (its id deterministic), with the findings in ``fields``."""
+    return Diagnosis(id=diagnosis_id(run_id, iteration, result.harness_id, task.id), run_id=run_id,
+                     iteration=iteration, harness_id=result.harness_id, task_id=task.id, video_id=task.video_id,
+                     kind=task.kind, source=task.source, **fields)
+
+
 class Investigator:
     """Diagnoses failures with perception probes on the original videos."""
 
@@ -115,10 +122,8 @@ class Investigator:
         category, evidence, facts = self._classify(task, result, trace)
         cost = {k: self.ledger[k] - before[k] for k in self.ledger}
         hypothesis, applies, preserve = _narrative(category, task, result, facts)
-        return Diagnosis(id=diagnosis_id(run_id, iteration, result.harness_id, task.id), run_id=run_id,
-                         iteration=iteration, harness_id=result.harness_id, task_id=task.id, video_id=task.video_id,
-                         kind=task.kind, source=task.source, category=category, evidence=evidence,
-                         hypothesis=hypothesis, applies_when=applies, preserve=preserve, probe_cost=cost)
+        return new_diagnosis(task, result, run_id, iteration, category=category, evidence=evidence,
+                             hypothesis=hypothesis, applies_when=applies, preserve=preserve, probe_cost=cost)
 
     def _classify(self, task: Task, result: TaskResult,
                   trace: list[dict[str, Any]]) -> tuple[Any, list[Evidence], dict[str, Any]]:

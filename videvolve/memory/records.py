@@ -53,6 +53,10 @@ class Diagnosis(BaseModel):
     applies_when: str = Field(description="conditions under which a fix applies")
     preserve: str = Field(description="behaviour a fix must keep")
     probe_cost: dict[str, int] = Field(default_factory=dict, description="the investigator's own frames and tokens")
+    investigator: Literal["procedure", "agent"] = Field("procedure", description="who wrote it: the decision tree "
+                                                        "or the agent investigator's model")
+    fallback: str | None = Field(None, description="why the agent's reply was unusable, when the decision tree's "
+                                 "diagnosis was kept instead")
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     outcome: RevisionOutcome | None = None
 

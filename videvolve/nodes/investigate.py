@@ -3,24 +3,42 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from videvolve.evaluation.results import result_path
 from videvolve.graph.context import Context
-from videvolve.graph.run import get_run
+from videvolve.graph.run import Run, get_run
 from videvolve.graph.state import State
 from videvolve.investigator import Investigator
+from videvolve.investigator.agent import AgentInvestigator
+from videvolve.memory.records import Diagnosis
+from videvolve.models import make_vlm
+from videvolve.models.cache import MeteredVLM
+
+log = logging.getLogger(__name__)
+
+
+def investigator_model(run: Run) -> MeteredVLM:
+    """The agent investigator's model (by default the solver's, as in Video-RSI) with its own cap, cached, metered."""
+    ctx = run.ctx
+    settings = (ctx.investigator_agent_model or ctx.model).model_copy(update={"max_tokens":
+                                                                              ctx.investigator_max_tokens})
+    return MeteredVLM(make_vlm(settings), run.cache)
 
 
 def investigate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """One diagnosis per failure; the probes' cost is the investigator's own ledger."""
     run, ctx = get_run(runtime.context), runtime.context
+    it = state["iteration"]
     by_id = {t.id: t for t in run.train}
     inv = Investigator(run.probe_vlm, run.cost, ctx.probe_frames, run.cache, ctx.runtime.image_format)
+    agent = AgentInvestigator(investigator_model(run), inv, run.root / "investigations", ctx.investigator_rounds) \
+        if ctx.investigator == "agent" else None
     out_dir = run.eval_dir(state["parent"], "train")
-    diagnoses = []
+    diagnoses: list[Diagnosis] = []
     for task_id in state.get("failures", []):
         task = by_id[task_id]
         result = run.stored(state["parent"], task, "train")
@@ -29,13 +47,28 @@ def investigate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         trace_path = out_dir / "traces" / f"{result_path(out_dir, task_id).stem}.jsonl"
         trace = [json.loads(x) for x in trace_path.read_text().splitlines() if x.strip()] if trace_path.exists() \
             else []
-        diagnoses.append(inv.diagnose(task, result, trace, ctx.run_id, state["iteration"]))
+        if agent is None:
+            diagnoses.append(inv.diagnose(task, result, trace, ctx.run_id, it))
+            continue
+        d = agent.diagnose(task, result, trace, ctx.run_id, it)
+        if d.fallback:
+            log.warning("iteration %d: the agent investigator gave no usable diagnosis of %s; the procedure's is "
+                        "kept: %s", it + 1, task_id, d.fallback)
+            run.event(it, "investigate", "fallback", task=task_id, reason=d.fallback, category=d.category)
+        diagnoses.append(d)
     run.memory.put(diagnoses)
     counts: dict[str, int] = {}
     for d in diagnoses:
         counts[d.category] = counts.get(d.category, 0) + 1
-    run.event(state["iteration"], "investigate", "diagnoses", categories=counts, probe_cost=inv.ledger)
+    extra: dict[str, Any] = {}
+    if agent is not None:
+        extra["investigators"] = {k: sum(d.investigator == k for d in diagnoses) for k in ("agent", "procedure")}
+    run.event(it, "investigate", "diagnoses", categories=counts, probe_cost=inv.ledger, **extra)
     ledger = inv.ledger
-    return {"diagnoses": [d.id for d in diagnoses],
-            "spent": {"model_calls": float(ledger["model_calls"]), "visual_tokens": float(ledger["image_tokens"]),
-                      "probe_frames": float(ledger["frames"])}}
+    spent = {"model_calls": float(ledger["model_calls"]), "visual_tokens": float(ledger["image_tokens"]),
+             "probe_frames": float(ledger["frames"])}
+    if agent is not None:  # the agent's own calls count against --max-calls; replies from the cache cost nothing
+        calls, hits = agent.model.ledger["calls"], agent.model.ledger["cache_hits"]
+        spent.update(investigator_calls=calls, investigator_cache_hits=hits,
+                     model_calls=spent["model_calls"] + calls - hits)
+    return {"diagnoses": [d.id for d in diagnoses], "spent": spent}

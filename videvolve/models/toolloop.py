@@ -1,0 +1,115 @@
+"""A tool-calling conversation with a model: ask, run its calls, send their results back, until one call finishes it.
+
+The model is driven through the :class:`~videvolve.models.base.VLM` protocol, whose OpenAI backend binds the tools
+with langchain's ``bind_tools`` and reads its ``tool_calls`` (and ``invalid_tool_calls``); the conversation is plain
+OpenAI messages. Every way a model can fail ends the loop with its reason in ``failure``: it answers without a tool
+call (after one reminder), every call of several rounds in a row is refused (unknown tool, bad arguments, a call
+that cannot be read, a refusal of the tool itself), its rounds are spent, or the endpoint rejects a request or
+returns something unreadable. An endpoint that is misconfigured (:class:`EndpointError`) or down after the retry
+window (:class:`InfraError`) is not the model's failure: it propagates and stops the run cleanly for ``--resume``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import openai
+
+from videvolve.errors import ModelRequestError
+from videvolve.models.base import VLM, Message, Reply, Tool, ToolCall
+
+T = TypeVar("T")
+
+REFUSED_ROUNDS = 3
+"""Consecutive rounds whose every tool call was refused before the conversation is abandoned."""
+QUIET_ROUNDS = 2
+"""Consecutive replies without a tool call before the conversation is abandoned (a reminder is sent after each)."""
+
+
+def assistant_message(reply: Reply) -> Message:
+    """A reply as the OpenAI assistant message that goes back into the conversation."""
+    return {"role": "assistant", "content": reply.text or "",
+            "tool_calls": [{"id": c.id, "type": "function",
+                            "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                           for c in reply.tool_calls]}
+
+
+@dataclass
+class ToolLoop(Generic[T]):
+    """Runs one conversation; ``dispatch(call)`` returns (result text, whether it succeeded, the final value or None).
+
+    ``who`` names the model in failure reasons ("the investigator model ..."), ``goal`` what its last call does
+    ("diagnosing"), ``nudge`` the reminder sent after a reply without a tool call.
+    """
+
+    vlm: VLM
+    schemas: list[Tool]
+    rounds: int
+    who: str
+    goal: str
+    nudge: str
+    used: int = 0
+    failure: str | None = None
+    messages: list[Message] = field(default_factory=list)
+
+    def _ask(self) -> Reply | None:
+        try:
+            return self.vlm.complete(self.messages, self.schemas)
+        except (ModelRequestError, openai.APIError, ValueError) as exc:
+            self.failure = f"the {self.who} model failed: {str(exc)[:400]}"
+            return None
+
+    def run(self, messages: list[Message], dispatch: Callable[[ToolCall], tuple[str, bool, T | None]]) -> T | None:
+        """The final value, or None with the reason in ``failure``."""
+        self.messages, self.failure = messages, None
+        quiet = refused = 0
+        last = ""
+        while self.used < self.rounds:
+            reply = self._ask()
+            if reply is None:
+                return None
+            self.used += 1
+            messages.append(assistant_message(reply))
+            if not reply.tool_calls and reply.invalid_tool_calls:
+                last = "; ".join(f"{c.get('name') or '?'}: {c.get('error')}" for c in reply.invalid_tool_calls)
+                last = f"error: the tool call could not be read ({last[:300]}); send JSON arguments"
+                messages.append({"role": "user", "content": last})
+                refused += 1
+            elif not reply.tool_calls:
+                quiet += 1
+                if quiet >= QUIET_ROUNDS:
+                    self.failure = (f"the {self.who} model answered without calling a tool {quiet} times in a row "
+                                    f"(last reply: {reply.text.strip()[:200]!r})")
+                    return None
+                messages.append({"role": "user", "content": self.nudge})
+                continue
+            else:
+                quiet = 0
+                done, ok_any, last = self._calls(reply, dispatch)
+                if done is not None:
+                    return done
+                refused = 0 if ok_any else refused + 1
+            if refused >= REFUSED_ROUNDS:
+                self.failure = (f"every tool call of the {self.who} model's last {refused} rounds was refused; the "
+                                f"last: {last[:300]}")
+                return None
+        self.failure = f"the {self.who} model used its {self.rounds} rounds without {self.goal}" + (
+            f"; the last refused call: {last[:300]}" if refused else "")
+        return None
+
+    def _calls(self, reply: Reply, dispatch: Callable[[ToolCall], tuple[str, bool, T | None]]) -> tuple[
+            T | None, bool, str]:
+        ok_any, last = False, ""
+        for i, call in enumerate(reply.tool_calls):
+            text, ok, done = dispatch(call)
+            ok_any, last = ok_any or ok, text
+            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+            if done is not None:
+                for later in reply.tool_calls[i + 1:]:
+                    self.messages.append({"role": "tool", "tool_call_id": later.id,
+                                          "content": "skipped: the previous call ended the conversation"})
+                return done, True, text
+        return None, ok_any, last
