@@ -1,0 +1,138 @@
+"""The command editor: an external agent (here a shell script) in bubblewrap over the workspace, with the editor's
+tools behind ``bin/``; it cannot read the tasks file or the run's results; time limits, refusals, the report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_editor_agent import NEW, OLD, workspace
+from tests.test_loop_graph import context, run_graph
+from videvolve.editing.base import read_files
+from videvolve.editing.command import CommandEditor, CommandSpec, mounts
+from videvolve.errors import UsageError
+from videvolve.graph.run import open_run
+from videvolve.skill_library.sandbox import get_sandbox
+
+try:
+    get_sandbox(False)
+    BWRAP = True
+except Exception:  # noqa: BLE001
+    BWRAP = False
+needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bubblewrap cannot run here")
+
+EDIT = f'''python3 - <<'PY'
+p = "candidate/solver.py"
+s = open(p).read()
+assert s.count({OLD!r}) == 1
+open(p, "w").write(s.replace({OLD!r}, {NEW!r}))
+PY'''
+
+
+def agent_script(tmp_path: Path, body: str) -> str:
+    """An executable script in a folder of its own (the sandbox mounts its program's folder), as --editor-cmd."""
+    folder = tmp_path / "agent"
+    folder.mkdir(exist_ok=True)
+    path = folder / "agent.sh"
+    path.write_text("#!/bin/sh\nset -u\n" + body + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return str(path)
+
+
+def good_agent(tasks_file: Path, evals: Path) -> str:
+    """Reads a trace, edits solver.py by search/replace, trials one training task, submits; tries to read the
+    tasks file and the run's results, and records whether it could."""
+    return f'''task=$(ls traces | grep -v INDEX.md | head -n 1)
+cat "traces/$task/task.json" > seen_task.json
+{EDIT}
+bin/trial "$task" > trial.out; echo $? > trial.status
+cat "{tasks_file}" > /dev/null 2>&1; echo $? > leak_tasks.status
+ls "{evals}" > /dev/null 2>&1; echo $? > leak_evals.status
+find / -name "$(basename "{tasks_file}")" 2>/dev/null | head -n 3 > leak_find.txt
+bin/memory_search "short events" > memory.out
+bin/submit "small glyphs need full resolution" --applies-when misperception
+echo agent done'''
+
+
+@needs_bwrap
+def test_a_scripted_agent_edits_trials_and_submits_and_cannot_read_the_run(small_world, tmp_path, seed):
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    evals = tmp_path / "evals"
+    assert small_world.tasks_path.is_file() and evals.is_dir()  # they exist: only the sandbox hides them
+    cmd = agent_script(tmp_path, good_agent(small_world.tasks_path, evals))
+    editor = CommandEditor(CommandSpec(cmd=cmd, timeout_s=120, protected=[str(small_world.tasks_path), str(evals)]))
+    editor.open = lambda inp, resume=False: tools
+    proposal = editor.propose(tools.inp)
+    root = tools.root
+    assert proposal is not None, editor.last_failure
+    assert proposal.operator == "command" and proposal.rationale == "small glyphs need full resolution"
+    assert proposal.applies_when == "misperception"
+    assert proposal.edits == {"solver.py": read_files(seed)["solver.py"].replace(OLD, NEW)}
+    assert (root / "trial.status").read_text().strip() == "0"
+    trial = json.loads((root / "trial.out").read_text())
+    assert [r["task"] for r in trial["per_task"]] == list(tools.env.tasks)  # a training task of the batch
+    assert tools.ledger.trial_tasks == 1
+    assert (root / "leak_tasks.status").read_text().strip() != "0"
+    assert (root / "leak_evals.status").read_text().strip() != "0"
+    assert (root / "leak_find.txt").read_text().strip() == ""
+    assert json.loads((root / "seen_task.json").read_text())["task_id"] in tools.env.tasks
+    lines = [json.loads(x) for x in (root / "transcript.jsonl").read_text().splitlines()]
+    assert [x["name"] for x in lines if x["kind"] == "tool"] == ["trial", "memory_search", "submit"]
+    command = next(x for x in lines if x["kind"] == "command")
+    assert command["exit"] == 0 and "agent done" in command["output"]
+    assert command["calls"] == "trial, memory_search, submit"
+    assert "agent done" in (root / "command.log").read_text()
+
+
+@needs_bwrap
+@pytest.mark.parametrize(("body", "why"), [
+    ("sleep 30", "timed out after 2 s"),
+    ("echo nothing to do", "without changing candidate/ or calling bin/submit"),
+    (f"{EDIT}\nexit 3", "exited with status 3 without calling bin/submit"),
+    ('ln -s /etc/passwd candidate/references/leak.md\nbin/trial > trial.out\nexit 0', "is a symbolic link"),
+])
+def test_command_failures_end_the_proposal_with_the_reason(small_world, tmp_path, seed, body, why):
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=2))
+    editor.open = lambda inp, resume=False: tools
+    assert editor.propose(tools.inp) is None
+    assert why in (editor.last_failure or ""), editor.last_failure
+    last = json.loads((tools.root / "transcript.jsonl").read_text().splitlines()[-1])
+    assert last["kind"] == "failure" and why in last["reason"]
+    if "symbolic" in why:
+        assert "refused" in (tools.root / "trial.out").read_text() and tools.ledger.trials == 0
+
+
+@needs_bwrap
+def test_an_edit_without_submit_is_taken_as_it_is(small_world, tmp_path, seed):
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, EDIT + "\necho edited"), timeout_s=60))
+    editor.open = lambda inp, resume=False: tools
+    proposal = editor.propose(tools.inp)
+    assert proposal is not None and "without bin/submit" in proposal.rationale and "edited" in proposal.rationale
+    assert set(proposal.edits) == {"solver.py"}
+
+
+def test_binds_that_would_expose_the_run_are_refused(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(UsageError, match="editor-cmd-ro-binds"):
+        mounts(CommandSpec(cmd="true", ro_binds=[str(tmp_path)], protected=[str(run)]))
+    script = run / "agent.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    with pytest.raises(UsageError, match="program of --editor-cmd"):
+        mounts(CommandSpec(cmd=str(script), protected=[str(run)]))
+    config = tmp_path / "config"
+    config.mkdir()
+    assert (config, config) in mounts(CommandSpec(cmd="true", ro_binds=[str(config)], protected=[str(run)]))
+
+
+def test_command_editor_without_a_command_refuses_at_start(small_world, tmp_path, seed):
+    with pytest.raises(UsageError, match="needs --editor-cmd"):
+        open_run(context(small_world, tmp_path, seed, editor="command"))
