@@ -94,7 +94,7 @@ def test_a_scripted_agent_edits_trials_and_submits_and_cannot_read_the_run(small
     ("sleep 30", "timed out after 2 s"),
     ("echo nothing to do", "without changing candidate/ or calling bin/submit"),
     (f"{EDIT}\nexit 3", "exited with status 3 without calling bin/submit"),
-    ('ln -s /etc/passwd candidate/references/leak.md\nbin/trial > trial.out\nexit 0', "is a symbolic link"),
+    ('mkdir -p candidate/references; ln -s /etc/passwd candidate/references/leak.md\nbin/trial > trial.out\nexit 0', "is a symbolic link"),
 ])
 def test_command_failures_end_the_proposal_with_the_reason(small_world, tmp_path, seed, body, why):
     tools = workspace(small_world, tmp_path, seed, n=1)
@@ -136,3 +136,70 @@ def test_binds_that_would_expose_the_run_are_refused(tmp_path):
 def test_command_editor_without_a_command_refuses_at_start(small_world, tmp_path, seed):
     with pytest.raises(UsageError, match="needs --editor-cmd"):
         open_run(context(small_world, tmp_path, seed, editor="command"))
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_command_editor_in_a_run_is_gated_and_reported(small_world, tmp_path, seed):
+    from videvolve.report import build_report
+
+    run = tmp_path / "run"
+    cmd = agent_script(tmp_path, good_agent(small_world.tasks_path, run / "evals"))
+    ctx = context(small_world, tmp_path, seed, iterations=1, editor="command", editor_cmd=cmd)
+    state = run_graph(ctx)
+    entry = state["history"][0]
+    assert entry["operator"] == "command" and entry["cand_score"] is not None  # the gate judged it
+    parent, cand = run / "harnesses" / entry["parent"], run / "harnesses" / entry["candidate"]
+    assert read_files(cand) == {**read_files(parent), "solver.py": read_files(parent)["solver.py"].replace(OLD, NEW)}
+    ws = run / "workspaces" / "0-0"
+    train = {t.id for t in small_world.tasks if t.split == "train"}
+    assert {r["task"] for r in json.loads((ws / "trial.out").read_text())["per_task"]} <= train
+    assert (run / "evals").is_dir() and (ws / "leak_evals.status").read_text().strip() != "0"
+    assert (ws / "leak_tasks.status").read_text().strip() != "0"
+    assert json.loads((ws / "submitted.json").read_text())["version"] == entry["candidate"]
+    (run / "settings.json").write_text(ctx.model_dump_json())  # as `evolve` writes it
+    html = build_report(run).read_text()
+    assert "tools called through bin/: trial, memory_search, submit" in html and "agent done" in html
+    assert "small glyphs need full resolution" in html
+    shutil.rmtree(run / "report")
+
+
+BROKEN = 'frames = ctx.frames(times)[: int("boom")]  # fails at run time'
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_a_failed_smoke_run_reruns_the_command_with_repair_md(small_world, tmp_path, seed):
+    fix = EDIT.replace(repr(OLD), repr(BROKEN), 2)
+    broken = EDIT.replace(repr(NEW), repr(BROKEN))
+    body = f'''if [ -f REPAIR.md ]; then
+cp REPAIR.md repair_seen.md
+{fix}
+bin/submit "fixed after the smoke run failed"
+else
+{broken}
+bin/submit "first try"
+fi'''
+    cmd = agent_script(tmp_path, body)
+    state = run_graph(context(small_world, tmp_path, seed, iterations=1, editor="command", editor_cmd=cmd,
+                              repair_rounds=1))
+    entry = state["history"][0]
+    assert entry["cand_score"] is not None and entry["operator"] == "command"
+    text = (tmp_path / "run" / "harnesses" / entry["candidate"] / "solver.py").read_text()
+    assert NEW in text and BROKEN not in text
+    ws = tmp_path / "run" / "workspaces" / "0-0"
+    assert "boom" in (ws / "repair_seen.md").read_text()  # the smoke run's error, in the same workspace
+    events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events if e["node"] == "validate"] == ["sent back", "passed"]
+
+
+def test_a_command_past_its_time_limit_leaves_the_run_going(small_world, tmp_path, seed):
+    if not BWRAP:
+        pytest.skip("bubblewrap cannot run here")
+    cmd = agent_script(tmp_path, "echo thinking; sleep 60")
+    state = run_graph(context(small_world, tmp_path, seed, iterations=2, editor="command", editor_cmd=cmd,
+                              editor_cmd_timeout=1.0))
+    assert state["iteration"] == 2 and all(h["decision"] == "none" for h in state["history"])
+    events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    whys = [e["why"] for e in events if e["event"] == "no proposal"]
+    assert len(whys) == 2 and all("timed out after 1 s" in w and "thinking" in w for w in whys)
