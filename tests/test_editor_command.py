@@ -7,7 +7,6 @@ import json
 import shutil
 import stat
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,14 +14,14 @@ from tests.test_editor_agent import NEW, OLD, workspace
 from tests.test_loop_graph import context, run_graph
 from videvolve.editing.base import read_files
 from videvolve.editing.command import CommandEditor, CommandSpec, mounts
-from videvolve.errors import UsageError
+from videvolve.errors import HarnessError, UsageError
 from videvolve.graph.run import open_run
 from videvolve.skill_library.sandbox import get_sandbox
 
 try:
     get_sandbox(False)
     BWRAP = True
-except Exception:  # noqa: BLE001
+except HarnessError:
     BWRAP = False
 needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bubblewrap cannot run here")
 
@@ -94,7 +93,8 @@ def test_a_scripted_agent_edits_trials_and_submits_and_cannot_read_the_run(small
     ("sleep 30", "timed out after 2 s"),
     ("echo nothing to do", "without changing candidate/ or calling bin/submit"),
     (f"{EDIT}\nexit 3", "exited with status 3 without calling bin/submit"),
-    ('mkdir -p candidate/references; ln -s /etc/passwd candidate/references/leak.md\nbin/trial > trial.out\nexit 0', "is a symbolic link"),
+    ("mkdir -p candidate/references; ln -s /etc/passwd candidate/references/leak.md\nbin/trial > trial.out",
+     "is a symbolic link"),
 ])
 def test_command_failures_end_the_proposal_with_the_reason(small_world, tmp_path, seed, body, why):
     tools = workspace(small_world, tmp_path, seed, n=1)
@@ -203,3 +203,30 @@ def test_a_command_past_its_time_limit_leaves_the_run_going(small_world, tmp_pat
     events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     whys = [e["why"] for e in events if e["event"] == "no proposal"]
     assert len(whys) == 2 and all("timed out after 1 s" in w and "thinking" in w for w in whys)
+
+
+@needs_bwrap
+def test_the_agents_config_is_read_only_its_home_writable_and_only_named_variables_pass(
+        small_world, tmp_path, seed, monkeypatch):
+    home = tmp_path / "home"
+    (home / ".agent").mkdir(parents=True)
+    (home / ".agent" / "auth.json").write_text('{"key": "k"}')
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    monkeypatch.setenv("VIDEVOLVE_SECRET", "hidden")
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    body = '''cat "$HOME/.agent/auth.json" > auth.seen
+echo x >> "$HOME/.agent/auth.json"; echo $? > auth.write.status
+echo y > "$HOME/.agent/session.log"; echo $? > home.write.status
+echo "${ANTHROPIC_API_KEY:-unset} ${VIDEVOLVE_SECRET:-unset} $HOME $(pwd)" > env.seen'''
+    editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=30,
+                                       ro_binds=["~/.agent/auth.json"]))
+    editor.open = lambda inp, resume=False: tools
+    assert editor.propose(tools.inp) is None  # it changed nothing
+    root = tools.root
+    assert (root / "auth.seen").read_text() == '{"key": "k"}'
+    assert (root / "auth.write.status").read_text().strip() != "0"
+    assert (home / ".agent" / "auth.json").read_text() == '{"key": "k"}'
+    assert (root / "home.write.status").read_text().strip() == "0"
+    assert (root / ".home" / ".agent" / "session.log").read_text() == "y\n"
+    assert (root / "env.seen").read_text().split() == ["sk-test", "unset", "/workspace/.home", "/workspace"]

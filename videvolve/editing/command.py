@@ -42,7 +42,9 @@ from videvolve.skill_library.sandbox import _ro_bind, get_sandbox
 
 WORKSPACE = Path("/workspace")
 HOME = ".home"
-DEFAULT_CONFIGS = ("~/.claude", "~/.claude.json", "~/.codex", "~/.config/claude", "~/.aider.conf.yml")
+DEFAULT_CONFIGS = ("~/.claude/settings.json", "~/.claude/.credentials.json", "~/.codex/auth.json",
+                   "~/.codex/config.toml", "~/.aider.conf.yml")
+"""The agents' login and settings files, not their folders (which hold past sessions' transcripts)."""
 DEFAULT_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "OPENAI_API_KEY",
                "OPENAI_BASE_URL", "CODEX_API_KEY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy",
                "http_proxy", "no_proxy", "TERM", "LANG")

@@ -32,9 +32,10 @@ class Context(BaseModel):
     editor_cmd_timeout: float = Field(1800.0, gt=0, description="seconds one run of --editor-cmd may take before "
                                       "its process tree is killed")
     editor_cmd_ro_binds: list[str] | None = Field(None, description="read-only paths the command sees besides the "
-                                                  "system (default: ~/.claude, ~/.claude.json, ~/.codex, "
-                                                  "~/.config/claude, ~/.aider.conf.yml where they exist; its "
-                                                  "program's install folder is always added)")
+                                                  "system; those under your home at the same place under its HOME "
+                                                  "(default: ~/.claude/settings.json, ~/.claude/.credentials.json, "
+                                                  "~/.codex/auth.json, ~/.codex/config.toml, ~/.aider.conf.yml "
+                                                  "where they exist; its program's install folder is always added)")
     editor_cmd_env: list[str] | None = Field(None, description="environment variables passed to the command "
                                              "(default: ANTHROPIC_*/OPENAI_* keys and URLs, CODEX_API_KEY, "
                                              "proxies, TERM, LANG)")
