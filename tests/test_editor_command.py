@@ -53,6 +53,7 @@ bin/trial "$task" > trial.out; echo $? > trial.status
 cat "{tasks_file}" > /dev/null 2>&1; echo $? > leak_tasks.status
 ls "{evals}" > /dev/null 2>&1; echo $? > leak_evals.status
 find / -name "$(basename "{tasks_file}")" 2>/dev/null | head -n 3 > leak_find.txt
+bin/probe --task-id "$task" --times 3,9 --question "what is shown?" --mode describe > probe.out
 bin/memory_search "short events" > memory.out
 bin/submit "small glyphs need full resolution" --applies-when misperception
 echo agent done'''
@@ -81,10 +82,13 @@ def test_a_scripted_agent_edits_trials_and_submits_and_cannot_read_the_run(small
     assert (root / "leak_find.txt").read_text().strip() == ""
     assert json.loads((root / "seen_task.json").read_text())["task_id"] in tools.env.tasks
     lines = [json.loads(x) for x in (root / "transcript.jsonl").read_text().splitlines()]
-    assert [x["name"] for x in lines if x["kind"] == "tool"] == ["trial", "memory_search", "submit"]
+    assert [x["name"] for x in lines if x["kind"] == "tool"] == ["trial", "probe", "memory_search", "submit"]
+    probe = json.loads((root / "probe.out").read_text())
+    assert probe["times"] == [3.0, 9.0] and len(probe["images"]) == 2 and tools.ledger.probes == 1
+    assert "## The tools from a shell" in (root / "TASK.md").read_text()
     command = next(x for x in lines if x["kind"] == "command")
     assert command["exit"] == 0 and "agent done" in command["output"]
-    assert command["calls"] == "trial, memory_search, submit"
+    assert command["calls"] == "trial, probe, memory_search, submit"
     assert "agent done" in (root / "command.log").read_text()
 
 
@@ -159,7 +163,7 @@ def test_command_editor_in_a_run_is_gated_and_reported(small_world, tmp_path, se
     assert json.loads((ws / "submitted.json").read_text())["version"] == entry["candidate"]
     (run / "settings.json").write_text(ctx.model_dump_json())  # as `evolve` writes it
     html = build_report(run).read_text()
-    assert "tools called through bin/: trial, memory_search, submit" in html and "agent done" in html
+    assert "tools called through bin/: trial, probe, memory_search, submit" in html and "agent done" in html
     assert "small glyphs need full resolution" in html
     shutil.rmtree(run / "report")
 

@@ -209,6 +209,17 @@ def unsafe_candidate(candidate: Path) -> str | None:
     return None
 
 
+SHELL_TOOLS = """
+## The tools from a shell
+
+You work in this folder with your own tools; the run's tools are executables in `bin/` (each prints its result and
+exits 1 when it refused): `bin/trial [TASK ...]` (no task: the whole batch), `bin/probe --task-id T --times 3,9
+--question "..." [--show frames|sheet|clip] [--mode ask|match|describe]`, `bin/memory_search "query"`, and, to
+finish, `bin/submit "rationale" [--applies-when "..."] [--preserve "..."]`. `bin/<tool> --help` shows the
+arguments; a JSON object of them works too. Only the editable files of `candidate/` are taken back; nothing outside
+this folder is reachable.
+"""
+
 REPAIR = """# Your submission failed validation
 
 {feedback}
@@ -238,6 +249,9 @@ class CommandEditor:
         if repair:
             (tools.root / "REPAIR.md").write_text(REPAIR.format(feedback=inp.feedback), encoding="utf-8")
         install_bin(tools.root)
+        task = tools.root / "TASK.md"
+        if SHELL_TOOLS.splitlines()[1] not in task.read_text(encoding="utf-8"):
+            task.write_text(task.read_text(encoding="utf-8") + SHELL_TOOLS, encoding="utf-8")
         for folder in (".tools", HOME):
             (tools.root / folder).mkdir(exist_ok=True)
         tools.submitted = None
