@@ -93,7 +93,8 @@ def mounts(spec: CommandSpec) -> list[tuple[Path, Path]]:
     """
     home = Path.home().resolve()
     given = spec.ro_binds is not None
-    configs = [Path(os.path.expanduser(p)).absolute() for p in (spec.ro_binds if given else DEFAULT_CONFIGS)]
+    wanted = DEFAULT_CONFIGS if spec.ro_binds is None else spec.ro_binds
+    configs = [Path(os.path.expanduser(p)).absolute() for p in wanted]
     exes = _exe_dirs(spec.cmd)
     out: list[tuple[Path, Path]] = []
     for path in [*configs, *exes, Path(sys.base_prefix).resolve()]:
