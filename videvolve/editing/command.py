@@ -132,7 +132,7 @@ def check_command(spec: CommandSpec) -> None:
         raise UsageError("--editor command needs --editor-cmd, the shell command that runs the agent (for example "
                          "--editor-cmd 'claude -p \"$(cat TASK.md)\" ...'; see the README's Editors section)")
     require_bwrap()
-    bwrap_argv(Path("/nonexistent"), Path("/nonexistent"), spec)
+    mounts(spec)
 
 
 def bwrap_argv(workspace: Path, tools_dir: Path, spec: CommandSpec, repair: bool = False) -> list[str]:
@@ -273,12 +273,15 @@ class CommandEditor:
                                 start_new_session=True, close_fds=True)
         assert proc.stdout is not None
         out = Output(proc.stdout)
+        code: int | None = None
         try:
-            code: int | None = proc.wait(timeout=self.spec.timeout_s)
+            code = proc.wait(timeout=self.spec.timeout_s)
         except subprocess.TimeoutExpired:
-            code = None
-            os.killpg(proc.pid, signal.SIGKILL)  # bubblewrap dies, and with it the sandbox's whole PID namespace
-            proc.wait()
+            pass
+        finally:  # at the time limit, or when the run itself is interrupted
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # bubblewrap dies, and with it the sandbox's PID namespace
+                proc.wait()
         return code, time.monotonic() - start, out.text()
 
     def _fail(self, tools: EditorTools, why: str) -> None:
