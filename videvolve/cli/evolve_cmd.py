@@ -217,9 +217,12 @@ def _silent_editor(ctx: Any, history: list[GateEntry]) -> int:
               highlight=False)
     if ctx.editor == "heuristic":
         return 0
-    err.print(f"[bold red]error:[/] the {ctx.editor} editor never produced a usable revision; check the editor "
-              f"model's replies in {ctx.root / 'events.jsonl'} (event 'no proposal') and its endpoint with "
-              f"`videvolve doctor`.", highlight=False)
+    where = (f"the command's output in {ctx.root / 'workspaces'}/*/command.log and the reasons in "
+             f"{ctx.root / 'events.jsonl'} (event 'no proposal')" if ctx.editor == "command" else
+             f"the editor model's replies in {ctx.root / 'events.jsonl'} (event 'no proposal') and its endpoint "
+             "with `videvolve doctor`")
+    err.print(f"[bold red]error:[/] the {ctx.editor} editor never produced a usable revision; check {where}.",
+              highlight=False)
     return SILENT_EDITOR
 
 

@@ -22,9 +22,23 @@ class Context(BaseModel):
     memory: str = Field(str(Path.home() / ".videvolve" / "memory"), description="diagnosis memory shared by runs")
     model: ModelSettings = Field(default_factory=ModelSettings, description="the frozen solver model")
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
-    editor: Literal["heuristic", "llm", "agent"] = Field(
+    editor: Literal["heuristic", "llm", "agent", "command"] = Field(
         "heuristic", description="heuristic works offline (it prototypes with trials); llm: one-shot revision by a "
-        "model; agent: a tool-calling model in a workspace")
+        "model; agent: a tool-calling model in a workspace; command: an external coding agent (--editor-cmd)")
+    editor_cmd: str | None = Field(None, description="--editor command: the shell command run in the workspace in "
+                                   "bubblewrap, e.g. 'claude -p \"$(cat TASK.md)\" ...' (see the README's Editors)")
+    editor_cmd_repair: str | None = Field(None, description="the command of a repair round, with the failure in "
+                                          "REPAIR.md (default: --editor-cmd)")
+    editor_cmd_timeout: float = Field(1800.0, gt=0, description="seconds one run of --editor-cmd may take before "
+                                      "its process tree is killed")
+    editor_cmd_ro_binds: list[str] | None = Field(None, description="read-only paths the command sees besides the "
+                                                  "system; those under your home at the same place under its HOME "
+                                                  "(default: ~/.claude/settings.json, ~/.claude/.credentials.json, "
+                                                  "~/.codex/auth.json, ~/.codex/config.toml, ~/.aider.conf.yml "
+                                                  "where they exist; its program's install folder is always added)")
+    editor_cmd_env: list[str] | None = Field(None, description="environment variables passed to the command "
+                                             "(default: ANTHROPIC_*/OPENAI_* keys and URLs, CODEX_API_KEY, "
+                                             "proxies, TERM, LANG)")
     editor_max_tokens: int = Field(16384, ge=256, description="reply length cap of the editor's model (an editor "
                                    "returns whole files; the solver's cap is --max-tokens)")
     editor_model: ModelSettings | None = Field(None, description="model of the llm and agent editors (default: the "

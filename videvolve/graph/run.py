@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.config import default_cache_path
+from videvolve.editing.command import CommandSpec, check_command
 from videvolve.errors import UsageError
 from videvolve.evaluation.evaluate import with_proxies
 from videvolve.evaluation.results import TaskResult, load_result
@@ -134,6 +135,7 @@ def open_run(ctx: Context) -> Run:
         raise UsageError(f"{ctx.tasks} needs train and selection splits (`videvolve tasks split`); found "
                          f"{len(train)} train and {len(selection)} selection tasks")
     excluded = {t.video_id for t in tasks if t.split not in ("train",)}
+    videos = [t.video for t in tasks]
     train, selection = with_proxies(train, ctx.proxy), with_proxies(selection, ctx.proxy)
     del tasks  # the test split is never used by evolve
     if ctx.editor == "agent" and (ctx.editor_model or ctx.model).backend == "sim":
@@ -144,11 +146,21 @@ def open_run(ctx: Context) -> Run:
         raise UsageError("--investigator agent needs a model that calls tools, and SimVLM calls none: give the "
                          "investigator an OpenAI-compatible endpoint with --investigator-agent-base-url (and "
                          "--investigator-agent-model), or use --investigator procedure")
+    if ctx.editor == "command":
+        check_command(command_spec(ctx, videos))
     vlm = make_vlm(ctx.model)
     probe = make_vlm(ctx.investigator_model) if ctx.investigator_model else vlm
     cache = None if ctx.no_cache else ResponseCache(ctx.cache or default_cache_path())
     return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded, vlm=vlm, probe_vlm=probe,
                cost=cost_model(ctx.model.family), cache=cache, memory=ChromaStore(ctx.memory, _embedder(ctx.embedder)))
+
+
+def command_spec(ctx: Context, videos: list[str]) -> CommandSpec:
+    """How ``--editor command`` runs, with every path of the run it must never see."""
+    protected = [ctx.root, Path(ctx.tasks), Path(ctx.tasks).parent, Path(ctx.memory),
+                 Path(ctx.cache) if ctx.cache else default_cache_path(), *{Path(v).parent for v in videos}]
+    return CommandSpec(cmd=ctx.editor_cmd or "", repair_cmd=ctx.editor_cmd_repair, timeout_s=ctx.editor_cmd_timeout,
+                       ro_binds=ctx.editor_cmd_ro_binds, env=ctx.editor_cmd_env, protected=[str(p) for p in protected])
 
 
 def _satisfies(run: Run) -> RunServices:  # mypy checks here that a Run is what the search needs

@@ -16,9 +16,10 @@ from langgraph.runtime import Runtime
 from videvolve.editing import EditorInput, HeuristicEditor, LLMEditor, PastDiagnosis, read_files, write_candidate
 from videvolve.editing.agent import AgentEditor
 from videvolve.editing.base import Editor
+from videvolve.editing.command import CommandEditor
 from videvolve.errors import HarnessError
 from videvolve.graph.context import Context
-from videvolve.graph.run import Run, get_run
+from videvolve.graph.run import Run, command_spec, get_run
 from videvolve.graph.state import State
 from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM
@@ -65,6 +66,8 @@ def make_editor(run: Run) -> Editor:
         return LLMEditor(editor_model(run))
     if ctx.editor == "agent":
         return AgentEditor(editor_model(run), rounds=ctx.editor_rounds)
+    if ctx.editor == "command":
+        return CommandEditor(command_spec(ctx, [t.video for t in [*run.train, *run.selection]]))
     return HeuristicEditor(trials=not ctx.no_trials, operators=ctx.trial_operators, tasks=ctx.trial_batch)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 MAX_RESULT = 600
 MAX_PROBE_IMAGES = 8
+MAX_OUTPUT = 4000
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -27,6 +28,11 @@ def _step(entry: dict[str, Any]) -> dict[str, str]:
                 for k, v in (entry.get("args") or {}).items()}
         return {"who": "tool", "what": f"{entry.get('name')}({json.dumps(args)[:400]})",
                 "result": str(entry.get("result", ""))[:MAX_RESULT], "ok": "ok" if entry.get("ok") else "refused"}
+    if kind == "command":
+        status = "timed out" if entry.get("timed_out") else f"exit {entry.get('exit')}"
+        return {"who": "command", "what": f"{entry.get('command')} ({status}, {entry.get('seconds')} s; tools "
+                f"called through bin/: {entry.get('calls')})", "result": str(entry.get("output", ""))[-MAX_OUTPUT:],
+                "ok": ""}
     if kind == "assistant":
         calls = ", ".join(entry.get("calls") or []) or "no tool call"
         return {"who": "model", "what": f"round {entry.get('round')}: {calls}",
