@@ -15,6 +15,7 @@ from tests.test_loop_graph import context, run_graph
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.editing.agent import AgentEditor
 from videvolve.editing.base import EditorInput, read_files
+from videvolve.editing.heuristic import passes_on_trial
 from videvolve.editing.probe import leaks_gold
 from videvolve.editing.tools import EditorEnv, EditorTools
 from videvolve.editing.workspace import EditorLimits, TraceItem, build_workspace
@@ -80,11 +81,33 @@ def test_workspace_holds_the_batch_and_edits_are_exact(small_world, tmp_path, se
     report = json.loads(tools.call("trial", {"tasks": [first]})[0])
     assert report["tasks"] == 1 and report["per_task"][0]["task"] == first
     assert report["mean_difference_vs_parent"] is not None and report["mean_visual_tokens"] > 0
+    assert report["cost_metric"] == "visual_tokens" and report["mean_cost"] == pytest.approx(report["mean_visual_tokens"])
     assert tools.ledger.trial_tasks == 1 and tools.ledger.model_calls >= 1
     assert "not a training task" in tools.call("trial", {"tasks": ["selection-task"]})[0]
     tools.call("submit", {"rationale": "full resolution"})
     assert tools.submitted is not None and set(tools.submitted.edits) == {"solver.py"}
     assert NEW in tools.submitted.edits["solver.py"]  # type: ignore[operator]
+
+
+def test_trials_cost_what_the_gate_counts_text_included(small_world, tmp_path, seed):
+    """Under ``visual_tokens+text`` a trial's cost includes the transcript read, and the heuristic's check uses it."""
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    first = next(iter(tools.env.tasks))
+    base = tools.env.parent_results[first]
+    reading = base.model_copy(update={"usage": {**base.usage, "transcript_tokens": 1000}})
+    tools.env.cost_metric, tools.env.text_weight = "visual_tokens+text", 0.5
+    visual = _visual_tokens(base)
+    assert tools._cost(reading) == pytest.approx(visual + 500)
+    tools.env.cost_metric = "visual_tokens"
+    assert tools._cost(reading) == pytest.approx(visual)
+    gate = {"alpha": 0.1, "beta": 0.2, "eps": 0.02}
+    gain = {"mean_difference_vs_parent": 0.2, "parent_mean_visual_tokens": 100.0, "mean_visual_tokens": 100.0}
+    assert passes_on_trial({**gain, "parent_mean_cost": 100.0, "mean_cost": 105.0}, gate)
+    assert not passes_on_trial({**gain, "parent_mean_cost": 100.0, "mean_cost": 150.0}, gate)  # text read counts
+
+
+def _visual_tokens(r) -> int:
+    return sum(int(r.usage.get(k, 0)) for k in ("image_tokens", "video_tokens", "ocr_tokens"))
 
 
 def test_probe_refuses_a_question_with_the_gold_answer_and_passes_another(small_world, tmp_path, seed):

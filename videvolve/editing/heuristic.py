@@ -45,8 +45,7 @@ def passes_on_trial(report: dict[str, Any], gate: dict[str, Any]) -> bool:
     """Whether the gate's rule, applied to a trial against the parent on the same tasks, would accept."""
     if not gate:
         return True
-    key = "frames" if gate.get("metric") == "frames" else "visual_tokens"
-    c, c_new = report[f"parent_mean_{key}"], report[f"mean_{key}"]
+    c, c_new = report["parent_mean_cost"], report["mean_cost"]  # as the gate counts it (the run's cost metric)
     gain = report["mean_difference_vs_parent"] or 0.0
     if gain > 0:
         return bool(c_new <= (1 + gate["alpha"]) * c + 1e-9)
@@ -128,9 +127,8 @@ class HeuristicEditor:
         frames at a fixed resolution, so the gain of looking better is kept where it survives looking less often.
         """
         out: list[Any] = []
-        key = "frames" if inp.gate.get("metric") == "frames" else "visual_tokens"
         for j, (passes, gain, _, _, score, op, report) in enumerate(list(tried)):
-            c, c_new = report[f"parent_mean_{key}"], report[f"mean_{key}"]
+            c, c_new = report["parent_mean_cost"], report["mean_cost"]
             if passes or gain <= 0 or not inp.gate or c_new <= 0:
                 continue
             variant = balanced(op, 0.95 * (1 + inp.gate["alpha"]) * c / c_new)
@@ -146,7 +144,7 @@ class HeuristicEditor:
                 continue
             rep = json.loads(text)
             out.append((passes_on_trial(rep, inp.gate), rep["mean_difference_vs_parent"] or 0.0,
-                        -rep["mean_visual_tokens"], -len(tried) - j, score, variant, rep))
+                        -rep["mean_cost"], -len(tried) - j, score, variant, rep))
         return out
 
     def _trial_tasks(self, inp: EditorInput, tools: EditorTools) -> list[str]:
@@ -171,7 +169,7 @@ class HeuristicEditor:
                 continue
             report = json.loads(text)
             gain = report["mean_difference_vs_parent"] or 0.0
-            tried.append((passes_on_trial(report, inp.gate), gain, -report["mean_visual_tokens"], -i, score, op,
+            tried.append((passes_on_trial(report, inp.gate), gain, -report["mean_cost"], -i, score, op,
                           report))
         if not tried:
             score, op = ops[0]

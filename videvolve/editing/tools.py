@@ -22,7 +22,7 @@ from videvolve.editing.base import EditorInput, PastDiagnosis, Proposal, check_e
 from videvolve.editing.probe import ProbeArgs, leaks_gold, run_probe
 from videvolve.editing.workspace import EditorLimits, candidate_edits
 from videvolve.errors import HarnessError, VidevolveError
-from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.results import TaskResult, cost_of
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
@@ -111,6 +111,9 @@ class EditorEnv:
     cache: ResponseCache | None = None
     image_format: str = "png"
     memory_search: Callable[[str, int], list[PastDiagnosis]] = field(default=lambda q, k: [])
+    cost_metric: str = "visual_tokens"
+    """The gate's cost metric: trials report each task's cost as the gate will count it."""
+    text_weight: float = 1.0
 
 
 TOOLS: dict[str, tuple[type[BaseModel], str]] = {
@@ -309,7 +312,7 @@ class EditorTools:
                        for s in steps[-3:]]
             rows.append({"task": r.task_id, "score": round(r.score, 4), "parent_score": None if p is None else
                          round(p.score, 4), "frames": r.frames, "parent_frames": None if p is None else p.frames,
-                         "visual_tokens": _visual(r), "outcome": r.outcome, "error": (r.error or "")[:500] or None,
+                         "visual_tokens": _visual(r), "cost": self._cost(r), "outcome": r.outcome, "error": (r.error or "")[:500] or None,
                          "trace": excerpt})
             if p is not None:
                 diffs.append(r.score - p.score)
@@ -321,7 +324,13 @@ class EditorTools:
                 "mean_visual_tokens": round(sum(_visual(r) for r in results) / n, 1),
                 "parent_mean_frames": round(sum(p.frames for p in parents) / max(1, len(parents)), 2),
                 "parent_mean_visual_tokens": round(sum(_visual(p) for p in parents) / max(1, len(parents)), 1),
+                "cost_metric": self.env.cost_metric,
+                "mean_cost": round(sum(self._cost(r) for r in results) / n, 2),
+                "parent_mean_cost": round(sum(self._cost(p) for p in parents) / max(1, len(parents)), 2),
                 "per_task": rows}
+
+    def _cost(self, r: TaskResult) -> float:
+        return cost_of(r, self.env.cost_metric, self.env.text_weight)
 
     def probe(self, a: ProbeArgs) -> str:
         """A perception probe on a training task's video."""
@@ -372,4 +381,4 @@ class EditorTools:
 
 
 def _visual(r: TaskResult) -> int:
-    return int(r.usage.get("image_tokens", 0)) + int(r.usage.get("video_tokens", 0))
+    return sum(int(r.usage.get(k, 0)) for k in ("image_tokens", "video_tokens", "ocr_tokens"))

@@ -57,3 +57,15 @@ def write_result(out_dir: Path, result: TaskResult) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(result.model_dump_json(indent=1), encoding="utf-8")
     tmp.replace(path)
+
+
+def cost_of(result: TaskResult, metric: str = "visual_tokens", text_weight: float = 1.0) -> float:
+    """One question's cost: distinct frames, or visual tokens (images, video, the images OCR read).
+
+    With ``visual_tokens+text``, plus ``text_weight`` x the text tokens of the transcript read.
+    """
+    if metric == "frames":
+        return float(result.frames)
+    u = result.usage
+    visual = u.get("image_tokens", 0) + u.get("video_tokens", 0) + u.get("ocr_tokens", 0)
+    return float(visual + (text_weight * u.get("transcript_tokens", 0) if metric == "visual_tokens+text" else 0))

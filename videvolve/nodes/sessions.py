@@ -51,7 +51,8 @@ def editor_env(run: Run, parent: str, batch: list[Task]) -> EditorEnv:
     return EditorEnv(parent=parent, parent_dir=run.harness_dir(parent), tasks={t.id: t for t in batch},
                      parent_results=results, evaluate=evaluate, trace_of=lambda v, t: _trace(run, v, t),
                      probe_vlm=run.probe_vlm, cost=run.cost, cache=run.cache,
-                     image_format=run.ctx.runtime.image_format, memory_search=memory_search)
+                     image_format=run.ctx.runtime.image_format, memory_search=memory_search,
+                     cost_metric=run.ctx.cost_metric, text_weight=run.ctx.text_token_weight)
 
 
 class Sessions:

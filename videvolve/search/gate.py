@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.results import TaskResult, cost_of
+
+__all__ = ["aggregate", "cost_of", "gate_rule", "mean_frames", "rule_text"]
 
 TOL = 1e-12
 
@@ -20,18 +22,6 @@ TOL = 1e-12
 def mean_frames(results: Sequence[TaskResult]) -> float:
     """Mean distinct frames per question (reported beside any cost metric)."""
     return float(np.mean([r.frames for r in results])) if results else 0.0
-
-
-def cost_of(result: TaskResult, metric: str = "visual_tokens", text_weight: float = 1.0) -> float:
-    """One question's cost: distinct frames, or visual tokens (images, video, the images OCR read).
-
-    With ``visual_tokens+text``, plus ``text_weight`` x the text tokens of the transcript read.
-    """
-    if metric == "frames":
-        return float(result.frames)
-    u = result.usage
-    visual = u.get("image_tokens", 0) + u.get("video_tokens", 0) + u.get("ocr_tokens", 0)
-    return float(visual + (text_weight * u.get("transcript_tokens", 0) if metric == "visual_tokens+text" else 0))
 
 
 def aggregate(results: Sequence[TaskResult], metric: str = "visual_tokens",
