@@ -81,7 +81,8 @@ def test_workspace_holds_the_batch_and_edits_are_exact(small_world, tmp_path, se
     report = json.loads(tools.call("trial", {"tasks": [first]})[0])
     assert report["tasks"] == 1 and report["per_task"][0]["task"] == first
     assert report["mean_difference_vs_parent"] is not None and report["mean_visual_tokens"] > 0
-    assert report["cost_metric"] == "visual_tokens" and report["mean_cost"] == pytest.approx(report["mean_visual_tokens"])
+    assert report["cost_metric"] == "visual_tokens"
+    assert report["mean_cost"] == pytest.approx(report["mean_visual_tokens"])
     assert tools.ledger.trial_tasks == 1 and tools.ledger.model_calls >= 1
     assert "not a training task" in tools.call("trial", {"tasks": ["selection-task"]})[0]
     tools.call("submit", {"rationale": "full resolution"})

@@ -312,7 +312,8 @@ class EditorTools:
                        for s in steps[-3:]]
             rows.append({"task": r.task_id, "score": round(r.score, 4), "parent_score": None if p is None else
                          round(p.score, 4), "frames": r.frames, "parent_frames": None if p is None else p.frames,
-                         "visual_tokens": _visual(r), "cost": self._cost(r), "outcome": r.outcome, "error": (r.error or "")[:500] or None,
+                         "visual_tokens": _visual(r), "cost": self._cost(r), "outcome": r.outcome,
+                         "error": (r.error or "")[:500] or None,
                          "trace": excerpt})
             if p is not None:
                 diffs.append(r.score - p.score)
