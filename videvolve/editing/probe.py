@@ -1,8 +1,9 @@
 """The editor's perception probes (Video-RSI's active investigation) and the rule that keeps the answer out of them.
 
 A probe shows the model frames, a contact sheet or a clip of a training task's video, chosen by the editor, with a
-question of its own. A question that contains the gold answer is refused: for mcq the correct option's text, for
-grounding any gold time, compared case-folded on whole words.
+question of its own, or reads the video's transcript between two times (no model call; its text tokens metered).
+A question that contains the gold answer is refused: for mcq the correct option's text, for grounding any gold time,
+compared case-folded on whole words.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from videvolve.config import RuntimeSettings
+from videvolve.datasets.transcripts import load_transcript
 from videvolve.media import contact_sheet, frames_at
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
@@ -28,7 +30,9 @@ class ProbeArgs(BaseModel):
     task_id: str = Field(description="a training task of this batch (a folder name under traces/)")
     times: list[float] = Field(description="times in seconds to look at (for a clip: its start and end)",
                                min_length=1, max_length=32)
-    show: Literal["frames", "sheet", "clip"] = Field("frames", description="frames, one contact sheet, or a clip")
+    show: Literal["frames", "sheet", "clip", "transcript"] = Field(
+        "frames", description="frames, one contact sheet, a clip, or the transcript said between the first and last "
+        "time (no model call; empty when the video has none)")
     max_side: int | None = Field(None, description="longest side of frames/clip in pixels (None: full resolution)")
     cell_width: int = Field(160, description="sheet cell width in pixels")
     fps: float = Field(2.0, description="clip sampling rate")
@@ -70,8 +74,15 @@ def run_probe(args: ProbeArgs, task: Task, vlm: VLM, cost: CostModel, cache: Res
               image_format: str, out_dir: Path) -> dict[str, Any]:
     """Show the observations, ask, save the images; returns the reply, the images and the probe's cost."""
     settings = RuntimeSettings(image_format="jpeg" if image_format == "jpeg" else "png")
-    services = TaskServices(task.view(), task.video, vlm, cost, settings, cache=cache)
+    services = TaskServices(task.view(), task.video, vlm, cost, settings, cache=cache,
+                            transcript=load_transcript(task))
     times = [float(t) for t in args.times]
+    if args.show == "transcript":
+        segments = services.op_transcript(min(times), max(times))
+        said = "\n".join(f"[{s['start']:.1f}-{s['end']:.1f} s] {s['text']}" for s in segments)
+        return {"reply": said[:4000] or "(nothing is said in this window, or the video has no transcript)",
+                "images": [], "frames": 0, "visual_tokens": 0, "model_calls": 0,
+                "transcript_tokens": services.meter.transcript_tokens}
     try:
         if args.show == "sheet":
             handles = [services.op_sheet(times, cols=min(6, len(times)), cell_width=args.cell_width)["handle"]]

@@ -124,7 +124,8 @@ TOOLS: dict[str, tuple[type[BaseModel], str]] = {
     "trial": (TrialArgs, "Run candidate/ on training tasks of this batch: score, frames, visual tokens, errors and "
                          "trace excerpts per task, and the difference with the parent on the same tasks."),
     "probe": (ProbeArgs, "Show the model frames, a sheet or a clip of a training task's video and ask a question "
-                         "(refused if it contains the gold answer)."),
+                         "(refused if it contains the gold answer), or read what is said between two times "
+                         "(show=transcript)."),
     "memory_search": (MemorySearchArgs, "Similar past diagnoses and what their revisions became."),
     "submit": (SubmitArgs, "Submit candidate/ as this proposal."),
 }
