@@ -30,7 +30,7 @@ from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import SEEDS, seed_path, validate_harness
 from videvolve.skill_library.runner import _serve
 from videvolve.skill_library.services import ServiceError, TaskServices
-from videvolve.skill_library.static_check import check_source
+from videvolve.skill_library.static_check import check_source, imported_modules
 from videvolve.tasks import TaskView
 
 ATTACKS = {
@@ -103,6 +103,13 @@ def test_the_static_check_admits_ordinary_harness_code_and_the_seeds():
     assert check_source(LEGITIMATE, "solver.py") == []
     for seed in SEEDS:
         assert validate_harness(seed_path(seed)) is None, seed
+
+
+def test_a_child_prepares_only_the_modules_its_harness_imports():
+    source = ("import json, math as m\nfrom statistics import mean\nfrom collections.abc import Sequence\n"
+              "def solve(task, ctx):\n    import heapq\n    return 1\n")
+    assert imported_modules(source) == {"json", "math", "statistics", "heapq"}
+    assert imported_modules("def solve(:") == frozenset()  # the child reports the syntax error itself
 
 
 def test_refusals_name_the_file_line_and_route():

@@ -164,8 +164,12 @@ def _module(name: str, safe: dict[str, Any]) -> types.ModuleType:
     return mod
 
 
-def build_world(sdk_source: str) -> tuple[dict[str, Any], types.ModuleType]:
-    """The restricted builtins (with their import function) and the SDK module, built in namespaces of their own."""
+def build_world(sdk_source: str, modules: list[str] | None = None) -> tuple[dict[str, Any], types.ModuleType]:
+    """The restricted builtins (with their import function) and the SDK module, built in namespaces of their own.
+
+    ``modules``: the allowed modules the harness and the SDK import (the parent reads them from the sources), so a
+    child prepares only those; None prepares every allowed module.
+    """
     safe: dict[str, Any] = {k: v for k, v in vars(builtins).items() if k in SAFE_BUILTINS}
     safe["__build_class__"] = builtins.__build_class__  # class statements need it
     namespaces: dict[str, Any] = {"__future__": types.SimpleNamespace(**dict.fromkeys(FUTURE_FEATURES))}
@@ -173,7 +177,7 @@ def build_world(sdk_source: str) -> tuple[dict[str, Any], types.ModuleType]:
     exec(compile(_IMPORTER_SOURCE, "<videvolve importer>", "exec"), importer_env)
     safe["__import__"] = importer_env["restricted_import"]
     for name, allowed in ALLOWED_MODULES.items():
-        if name != "videvolve_sdk":
+        if name != "videvolve_sdk" and (modules is None or name in modules):
             namespaces[name] = types.SimpleNamespace(**allowed_names(__import__(name), allowed))
     sdk = _module("videvolve_sdk", safe)
     exec(compile(sdk_source, "videvolve_sdk.py", "exec"), sdk.__dict__)
@@ -218,7 +222,8 @@ def main() -> int:
     out = sys.stdout
     sys.stdout = sys.stderr  # prints from harness code never reach the protocol channel
     init = json.loads(sys.stdin.readline())
-    safe, sdk = build_world(init["sdk_source"])  # trusted code only; imports done while files are readable
+    # trusted code only; imports done while files are readable
+    safe, sdk = build_world(init["sdk_source"], init.get("modules"))
     drop_privileges()
     init["task"] = json.loads(sys.stdin.readline())["task"]  # a started child waits here until a task takes it
     channel = sdk.Channel(sys.stdin, out)

@@ -28,6 +28,7 @@ from typing import Any
 from videvolve.config import RuntimeSettings
 from videvolve.skill_library.harness import Harness
 from videvolve.skill_library.sandbox import get_sandbox, sdk_source
+from videvolve.skill_library.static_check import imported_modules
 
 STDERR_TAIL = 4000
 PROCESS_LIMIT = 32
@@ -55,6 +56,8 @@ def prepare_message(harness: Harness, settings: RuntimeSettings, timeout: float)
     """The child's first line: everything but the task."""
     return {
         "config": harness.config, "budget": settings.budget, "skill": harness.skill, "sdk_source": sdk_source(),
+        "modules": sorted(set().union(*(imported_modules(s) for s in (sdk_source(), harness.solver_source,
+                                                                       *(t.source for t in harness.tools))))),
         "solver_path": "solver.py", "solver_source": harness.solver_source,
         "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters, "source": t.source,
                    "path": t.path} for t in harness.tools],

@@ -105,6 +105,25 @@ def module_names(module: str) -> frozenset[str]:
 _PARSE_LOCK = threading.Lock()
 
 
+@functools.lru_cache(maxsize=256)
+def imported_modules(source: str) -> frozenset[str]:
+    """The allowed modules ``source`` imports (``import`` statements are the only way in: ``__import__`` is refused).
+
+    A sandboxed child prepares only these (and the SDK's own), which halves its start-up; empty when it does not parse.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return frozenset(n for n in names if n in ALLOWED_MODULES)
+
+
 def check_source(source: str, filename: str) -> list[str]:
     """Every violation in one file, as 'file:line: reason' (empty when the file is acceptable)."""
     return list(_check_source(source, filename))
