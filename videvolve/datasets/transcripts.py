@@ -68,8 +68,10 @@ def normalise(text: str) -> str:
 
 
 def render(segments: Sequence[Segment]) -> str:
-    """Segments as prompt text: one ``[start-end s] text`` line each."""
-    return "\n".join(f"[{s.start:.1f}-{s.end:.1f} s] {s.text}" for s in segments)
+    """Segments as prompt text: one ``[start-end s] text`` line each (:func:`videvolve.media.captions.said_caption`)."""
+    from videvolve.media.captions import said_caption
+
+    return "\n".join(said_caption(s.start, s.end, s.text) for s in segments)
 
 
 def _seconds(groups: Sequence[str | None]) -> float:

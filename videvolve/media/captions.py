@@ -4,6 +4,7 @@
 - a contact sheet: ``[contact sheet: 6 columns x 4 rows; cells 160x90 px, each with a 12 px time label below,
   2 px gaps; cell times in reading order (s): 0.00, 12.50, ...]``
 - a clip sent as a video: ``[clip 10.00-20.00 s as video: 8 frames at (s): 10.00, 11.25, ...]``
+- a line of a transcript (words said, not seen): ``[12.0-14.0 s] Meet Bruno.``, one per line
 """
 
 from __future__ import annotations
@@ -52,3 +53,16 @@ def parse_caption(text: str) -> float | SheetLayout | None:
         cols, rows, cw, ch, lh, gap = (int(m.group(i)) for i in range(1, 7))
         found.append((m.start(), SheetLayout(cols, rows, cw, ch, lh, gap, times)))
     return max(found, key=lambda x: x[0])[1] if found else None
+
+
+_SAID = re.compile(r"^\[(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?) s\] (.+?)\s*$", re.M)
+
+
+def said_caption(start: float, end: float, text: str) -> str:
+    """One transcript line: what is said from ``start`` to ``end``."""
+    return f"[{start:.1f}-{end:.1f} s] {text}"
+
+
+def parse_said(text: str) -> list[tuple[float, float, str]]:
+    """Every transcript line in ``text``: ``(start, end, words)``."""
+    return [(float(a), float(b), said) for a, b, said in _SAID.findall(text)]

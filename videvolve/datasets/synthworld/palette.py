@@ -35,6 +35,9 @@ BACKGROUNDS: dict[str, RGB] = {
     "plum": (78, 36, 88),
 }
 
+NAMES = ("Bruno", "Clara", "Dmitri", "Elena", "Felix", "Greta", "Hugo", "Ingrid", "Jonas", "Kira", "Lukas", "Mira",
+         "Nico", "Olga", "Pablo", "Quentin", "Rosa", "Soren", "Tilda", "Umar", "Vera", "Walter", "Yuri", "Zora")
+"""Names a speaking world's narrator gives glyphs: words of their own (never a colour, shape or room), never drawn."""
 
 def _star(points: int = 5, inner: float = 0.42) -> list[tuple[float, float]]:
     pts = []

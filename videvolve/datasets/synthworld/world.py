@@ -8,13 +8,16 @@ import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from videvolve.datasets.synthworld.narration import Narration, espeak_available, narrate, speak
 from videvolve.datasets.synthworld.questions import Draft, grounding, mcq
 from videvolve.datasets.synthworld.render import encode_video
 from videvolve.datasets.synthworld.script import VideoScript, make_script
+from videvolve.datasets.synthworld.spoken import DEFAULT_MIX, spoken_drafts
+from videvolve.errors import UsageError
 from videvolve.tasks import LETTERS, Interval, Task, split_by_video, write_tasks
 
 DEFAULT_FRACTIONS = {"train": 0.5, "selection": 0.25, "test": 0.25}
@@ -28,6 +31,8 @@ class World:
     root: Path
     scripts: list[VideoScript]
     tasks: list[Task]
+    narrations: dict[str, Narration] = field(default_factory=dict)
+    """Per video id, what the narrator says (empty for a silent world)."""
 
     @property
     def tasks_path(self) -> Path:
@@ -70,14 +75,22 @@ def _letter_tasks(drafts: list[tuple[VideoScript, Draft]], rng: random.Random) -
     return tasks
 
 
-def _encode(args: tuple[VideoScript, str]) -> str:
-    script, out = args
-    return str(encode_video(script, out))
+def _encode(args: tuple[VideoScript, str, Narration | None]) -> str:
+    script, out, narration = args
+    path = encode_video(script, out)
+    if narration is not None:
+        speak(narration, script.duration, path)
+    return str(path)
 
 
 def plan_world(videos: int, minutes: float, seed: int, fractions: dict[str, float] | None = None,
-               questions: int | None = None) -> tuple[list[VideoScript], list[Task]]:
-    """The scripts and tasks of a world, without encoding anything (deterministic in the seed)."""
+               questions: int | None = None, narration: bool = False,
+               mix: dict[str, float] | None = None) -> tuple[list[VideoScript], list[Task]]:
+    """The scripts and tasks of a world, without encoding anything (deterministic in the seed).
+
+    With ``narration`` the videos speak (:func:`narrate`) and each video's questions are shared out by ``mix``
+    (default :data:`DEFAULT_MIX`) between answers in the pictures, in the words, or needing both.
+    """
     rng = random.Random(seed)
     scripts = []
     for i in range(videos):
@@ -87,6 +100,9 @@ def plan_world(videos: int, minutes: float, seed: int, fractions: dict[str, floa
     for script in scripts:
         qrng = random.Random(rng.getrandbits(32))
         n = questions // 2 if questions else _questions_per_video(script.duration / 60)
+        if narration:
+            drafts += [(script, d) for d in spoken_drafts(script, narrate(script, seed), qrng, n, mix or DEFAULT_MIX)]
+            continue
         drafts += [(script, d) for d in grounding(script, qrng, n)]
         drafts += [(script, d) for d in mcq(script, qrng, n)]
     tasks = split_by_video(_letter_tasks(drafts, rng), fractions or DEFAULT_FRACTIONS, seed=seed)
@@ -102,17 +118,29 @@ def generate_world(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     questions: int | None = None,
+    narration: bool = False,
+    speech: bool = False,
+    mix: dict[str, float] | None = None,
 ) -> World:
     """Write ``videos/*.mp4`` and ``tasks.jsonl`` under ``out_dir``; the same seed gives the same world.
 
     ``questions`` per video, half of each kind (default: one of each kind per two minutes, at least four).
+    ``narration``: a narrator's captions beside each video (``videos/ID.vtt``) and questions by ``mix`` of the
+    evidence they need; ``speech`` also speaks them into each video's sound track (needs espeak-ng; slow).
     """
+    if speech and not espeak_available():
+        raise UsageError("--speech needs espeak-ng to speak the narration: apt install espeak-ng (or use --narration "
+                         "alone: the narrator's lines are still written as .vtt captions beside the videos)")
     root = Path(out_dir)
     (root / "videos").mkdir(parents=True, exist_ok=True)
     root.chmod(0o700)  # the world's answers are private to its owner
-    scripts, planned = plan_world(videos, minutes, seed, fractions, questions)
+    scripts, planned = plan_world(videos, minutes, seed, fractions, questions, narration or speech, mix)
     tasks = [t.model_copy(update={"video": str((root / t.video).resolve())}) for t in planned]
-    jobs = [(s, str(root / "videos" / f"{s.video_id}.mp4")) for s in scripts]
+    narrations = {s.video_id: narrate(s, seed) for s in scripts} if narration or speech else {}
+    for vid, n in narrations.items():
+        (root / "videos" / f"{vid}.vtt").write_text(n.vtt(), encoding="utf-8")
+    jobs = [(s, str(root / "videos" / f"{s.video_id}.mp4"), narrations.get(s.video_id) if speech else None)
+            for s in scripts]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     done = 0
     if workers <= 1:
@@ -128,7 +156,7 @@ def generate_world(
                 if progress:
                     progress(done, len(jobs))
     write_tasks(tasks, root / "tasks.jsonl")
-    return World(root=root, scripts=scripts, tasks=tasks)
+    return World(root=root, scripts=scripts, tasks=tasks, narrations=narrations)
 
 
 def world_stats(tasks: Sequence[Task]) -> dict[str, Any]:
@@ -150,6 +178,8 @@ def world_stats(tasks: Sequence[Task]) -> dict[str, Any]:
         "mcq": len(mcqs),
         "mcq_templates": dict(Counter(str(t.meta.get("template")) for t in mcqs)),
         "mcq_letters": dict(sorted(Counter(str(t.answer) for t in mcqs).items())),
+        **({"evidence": dict(Counter(str(t.meta["evidence"]) for t in tasks))}
+           if any("evidence" in t.meta for t in tasks) else {}),
         "splits": {s: {"videos": len({t.video_id for t in tasks if t.split == s}),
                        "tasks": sum(1 for t in tasks if t.split == s)}
                    for s in sorted({t.split or "-" for t in tasks})},

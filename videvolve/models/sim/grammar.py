@@ -1,6 +1,7 @@
 """SimVLM's language: the SynthWorld question grammar and the request types of the SDK's prompts.
 
-SimVLM reads questions the way a model reads text, from the request only; it never looks at annotations.
+SimVLM reads questions the way a model reads text, from the request only; it never looks at annotations. Transcript
+lines in the request (``[12.0-14.0 s] Meet Bruno.``) are words heard at a time, read like a picture's caption.
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from videvolve.datasets.synthworld.palette import BACKGROUNDS, GLYPH_COLOURS, SHAPES
+from videvolve.datasets.synthworld.palette import BACKGROUNDS, GLYPH_COLOURS, NAMES, SHAPES
+from videvolve.media.captions import parse_said
 
 _C = "|".join(GLYPH_COLOURS)
 _S = "|".join(SHAPES)
 _B = "|".join(BACKGROUNDS)
+_N = "|".join(NAMES)
 
 PATTERNS = {
     "grounding": re.compile(rf"when does the ({_C}) ({_S}) appear", re.I),
@@ -21,7 +24,14 @@ PATTERNS = {
     "order": re.compile(r"which of these appears first", re.I),
     "count": re.compile(rf"how many times does the ({_C}) ({_S}) appear", re.I),
     "successor": re.compile(rf"what appears right after the ({_C}) ({_S})", re.I),
+    "said_after": re.compile(rf"which name does the narrator say right after ({_N})\b", re.I),
+    "said_before": re.compile(rf"which name does the narrator say right before ({_N})\b", re.I),
+    "name_of": re.compile(rf"what is the name of the ({_C}) ({_S})", re.I),
+    "mentioned": re.compile(rf"when is ({_N}) mentioned", re.I),
+    "on_screen": re.compile(rf"when is ({_N}) on screen", re.I),
 }
+GROUNDING_TEMPLATES = ("grounding", "mentioned", "on_screen")
+_INTRO = re.compile(rf"\bmeet ({_N})\b", re.I)
 _OPTION = re.compile(r"^\s*\(?([A-Z])[.):]\s*(.+?)\s*$", re.M)
 _TARGET = re.compile(rf"\b({_C})\s+({_S})\b|\b({_C})\s+glyph\b|\b({_S})\b", re.I)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)[- ]second", re.I)
@@ -49,6 +59,21 @@ def parse_question(text: str) -> Question | None:
     slots = tuple(g.lower() for g in m.groups() if g)
     options = {k: v.lower().rstrip(".") for k, v in _OPTION.findall(text[start:])}
     return Question(name, slots, options)
+
+
+@dataclass(frozen=True)
+class Heard:
+    """A name said from ``start`` to ``end`` (an introduction heard in a transcript line)."""
+
+    start: float
+    end: float
+    name: str
+
+
+def parse_heard(text: str) -> list[Heard]:
+    """The introductions in the transcript lines of ``text``, in time order (names lower-cased)."""
+    out = [Heard(a, b, m.group(1).lower()) for a, b, said in parse_said(text) for m in _INTRO.finditer(said)]
+    return sorted(set(out), key=lambda h: (h.start, h.name))
 
 
 def parse_target(text: str) -> tuple[str | None, str | None] | None:

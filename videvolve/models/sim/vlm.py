@@ -4,7 +4,9 @@ Its only input is the serialized message list: text parts and ``data:`` image UR
 URLs). Each image is read with the caption before it (a frame's time, or a contact sheet's grid and cell times);
 sheets are cut into cells and every cell perceived. Three request types: a final answer (an option letter, or
 intervals built from which observed times show the target, with boundaries halfway to the nearest observation
-that clearly does not), a match ('which of these images show X?') and a describe. When nothing it saw answers an
+that clearly does not), a match ('which of these images show X?') and a describe. Transcript lines in the request
+are words heard over a time span, read by the same rule as a picture's caption: a name introduced while a glyph is
+seen belongs to that glyph (:func:`identify`). When nothing it saw answers an
 mcq question it guesses from a hash of the request's text: the same request, the same letter, and no option favoured
 (chance over many questions, checked by ``tests/test_blind_baseline.py``). Pictures that are not SynthWorld frames
 and questions outside SynthWorld's grammar get :data:`SIM_ONLY_NOTICE`. It never opens a file and never chooses
@@ -26,7 +28,16 @@ from videvolve.errors import ModelRequestError
 from videvolve.media.captions import SheetLayout, parse_caption
 from videvolve.models.base import SIM_ONLY_NOTICE, Message, Reply, Tool, Usage
 from videvolve.models.cost import CostModel, cost_model, text_tokens
-from videvolve.models.sim.grammar import Question, parse_duration, parse_question, parse_target, request_type
+from videvolve.models.sim.grammar import (
+    GROUNDING_TEMPLATES,
+    Heard,
+    Question,
+    parse_duration,
+    parse_heard,
+    parse_question,
+    parse_target,
+    request_type,
+)
 from videvolve.models.sim.perception import Percept, perceive
 
 
@@ -136,9 +147,11 @@ class SimVLM:
         q = parse_question(text)
         if q is None:
             return f"{SIM_ONLY_NOTICE} (the question is outside SynthWorld's grammar)"
-        if q.template == "grounding":
-            return json.dumps([[round(a, 2), round(b, 2)] for a, b in ground(seen, q.slots, parse_duration(text))])
-        choice = choose(seen, q)
+        heard = parse_heard(text)
+        if q.template in GROUNDING_TEMPLATES:
+            spans = ground_spoken(seen, heard, q, parse_duration(text))
+            return json.dumps([[round(a, 2), round(b, 2)] for a, b in spans])
+        choice = choose(seen, q, heard)
         if choice is None:
             letters = sorted(q.options) or ["A", "B", "C", "D"]
             key = hashlib.sha256((text[-2000:]).encode()).digest()[0]
@@ -190,11 +203,43 @@ def ground(seen: list[Seen], slots: tuple[str, ...], duration: float | None) -> 
     return out
 
 
-def choose(seen: list[Seen], q: Question) -> str | None:
-    """The option letter the sightings support, or None when they do not settle the question."""
+def identify(seen: list[Seen], heard: Heard) -> str | None:
+    """The glyph a name belongs to: the one seen clearly while the name is said (the most seen, if several)."""
+    names = [s.percept.name for s in seen if heard.start <= s.time <= heard.end and s.percept.name]
+    return max(set(names), key=names.count) if names else None
+
+
+def ground_spoken(seen: list[Seen], heard: list[Heard], q: Question,
+                  duration: float | None) -> list[tuple[float, float]]:
+    """Intervals for a grounding question: where a glyph is seen, a name said, or the glyph a name belongs to seen."""
+    if q.template == "grounding":
+        return ground(seen, q.slots, duration)
+    said = [h for h in heard if h.name == q.slots[0]]
+    if q.template == "mentioned":
+        return [(h.start, h.end) for h in said]
+    kinds = [k for k in (identify(seen, h) for h in said) if k]
+    return ground(seen, tuple(kinds[0].split()), duration) if kinds else []
+
+
+def _spoken_value(seen: list[Seen], q: Question, heard: list[Heard]) -> str | None:
+    """The answer of a question about names, from what was heard (and seen while it was said)."""
+    if q.template == "name_of":
+        glyph = " ".join(q.slots)
+        return next((h.name for h in heard if identify(seen, h) == glyph), None)
+    names = [h.name for h in heard]
+    if q.slots[0] not in names:
+        return None
+    k = names.index(q.slots[0]) + (1 if q.template == "said_after" else -1)
+    return names[k] if 0 <= k < len(names) else None
+
+
+def choose(seen: list[Seen], q: Question, heard: list[Heard] | None = None) -> str | None:
+    """The option letter the sightings (and the words heard) support, or None when they do not settle it."""
     clear = [s for s in seen if s.percept.glyph == "clear"]
     value: str | None = None
-    if q.template == "identity_colour":
+    if q.template in ("name_of", "said_after", "said_before"):
+        value = _spoken_value(seen, q, heard or [])
+    elif q.template == "identity_colour":
         shape, bg = q.slots
         hits = [s.percept.colour for s in clear if s.percept.shape == shape and s.percept.background == bg]
         value = max(set(hits), key=hits.count) if hits else None
