@@ -32,6 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: about one of each kind per two minutes)")
     p.add_argument("--fractions", default="train=0.5,selection=0.25,test=0.25", help="video-disjoint split shares")
     p.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
+    p.add_argument("--narration", action="store_true", help="a narrator: its lines as .vtt captions beside each "
+                   "video, and questions whose answer needs the pictures, the words, or both (see --mix)")
+    p.add_argument("--speech", action="store_true", help="also speak the narration into each video's sound track "
+                   "(implies --narration; needs espeak-ng; slow)")
+    p.add_argument("--mix", default="pictures=0.4,words=0.3,both=0.3",
+                   help="with --narration, the shares of questions by the evidence they need")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
     p.set_defaults(func=cmd_synth)
 
@@ -80,6 +86,8 @@ def stats_table(stats: dict[str, Any]) -> Table:
     table.add_row("mcq questions", str(stats["mcq"]))
     table.add_row("  templates", ", ".join(f"{k} {v}" for k, v in sorted(stats["mcq_templates"].items())))
     table.add_row("  correct letters", ", ".join(f"{k} {v}" for k, v in stats["mcq_letters"].items()))
+    if "evidence" in stats:
+        table.add_row("answer needs", ", ".join(f"{k} {v}" for k, v in stats["evidence"].items()))
     for name, s in stats["splits"].items():
         table.add_row(f"split {name}", f"{s['videos']} videos, {s['tasks']} tasks")
     return table
@@ -88,13 +96,15 @@ def stats_table(stats: dict[str, Any]) -> Table:
 def cmd_synth(args: argparse.Namespace) -> int:
     """``videvolve synth``."""
     from videvolve.datasets.synthworld import generate_world, world_stats
+    from videvolve.datasets.synthworld.spoken import parse_mix
     from videvolve.tasks import parse_fractions
     with Progress(TextColumn("encoding videos"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as progress:
         bar = progress.add_task("videos", total=args.videos)
         world = generate_world(args.out_dir, videos=args.videos, minutes=args.minutes, seed=args.seed,
                                fractions=parse_fractions(args.fractions), workers=args.workers,
-                               questions=args.questions,
+                               questions=args.questions, narration=args.narration, speech=args.speech,
+                               mix=parse_mix(args.mix),
                                progress=lambda done, total: progress.update(bar, completed=done))
     stats = world_stats(world.tasks)
     if args.json:

@@ -20,6 +20,7 @@ from videvolve.datasets.synthworld.narration import Line, Narration
 from videvolve.datasets.synthworld.palette import NAMES
 from videvolve.datasets.synthworld.questions import ABSENT_SHARE, Draft, grounding, mcq
 from videvolve.datasets.synthworld.script import VideoScript
+from videvolve.errors import UsageError
 
 EVIDENCE_TYPES = ("pictures", "words", "both")
 DEFAULT_MIX: dict[str, float] = {"pictures": 0.4, "words": 0.3, "both": 0.3}
@@ -93,6 +94,24 @@ def on_screen(narration: Narration, rng: random.Random) -> list[Draft]:
         out.append(Draft("on_screen", "grounding", f"When is {line.name} on screen?", [(e.start, e.end)],
                          [(e.start, e.end)], meta={"target": line.name, "occurrences": 1, "sizes": [e.size],
                                                    "max_length": e.end - e.start, "evidence": "both"}))
+    return out
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """``pictures=0.4,words=0.3,both=0.3`` (shares need not sum to one; missing types get none)."""
+    out: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, _, value = part.partition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if name.strip() not in EVIDENCE_TYPES or share < 0:
+            raise UsageError(f"cannot read the mix part {part!r}: use pictures=0.4,words=0.3,both=0.3 "
+                             f"(types: {', '.join(EVIDENCE_TYPES)}; shares >= 0)")
+        out[name.strip()] = share
+    if sum(out.values()) <= 0:
+        raise UsageError(f"the mix {text!r} gives no question a share")
     return out
 
 
