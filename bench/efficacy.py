@@ -10,7 +10,13 @@ the batch (the default) against ``--no-trials`` (its first guess goes to the gat
 evaluations, trial task runs, the best harness's test mcq accuracy, grounding mIoU, visual tokens and frames per
 question, and the paired bootstrap and McNemar tests between the two best harnesses on the same test questions.
 
-Usage: ``python bench/efficacy.py [--compare seed|editors] [--seeds 0 1 2] [--iterations 6]``
+``--compare speech``: on a speaking SynthWorld (``synth --narration``: 16 videos of 10 minutes, 20 questions each,
+40 % answered by the pictures only, 30 % by the words only, 30 % needing both; 7 test videos), `evolve` from
+`uniform` with the heuristic editor (trials on) under ``--cost-metric visual_tokens+text`` (a transcript token
+weighs as much as a visual token: reading is not free), then per question type the seed and the evolved harness on
+the test split: mcq accuracy (exact McNemar), grounding mIoU (paired bootstrap), visual and text tokens per question.
+
+Usage: ``python bench/efficacy.py [--compare seed|editors|speech] [--seeds 0 1 2] [--iterations 6]``
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
 from videvolve.evaluation.experiment import compare_on_test
 from videvolve.evaluation.solve import solve_tasks
+from videvolve.evaluation.summary import summarize
 from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
 from videvolve.metrics import mcnemar, paired_bootstrap
@@ -45,11 +52,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--iterations", type=int, default=6)
-    parser.add_argument("--compare", choices=["seed", "editors"], default="seed")
+    parser.add_argument("--compare", choices=["seed", "editors", "speech"], default="seed")
     parser.add_argument("--no-trials", action="store_true", help="--compare seed with the editor's first guesses")
     args = parser.parse_args()
     if args.compare == "editors":
         return editors(args.seeds, args.iterations)
+    if args.compare == "speech":
+        return speech(args.seeds, args.iterations)
     table = Table(title=f"evolved vs seed (uniform) on held-out test splits, {args.iterations} iterations each")
     for col in ("world seed", "accepted / tried", "mcq acc. seed -> evolved", "McNemar p", "grounding mIoU "
                 "seed -> evolved", "bootstrap p", "frames/q seed -> evolved", "minutes"):
@@ -166,6 +175,80 @@ def seed_vs_evolved_row(seed: int, editor: str, cmp: dict) -> list[str]:
             f"{a['grounding']['miou']:.3f} -> {b['grounding']['miou']:.3f}", f"{cmp['score_p']:.4f}",
             f"{va:,.0f} -> {vb:,.0f} ({vb / va:.2f}x)" if va else f"{va:,.0f} -> {vb:,.0f}",
             f"{a['frames_per_question']:.0f} -> {b['frames_per_question']:.0f}"]
+
+
+# ---- a speaking world: does the loop learn to read where reading pays, and keep what it sees? ----
+
+SPEECH_FRACTIONS = {"train": 0.375, "selection": 0.1875, "test": 0.4375}
+
+
+def _tokens(rs: list, key: str) -> float:
+    return sum(r.usage.get(key, 0) for r in rs) / len(rs) if rs else 0.0
+
+
+def speech_rows(tasks: list, seed_res: list, best_res: list) -> list[list[str]]:
+    """Per evidence type (and all together): accuracy, mIoU, tokens, seed -> evolved, with paired tests."""
+    rows = []
+    for kind in ("pictures", "words", "both", "all"):
+        idx = [i for i, t in enumerate(tasks) if kind == "all" or t.meta.get("evidence") == kind]
+        ts = [tasks[i] for i in idx]
+        a, b = [seed_res[i] for i in idx], [best_res[i] for i in idx]
+        sa, sb = summarize(ts, a), summarize(ts, b)
+        m = [(x.score == 1, y.score == 1) for x, y in zip(a, b, strict=True) if x.kind == "mcq"]
+        g = [(x.score, y.score) for x, y in zip(a, b, strict=True) if x.kind == "grounding"]
+        mp = f"{mcnemar([u for u, _ in m], [v for _, v in m]).p_value:.3f}" if m else ""
+        gp = f"{paired_bootstrap([u for u, _ in g], [v for _, v in g]).p_value:.3f}" if g else ""
+        va = _tokens(a, "image_tokens") + _tokens(a, "video_tokens")
+        vb = _tokens(b, "image_tokens") + _tokens(b, "video_tokens")
+        rows.append([kind, f"{len(m)} / {len(g)}",
+                     f"{sa.get('mcq', {}).get('accuracy', 0):.3f} -> {sb.get('mcq', {}).get('accuracy', 0):.3f}", mp,
+                     f"{sa.get('grounding', {}).get('miou', 0):.3f} -> {sb.get('grounding', {}).get('miou', 0):.3f}",
+                     gp, f"{va:,.0f} -> {vb:,.0f}",
+                     f"{_tokens(a, 'transcript_tokens'):.0f} -> {_tokens(b, 'transcript_tokens'):.0f}"])
+    return rows
+
+
+def speech(seeds: list[int], iterations: int) -> int:
+    """Evolve `uniform` on a speaking world; the seed and the evolved harness per question type on the test split."""
+    out = []
+    for seed in seeds:
+        started = time.time()
+        root = CACHE / f"speech{seed}"
+        if not (root / "world" / "tasks.jsonl").exists():
+            generate_world(root / "world", videos=16, minutes=10, seed=seed, questions=20, narration=True,
+                           fractions=SPEECH_FRACTIONS)
+        for name in ("run", "memory"):
+            shutil.rmtree(root / name, ignore_errors=True)
+        ctx = Context(run_dir=str(root / "run"), run_id=f"speech{seed}", tasks=str(root / "world" / "tasks.jsonl"),
+                      seed_harness="uniform", memory=str(root / "memory"), iterations=iterations, batch=8, seed=seed,
+                      runtime=RuntimeSettings(concurrency=2), cache=str(root / "cache.sqlite"),
+                      cost_metric="visual_tokens+text", text_token_weight=1.0)
+        history = evolve(ctx).get("history", [])
+        vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
+        cmp = compare_on_test(root / "run", vlm, cost, runtime)
+        test = [t for t in read_tasks(root / "world" / "tasks.jsonl") if t.split == "test"]
+        res = {k: solve_tasks(load_harness(root / "run" / "harnesses" / v), test, vlm, cost, runtime,
+                              root / "run" / "test" / v)  # stored by compare_on_test: read back
+               for k, v in (("seed", cmp.seed["version"]), ("best", cmp.best["version"]))}
+        accepted = [h for h in history if h["decision"] == "accepted"]
+        tried = sum(1 for h in history if h["decision"] in ("accepted", "rejected", "dropped"))
+        minutes = (time.time() - started) / 60
+        table = Table(title=f"world {seed}: uniform -> evolved ({len(accepted)} of {tried} accepted, {iterations} "
+                            f"iterations, {minutes:.1f} min), test split, by what the answer needs")
+        for col in ("answer needs", "mcq / grounding q", "mcq acc. seed -> evolved", "McNemar p",
+                    "grounding mIoU seed -> evolved", "bootstrap p", "visual tokens / q", "text tokens / q"):
+            table.add_column(col, justify="right")
+        rows = speech_rows(test, res["seed"], res["best"])
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        config = (root / "run" / "harnesses" / cmp.best["version"] / "config.toml").read_text()
+        console.print("evolved config: " + "; ".join(x for x in config.splitlines() if x and not x.startswith("#")))
+        for h in history:
+            console.print(f"  iteration {h.get('iteration')}: {h.get('operator')} {h['decision']}: {h['reason']}"[:200])
+        out.append({"seed": seed, "rows": rows, "history": history, "config": config, "cmp": cmp.to_dict()})
+    (CACHE / "speech.json").write_text(json.dumps(out, indent=1, default=float))
+    return 0
 
 
 if __name__ == "__main__":
