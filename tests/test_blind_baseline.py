@@ -7,6 +7,7 @@ template, so chance (25 %) is measured to about +-2 points; every text-only read
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import math
 import random
@@ -269,3 +270,104 @@ def test_simvlm_says_what_it_is_on_pictures_it_cannot_read(world_b):
         for t in tasks[:50]:
             reply = sim_reply(sim, t, black)
             assert reply.startswith(SIM_ONLY_NOTICE) and parse_letter(reply, 4) is None
+
+
+# ---- a speaking world: reading the transcript must not answer a picture question ----
+
+SPEAKING = {"videos": 200, "minutes": 30, "questions": 100}
+"""Planned only (no rendering): about 3,000 mcq questions of each evidence type."""
+SPEAKING_SEED = 303
+
+
+@pytest.fixture(scope="module")
+def speaking() -> tuple[list[Task], dict[str, tuple[str, ...]]]:
+    """A speaking world's tasks and, per video, its transcript lines (what a harness could read)."""
+    from videvolve.datasets.synthworld.narration import narrate
+
+    scripts, tasks = plan_world(seed=SPEAKING_SEED, narration=True, **SPEAKING)
+    said = {s.video_id: tuple(seg.text for seg in narrate(s, SPEAKING_SEED).segments()) for s in scripts}
+    return tasks, said
+
+
+@functools.lru_cache(maxsize=100_000)
+def _occurrences(option: str, lines: tuple[str, ...]) -> list[int]:
+    """Indices of the transcript lines that say ``option`` (as whole words)."""
+    pat = re.compile(rf"\b{re.escape(option.lower())}\b")
+    return [i for i, line in enumerate(lines) if pat.search(line.lower())]
+
+
+@functools.lru_cache(maxsize=4096)
+def _line_words(lines: tuple[str, ...]) -> tuple[frozenset[str], ...]:
+    return tuple(frozenset(words(line)) for line in lines)
+
+
+def _near_question(t: Task, lines: tuple[str, ...]) -> list[float]:
+    """Per option: transcript lines that say one of its words next to a word of the question."""
+    q = set(words(t.question))
+    near = [w for w in _line_words(lines) if w & q]
+    return [float(sum(1 for w in near if w & set(words(o)))) for o in t.options or []]
+
+
+def _said_right_after(t: Task, lines: tuple[str, ...]) -> list[float]:
+    """Per option: how soon it is said after a line saying a name from the question (lower gap, higher score)."""
+    names = [w.lower() for w in re.findall(r"\b[A-Z][a-z]+\b", t.question)[1:]]  # proper nouns after the first word
+    marks = [i for n in names for i in _occurrences(n, lines)]
+    return [-float(min((i - j for i in _occurrences(o, lines) for j in marks if i > j), default=10**6))
+            for o in t.options or []]
+
+
+TRANSCRIPT_RULES: dict[str, Callable[[Task, tuple[str, ...]], list[float]]] = {
+    "option said": lambda t, lines: [float(bool(_occurrences(o, lines))) for o in t.options or []],
+    "option not said": lambda t, lines: [-float(bool(_occurrences(o, lines))) for o in t.options or []],
+    "option said most": lambda t, lines: [float(len(_occurrences(o, lines))) for o in t.options or []],
+    "option said first": lambda t, lines: [-float(min(_occurrences(o, lines), default=10**6))
+                                           for o in t.options or []],
+    "option said last": lambda t, lines: [float(max(_occurrences(o, lines), default=-1)) for o in t.options or []],
+    "option words said next to the question's words": _near_question,
+    "option said right after a name in the question": _said_right_after,
+    "most option words said": lambda t, lines: [float(len(set(words(o)) & frozenset().union(*_line_words(lines))))
+                                                for o in t.options or []],
+}
+
+
+def _by_evidence(tasks: list[Task]) -> dict[str, list[Task]]:
+    out: dict[str, list[Task]] = defaultdict(list)
+    for t in tasks:
+        if t.kind == "mcq":
+            out[str(t.meta["evidence"])].append(t)
+    return dict(out)
+
+
+def transcript_rule_accuracy(rule: Callable[[Task, tuple[str, ...]], list[float]], tasks: list[Task],
+                             said: dict[str, tuple[str, ...]]) -> float:
+    rng = random.Random(0)
+    return float(np.mean([pick(rule(t, said[t.video_id]), rng) == correct_index(t) for t in tasks]))
+
+
+def test_reading_the_transcript_does_not_answer_a_picture_question(speaking):
+    tasks, said = speaking
+    groups = _by_evidence(tasks)
+    assert min(len(v) for v in groups.values()) >= MIN_PER_TEMPLATE, {k: len(v) for k, v in groups.items()}
+    pictures = groups["pictures"]
+    failures = [f"{name}: {acc:.3f}" for name, rule in TRANSCRIPT_RULES.items()
+                if abs((acc := transcript_rule_accuracy(rule, pictures, said)) - CHANCE) > TOLERANCE]
+    for template, ts in by_template(pictures).items():  # and on each picture template with enough questions
+        if len(ts) >= 1000:
+            failures += [f"{name} on {template}: {acc:.3f}" for name, rule in TRANSCRIPT_RULES.items()
+                         if abs((acc := transcript_rule_accuracy(rule, ts, said)) - CHANCE) > 2 * TOLERANCE]
+    assert not failures, failures
+    # the rules can read: on questions whose answer is said, reading the transcript does answer them
+    after = [t for t in groups["words"] if t.meta["template"] == "said_after"]
+    assert transcript_rule_accuracy(_said_right_after, after, said) > 0.9
+
+
+def test_question_text_alone_answers_no_type_of_a_speaking_world(speaking):
+    tasks, _ = speaking
+    failures = []
+    for evidence, group in _by_evidence(tasks).items():
+        for template, ts in by_template(group).items():
+            for name, rule in RULES.items():
+                acc = rule_accuracy(rule, ts)
+                if acc is not None and abs(acc - CHANCE) > TOLERANCE * (1 if len(ts) >= 1500 else 2):
+                    failures.append(f"{name} on {evidence}/{template} ({len(ts)}): {acc:.3f}")
+    assert not failures, failures
