@@ -125,21 +125,21 @@ def split_counts(n: int, mix: Mapping[str, float]) -> dict[str, int]:
     return counts
 
 
-def _take(rng: random.Random, drafts: list[Draft], n: int) -> list[Draft]:
-    rng.shuffle(drafts)
-    return drafts[:n]
-
-
 def spoken_drafts(script: VideoScript, narration: Narration, rng: random.Random, n: int,
                   mix: Mapping[str, float]) -> list[Draft]:
-    """``n`` grounding and ``n`` mcq drafts of one video, each kind shared out by ``mix``."""
+    """Up to ``n`` grounding and ``n`` mcq drafts of one video, each kind shared out by ``mix``.
+
+    When the video has too few of one type (few names said), the kind gets fewer questions, so the mix holds.
+    """
     out: list[Draft] = []
     for kind, words, both in (("grounding", mentioned, on_screen), ("mcq", said_next, name_of)):
-        counts = split_counts(n, mix)
-        pictures = grounding(script, rng, counts["pictures"]) if kind == "grounding" else \
-            mcq(script, rng, counts["pictures"])[: counts["pictures"]]
+        want = split_counts(n, mix)["pictures"]
+        pictures = grounding(script, rng, want) if kind == "grounding" else mcq(script, rng, want)[:want]
         for d in pictures:
             d.meta["evidence"] = "pictures"
-        out += pictures + _take(rng, words(narration, rng), counts["words"])
-        out += _take(rng, both(narration, rng), counts["both"])
+        pools = {"pictures": pictures, "words": words(narration, rng), "both": both(narration, rng)}
+        for pool in pools.values():
+            rng.shuffle(pool)
+        m = next(m for m in range(n, -1, -1) if all(c <= len(pools[k]) for k, c in split_counts(m, mix).items()))
+        out += [d for k, c in split_counts(m, mix).items() for d in pools[k][:c]]
     return out
