@@ -14,7 +14,8 @@ question, and the paired bootstrap and McNemar tests between the two best harnes
 40 % answered by the pictures only, 30 % by the words only, 30 % needing both; 7 test videos), `evolve` from
 `uniform` with the heuristic editor (trials on) under ``--cost-metric visual_tokens+text`` (a transcript token
 weighs as much as a visual token: reading is not free), then per question type the seed and the evolved harness on
-the test split: mcq accuracy (exact McNemar), grounding mIoU (paired bootstrap), visual and text tokens per question.
+the test split: mcq accuracy (exact McNemar), grounding mIoU (paired bootstrap), visual and text tokens per question;
+and the same for the run's ``read_transcript`` revision alone, when later revisions were accepted on top of it.
 
 Usage: ``python bench/efficacy.py [--compare seed|editors|speech] [--seeds 0 1 2] [--iterations 6]``
 """
@@ -233,15 +234,24 @@ def speech(seeds: list[int], iterations: int) -> int:
         accepted = [h for h in history if h["decision"] == "accepted"]
         tried = sum(1 for h in history if h["decision"] in ("accepted", "rejected", "dropped"))
         minutes = (time.time() - started) / 60
-        table = Table(title=f"world {seed}: uniform -> evolved ({len(accepted)} of {tried} accepted, {iterations} "
-                            f"iterations, {minutes:.1f} min), test split, by what the answer needs")
-        for col in ("answer needs", "mcq / grounding q", "mcq acc. seed -> evolved", "McNemar p",
-                    "grounding mIoU seed -> evolved", "bootstrap p", "visual tokens / q", "text tokens / q"):
-            table.add_column(col, justify="right")
-        rows = speech_rows(test, res["seed"], res["best"])
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
+        tables = [(f"world {seed}: uniform -> evolved ({len(accepted)} of {tried} accepted, {iterations} iterations, "
+                   f"{minutes:.1f} min), test split, by what the answer needs", speech_rows(test, *res.values()))]
+        reading = next((h["candidate"] for h in accepted if "read_transcript" in str(h.get("operator"))), None)
+        if reading and reading != cmp.best["version"]:  # the reading revision alone: what reading did by itself
+            read = solve_tasks(load_harness(root / "run" / "harnesses" / reading), test, vlm, cost, runtime,
+                               root / "run" / "test" / reading)
+            tables.append((f"world {seed}: uniform -> its read_transcript revision alone", speech_rows(
+                test, res["seed"], read)))
+        rows = []
+        for title, table_rows in tables:
+            table = Table(title=title)
+            for col in ("answer needs", "mcq / grounding q", "mcq acc. seed -> evolved", "McNemar p",
+                        "grounding mIoU seed -> evolved", "bootstrap p", "visual tokens / q", "text tokens / q"):
+                table.add_column(col, justify="right")
+            for row in table_rows:
+                table.add_row(*row)
+            console.print(table)
+            rows.append({"title": title, "rows": table_rows})
         config = (root / "run" / "harnesses" / cmp.best["version"] / "config.toml").read_text()
         console.print("evolved config: " + "; ".join(x for x in config.splitlines() if x and not x.startswith("#")))
         for h in history:
