@@ -148,3 +148,14 @@ def test_speech_puts_the_narration_into_the_sound_track(tmp_path: Path):
     world = generate_world(tmp_path / "w", videos=1, minutes=1, seed=2, questions=6, speech=True, workers=1)
     video = Path(world.tasks[0].video)
     assert has_audio(video) and video.with_suffix(".vtt").is_file()
+
+
+def test_synth_narration_from_the_command_line(tmp_path: Path, capsys):
+    from videvolve.cli import main
+
+    assert main(["synth", str(tmp_path / "w"), "--videos", "2", "--minutes", "1", "--questions", "8", "--narration",
+                 "--mix", "pictures=0.5,words=0.5", "--workers", "1", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert set(stats["evidence"]) <= {"pictures", "words"} and stats["evidence"]["pictures"] > 0
+    assert sorted(p.suffix for p in (tmp_path / "w" / "videos").iterdir()) == [".mp4", ".mp4", ".vtt", ".vtt"]
+    assert main(["synth", str(tmp_path / "x"), "--narration", "--mix", "pictures=-1"]) == 2
