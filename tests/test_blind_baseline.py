@@ -280,13 +280,15 @@ SPEAKING_SEED = 303
 
 
 @pytest.fixture(scope="module")
-def speaking() -> tuple[list[Task], dict[str, tuple[str, ...]]]:
-    """A speaking world's tasks and, per video, its transcript lines (what a harness could read)."""
+def speaking() -> tuple[list[Task], dict[str, tuple[str, ...]], dict[str, str]]:
+    """A speaking world's tasks and, per video, its transcript's lines and the transcript as prompt text."""
     from videvolve.datasets.synthworld.narration import narrate
+    from videvolve.datasets.transcripts import render
 
     scripts, tasks = plan_world(seed=SPEAKING_SEED, narration=True, **SPEAKING)
-    said = {s.video_id: tuple(seg.text for seg in narrate(s, SPEAKING_SEED).segments()) for s in scripts}
-    return tasks, said
+    segments = {s.video_id: narrate(s, SPEAKING_SEED).segments() for s in scripts}
+    return tasks, {v: tuple(s.text for s in segs) for v, segs in segments.items()}, \
+        {v: "Transcript:\n" + render(segs) for v, segs in segments.items()}
 
 
 @functools.lru_cache(maxsize=100_000)
@@ -345,7 +347,7 @@ def transcript_rule_accuracy(rule: Callable[[Task, tuple[str, ...]], list[float]
 
 
 def test_reading_the_transcript_does_not_answer_a_picture_question(speaking):
-    tasks, said = speaking
+    tasks, said, _ = speaking
     groups = _by_evidence(tasks)
     assert min(len(v) for v in groups.values()) >= MIN_PER_TEMPLATE, {k: len(v) for k, v in groups.items()}
     pictures = groups["pictures"]
@@ -362,7 +364,7 @@ def test_reading_the_transcript_does_not_answer_a_picture_question(speaking):
 
 
 def test_question_text_alone_answers_no_type_of_a_speaking_world(speaking):
-    tasks, _ = speaking
+    tasks, _, _ = speaking
     failures = []
     for evidence, group in _by_evidence(tasks).items():
         for template, ts in by_template(group).items():
@@ -371,3 +373,14 @@ def test_question_text_alone_answers_no_type_of_a_speaking_world(speaking):
                 if acc is not None and abs(acc - CHANCE) > TOLERANCE * (1 if len(ts) >= 1500 else 2):
                     failures.append(f"{name} on {evidence}/{template} ({len(ts)}): {acc:.3f}")
     assert not failures, failures
+
+
+def test_simvlm_reading_a_transcript_guesses_picture_questions_at_chance(speaking):
+    """SimVLM given the whole transcript (and no picture) answers no picture question better than chance."""
+    tasks, _, transcripts = speaking
+    sim = SimVLM()
+    pictures = _by_evidence(tasks)["pictures"][:MIN_PER_TEMPLATE]
+    letters = [parse_letter(sim_reply(sim, t, [{"type": "text", "text": transcripts[t.video_id]}]), 4)
+               for t in pictures]
+    assert None not in letters
+    assert abs(float(np.mean([a == t.answer for a, t in zip(letters, pictures, strict=True)])) - CHANCE) <= TOLERANCE
