@@ -34,10 +34,12 @@ from typing import IO
 from pydantic import BaseModel, Field
 
 from videvolve.editing.base import EditorInput, Proposal
+from videvolve.editing.safefs import PathRefused, copy_tree, write_bytes
 from videvolve.editing.tools import EditorTools
 from videvolve.editing.toolserver import ToolServer, install_bin, journal, serve_tools
 from videvolve.editing.workspace import candidate_edits
 from videvolve.errors import HarnessError, UsageError
+from videvolve.skill_library.harness import HASHED_SUFFIXES, MAX_FILE_BYTES
 from videvolve.skill_library.sandbox import _ro_bind, get_sandbox
 
 WORKSPACE = Path("/workspace")
@@ -50,6 +52,10 @@ DEFAULT_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"
                "http_proxy", "no_proxy", "TERM", "LANG")
 ETC = ("resolv.conf", "hosts", "nsswitch.conf", "host.conf", "gai.conf", "ssl", "ca-certificates", "pki",
        "crypto-policies", "passwd", "group", "localtime", "alternatives")
+RECORDS = ("TASK.md", "REPAIR.md", "traces", "diagnoses.md", "diagnoses.jsonl", "memory.md", "lineage.md",
+           "parent.json", "bin", "transcript.jsonl", "trials", "probes", "command.log")
+"""What the run writes in the workspace and trusts later (the report shows them): read-only in the sandbox, so
+the command can neither forge them nor put a link where the run writes."""
 OUTPUT_HEAD, OUTPUT_TAIL = 4 * 1024, 64 * 1024
 """Bytes of the command's output kept: its start and its end."""
 
@@ -152,6 +158,9 @@ def bwrap_argv(workspace: Path, tools_dir: Path, spec: CommandSpec, repair: bool
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
              "--bind", str(workspace), str(WORKSPACE), "--bind", str(tools_dir), str(WORKSPACE / ".tools")]
+    for name in RECORDS:
+        if (workspace / name).exists() and not (workspace / name).is_symlink():
+            args += ["--ro-bind", str(workspace / name), str(WORKSPACE / name)]
     path = [str(WORKSPACE / "bin")]
     for host, dest in mounts(spec):
         args += _ro_bind(host, made) if host == dest else ["--ro-bind", str(host), str(dest)]
@@ -200,14 +209,30 @@ class Output:
 
 
 def unsafe_candidate(candidate: Path) -> str | None:
-    """Why the candidate cannot be read by the trusted side: a link or a special file in it (or None)."""
-    for p in [candidate, *candidate.rglob("*")]:
-        rel = p.relative_to(candidate.parent).as_posix()
-        if p.is_symlink():
-            return f"{rel} is a symbolic link; candidate/ may hold only regular files and folders"
-        if not (p.is_dir() or p.is_file()):
-            return f"{rel} is not a regular file; candidate/ may hold only regular files and folders"
+    """Why the candidate cannot be read by the trusted side, or None.
+
+    A link or a special file in it (the trusted side would follow it), a file too large to read, text not in UTF-8.
+    """
+    try:
+        copy_tree(candidate.parent, candidate.name, None, MAX_FILE_BYTES, HASHED_SUFFIXES)
+    except PathRefused as exc:
+        return f"{exc}; candidate/ may hold only regular files and folders"
     return None
+
+
+def prepare_records(root: Path) -> None:
+    """Make the run's records in the workspace (RECORDS, ``.tools``, HOME) real files and folders, to be bound.
+
+    No command runs at this point, so nothing can change them between this and the bind.
+    """
+    for name in (*RECORDS, ".tools", HOME):
+        path = root / name
+        if path.is_symlink() or (path.exists() and not (path.is_file() or path.is_dir())):
+            path.unlink()
+    for name in ("traces", "bin", "trials", "probes", ".tools", HOME):
+        (root / name).mkdir(exist_ok=True)
+    for name in ("transcript.jsonl", "command.log"):
+        (root / name).touch()
 
 
 SHELL_TOOLS = """
@@ -249,18 +274,18 @@ class CommandEditor:
         (tools.root / "REPAIR.md").unlink(missing_ok=True)
         if repair:
             (tools.root / "REPAIR.md").write_text(REPAIR.format(feedback=inp.feedback), encoding="utf-8")
+        prepare_records(tools.root)
         install_bin(tools.root)
         task = tools.root / "TASK.md"
         if SHELL_TOOLS.splitlines()[1] not in task.read_text(encoding="utf-8"):
             task.write_text(task.read_text(encoding="utf-8") + SHELL_TOOLS, encoding="utf-8")
-        for folder in (".tools", HOME):
-            (tools.root / folder).mkdir(exist_ok=True)
         tools.submitted = None
         server = ToolServer(tools, guard=lambda: unsafe_candidate(tools.candidate))
         with serve_tools(server) as tools_dir:
             code, seconds, output = self._run(bwrap_argv(tools.root, tools_dir, self.spec, repair))
         timed_out = code is None
-        (tools.root / "command.log").write_text(output, encoding="utf-8")
+        (tools.root / "submitted.json").unlink(missing_ok=True)  # the run writes it, after the proposal, alone
+        write_bytes(tools.root, "command.log", output.encode("utf-8"))
         tools.log({"kind": "command", "command": (self.spec.repair_cmd or self.spec.cmd) if repair else
                    self.spec.cmd, "exit": code, "seconds": round(seconds, 1), "timed_out": timed_out,
                    "calls": journal(server.calls), "output": output[-4000:]})

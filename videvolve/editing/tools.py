@@ -12,24 +12,35 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from videvolve.editing import safefs
 from videvolve.editing.base import EditorInput, PastDiagnosis, Proposal, check_edit
 from videvolve.editing.probe import ProbeArgs, leaks_gold, run_probe
+from videvolve.editing.safefs import PathRefused
 from videvolve.editing.workspace import EditorLimits, candidate_edits
 from videvolve.errors import HarnessError, VidevolveError
 from videvolve.evaluation.results import TaskResult, cost_of
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
-from videvolve.skill_library.harness import Harness, load_harness, validate_harness
+from videvolve.skill_library.harness import (
+    HASHED_SUFFIXES,
+    MAX_FILE_BYTES,
+    Harness,
+    load_harness,
+    validate_harness,
+)
 from videvolve.tasks import Task
 
 MAX_READ = 20_000
+MAX_READ_BYTES = 16 * 1024 * 1024
+"""Larger workspace files are refused by read_file rather than read into the run's memory."""
 
 
 class ListFilesArgs(BaseModel):
@@ -186,52 +197,41 @@ class EditorTools:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
                                      for e in exc.errors())
                 text, ok = f"error: bad arguments for {name}: {problems}", False
-            except ToolRefused as exc:
+            except (ToolRefused, PathRefused) as exc:
                 text, ok = f"refused: {exc}", False
         self.log({"kind": "tool", "name": name, "args": args, "ok": ok, "result": text[:4000]})
         return text, ok
 
     def log(self, entry: dict[str, Any]) -> None:
         """One line of the transcript."""
-        with (self.root / "transcript.jsonl").open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"ts": round(time.time(), 3), **entry}, default=str) + "\n")
+        line = json.dumps({"ts": round(time.time(), 3), **entry}, default=str) + "\n"
+        safefs.write_bytes(self.root, "transcript.jsonl", line.encode("utf-8"), append=True)
 
     # ---- files ----
 
-    def _path(self, rel: str) -> Path:
-        if rel.startswith("/") or "\\" in rel or any(p == ".." for p in rel.split("/")):
-            raise ToolRefused(f"path {rel!r} leaves the workspace")
-        path = self.root / rel
-        if any(p.is_symlink() for p in [path, *path.parents] if self.root in p.parents or p == self.root):
-            raise ToolRefused(f"path {rel!r} goes through a symbolic link")
-        return path
-
-    def _editable(self, rel: str) -> tuple[Path, str]:
+    def _editable(self, rel: str) -> str:
         if not rel.startswith("candidate/"):
             raise ToolRefused(f"only files under candidate/ can be written, not {rel!r}")
         inner = rel.removeprefix("candidate/")
         reason = check_edit(inner, "")
         if reason:
             raise ToolRefused(reason)
-        return self._path(rel), inner
+        return inner
 
     def list_files(self, a: ListFilesArgs) -> str:
-        """Files under a folder of the workspace."""
-        base = self._path(a.path.strip("/")) if a.path.strip("/") else self.root
-        if not base.is_dir():
-            raise ToolRefused(f"{a.path!r} is not a folder of the workspace")
-        out = [p.relative_to(self.root).as_posix() + ("/" if p.is_dir() else "") for p in sorted(base.rglob("*"))
-               if "__pycache__" not in p.parts and p.name != "transcript.jsonl"]
+        """Files under a folder of the workspace (links are listed, never entered)."""
+        prefix = "".join(f"{p}/" for p in safefs.parts(a.path))
+        with safefs.open_dir(self.root, a.path) as top:
+            out = [rel + ("/" if e.is_dir(follow_symlinks=False) else "") for rel, e, _ in
+                   safefs.walk(top, prefix, strict=False)
+                   if "__pycache__" not in rel.split("/") and e.name != "transcript.jsonl"]
         return "\n".join(out[:500]) + (f"\n... {len(out) - 500} more" if len(out) > 500 else "")
 
     def read_file(self, a: ReadFileArgs) -> str:
         """A text file's content."""
-        path = self._path(a.path)
-        if not path.is_file():
-            raise ToolRefused(f"no file {a.path!r} in the workspace (list_files shows what there is)")
-        if path.suffix in (".png", ".jpg", ".jpeg", ".mp4"):
+        if Path(a.path).suffix in (".png", ".jpg", ".jpeg", ".mp4"):
             raise ToolRefused(f"{a.path} is an image; its name says its time, and `probe` shows it to the model")
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = safefs.read_bytes(self.root, a.path, MAX_READ_BYTES).decode("utf-8", errors="replace")
         part = text[a.offset: a.offset + MAX_READ]
         more = len(text) - a.offset - len(part)
         return part + (f"\n[... {more} more characters; read again with offset {a.offset + len(part)}]" if more > 0
@@ -239,20 +239,19 @@ class EditorTools:
 
     def write_file(self, a: WriteFileArgs) -> str:
         """Write an editable file."""
-        path, inner = self._editable(a.path)
-        reason = check_edit(inner, a.content)
+        reason = check_edit(self._editable(a.path), a.content)
         if reason:
             raise ToolRefused(reason)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(a.content, encoding="utf-8")
+        safefs.write_bytes(self.root, a.path, a.content.encode("utf-8"))
         return f"wrote {a.path} ({len(a.content)} characters)"
 
     def edit_file(self, a: EditFileArgs) -> str:
         """Exact search/replace, refused unless ``old`` occurs exactly once."""
-        path, inner = self._editable(a.path)
-        if not path.is_file():
-            raise ToolRefused(f"no file {a.path!r}; use write_file to create it")
-        text = path.read_text(encoding="utf-8")
+        inner = self._editable(a.path)
+        try:
+            text = safefs.read_bytes(self.root, a.path, MAX_FILE_BYTES).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ToolRefused(f"{a.path} is not UTF-8 text; use write_file to replace it") from exc
         count = text.count(a.old) if a.old else 0
         if count != 1:
             raise ToolRefused(f"the old text occurs {count} times in {a.path}; it must occur exactly once (copy it "
@@ -261,8 +260,15 @@ class EditorTools:
         reason = check_edit(inner, new)
         if reason:
             raise ToolRefused(reason)
-        path.write_text(new, encoding="utf-8")
+        safefs.write_bytes(self.root, a.path, new.encode("utf-8"))
         return f"edited {a.path}: replaced {len(a.old)} characters by {len(a.new)}"
+
+    def snapshot(self) -> AbstractContextManager[Path]:
+        """A private copy of ``candidate/``, taken without following links: what a trial runs and submit takes.
+
+        An editor command runs beside the tools and may change the candidate at any moment.
+        """
+        return safefs.snapshot(self.root, "candidate", MAX_FILE_BYTES, HASHED_SUFFIXES)
 
     # ---- trials, probes, memory ----
 
@@ -284,23 +290,23 @@ class EditorTools:
         left = self.limits.trial_tasks - self.ledger.trial_tasks
         if len(ids) > left:
             raise ToolRefused(f"{len(ids)} tasks asked, {left} trial task runs left in this proposal's budget")
-        reason = validate_harness(self.candidate)
-        if reason:
-            raise ToolRefused(f"the candidate does not pass the static check: {reason}")
-        try:
-            harness = load_harness(self.candidate)
-        except HarnessError as exc:
-            raise ToolRefused(str(exc)) from exc
-        results = self.env.evaluate(harness, [self.env.tasks[t] for t in ids])
+        with self.snapshot() as candidate:
+            reason = validate_harness(candidate)
+            if reason:
+                raise ToolRefused(f"the candidate does not pass the static check: {reason}")
+            try:
+                harness = load_harness(candidate)
+            except HarnessError as exc:
+                raise ToolRefused(str(exc)) from exc
+            results = self.env.evaluate(harness, [self.env.tasks[t] for t in ids])
         self.ledger.trials += 1
         self.ledger.trial_tasks += len(ids)
         report = self._trial_report(harness.version_id, results)
         self.ledger.model_calls += sum(int(r.usage.get("model_calls", 0)) for r in results)
         self.ledger.visual_tokens += sum(_visual(r) for r in results)
         self.ledger.frames += sum(r.frames for r in results)
-        out = self.root / "trials" / f"{self.ledger.trials:02d}.json"
-        out.parent.mkdir(exist_ok=True)
-        out.write_text(json.dumps(report, indent=1, default=float) + "\n", encoding="utf-8")
+        safefs.write_bytes(self.root, f"trials/{self.ledger.trials:02d}.json",
+                           (json.dumps(report, indent=1, default=float) + "\n").encode("utf-8"))
         return json.dumps(report, default=float)
 
     def _trial_report(self, version: str, results: list[TaskResult]) -> dict[str, Any]:
@@ -370,10 +376,11 @@ class EditorTools:
 
     def submit(self, a: SubmitArgs) -> str:
         """Take the candidate's editable files back as a proposal."""
-        edits = candidate_edits(self.env.parent_dir, self.candidate)
+        with self.snapshot() as candidate:
+            edits = candidate_edits(self.env.parent_dir, candidate)
+            reason = validate_harness(candidate)
         if not edits:
             raise ToolRefused("the candidate is identical to the parent; edit a file first")
-        reason = validate_harness(self.candidate)
         if reason:
             raise ToolRefused(f"the candidate does not pass the static check: {reason}")
         self.submitted = Proposal(operator=self.operator, rationale=a.rationale, applies_when=a.applies_when,

@@ -11,6 +11,7 @@ turns its arguments into the tool's JSON arguments, POSTs them over the socket a
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import threading
@@ -26,6 +27,9 @@ SOCKET_NAME = "tools.sock"
 POSITIONAL = {"trial": ("tasks", True), "submit": ("rationale", False), "memory_search": ("query", False),
               "read_file": ("path", False), "list_files": ("path", False), "probe": ("task_id", False)}
 """What a tool's bare (non ``--flag``) arguments fill: (field, whether it is a list)."""
+MAX_BODY = 1024 * 1024
+"""Bytes of one tool call's arguments (a whole editable file is at most 128 KiB); a larger request is drained
+unkept and refused, so an agent cannot fill the run's memory through the socket."""
 
 
 class ToolServer:
@@ -59,13 +63,30 @@ class ToolServer:
 
 def create_app(server: ToolServer) -> Any:
     """``POST /call/<tool>`` with the JSON arguments; ``GET /tools``: the schemas."""
-    from fastapi import Body, FastAPI
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+    from starlette.concurrency import run_in_threadpool
 
     app = FastAPI(title="videvolve editor tools", docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.post("/call/{name}")
-    def call(name: str, args: dict[str, Any] = Body(default_factory=dict)) -> dict[str, Any]:  # noqa: B008
-        return server.call(name, args)
+    async def call(name: str, request: Request) -> JSONResponse:
+        body, size = bytearray(), 0
+        async for chunk in request.stream():  # read as it comes, never more than MAX_BODY of it kept
+            size += len(chunk)
+            if size <= MAX_BODY:
+                body += chunk
+        if size > MAX_BODY:
+            return JSONResponse({"ok": False, "result": f"refused: a request over {MAX_BODY} bytes"}, 413)
+        try:
+            args = json.loads(body or b"{}")
+        except ValueError as exc:
+            return JSONResponse({"ok": False, "result": f"refused: the arguments are not JSON ({exc})"}, 400)
+        if not isinstance(args, dict):
+            return JSONResponse({"ok": False, "result": "refused: the arguments must be a JSON object"}, 400)
+        return JSONResponse(await run_in_threadpool(server.call, name, args))
+
+    call.__annotations__.update(name=str, request=Request)  # this module's annotations are strings; FastAPI
+    app.post("/call/{name}")(call)  # must see the class to pass the request itself
 
     @app.get("/tools")
     def tools() -> list[dict[str, Any]]:

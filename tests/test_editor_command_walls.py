@@ -1,0 +1,121 @@
+"""Attacks on the walls around ``--editor command``: an agent that leaves links where the run writes, swaps a
+checked folder for a link, forges the run's records, leaves files the run cannot read, or floods the tool socket.
+
+Host paths are no secret inside the sandbox (``/proc/self/mountinfo`` names the workspace's folder), so an agent
+can aim a link at any file of the run; these tests aim them at files beside the workspace."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.test_editor_agent import workspace
+from tests.test_editor_command import agent_script, needs_bwrap
+from videvolve.editing.command import CommandEditor, CommandSpec
+from videvolve.editing.toolserver import SOCKET_NAME, ToolServer, serve_tools
+
+HOST_WS = "WS=$(awk '$5==\"/workspace\"{print $4}' /proc/self/mountinfo); OUT=$(dirname \"$WS\")"
+VICTIMS = ("victim_log", "victim_transcript", "victim_trial", "victim_probe", "victim_submitted")
+
+
+@needs_bwrap
+def test_links_and_forgeries_the_agent_leaves_never_reach_the_runs_writes(small_world, tmp_path, seed):
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    task = next(iter(tools.env.tasks))
+    (tmp_path / "victim_probe").mkdir()
+    body = f'''{HOST_WS}
+rm -f command.log; ln -s "$OUT/victim_log" command.log; echo $? > s_log
+rm -f transcript.jsonl; ln -s "$OUT/victim_transcript" transcript.jsonl; echo $? > s_transcript
+echo '{{"kind": "command", "command": "FORGED"}}' >> transcript.jsonl; echo $? > s_forge_transcript
+mkdir -p trials probes; ln -s "$OUT/victim_trial" trials/01.json; echo $? > s_trial
+ln -s "$OUT/victim_probe" probes/01; echo $? > s_probe
+echo '{{"candidate": "FORGED", "per_task": []}}' > trials/09.json; echo $? > s_forge_trial
+ln -s "$OUT/victim_submitted" submitted.json
+bin/trial {task} > /dev/null
+bin/probe --task-id {task} --times 3 --question "what is shown?" > /dev/null
+echo OUTPUT-OF-THE-AGENT'''
+    editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=60))
+    editor.open = lambda inp, resume=False: tools
+    assert editor.propose(tools.inp) is None  # it changed nothing
+    root = tools.root
+    assert [v for v in VICTIMS if (tmp_path / v).exists() and v != "victim_probe"] == []
+    assert list((tmp_path / "victim_probe").iterdir()) == []  # nothing written outside the workspace
+    for status in ("s_log", "s_transcript", "s_forge_transcript", "s_trial", "s_probe", "s_forge_trial"):
+        assert (root / status).read_text().strip() != "0", status  # the run's records are read-only to it
+    assert not (root / "submitted.json").exists()  # written by the run alone, after the command
+    transcript = (root / "transcript.jsonl").read_text()
+    assert "FORGED" not in transcript and '"name": "trial"' in transcript
+    assert [p.name for p in (root / "trials").iterdir()] == ["01.json"]
+    assert json.loads((root / "trials" / "01.json").read_text())["per_task"][0]["task"] == task
+    assert (root / "probes" / "01" / "probe.json").is_file()
+    assert "OUTPUT-OF-THE-AGENT" in (root / "command.log").read_text()
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the workspace with a secret in it."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "secret.md").write_text("SECRET gold answers\n")
+    return folder
+
+
+def test_a_link_swapped_in_after_the_checks_is_never_followed(small_world, tmp_path, seed, outside, monkeypatch):
+    """The agent runs beside the tools: a folder checked a moment ago may be a link when it is opened. Every check
+    that looks for links is blinded here, as a well-timed swap would blind it; the open itself must refuse."""
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    root = tools.root
+    (root / "scratch").symlink_to(outside)
+    skill = root / "candidate" / "SKILL.md"
+    skill.unlink()
+    skill.symlink_to(outside / "secret.md")
+    (root / "candidate" / "references").symlink_to(outside)
+    monkeypatch.setattr(Path, "is_symlink", lambda self: False)
+    text, ok = tools.call("read_file", {"path": "scratch/secret.md"})
+    assert not ok and "SECRET" not in text
+    text, ok = tools.call("list_files", {"path": "scratch"})
+    assert not ok and "secret" not in text
+    assert not tools.call("write_file", {"path": "candidate/references/new.md", "content": "x"})[1]
+    assert not tools.call("edit_file", {"path": "candidate/SKILL.md", "old": "SECRET", "new": "x"})[1]
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.md"]
+    assert (outside / "secret.md").read_text() == "SECRET gold answers\n"
+    for tool in ("trial", "submit"):
+        text, ok = tools.call(tool, {"rationale": "r"} if tool == "submit" else {})
+        assert not ok and "link" in text, text
+    assert tools.submitted is None and tools.ledger.trials == 0
+
+
+@pytest.mark.parametrize(("make", "why"), [
+    (lambda c: (c / "solver.py").write_bytes((c / "solver.py").read_bytes() + b'x = "\xff\xfe"\n'), "UTF-8"),
+    (lambda c: (c / "references").mkdir() or (c / "references" / "big.md").open("wb").truncate(2 ** 40), "bytes"),
+])
+def test_a_candidate_the_run_cannot_read_ends_the_proposal_cleanly(small_world, tmp_path, seed, make, why):
+    """Bytes that are not UTF-8, or a sparse terabyte, left in candidate/: refused with the reason, not a crash of
+    the run (a decode error, or reading the whole file into memory)."""
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    make(tools.candidate)
+    text, ok = tools.call("submit", {"rationale": "r"})
+    assert not ok and why in text
+    editor = CommandEditor(CommandSpec(cmd="true"))
+    assert editor._take_back(tools, 0, "done") is None
+    assert why in (editor.last_failure or "")
+
+
+def test_a_request_body_over_the_limit_is_refused_unread(small_world, tmp_path, seed):
+    """A flood on the tool socket is cut off at the limit instead of being buffered into the run's memory."""
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    server = ToolServer(tools)
+    with serve_tools(server) as folder:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(folder / SOCKET_NAME))
+        conn = http.client.HTTPConnection("localhost")
+        conn.sock = sock
+        body = b'{"content": "' + b"x" * (9 * 1024 * 1024) + b'"}'
+        conn.request("POST", "/call/write_file", body=body, headers={"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        assert reply.status == 413 and "refused" in json.loads(reply.read())["result"]
+    assert server.calls == []
