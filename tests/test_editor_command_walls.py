@@ -9,14 +9,18 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import stat
 from pathlib import Path
 
 import pytest
 
 from tests.test_editor_agent import workspace
 from tests.test_editor_command import agent_script, needs_bwrap
+from tests.test_loop_graph import context
 from videvolve.editing.command import CommandEditor, CommandSpec
 from videvolve.editing.toolserver import SOCKET_NAME, ToolServer, serve_tools
+from videvolve.errors import UsageError
+from videvolve.graph.run import open_run
 
 HOST_WS = "WS=$(awk '$5==\"/workspace\"{print $4}' /proc/self/mountinfo); OUT=$(dirname \"$WS\")"
 VICTIMS = ("victim_log", "victim_transcript", "victim_trial", "victim_probe", "victim_submitted")
@@ -119,3 +123,25 @@ def test_a_request_body_over_the_limit_is_refused_unread(small_world, tmp_path, 
         reply = conn.getresponse()
         assert reply.status == 413 and "refused" in json.loads(reply.read())["result"]
     assert server.calls == []
+
+
+def test_a_ray_executor_is_refused_with_the_command_editor(small_world, tmp_path, seed):
+    """The agent shares the host's network for its API; a Ray cluster runs code for anyone who reaches it."""
+    ctx = context(small_world, tmp_path, seed, editor="command", editor_cmd="true", executor="ray")
+    with pytest.raises(UsageError, match="executor local"):
+        open_run(ctx)
+
+
+@needs_bwrap
+def test_no_set_id_file_of_the_run_user_is_left_for_others(small_world, tmp_path, seed):
+    """The command's files are the run user's on the host: a set-user-ID shell it leaves would let any local user
+    act as the run's user (and read the tasks file)."""
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    body = "cp /bin/sh user_shell; chmod 4755 user_shell; cp /bin/sh group_shell; chmod 2755 group_shell; ls -l"
+    editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=30))
+    editor.open = lambda inp, resume=False: tools
+    assert editor.propose(tools.inp) is None
+    assert "rws" in (tools.root / "command.log").read_text()  # it could set the bit, inside
+    for name in ("user_shell", "group_shell"):
+        assert (tools.root / name).stat().st_mode & (stat.S_ISUID | stat.S_ISGID) == 0
+    assert stat.S_IMODE(tools.root.stat().st_mode) == 0o700

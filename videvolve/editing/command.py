@@ -22,6 +22,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -34,7 +35,7 @@ from typing import IO
 from pydantic import BaseModel, Field
 
 from videvolve.editing.base import EditorInput, Proposal
-from videvolve.editing.safefs import PathRefused, copy_tree, write_bytes
+from videvolve.editing.safefs import PathRefused, copy_tree, open_dir, walk, write_bytes
 from videvolve.editing.tools import EditorTools
 from videvolve.editing.toolserver import ToolServer, install_bin, journal, serve_tools
 from videvolve.editing.workspace import candidate_edits
@@ -235,6 +236,19 @@ def prepare_records(root: Path) -> None:
         (root / name).touch()
 
 
+def drop_set_id(root: Path) -> None:
+    """Clear the set-user-ID and set-group-ID bits of the files the command left.
+
+    On the host they belong to the run's user (root, where the run runs as root): one would run a shell as that user.
+    """
+    with open_dir(root, "") as top:
+        for _, entry, dir_fd in walk(top, strict=False):
+            if entry.is_file(follow_symlinks=False):
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if mode & (stat.S_ISUID | stat.S_ISGID):
+                    os.chmod(entry.name, stat.S_IMODE(mode) & ~(stat.S_ISUID | stat.S_ISGID), dir_fd=dir_fd)
+
+
 SHELL_TOOLS = """
 ## The tools from a shell
 
@@ -275,6 +289,7 @@ class CommandEditor:
         if repair:
             (tools.root / "REPAIR.md").write_text(REPAIR.format(feedback=inp.feedback), encoding="utf-8")
         prepare_records(tools.root)
+        tools.root.chmod(0o700)  # what the command leaves there is the run user's: no one else may reach it
         install_bin(tools.root)
         task = tools.root / "TASK.md"
         if SHELL_TOOLS.splitlines()[1] not in task.read_text(encoding="utf-8"):
@@ -285,6 +300,7 @@ class CommandEditor:
             code, seconds, output = self._run(bwrap_argv(tools.root, tools_dir, self.spec, repair))
         timed_out = code is None
         (tools.root / "submitted.json").unlink(missing_ok=True)  # the run writes it, after the proposal, alone
+        drop_set_id(tools.root)
         write_bytes(tools.root, "command.log", output.encode("utf-8"))
         tools.log({"kind": "command", "command": (self.spec.repair_cmd or self.spec.cmd) if repair else
                    self.spec.cmd, "exit": code, "seconds": round(seconds, 1), "timed_out": timed_out,

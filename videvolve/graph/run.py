@@ -146,6 +146,10 @@ def open_run(ctx: Context) -> Run:
         raise UsageError("--investigator agent needs a model that calls tools, and SimVLM calls none: give the "
                          "investigator an OpenAI-compatible endpoint with --investigator-agent-base-url (and "
                          "--investigator-agent-model), or use --investigator procedure")
+    if ctx.editor == "command" and ctx.executor == "ray":
+        raise UsageError("--editor command shares the network with the agent, and a Ray cluster runs code for "
+                         "anyone who reaches it (Ray has no authentication): the agent could leave its sandbox "
+                         "through it; use --executor local with --editor command")
     if ctx.editor == "command":
         check_command(command_spec(ctx, videos))
     vlm = make_vlm(ctx.model)
