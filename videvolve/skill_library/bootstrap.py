@@ -29,7 +29,10 @@ import resource
 import sys
 import traceback
 import types
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (a child's start-up is on every task's bill)
+if TYPE_CHECKING:
+    from typing import Any
 
 UNPRIVILEGED_ID = 65534
 ALLOWED_MODULES: dict[str, frozenset[str] | None] = {
