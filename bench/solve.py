@@ -8,12 +8,12 @@ Two servers on 127.0.0.1, each answering after ``--latency-ms`` (200 by default)
    reach at least 7x concurrency 1 (8x is the limit), and the table says where a task's client time goes
    (sandbox start, decoding, encoding, waiting for the model).
 
-Measured 2026-12-03, 2 cores shared (load average 5-7), 48 canned tasks: before the warm sandboxes 3.44 -> 15.38
-tasks/s (4.5x; 26 / 19 ms of client CPU per task, a 49 ms sandbox start on the path); now 4.19 -> 21.69 and 4.16 ->
-21.92 (5.2x, 5.3x; 17 / 12 ms, 5 ms). What is left is CPU: a sandbox's own start is about 45 ms of it (off the path,
-still on the 2 cores). See the README's performance section.
+Measured 2026-12-03 on 2 cores: under a load of 5-7 from other work, 48 tasks, before the warm sandboxes 3.44 ->
+15.38 tasks/s (4.5x), with them 5.2x and 5.3x. On the idle machine, after the children prepared only the modules
+their harness imports: 192 tasks 4.47 -> 31.98 and 4.48 -> 31.71 tasks/s (7.2x, 7.1x); 48 tasks 6.2x (the first
+wave waits for 8 sandboxes to start, which a short run does not amortise). See the README's performance section.
 
-Usage: ``python bench/solve.py [--tasks 24] [--latency-ms 200] [--canned-tasks 48] [--canned-only]``
+Usage: ``python bench/solve.py [--tasks 24] [--latency-ms 200] [--canned-tasks 192] [--canned-only]``
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--latency-ms", type=float, default=200.0)
-    parser.add_argument("--canned-tasks", type=int, default=48, help="tasks of the canned run (mcq, repeated)")
+    parser.add_argument("--canned-tasks", type=int, default=192,
+                        help="tasks of the canned run (mcq, repeated; enough that the pool's first wave is amortised)")
     parser.add_argument("--canned-only", action="store_true", help="skip the serve-sim run")
     args = parser.parse_args()
     root = CACHE / "world_v4_m3_s1"
