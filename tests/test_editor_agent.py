@@ -19,7 +19,7 @@ from videvolve.editing.heuristic import passes_on_trial
 from videvolve.editing.probe import leaks_gold
 from videvolve.editing.tools import EditorEnv, EditorTools
 from videvolve.editing.workspace import EditorLimits, TraceItem, build_workspace
-from videvolve.errors import UsageError
+from videvolve.errors import InfraError, UsageError
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.graph.run import open_run
 from videvolve.models.base import Reply, ToolCall
@@ -194,6 +194,20 @@ def test_agent_failures_end_the_proposal_with_the_reason(small_world, tmp_path, 
     assert why in (agent.last_failure or ""), agent.last_failure
     lines = [json.loads(x) for x in (tools.root / "transcript.jsonl").read_text().splitlines()]
     assert lines[-1]["kind"] == "failure" and why in lines[-1]["reason"]
+
+
+class Down(Scripted):
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Reply:
+        raise InfraError("model endpoint http://127.0.0.1:1/v1 failed after 9 retries over 600 s")
+
+
+def test_an_endpoint_down_for_good_stops_the_run_instead_of_ending_the_proposal(small_world, tmp_path, seed):
+    """Infrastructure is never the editor's failure: the error reaches the driver, which stops for --resume."""
+    tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0))
+    agent = AgentEditor(Down([]), rounds=4)
+    agent.open = lambda inp, resume=False: tools
+    with pytest.raises(InfraError, match="failed after 9 retries"):
+        agent.propose(tools.inp)
 
 
 def test_agent_times_out(small_world, tmp_path, seed):

@@ -21,7 +21,6 @@ from videvolve.editing.base import EditorInput, Proposal
 from videvolve.editing.tools import EditorTools, tool_schemas
 from videvolve.errors import InfraError, ModelRequestError
 from videvolve.models.base import VLM, Reply
-from videvolve.models.openai_backend import EndpointError
 from videvolve.models.toolloop import REFUSED_ROUNDS, assistant_message
 
 SYSTEM = """You are an engineer improving an executable harness that lets a frozen vision-language model answer
@@ -79,9 +78,9 @@ class AgentEditor:
                 return None
             try:
                 reply = self.vlm.complete(messages, schemas)
-            except EndpointError:
+            except InfraError:  # down past the retry window, or refusing us: the run stops for --resume
                 raise
-            except (ModelRequestError, InfraError, openai.APIError) as exc:
+            except (ModelRequestError, openai.APIError) as exc:
                 self._fail(tools, messages, f"the editor model failed: {str(exc)[:400]}")
                 return None
             tools.ledger.rounds += 1
