@@ -41,7 +41,7 @@ from videvolve.editing.toolserver import ToolServer, install_bin, journal, serve
 from videvolve.editing.workspace import candidate_edits
 from videvolve.errors import HarnessError, UsageError
 from videvolve.skill_library.harness import HASHED_SUFFIXES, MAX_FILE_BYTES
-from videvolve.skill_library.sandbox import _ro_bind, get_sandbox
+from videvolve.skill_library.sandbox import get_sandbox, ro_bind, system_binds
 
 WORKSPACE = Path("/workspace")
 HOME = ".home"
@@ -145,15 +145,9 @@ def check_command(spec: CommandSpec) -> None:
 def bwrap_argv(workspace: Path, tools_dir: Path, spec: CommandSpec, repair: bool = False) -> list[str]:
     """The whole argv: bubblewrap's mounts and environment, then ``/bin/sh -c <command>``."""
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-user", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL", "--clearenv",
-            "--ro-bind", "/usr", "/usr"]
-    made = {Path("/usr")}
-    for top in ("lib", "lib64", "lib32", "bin", "sbin"):
-        p = Path("/") / top
-        if p.is_symlink():
-            args += ["--symlink", os.readlink(p), str(p)]
-        elif p.is_dir():
-            args += _ro_bind(p, made)
+            "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL", "--clearenv"]
+    made: set[Path] = set()
+    args += system_binds(made)
     for name in ETC:
         if (Path("/etc") / name).exists():
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
@@ -164,7 +158,7 @@ def bwrap_argv(workspace: Path, tools_dir: Path, spec: CommandSpec, repair: bool
             args += ["--ro-bind", str(workspace / name), str(WORKSPACE / name)]
     path = [str(WORKSPACE / "bin")]
     for host, dest in mounts(spec):
-        args += _ro_bind(host, made) if host == dest else ["--ro-bind", str(host), str(dest)]
+        args += ro_bind(host, made) if host == dest else ["--ro-bind", str(host), str(dest)]
         if host == dest and (host / "bin").is_dir():
             path.append(str(host / "bin"))
         elif host == dest:

@@ -71,7 +71,7 @@ def _base_python() -> str:
     return os.path.realpath(exe)
 
 
-def _ro_bind(path: Path, made: set[Path]) -> list[str]:
+def ro_bind(path: Path, made: set[Path]) -> list[str]:
     """Bind ``path`` read-only, first making its ancestors 0755 (bubblewrap makes them 0700, closed to uid 65534)."""
     args: list[str] = []
     for parent in reversed(path.parents):
@@ -81,6 +81,19 @@ def _ro_bind(path: Path, made: set[Path]) -> list[str]:
     return [*args, "--ro-bind", str(path), str(path)]
 
 
+def system_binds(made: set[Path]) -> list[str]:
+    """The system's programs and libraries, read-only: /usr, and /lib*, /bin, /sbin as links or binds."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    made.add(Path("/usr"))
+    for top in ("lib", "lib64", "lib32", "bin", "sbin"):
+        p = Path("/") / top
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), str(p)]
+        elif p.is_dir():
+            args += ro_bind(p, made)
+    return args
+
+
 def _bwrap_prefix(python: str) -> list[str]:
     args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
@@ -88,20 +101,14 @@ def _bwrap_prefix(python: str) -> list[str]:
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         args += ["--unshare-user", "--uid", str(UNPRIVILEGED_UID), "--gid", str(UNPRIVILEGED_UID)]
-    args += ["--ro-bind", "/usr", "/usr"]
-    made = {Path("/usr")}
-    for top in ("lib", "lib64", "lib32", "bin", "sbin"):
-        p = Path("/") / top
-        if p.is_symlink():
-            args += ["--symlink", os.readlink(p), str(p)]
-        elif p.is_dir():
-            args += _ro_bind(p, made)
+    made: set[Path] = set()
+    args += system_binds(made)
     prefix = Path(sys.base_prefix).resolve()
     if not str(prefix).startswith("/usr"):
-        args += _ro_bind(prefix, made)
+        args += ro_bind(prefix, made)
     py_dir = Path(python).parent
     if not str(py_dir).startswith(("/usr", str(prefix))):
-        args += _ro_bind(py_dir, made)
+        args += ro_bind(py_dir, made)
     args += ["--size", str(SCRATCH_BYTES), "--perms", "1777", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
              "--chdir", "/tmp"]
     return args
