@@ -19,6 +19,8 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from scipy import stats
+
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.search.gate import Decision, aggregate, gate_rule, mean_frames, paired_rule
@@ -65,6 +67,15 @@ def paired_se(parent: list[float], candidate: list[float], population: int | Non
     if population is not None:
         se *= math.sqrt(max(0.0, 1 - n / population))
     return se
+
+
+def _sd(parent: list[TaskResult], candidate: list[TaskResult]) -> float:
+    """Standard deviation of the per-question differences (0 for fewer than two)."""
+    d = [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
+    if len(d) < 2:
+        return 0.0
+    mean = sum(d) / len(d)
+    return math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1))
 
 
 def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[str, str | None],
@@ -139,7 +150,10 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         for cand, a2, c2, res in scored:
             d_se = paired_se([r.score for r in p_res], [r.score for r in res], len(selection))
             ucb = a2 - a + ctx.penalty * d_se  # optimistic end of the paired difference
-            better = ucb > TOL and c2 <= (1 + ctx.alpha) * c + TOL
+            need = TOL
+            if paired_gate and looks:  # the mean difference the full rung's test will ask for, at this spread
+                need = max(TOL, float(stats.norm.ppf(1 - looks[-1])) * _sd(p_res, res) / math.sqrt(len(selection)))
+            better = ucb > need and c2 <= (1 + ctx.alpha) * c + TOL
             cheaper = ucb >= -margin - TOL and c > 0 and c2 <= (1 - ctx.beta) * c + TOL
             if better or cheaper:
                 hopeful.append((cand, a2, c2))
