@@ -164,7 +164,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
         out.print("correct letters: " + ", ".join(f"{k} {v}" for k, v in summary["mcq_letters"].items()))
     for w in warnings:
         err.print(f"[yellow]warning:[/] {w}", highlight=False)
+    _power(sum(1 for t in tasks if t.split == "selection"))
     return 0
+
+
+def _power(n_selection: int) -> None:
+    """The gate's power on this selection set (at the default gate's first level), a warning when too coarse."""
+    from videvolve.search.significance import power_note
+    from videvolve.search.spending import next_level
+
+    if n_selection:
+        text, warn = power_note(n_selection, next_level([], 0.05))
+        (err if warn else out).print(f"[yellow]warning:[/] {text}" if warn else text, highlight=False)
 
 
 def cmd_split(args: argparse.Namespace) -> int:

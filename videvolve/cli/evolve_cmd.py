@@ -143,6 +143,7 @@ def _dry_run(ctx: Any) -> int:
                  ("hours", f"{hours:.2f}")]:
         table.add_row(what, v)
     out.print(table)
+    gate_power(ctx, selection, out)
     out.print(f"seed {harness.name} ({frames} frames/question); editor {ctx.editor}; investigator "
               f"{ctx.investigator}; model {ctx.model.model} "
               f"({ctx.model.backend}); search {ctx.search}; validation {ctx.validation}; executor {ctx.executor}; "
@@ -159,6 +160,9 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     ctx = build_context(args)
     if args.dry_run:
         return _dry_run(ctx)
+    from videvolve.tasks import read_tasks
+
+    gate_power(ctx, sum(1 for t in read_tasks(ctx.tasks) if t.split == "selection"), err)
     started = time.time()
     try:
         with out.status("starting", spinner="dots") as status:
@@ -193,6 +197,21 @@ def cmd_evolve(args: argparse.Namespace) -> int:
               f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {ctx.root / 'best'}")
     out.print(f"spent: {_ledger(final.get('spent') or {})}", highlight=False)
     return _silent_editor(ctx, entries(final.get("history") or []))
+
+
+def gate_power(ctx: Any, n_selection: int, console: Console) -> None:
+    """The gate's rule and what its selection set can detect (a warning when it is coarser than +0.05)."""
+    from videvolve.search.significance import power_note
+    from videvolve.search.spending import next_level
+
+    if ctx.gate == "video-rsi":
+        eps = ctx.eps if ctx.eps is not None else 1 / max(1, n_selection)
+        console.print(f"gate: video-rsi (any gain at <= (1+{ctx.alpha}) C; cost cuts within eps {eps:.3f}): it takes "
+                      "noise for gains; --gate paired tells them apart", highlight=False)
+        return
+    text, warn = power_note(n_selection, next_level([], ctx.gate_level, ctx.gate_spending))
+    console.print(f"gate: paired, level <= {ctx.gate_level:g} ({ctx.gate_spending}); "
+                  + (f"[yellow]warning:[/] {text}" if warn else text), highlight=False)
 
 
 def _ledger(spent: dict[str, float]) -> str:
