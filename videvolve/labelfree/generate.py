@@ -22,11 +22,13 @@ from pydantic import BaseModel, Field
 from videvolve.datasets.synthworld.questions import Draft
 from videvolve.errors import MediaError, UsageError
 from videvolve.labelfree.frames import PLAN_KEY
+from videvolve.labelfree.needles import NeedlePlan
 from videvolve.labelfree.perceived import cached_look, perceived_drafts
 from videvolve.labelfree.plan import glyph_drafts, plan_needles, text_drafts
 from videvolve.labelfree.scan import scan_video
 from videvolve.media.check import list_videos
-from videvolve.media.info import file_key
+from videvolve.media.decode import frames_at
+from videvolve.media.info import file_key, probe
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
@@ -117,12 +119,30 @@ def needle_tasks(path: Path, video_id: str, others: list[str], settings: Generat
     """Scan one video, plan its needles, write its needle questions (every task carries the plan)."""
     rng = random.Random(f"{settings.seed}:{video_id}")
     scan = scan_video(path, video_id)
-    plan = plan_needles(scan, rng, others)
+    plan = usable_splices(plan_needles(scan, rng, others), rng)
     drafts = glyph_drafts(scan, plan, rng, settings.questions_per_video)
     if not scan.synth:
         drafts += text_drafts(plan, rng)
     return letter_tasks(drafts, video_id, str(path.resolve()), scan.duration, rng, "needles", "n",
                         {PLAN_KEY: plan.model_dump(mode="json")})
+
+
+def usable_splices(plan: NeedlePlan, rng: random.Random) -> NeedlePlan:
+    """The plan with each splice at a random offset its source decodes at, or without it (a damaged source)."""
+    kept = []
+    for n in plan.needles:
+        if n.kind == "splice" and n.source:
+            length = n.end - n.start
+            try:
+                room = max(0.0, probe(n.source).duration - length)
+                offset = rng.uniform(0.0, room)
+                frames_at(n.source, [offset, offset + length / 2, offset + length], max_side=64, clamp=True,
+                          cache=None)
+            except MediaError:
+                continue
+            n = n.model_copy(update={"offset": offset})
+        kept.append(n)
+    return plan.model_copy(update={"needles": tuple(kept)})
 
 
 VideoJob = Callable[[Path, str, list[str]], list[Task]]
