@@ -73,7 +73,7 @@ def place(rng: random.Random, free: list[tuple[float, float]], lengths: list[flo
 def plan_needles(scan: VideoScan, rng: random.Random, others: list[str]) -> NeedlePlan:
     """The needle plan of one video: glyphs (always), words and a splice (real footage)."""
     kinds = needle_kinds(rng, scan.native)
-    glyph_lengths = [max(scan.step, _snap(rng.uniform(1.0, 4.0), scan.step)) for _ in kinds]
+    glyph_lengths = [max(scan.step, _snap(rng.uniform(1.0, 2.5), scan.step)) for _ in kinds]
     extra: list[tuple[str, float]] = []
     if not scan.synth:
         extra += [("text", max(scan.step, _snap(rng.uniform(1.5, 3.0), scan.step))) for _ in range(6)]
