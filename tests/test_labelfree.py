@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import shutil
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import sample
-from tests.test_blind_baseline import RULES, pick
+from tests.test_blind_baseline import RULES, by_template, rule_accuracy
 from videvolve.cli import main
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
@@ -133,7 +134,7 @@ def _blind_scan(i: int) -> VideoScan:
     cuts = sorted(rng.sample(range(10, 230), 3))
     edges = [0.0, *map(float, cuts), duration]
     return VideoScan(f"v{i}", "/nonexistent.mp4", duration, 320, 180, 0.25, True, free=[(0.0, duration)],
-                     backgrounds=[(a, b, rng.choice(bgs)) for a, b in zip(edges, edges[1:], strict=False)])
+                     backgrounds=[(a, b, rng.choice(bgs)) for a, b in itertools.pairwise(edges)])
 
 
 def test_needle_options_are_blind_to_text_only_rules():
@@ -145,12 +146,13 @@ def test_needle_options_are_blind_to_text_only_rules():
         plan = plan_needles(scan, rng, [])
         tasks += letter_tasks(glyph_drafts(scan, plan, rng, 16), scan.video_id, scan.path, 240.0, rng,
                               "needles", "n")
-    mcqs = [t for t in tasks if t.kind == "mcq"]
-    assert len(mcqs) >= 1500
-    rng = random.Random(0)
-    for name, rule in RULES.items():
-        acc = sum(pick(rule(t), rng) == "ABCD".index(str(t.answer)) for t in mcqs) / len(mcqs)
-        assert abs(acc - 0.25) <= 0.05, (name, acc)
+    templates = by_template(tasks)
+    assert sum(len(ts) for ts in templates.values()) >= 1500
+    for template, ts in templates.items():
+        for name, rule in RULES.items():
+            acc = rule_accuracy(rule, ts)
+            tolerance = 0.05 if len(ts) >= 400 else 0.1
+            assert acc is None or abs(acc - 0.25) <= tolerance, (template, len(ts), name, acc)
 
 
 def test_simvlm_is_at_chance_on_a_blank_frame(needle_world):

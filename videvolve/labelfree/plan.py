@@ -25,6 +25,9 @@ MARGIN = 0.5
 """Seconds kept clear of native glyphs and other needles on each side of a needle."""
 WORDS = ("HARBOR", "LANTERN", "MEADOW", "COPPER", "VELVET", "ORBIT", "TIMBER", "SIGNAL", "MARBLE", "FALCON",
          "GARNET", "PEPPER", "CANYON", "BISCUIT", "RIBBON", "SUMMIT")
+BLIND_FAILED = ("identity_shape",)
+"""Templates not asked about needles: over a needle set's few shapes, 'longest option' is right 20 % of the time
+(500 planned videos, tests/test_labelfree.py), outside the blind baselines' 5-point band."""
 SPLICE_QUESTION = "When does footage from another video appear?"
 
 
@@ -142,8 +145,8 @@ def glyph_drafts(scan: VideoScan, plan: NeedlePlan, rng: random.Random, n: int) 
     absent = [k for k in q._absent(script) if k not in scan.native]
     ground = q.grounding(script, rng, max(1, n // 2), absent)
     counts = [d for d in q.count(script, rng, absent) if len(set(d.options)) == 4]
-    others = [d for t in (q.identity, q.order) for d in t(script, rng)
-              if len(set(d.options)) == 4 and _native_safe(d, scan)]
+    others = [d for t in (q.identity, q.order) for d in t(script, rng)  # identity_shape: see BLIND_FAILED
+              if len(set(d.options)) == 4 and _native_safe(d, scan) and d.template not in BLIND_FAILED]
     rng.shuffle(others)
     want = max(1, n - len(ground))
     return ground + counts[: max(4, want // 2)] + others[: max(0, want - min(len(counts), max(4, want // 2)))]
