@@ -115,6 +115,7 @@ def test_a_sandboxed_harness_sees_needles_through_ctx_frames(needle_world, tmp_p
     assert native and not any(n.name in line for line in native for n in plan.needles)
 
 
+@pytest.mark.slow
 def test_simvlm_answers_needle_questions_with_enough_frames(needle_world, tmp_path: Path, seed: Path):
     _, tasks, _ = needle_world
     (seed / "config.toml").write_text("n_frames = 240\n")
@@ -174,6 +175,7 @@ def test_simvlm_is_at_chance_on_a_blank_frame(needle_world):
     assert letters and sum(letters) / len(letters) <= 0.5
 
 
+@pytest.mark.slow
 def test_generate_on_the_real_samples_names_the_damaged_file_and_keeps_the_others(tmp_path: Path, capsys):
     videos = sample("videos")
     out = tmp_path / "tasks.jsonl"
@@ -197,6 +199,7 @@ def test_generated_tasks_refuse_a_test_split(tmp_path: Path, capsys):
     assert "never make a test split" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_one_evolve_iteration_on_generated_tasks(needle_world, tmp_path: Path, seed: Path, capsys):
     from videvolve.tasks import write_tasks
 
