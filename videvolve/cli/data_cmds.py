@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from videvolve.cli import generate_cmd
 from videvolve.cli.common import stdout_console
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     fc.add_argument("--out", type=Path, required=True)
     fc.add_argument("--source", default="custom", help="a name for this dataset")
     fc.set_defaults(func=cmd_from_csv)
+    generate_cmd.register(tsub)
 
     imp = sub.add_parser("import", help="turn a benchmark's annotation file into tasks.jsonl")
     imp.add_argument("benchmark", help="the benchmark's name, e.g. vue-tr, qvhighlights, videomme (a wrong name lists "

@@ -164,6 +164,9 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
     gate_power(ctx, sum(1 for t in read_tasks(ctx.tasks) if t.split == "selection"), err)
     started = time.time()
+    labels = _labels_line(ctx.tasks)
+    if labels:
+        out.print(labels, highlight=False)
     try:
         with out.status("starting", spinner="dots") as status:
 
@@ -171,7 +174,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
             def on_update(node: str, values: dict[str, Any], state: dict[str, Any]) -> None:
                 if node == "record":
-                    _iteration_line(state)
+                    _iteration_line(state, labels)
                     done_at.append(time.time())
                 it = int(state.get("iteration", 0))
                 eta = ""
@@ -245,7 +248,19 @@ def _silent_editor(ctx: Any, history: list[GateEntry]) -> int:
     return SILENT_EDITOR
 
 
-def _iteration_line(state: dict[str, Any]) -> None:
+def _labels_line(tasks_path: str) -> str:
+    """Which labels the run rests on, when any are not gold: 'labels: train needles 30 · selection needles 12'."""
+    from videvolve.labelfree.generate import describe_sources
+    from videvolve.tasks import read_tasks
+
+    tasks = read_tasks(tasks_path)
+    if all(t.label_source == "gold" for t in tasks):
+        return ""
+    by_split = {s: [t for t in tasks if t.split == s] for s in ("train", "selection")}
+    return "labels: " + " · ".join(f"{s} {describe_sources(ts)}" for s, ts in by_split.items())
+
+
+def _iteration_line(state: dict[str, Any], labels: str = "") -> None:
     it = int(state.get("iteration", 1)) - 1
     for e in entries(h for h in state.get("history") or [] if h.get("iteration") == it):
-        out.print(e.line(), highlight=False)
+        out.print(e.line() + (f" (gate on {labels.split('· ')[-1]} labels)" if labels else ""), highlight=False)
