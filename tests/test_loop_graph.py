@@ -11,18 +11,13 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from tests.conftest import run_context
 from videvolve.editing import LLMEditor
 from videvolve.graph import Context, build_graph
 from videvolve.skill_library.harness import content_hash
 from videvolve.testing import ScriptedEditor, ScriptedReplies
 
-
-def context(world, tmp_path: Path, seed: Path, **kw: Any) -> Context:
-    run = tmp_path / "run"
-    run.mkdir(exist_ok=True)
-    return Context(run_dir=str(run), run_id="run", tasks=str(world.tasks_path), seed_harness=str(seed),
-                   memory=str(tmp_path / "memory"), embedder="hashing", cache=str(tmp_path / "cache.sqlite"),
-                   batch=4, **kw)
+context = run_context
 
 
 def run_graph(ctx: Context) -> dict[str, Any]:
