@@ -66,7 +66,7 @@ def proposals(run: Path, out: Path) -> list[dict[str, Any]]:
                     images.append(f"workspaces/{ws.name}/{rel}")
             probes.append({**probe, "images": images})
         iteration, _, n = ws.name.partition("-")
-        shown.append({"name": ws.name, "iteration": int(iteration) + 1 if iteration.isdigit() else iteration,
+        shown.append({"name": ws.name, "iteration": int(iteration) if iteration.isdigit() else iteration,
                       "n": n, "version": version, "diff": diff, "trials": trials, "probes": probes,
                       "steps": [_step(e) for e in _lines(ws / "transcript.jsonl")]})
     return shown
