@@ -23,11 +23,25 @@ def _lines(path: Path) -> list[dict[str, Any]]:
         else []
 
 
+def _rows(value: Any) -> str:
+    """JSON one key a line, and a list of objects (a trial's per-task results) one object a line."""
+    if not isinstance(value, dict):
+        return json.dumps(value)
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, list) and item and all(isinstance(x, dict) for x in item):
+            inner = ",\n".join(f"  {json.dumps(x)}" for x in item)
+            lines.append(f"{json.dumps(key)}: [\n{inner}\n]")
+        else:
+            lines.append(f"{json.dumps(key)}: {json.dumps(item)}")
+    return "{\n" + ",\n".join(lines) + "\n}"
+
+
 def _tool_result(result: Any) -> str:
     """A tool's result, JSON indented so that a trial's per-task rows read as rows; whole up to the cap."""
     text = str(result)
     with contextlib.suppress(ValueError):
-        text = json.dumps(json.loads(text), indent=1)
+        text = _rows(json.loads(text))
     return text if len(text) <= MAX_TOOL_RESULT else text[:MAX_TOOL_RESULT] + f"\n... ({len(text):,} characters)"
 
 
