@@ -44,7 +44,7 @@ class Context(BaseModel):
     editor_model: ModelSettings | None = Field(None, description="model of the llm and agent editors (default: the "
                                                "solver)")
     editor_rounds: int = Field(16, ge=1, description="model turns an agent editor gets per proposal (repairs included)")
-    editor_trial_tasks: int = Field(16, ge=0, description="training-task runs the editor's trials may make per "
+    editor_trial_tasks: int = Field(48, ge=0, description="training-task runs the editor's trials may make per "
                                     "proposal")
     editor_probes: int = Field(8, ge=0, description="perception probes the editor may make per proposal")
     editor_visual_tokens: int | None = Field(None, description="visual tokens the editor's trials and probes may "
@@ -55,7 +55,7 @@ class Context(BaseModel):
     no_trials: bool = Field(False, description="the heuristic editor sends its first choice to the gate without "
                             "prototyping it")
     trial_operators: int = Field(3, ge=1, description="operators the heuristic editor prototypes with trials")
-    trial_batch: int = Field(4, ge=1, description="training tasks of the batch each prototype trial runs on")
+    trial_batch: int = Field(8, ge=1, description="training tasks of the batch each prototype trial runs on")
     investigator_model: ModelSettings | None = Field(None, description="model for probes (default: the solver)")
     investigator: Literal["procedure", "agent"] = Field(
         "procedure", description="procedure: the fixed probe procedure (a decision tree, offline); agent: a "

@@ -96,3 +96,22 @@ def questions_for_gain(gain: float, level: float, power: float = 0.8, sd: float 
     """Selection questions needed to detect ``gain`` (the inverse of :func:`min_detectable_gain`)."""
     z = float(stats.norm.ppf(1 - level) + stats.norm.ppf(power))
     return math.ceil((z * sd / gain) ** 2)
+
+
+POWER_TARGET = 0.05
+"""The gain a selection set should let the gate detect (80 % power); smaller sets are warned about."""
+
+
+def power_note(n_selection: int, level: float) -> tuple[str, bool]:
+    """What the selection set can detect at the gate's level, and whether that is too coarse (a warning)."""
+    if n_selection < 2:
+        return f"the selection set has {n_selection} question(s): the gate cannot detect any gain", True
+    mdg = min_detectable_gain(n_selection, level)
+    need = questions_for_gain(POWER_TARGET, level)
+    text = (f"selection set: {n_selection} questions; the smallest gain the gate detects with 80 % power at its first "
+            f"decision's level ({level:g}) is {mdg:+.3f} in mean score per question")
+    if mdg > POWER_TARGET:
+        return (text + f", coarser than {POWER_TARGET:+.2f}: about {need} selection questions are needed (more "
+                "questions per video, e.g. `synth --questions`, or more selection videos); smaller real gains "
+                "will be rejected as noise"), True
+    return text, False
