@@ -1,0 +1,79 @@
+"""Helpers of the serving tests: a tiny SynthWorld, a fast harness, `videvolve ask --json`, a real server process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from videvolve.skill_library.harness import seed_path
+from videvolve.tasks import Task
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_world(path: Path) -> tuple[Path, list[Task]]:
+    """One SynthWorld video of about a minute (as `videvolve synth DIR --videos 1 --minutes 1`); its tasks."""
+    from videvolve.datasets.synthworld import generate_world
+
+    world = generate_world(path, videos=1, minutes=1, seed=3, workers=1)
+    return world.root, list(world.tasks)
+
+
+def fast_harness(path: Path) -> Path:
+    """The uniform seed at 12 frames of 160 px (seconds per question)."""
+    shutil.copytree(seed_path("uniform"), path)
+    (path / "config.toml").write_text("n_frames = 12\nmax_side = 160\n")
+    return path
+
+
+def env() -> dict[str, str]:
+    """The environment of a child videvolve: this checkout first on the path."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def ask_json(*args: str) -> dict[str, Any]:
+    """`videvolve ask ... --json` as a user runs it (a real process), parsed."""
+    r = subprocess.run([sys.executable, "-m", "videvolve", "ask", *args, "--json", "--no-cache"],
+                       capture_output=True, text=True, env=env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    return dict(json.loads(r.stdout))
+
+
+@contextlib.contextmanager
+def videvolve_server(args: list[str], health_url: str, extra_env: dict[str, str] | None = None,
+                     attempts: int = 600) -> Iterator[subprocess.Popen[bytes]]:
+    """Start `videvolve ARGS` and wait (at most ``attempts`` polls of 0.1 s) until ``health_url`` answers."""
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"videvolve-server-{os.getpid()}-{time.monotonic_ns()}.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "videvolve", *args], stdout=fh, stderr=subprocess.STDOUT,
+                                env={**env(), **(extra_env or {})})
+        try:
+            for _ in range(attempts):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()}")
+                try:
+                    httpx.get(health_url, timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            else:
+                raise RuntimeError(f"server not up after {attempts} polls:\n{log.read_text()}")
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.unlink(missing_ok=True)
