@@ -123,7 +123,7 @@ def test_errors_are_openai_errors_with_the_right_status(world, server):
         _ask(client, "uniform", f"file://{root}/../../etc/hostname", "When does the red star appear?")
     with pytest.raises(openai.BadRequestError, match="video_url"):
         client.chat.completions.create(model="uniform", messages=[{"role": "user", "content": "When?"}])
-    with pytest.raises(openai.BadRequestError, match="broken.mp4"):
+    with pytest.raises(openai.BadRequestError, match=r"broken\.mp4"):
         _ask(client, "uniform", (root / "broken.mp4").as_uri(), "When does the red star appear?")
     with pytest.raises(openai.BadRequestError, match="base64"):
         _ask(client, "uniform", "data:video/mp4;base64,@@@", "When does the red star appear?")
@@ -136,8 +136,8 @@ def test_a_down_model_endpoint_is_503(world, tmp_path: Path):
     port = free_port()
     args = ["serve", str(harness), "--port", str(port), "--media-root", str(root), "--backend", "openai",
             "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--max-retries", "0", "--no-cache"]
-    with videvolve_server(args, f"http://127.0.0.1:{port}/health"):
-        with pytest.raises(openai.InternalServerError) as caught:
-            _ask(_client(f"http://127.0.0.1:{port}/v1", "x"), "uniform",
-                 (root / "videos" / "video000.mp4").as_uri(), tasks[0].question)
+    with videvolve_server(args, f"http://127.0.0.1:{port}/health"), \
+            pytest.raises(openai.InternalServerError) as caught:
+        _ask(_client(f"http://127.0.0.1:{port}/v1", "x"), "uniform",
+             (root / "videos" / "video000.mp4").as_uri(), tasks[0].question)
     assert caught.value.status_code == 503 and "down" in str(caught.value)

@@ -1,4 +1,5 @@
-"""The evolved agent from the tools people already use: an OpenAI-compatible server, an MCP server, an lmms-eval
-model. All three answer through :class:`videvolve.serving.agent.VideoAgent`, which calls the library exactly as
-``videvolve ask`` does.
+"""The evolved agent from the tools people already use.
+
+An OpenAI-compatible server, an MCP server and an lmms-eval model all answer through
+:class:`videvolve.serving.agent.VideoAgent`, which calls the library exactly as ``videvolve ask`` does.
 """
