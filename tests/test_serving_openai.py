@@ -12,7 +12,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.serving_support import ask_json, fast_harness, tiny_world, videvolve_server
+from tests.serving_support import ask_json, fast_harness, running, tiny_world, videvolve_server
 from videvolve.testing import free_port
 
 pytestmark = pytest.mark.slow
@@ -141,3 +141,18 @@ def test_a_down_model_endpoint_is_503(world, tmp_path: Path):
         _ask(_client(f"http://127.0.0.1:{port}/v1", "x"), "uniform",
              (root / "videos" / "video000.mp4").as_uri(), tasks[0].question)
     assert caught.value.status_code == 503 and "down" in str(caught.value)
+
+
+def test_a_model_endpoint_that_refuses_the_key_is_502(world):
+    from videvolve.models.sim.server import create_app as sim_app
+
+    root, tasks, harness = world
+    port = free_port()
+    with running(sim_app(api_key="the-right-key")) as sim:
+        args = ["serve", str(harness), "--port", str(port), "--media-root", str(root), "--backend", "openai",
+                "--base-url", f"{sim}/v1", "--model", "simvlm", "--vlm-api-key-env", "SIM_KEY", "--no-cache"]
+        with videvolve_server(args, f"http://127.0.0.1:{port}/health", {"SIM_KEY": "a-wrong-key"}), \
+                pytest.raises(openai.APIStatusError) as caught:
+            _ask(_client(f"http://127.0.0.1:{port}/v1", "x"), "uniform",
+                 (root / "videos" / "video000.mp4").as_uri(), tasks[0].question)
+    assert caught.value.status_code == 502 and "refuses" in str(caught.value) and "401" in str(caught.value)

@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from videvolve.errors import EndpointError, InfraError, InputNotFoundError, MediaError, UsageError
+from videvolve.errors import EndpointError, InfraError, InputNotFoundError, MediaError, UsageError, VidevolveError
 from videvolve.serving.agent import AgentAnswer, split_question
 from videvolve.serving.media import OutsideMediaRoots, VideoUnreachable, video_file
 
@@ -92,7 +92,7 @@ class ChatRequest(BaseModel):
     stream: bool | None = False
 
 
-class ApiError(Exception):
+class ApiError(VidevolveError):
     """An error reply: HTTP status, OpenAI error type, message."""
 
     def __init__(self, status: int, kind: str, message: str) -> None:
