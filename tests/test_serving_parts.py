@@ -190,3 +190,25 @@ def test_harness_failures_and_endpoint_failures(tmp_path: Path, outcome: str, ra
         assert body["videvolve"]["error_kind"] == "parse" and body["usage"]["frames"] == 3
     else:
         assert body["error"]["code"] == status and str(raises) in body["error"]["message"]
+
+
+def test_catalog_of_a_seed_and_of_a_run(tmp_path: Path):
+    import shutil
+
+    from videvolve.serving.agent import HarnessCatalog
+    from videvolve.skill_library.harness import load_harness, seed_path
+
+    seed = HarnessCatalog.open("uniform")
+    version = load_harness(seed_path("uniform")).version_id
+    assert seed.ids() == ["uniform", version] and seed.load(version).harness.name == "uniform"
+    run = tmp_path / "myrun"
+    (run / "harnesses").mkdir(parents=True)
+    (run / "settings.json").write_text("{}")
+    for name in ("uniform", "scan_refine"):
+        shutil.copytree(seed_path(name), run / "harnesses" / load_harness(seed_path(name)).version_id)
+    shutil.copytree(seed_path("scan_refine"), run / "best")
+    catalog = HarnessCatalog.open(run)
+    assert catalog.ids()[0] == "myrun" and set(catalog.ids()[1:]) == {p.name for p in (run / "harnesses").iterdir()}
+    assert catalog.load("myrun").harness.name == "scan_refine"  # no mixture: the run's best
+    with pytest.raises(KeyError):
+        catalog.load("gpt-4o")
