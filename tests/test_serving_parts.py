@@ -63,6 +63,9 @@ def test_data_urls_and_schemes(tmp_path: Path):
         assert p.read_bytes() == b"\x00video bytes"
         kept = p
     assert not kept.exists()  # the temporary copy is removed after the answer
+    with pytest.raises(OutsideMediaRoots, match="--no-fetch"), \
+            video_file("http://127.0.0.1:9/v.mp4", MediaRoots([tmp_path], fetch=False)):
+        pass
     for bad, why in (("data:video/mp4;base64,@@@", "base64"), ("data:video/mp4,rawbytes", "base64"),
                      ("ftp://host/v.mp4", "scheme")):
         with pytest.raises(BadVideoSource, match=why), video_file(bad, roots):

@@ -29,6 +29,8 @@ def _agent_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
     p.add_argument("--media-root", type=Path, action="append", default=[], metavar="DIR",
                    help="a folder local videos may come from (repeat); none: no local files are served")
+    p.add_argument("--no-fetch", action="store_true", help="refuse http(s) video URLs (403): for a server others "
+                   "can reach, so that it cannot be made to fetch from hosts only it can reach")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,7 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--queue must be 0 or more")
     key = _server_key(args.server_api_key_env)
     runtime = runtime_settings(args)
-    roots = MediaRoots(args.media_root)
+    roots = MediaRoots(args.media_root, fetch=not args.no_fetch)
     agents = CatalogAgents(HarnessCatalog.open(args.harness, runtime.budget), model_settings(args), runtime,
                            cache=open_cache(args))
     app = create_app(agents, roots, ServerLimits(api_key=key, concurrency=runtime.concurrency, queue=args.queue))
@@ -95,7 +97,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     runtime = runtime_settings(args)
     agent = VideoAgent(load_harness(args.harness, runtime.budget), model_settings(args), runtime,
                        cache=open_cache(args))
-    server = create_mcp(agent, MediaRoots(args.media_root), args.memory)
+    server = create_mcp(agent, MediaRoots(args.media_root, fetch=not args.no_fetch), args.memory)
     if args.http:
         err.print(f"MCP server for {agent.version} at http://{args.host}:{args.port}/mcp (Ctrl-C stops)",
                   highlight=False)

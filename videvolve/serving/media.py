@@ -38,9 +38,12 @@ class VideoUnreachable(VidevolveError, ConnectionError):
 
 
 class MediaRoots:
-    """The folders local videos may come from (none: no local video at all)."""
+    """The folders local videos may come from (none: no local video at all), and whether URLs may be fetched."""
 
-    def __init__(self, roots: Sequence[str | Path]) -> None:
+    def __init__(self, roots: Sequence[str | Path], fetch: bool = True) -> None:
+        self.fetch = fetch
+        """Whether http(s) videos are downloaded (off: a server reachable by others cannot be made to fetch from
+        the hosts it can reach)."""
         self.roots = [Path(r).expanduser().resolve() for r in roots]
         for root in self.roots:
             if not root.is_dir():
@@ -106,6 +109,8 @@ def video_file(url: str, roots: MediaRoots, timeout_s: float = 120.0) -> Iterato
         return
     if scheme not in ("http", "https", "data"):
         raise BadVideoSource(f"unsupported video URL scheme {scheme!r}: use file://, http(s):// or a data URL")
+    if scheme != "data" and not roots.fetch:
+        raise OutsideMediaRoots(f"this server does not fetch videos by URL (started with --no-fetch): {url[:100]}")
     with tempfile.TemporaryDirectory(prefix="videvolve-serve-") as tmp:
         dest = Path(tmp) / "video"
         yield _from_data_url(url, dest) if scheme == "data" else _download(url, dest, timeout_s)
