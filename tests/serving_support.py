@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,39 @@ def ask_json(*args: str) -> dict[str, Any]:
                        capture_output=True, text=True, env=env(), timeout=300)
     assert r.returncode == 0, r.stderr
     return dict(json.loads(r.stdout))
+
+
+def option_lines(task: Task) -> list[str]:
+    """A task's options as "A) ..." lines."""
+    return [f"{chr(65 + i)}) {o}" for i, o in enumerate(task.options or [])]
+
+
+@dataclass(frozen=True)
+class ServingWorld:
+    """A one-minute SynthWorld, a fast harness, and `videvolve ask`'s answers to one question of each kind."""
+
+    root: Path
+    tasks: list[Task]
+    harness: Path
+    video: Path
+    mcq: Task
+    grounding: Task
+    asked_mcq: dict[str, Any]
+    asked_grounding: dict[str, Any]
+
+    @classmethod
+    def make(cls, path: Path) -> ServingWorld:
+        """Generate it under ``path`` and ask the CLI (two real `videvolve ask --json` runs)."""
+        root, tasks = tiny_world(path / "world")
+        harness = fast_harness(path / "uniform12")
+        video = root / "videos" / "video000.mp4"
+        mcq = next(t for t in tasks if t.kind == "mcq")
+        grounding = next(t for t in tasks if t.kind == "grounding")
+        asked_mcq = ask_json(str(video), mcq.question, *[a for o in option_lines(mcq) for a in ("--option", o)],
+                             "--harness", str(harness))
+        asked_grounding = ask_json(str(video), grounding.question, "--harness", str(harness))
+        assert asked_mcq["answer"] in ("A", "B", "C", "D") and isinstance(asked_grounding["answer"], list)
+        return cls(root, tasks, harness, video, mcq, grounding, asked_mcq, asked_grounding)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serving_support import ROOT, ask_json, env, fast_harness, tiny_world
+from tests.serving_support import ROOT, env
 
 LMMS = ROOT / ".venv-lmms" / "bin"
 pytestmark = [pytest.mark.integration, pytest.mark.slow,
@@ -23,14 +23,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow,
 DATA = Path(__file__).parent / "data" / "lmms_eval"
 
 
-def test_lmms_eval_runs_the_harness_on_each_documents_video(tmp_path: Path):
-    root, tasks = tiny_world(tmp_path / "world")
-    harness = fast_harness(tmp_path / "uniform12")
-    video = str(root / "videos" / "video000.mp4")
-    mcq = [t for t in tasks if t.kind == "mcq"][:2]
+def test_lmms_eval_runs_the_harness_on_each_documents_video(serving_world, tmp_path: Path):
+    w = serving_world
     docs = tmp_path / "docs.jsonl"
-    docs.write_text("".join(json.dumps({"video": video, "question": t.question, "options": list(t.options or []),
-                                        "answer": t.answer}) + "\n" for t in mcq))
+    docs.write_text(json.dumps({"video": str(w.video), "question": w.mcq.question, "options": list(w.mcq.options or []),
+                                "answer": w.mcq.answer}) + "\n")
     task_dir = tmp_path / "task"
     task_dir.mkdir()
     shutil.copy(DATA / "utils.py", task_dir / "utils.py")
@@ -38,7 +35,7 @@ def test_lmms_eval_runs_the_harness_on_each_documents_video(tmp_path: Path):
         (DATA / "videvolve_synth.yaml.in").read_text().replace("@DOCS@", str(docs)))
     costs = tmp_path / "costs.jsonl"
     r = subprocess.run([str(LMMS / "lmms-eval"), "--model", "videvolve", "--model_args",
-                        f"harness={harness},no_cache=true,costs={costs}", "--tasks", "videvolve_synth",
+                        f"harness={w.harness},no_cache=true,costs={costs}", "--tasks", "videvolve_synth",
                         "--include_path", str(task_dir), "--output_path", str(tmp_path / "out"), "--log_samples",
                         "--batch_size", "1"],
                        capture_output=True, text=True, timeout=900, cwd=tmp_path,
@@ -46,21 +43,14 @@ def test_lmms_eval_runs_the_harness_on_each_documents_video(tmp_path: Path):
                             "HF_HOME": str(tmp_path / "hf"), "TOKENIZERS_PARALLELISM": "false",
                             "PATH": f"{LMMS}{os.pathsep}{os.environ.get('PATH', '')}"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
-    logged = [json.loads(line) for line in costs.read_text().splitlines()]
-    assert len(logged) == len(mcq)
-    samples = [json.loads(line) for p in (tmp_path / "out").rglob("*samples*.jsonl") for line in
-               p.read_text().splitlines()]
-    assert len(samples) == len(mcq)
-    for doc_id, task in enumerate(mcq):
-        options = [f"{chr(65 + i)}) {o}" for i, o in enumerate(task.options or [])]
-        asked = ask_json(video, task.question, *[a for o in options for a in ("--option", o)],
-                         "--harness", str(harness))
-        got = next(x for x in logged if x["doc_id"] == doc_id)
-        assert got["text"] == asked["answer"] and got["kind"] == "mcq"
-        assert got["cost"]["frames"] == asked["usage"]["frames"] > 0
-        assert got["cost"]["visual_tokens"] == asked["usage"]["image_tokens"] + asked["usage"]["video_tokens"]
-        assert got["cost"]["calls"] == asked["usage"]["requests"]
-        assert got["evidence_times"] == asked["evidence_times"]
-        sample = next(s for s in samples if s["doc_id"] == doc_id)
-        assert sample["filtered_resps"] == asked["answer"]
-        assert sample["accuracy"] == float(asked["answer"] == task.answer)
+    (got,) = [json.loads(line) for line in costs.read_text().splitlines()]
+    (sample,) = [json.loads(line) for p in (tmp_path / "out").rglob("*samples*.jsonl") for line in
+                 p.read_text().splitlines()]
+    asked = w.asked_mcq
+    assert got["text"] == asked["answer"] and got["kind"] == "mcq" and got["video"] == str(w.video)
+    assert got["cost"]["frames"] == asked["usage"]["frames"] > 0
+    assert got["cost"]["visual_tokens"] == asked["usage"]["image_tokens"] + asked["usage"]["video_tokens"]
+    assert got["cost"]["calls"] == asked["usage"]["requests"]
+    assert got["evidence_times"] == asked["evidence_times"]
+    assert sample["filtered_resps"] == asked["answer"]  # what lmms-eval scored
+    assert sample["accuracy"] == float(asked["answer"] == w.mcq.answer)

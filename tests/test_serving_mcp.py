@@ -11,16 +11,14 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.serving_support import ask_json, env, fast_harness, tiny_world, videvolve_server
+from tests.serving_support import ServingWorld, env, option_lines, videvolve_server
 from videvolve.testing import free_port
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory):
-    root, tasks, = tiny_world(tmp_path_factory.mktemp("mcp_world"))
-    harness = fast_harness(tmp_path_factory.mktemp("h") / "uniform12")
+def world(serving_world, tmp_path_factory: pytest.TempPathFactory):
     memory = tmp_path_factory.mktemp("memory")
     from videvolve.memory import Diagnosis, open_store
 
@@ -33,38 +31,32 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         Diagnosis(id="d2", task_id="t2", category="format_error", hypothesis="the reply listed times as text "
                   "instead of intervals", applies_when="grounding replies", **common)])
     store.close()
-    return root, tasks, harness, memory
+    return serving_world, memory
 
 
-def _args(root: Path, harness: Path, memory: Path) -> list[str]:
-    return ["mcp", "--harness", str(harness), "--media-root", str(root), "--memory", str(memory), "--backend", "sim",
-            "--no-cache"]
+def _args(w: ServingWorld, memory: Path) -> list[str]:
+    return ["mcp", "--harness", str(w.harness), "--media-root", str(w.root), "--memory", str(memory), "--backend",
+            "sim", "--no-cache"]
 
 
-async def _session(client: Client, root: Path, tasks: list[Any]) -> dict[str, Any]:
-    video = str(root / "videos" / "video000.mp4")
+async def _session(client: Client, w: ServingWorld) -> dict[str, Any]:
+    video = str(w.video)
     names = {t.name for t in (await client.list_tools()).tools}
-    mcq = next(t for t in tasks if t.kind == "mcq")
-    options = [f"{chr(65 + i)}) {o}" for i, o in enumerate(mcq.options or [])]
-    ask = await client.call_tool("ask_video", {"video": video, "question": mcq.question, "options": options})
-    grounding = next(t for t in tasks if t.kind == "grounding")
-    ground = await client.call_tool("ground_in_video", {"video": video, "query": grounding.question})
+    ask = await client.call_tool("ask_video", {"video": video, "question": w.mcq.question,
+                                               "options": option_lines(w.mcq)})
+    ground = await client.call_tool("ground_in_video", {"video": video, "query": w.grounding.question})
     outside = await client.call_tool("ask_video", {"video": "/etc/hostname", "question": "When?"})
     escape = await client.call_tool("ground_in_video", {"video": "../../../etc/hostname", "query": "When?"})
     search = await client.call_tool("search_diagnoses", {"text": "a short event was missed by sparse sampling",
                                                           "k": 1})
     show = await client.call_tool("show_harness", {})
     return {"names": names, "ask": ask, "ground": ground, "outside": outside, "escape": escape, "search": search,
-            "show": show, "mcq": mcq, "options": options, "grounding": grounding, "video": video}
+            "show": show}
 
 
-def _check(got: dict[str, Any], harness: Path) -> None:
+def _check(got: dict[str, Any], w: ServingWorld) -> None:
     assert got["names"] == {"ask_video", "ground_in_video", "search_diagnoses", "show_harness"}
-    video = got["video"]
-    asked = ask_json(video, got["mcq"].question, *[a for o in got["options"] for a in ("--option", o)],
-                     "--harness", str(harness))
-    g_asked = ask_json(video, got["grounding"].question, "--harness", str(harness))
-    for result, expected in ((got["ask"], asked), (got["ground"], g_asked)):
+    for result, expected in ((got["ask"], w.asked_mcq), (got["ground"], w.asked_grounding)):
         assert not result.is_error, result.content
         s = result.structured_content
         assert s["outcome"] == "ok" and s["answer"] == expected["answer"]
@@ -82,25 +74,23 @@ def _check(got: dict[str, Any], harness: Path) -> None:
 
 
 def test_stdio(world):
-    root, tasks, harness, memory = world
-    params = StdioServerParameters(command=sys.executable, args=["-m", "videvolve", *_args(root, harness, memory)],
-                                   env=env())
+    w, memory = world
+    params = StdioServerParameters(command=sys.executable, args=["-m", "videvolve", *_args(w, memory)], env=env())
 
     async def main() -> dict[str, Any]:
         async with Client(params, read_timeout_seconds=300) as client:
-            return await _session(client, root, tasks)
+            return await _session(client, w)
 
-    _check(anyio.run(main), harness)
+    _check(anyio.run(main), w)
 
 
 def test_streamable_http(world):
-    root, tasks, harness, memory = world
+    w, memory = world
     port = free_port()
-    with videvolve_server([*_args(root, harness, memory), "--http", "--port", str(port)],
-                          f"http://127.0.0.1:{port}/mcp"):
+    with videvolve_server([*_args(w, memory), "--http", "--port", str(port)], f"http://127.0.0.1:{port}/mcp"):
         async def main() -> dict[str, Any]:
             async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=300) as client:
-                return await _session(client, root, tasks)
+                return await _session(client, w)
 
         got = anyio.run(main)
-    _check(got, harness)
+    _check(got, w)

@@ -7,12 +7,11 @@ import functools
 import http.server
 import json
 import threading
-from pathlib import Path
 
 import openai
 import pytest
 
-from tests.serving_support import ask_json, fast_harness, running, tiny_world, videvolve_server
+from tests.serving_support import option_lines, running, videvolve_server
 from videvolve.testing import free_port
 
 pytestmark = pytest.mark.slow
@@ -20,16 +19,14 @@ KEY = "s3cret-for-tests"
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory):
-    root, tasks = tiny_world(tmp_path_factory.mktemp("serve_world"))
-    (root / "broken.mp4").write_bytes(b"not a video" * 100)
-    harness = fast_harness(tmp_path_factory.mktemp("h") / "uniform12")
-    return root, tasks, harness
+def world(serving_world):
+    (serving_world.root / "broken.mp4").write_bytes(b"not a video" * 100)
+    return serving_world
 
 
 @pytest.fixture(scope="module")
 def server(world):
-    root, _, harness = world
+    root, harness = world.root, world.harness
     port = free_port()
     args = ["serve", str(harness), "--port", str(port), "--media-root", str(root), "--api-key-env", "SERVE_TEST_KEY",
             "--backend", "sim", "--no-cache"]
@@ -59,39 +56,31 @@ def _same_as_ask(reply, asked: dict) -> None:
 
 
 def test_mcq_and_grounding_answer_as_ask_does(world, server):
-    root, tasks, harness = world
-    video = root / "videos" / "video000.mp4"
+    video = world.video
     client = _client(server)
     ids = [m.id for m in client.models.list().data]
     assert ids[0] == "uniform" and len(ids) == 2  # the harness's name, then its version id
 
-    mcq = next(t for t in tasks if t.kind == "mcq")
-    options = [f"{chr(65 + i)}) {o}" for i, o in enumerate(mcq.options or [])]
-    reply = _ask(client, "uniform", video.as_uri(), "\n".join([mcq.question, *options]))
-    asked = ask_json(str(video), mcq.question, *[a for o in options for a in ("--option", o)],
-                     "--harness", str(harness))
-    assert reply.choices[0].message.content == asked["answer"] and asked["answer"] in "ABCD"
-    _same_as_ask(reply, asked)
+    reply = _ask(client, "uniform", video.as_uri(), "\n".join([world.mcq.question, *option_lines(world.mcq)]))
+    assert reply.choices[0].message.content == world.asked_mcq["answer"]
+    _same_as_ask(reply, world.asked_mcq)
     assert reply.model_extra["videvolve"]["kind"] == "mcq"
 
-    grounding = next(t for t in tasks if t.kind == "grounding")
-    g = _ask(client, ids[1], video.as_uri(), grounding.question)  # by version id too
-    g_asked = ask_json(str(video), grounding.question, "--harness", str(harness))
-    assert json.loads(g.choices[0].message.content) == g_asked["answer"]
-    _same_as_ask(g, g_asked)
+    g = _ask(client, ids[1], video.as_uri(), world.grounding.question)  # by version id too
+    assert json.loads(g.choices[0].message.content) == world.asked_grounding["answer"]
+    _same_as_ask(g, world.asked_grounding)
 
     # options and "grounding": true in the request: a grounding question, as `ask --grounding`
-    forced = _ask(client, "uniform", video.as_uri(), "\n".join([grounding.question, "A) yes", "B) no"]),
+    forced = _ask(client, "uniform", video.as_uri(), "\n".join([world.grounding.question, "A) yes", "B) no"]),
                   extra_body={"grounding": True})
     assert forced.model_extra["videvolve"]["kind"] == "grounding"
-    assert json.loads(forced.choices[0].message.content) == g_asked["answer"]
+    assert json.loads(forced.choices[0].message.content) == world.asked_grounding["answer"]
 
 
 def test_data_and_http_urls_answer_the_same(world, server):
-    root, tasks, _ = world
-    video = root / "videos" / "video000.mp4"
+    root, video = world.root, world.video
     client = _client(server)
-    q = next(t for t in tasks if t.kind == "grounding").question
+    q = world.grounding.question
     local = _ask(client, "uniform", video.as_uri(), q)
     data_url = "data:video/mp4;base64," + base64.b64encode(video.read_bytes()).decode()
     by_data = _ask(client, "uniform", data_url, q)
@@ -110,7 +99,7 @@ def test_data_and_http_urls_answer_the_same(world, server):
 
 
 def test_errors_are_openai_errors_with_the_right_status(world, server):
-    root, _, _ = world
+    root = world.root
     video = (root / "videos" / "video000.mp4").as_uri()
     client = _client(server)
     with pytest.raises(openai.AuthenticationError):
@@ -131,28 +120,37 @@ def test_errors_are_openai_errors_with_the_right_status(world, server):
         _ask(client, "uniform", video, "When does the red star appear?", stream=True)
 
 
-def test_a_down_model_endpoint_is_503(world, tmp_path: Path):
-    root, tasks, harness = world
-    port = free_port()
-    args = ["serve", str(harness), "--port", str(port), "--media-root", str(root), "--backend", "openai",
-            "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--max-retries", "0", "--no-cache"]
-    with videvolve_server(args, f"http://127.0.0.1:{port}/health"), \
+def test_a_down_model_endpoint_is_503(world):
+    from videvolve.config import ModelSettings, RuntimeSettings
+    from videvolve.serving.agent import CatalogAgents, HarnessCatalog
+    from videvolve.serving.media import MediaRoots
+    from videvolve.serving.openai_api import ServerLimits, create_app
+
+    down = ModelSettings(backend="openai", base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", max_retries=0)
+    agents = CatalogAgents(HarnessCatalog.open(world.harness), down, RuntimeSettings(image_format="jpeg"))
+    with running(create_app(agents, MediaRoots([world.root]), ServerLimits())) as base, \
             pytest.raises(openai.InternalServerError) as caught:
-        _ask(_client(f"http://127.0.0.1:{port}/v1", "x"), "uniform",
-             (root / "videos" / "video000.mp4").as_uri(), tasks[0].question)
+        _ask(_client(f"{base}/v1", "x"), "uniform", world.video.as_uri(), world.grounding.question)
     assert caught.value.status_code == 503 and "down" in str(caught.value)
 
 
-def test_a_model_endpoint_that_refuses_the_key_is_502(world):
+def test_a_model_endpoint_that_refuses_the_key_is_502(world, monkeypatch: pytest.MonkeyPatch):
+    from videvolve.cli import build_parser
+    from videvolve.cli.common import model_settings
+    from videvolve.config import RuntimeSettings
     from videvolve.models.sim.server import create_app as sim_app
+    from videvolve.serving.agent import CatalogAgents, HarnessCatalog
+    from videvolve.serving.media import MediaRoots
+    from videvolve.serving.openai_api import ServerLimits, create_app
 
-    root, tasks, harness = world
-    port = free_port()
+    monkeypatch.setenv("SIM_KEY", "a-wrong-key")
     with running(sim_app(api_key="the-right-key")) as sim:
-        args = ["serve", str(harness), "--port", str(port), "--media-root", str(root), "--backend", "openai",
-                "--base-url", f"{sim}/v1", "--model", "simvlm", "--vlm-api-key-env", "SIM_KEY", "--no-cache"]
-        with videvolve_server(args, f"http://127.0.0.1:{port}/health", {"SIM_KEY": "a-wrong-key"}), \
+        args = build_parser().parse_args(["serve", str(world.harness), "--backend", "openai", "--base-url",
+                                          f"{sim}/v1", "--model", "simvlm", "--vlm-api-key-env", "SIM_KEY"])
+        settings = model_settings(args)
+        assert settings.api_key_env == "SIM_KEY" and args.server_api_key_env is None
+        agents = CatalogAgents(HarnessCatalog.open(world.harness), settings, RuntimeSettings(image_format="jpeg"))
+        with running(create_app(agents, MediaRoots([world.root]), ServerLimits())) as base, \
                 pytest.raises(openai.APIStatusError) as caught:
-            _ask(_client(f"http://127.0.0.1:{port}/v1", "x"), "uniform",
-                 (root / "videos" / "video000.mp4").as_uri(), tasks[0].question)
+            _ask(_client(f"{base}/v1", "x"), "uniform", world.video.as_uri(), world.grounding.question)
     assert caught.value.status_code == 502 and "refuses" in str(caught.value) and "401" in str(caught.value)
