@@ -177,7 +177,7 @@ def test_a_full_queue_is_429_and_frees_up(tmp_path: Path):
 
 @pytest.mark.parametrize(("outcome", "raises", "status"), [
     ("error", None, 200), ("ok", EndpointError("401 from the model server"), 502),
-    ("ok", InfraError("connection refused"), 503)])
+    ("ok", InfraError("connection refused"), 503), ("ok", ZeroDivisionError("a bug"), 500)])
 def test_harness_failures_and_endpoint_failures(tmp_path: Path, outcome: str, raises: Exception | None, status: int):
     (tmp_path / "v.mp4").write_bytes(b"x")
     agent = FakeAgent(outcome, raises)

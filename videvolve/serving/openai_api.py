@@ -10,6 +10,7 @@ JSON: 400 bad request, 401 bad key, 403 a path outside the media roots, 404 unkn
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 import uuid
@@ -26,6 +27,7 @@ from videvolve.serving.agent import AgentAnswer, split_question
 from videvolve.serving.media import OutsideMediaRoots, VideoUnreachable, video_file
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
+log = logging.getLogger(__name__)
 
 
 class Answerer(Protocol):
@@ -169,7 +171,9 @@ def _check(exc: Exception) -> ApiError:
         return ApiError(503, "service_unavailable", f"the model endpoint behind the harness is down: {exc}")
     if isinstance(exc, MediaError | InputNotFoundError | UsageError | VideoUnreachable):
         return ApiError(400, "invalid_request_error", str(exc))
-    raise exc
+    log.exception("a bug in videvolve while answering")
+    return ApiError(500, "internal_error", f"a bug in videvolve, not in your request ({type(exc).__name__}: {exc}); "
+                    "the server log has the traceback")
 
 
 def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
