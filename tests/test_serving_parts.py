@@ -215,3 +215,37 @@ def test_catalog_of_a_seed_and_of_a_run(tmp_path: Path):
     assert catalog.load("myrun").harness.name == "scan_refine"  # no mixture: the run's best
     with pytest.raises(KeyError):
         catalog.load("gpt-4o")
+
+
+def test_lmms_eval_model_arguments_and_visuals():
+    from videvolve.errors import UsageError
+    from videvolve.serving.lmms_eval_model import agent_from_args, video_of
+
+    assert video_of(["/v/a.mp4", "/v/b.mp4"]) == "/v/a.mp4" and video_of(Path("/v/c.mp4")) == "/v/c.mp4"
+    with pytest.raises(UsageError, match="doc_to_visual"):
+        video_of([object()])
+    with pytest.raises(UsageError, match="model="):
+        agent_from_args("uniform", base_url="http://127.0.0.1:9/v1")
+    agent = agent_from_args("uniform", base_url="http://127.0.0.1:9/v1", model="m", budget="32", no_cache="true")
+    assert agent.model.backend == "openai" and agent.runtime.budget == 32 and agent.cache is None
+    assert agent.runtime.image_format == "jpeg" and agent_from_args("uniform", no_cache=True).model.backend == "sim"
+
+
+@pytest.mark.slow
+def test_lmms_eval_model_generate_until_follows_the_documented_interface(serving_world):
+    """lmms-eval's model interface without lmms-eval: Instance.args = (context, gen_kwargs, doc_to_visual, doc_id,
+    task, split); the document is self.task_dict[task][split][doc_id] (the lmms-eval test proper is an integration
+    test in .venv-lmms)."""
+    from types import SimpleNamespace
+
+    from videvolve.serving.lmms_eval_model import VidevolveLMM
+
+    w = serving_world
+    model = VidevolveLMM(harness=str(w.harness), no_cache=True, batch_size=1, device="cpu")
+    model.task_dict = {"t": {"test": [{"video": str(w.video)}]}}
+    context = "\n".join([w.mcq.question, *[f"{chr(65 + i)}) {o}" for i, o in enumerate(w.mcq.options or [])]])
+    request = SimpleNamespace(args=(context, {"max_new_tokens": 16}, lambda doc: [doc["video"]], 0, "t", "test"))
+    assert model.generate_until([request]) == [w.asked_mcq["answer"]]
+    answer = model.answer(context, str(w.video))
+    assert answer.cost.frames == w.asked_mcq["usage"]["frames"] and answer.evidence_times == w.asked_mcq[
+        "evidence_times"]
