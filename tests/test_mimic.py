@@ -6,6 +6,7 @@ import base64
 import contextlib
 import io
 import json
+import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,13 +64,14 @@ def test_vllm_errors_and_usage():
                               json={"model": model, "messages": [{"role": "user", "content": parts}]})
 
         assert post([{"type": "text", "text": "hi"}], "x").json()["error"]["message"] == \
-            "The model `x` does not exist."
+            "The model `x` does not exist. Valid aliases: m."
         bad = post([{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}])
-        assert bad.status_code == 422 and bad.json()["error"]["type"] == "UnprocessableEntityError"
+        assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("Failed to load image: ")
         many = post([{"type": "image_url", "image_url": {"url": image_url(16, 16)}}] * 3)
         assert many.status_code == 400 and "At most 2 image(s) may be provided in one prompt" in many.text
         long = post([{"type": "image_url", "image_url": {"url": image_url(1920, 1080)}}] * 2)
-        assert long.status_code == 400 and "maximum context length is 3000 tokens" in long.text
+        assert long.status_code == 400 and "exceeds model's maximum context length (3000)." in long.text
+        assert "retry-after" not in {k.lower() for k in long.headers}
         ok = post([{"type": "image_url", "image_url": {"url": image_url(160, 90)}}])
         assert ok.json()["usage"]["prompt_tokens"] == 4 + 3 + 66 + 2  # a 160x90 frame costs 66 (+2), not 17
 
@@ -78,7 +80,7 @@ def test_vllm_errors_and_usage():
         assert reply.usage.prompt_tokens == 68 + 4 + 3 + 4
         with pytest.raises(ContextTooLong, match=r"about \d+ prompt tokens .* context is 3000 tokens"):
             vlm.complete(user(*[{"type": "image_url", "image_url": {"url": image_url(1920, 1080)}}] * 2))
-        with pytest.raises(RequestRejected, match="422"):
+        with pytest.raises(RequestRejected, match=r"\(400\).*Failed to load image"):
             vlm.complete(user({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}))
         with pytest.raises(EndpointError, match="401"):
             openai_vlm(ModelSettings(backend="openai", base_url=base, model="m"), api_key="wrong").complete(
@@ -99,28 +101,71 @@ def test_wrong_client_estimate_meets_the_servers_400():
     with mimic(family="qwen3-vl", max_model_len=250) as (base, app):
         vlm = vlm_for(base, "qwen2.5-vl", context_margin=0.0)
         parts = [{"type": "image_url", "image_url": {"url": image_url(160, 90)}}] * 4
-        with pytest.raises(RequestRejected, match=r"maximum context length is 250 tokens.*contains \d+ input"):
+        with pytest.raises(RequestRejected, match=r"Input length \(\d+\) exceeds model's maximum context length \(250\)"):
             vlm.complete(user(*parts))
         assert app.state.stats["requests"] == 1
 
 
-@pytest.mark.parametrize("family,expected", [("qwen2.5-vl", 12), ("qwen3-vl", 12)])
-def test_clip_frames_decoded_equal_the_metered(family: str, expected: int, tmp_path: Path):
-    source = make_index_video(tmp_path / "v.mp4", seconds=4, fps=25, width=160, height=96)
-    info = make_clip(source, 0.0, 4.0, tmp_path / "c.mp4", fps=3)
-    url = "data:video/mp4;base64," + base64.b64encode((tmp_path / "c.mp4").read_bytes()).decode()
-    assert info.frame_count == expected
-    part = {"type": "video_url", "video_url": {"url": url}, "num_frames": expected}
+def clip_part(tmp_path: Path, frames: int, rate: float, side: int = 64) -> tuple[dict[str, Any], Any]:
+    """A clip of exactly ``frames`` frames at ``rate`` fps cut from an index video, as the harness SDK sends it."""
+    seconds = frames / rate
+    source_fps = max(2, min(25, math.ceil(rate * 2)))
+    source = make_index_video(tmp_path / f"s{frames}-{rate}.mp4", seconds=seconds + 1, fps=source_fps, width=side,
+                              height=side * 3 // 4, gop=50)
+    info = make_clip(source, 0.0, seconds, tmp_path / f"c{frames}-{rate}.mp4", fps=rate)
+    assert info.frame_count == frames
+    url = "data:video/mp4;base64," + base64.b64encode(Path(info.path).read_bytes()).decode()
+    return {"type": "video_url", "video_url": {"url": url}, "num_frames": frames}, info
+
+
+CLIPS = [(4, 2.0), (7, 0.35), (33, 4.0), (120, 12.0), (300, 25.0)]
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
+def test_clips_decoded_by_the_server_are_the_metered_frames(family: str, tmp_path: Path):
+    """4-300 frames at 0.35-25 fps: the loader decodes every frame, the processor keeps them, tokens agree."""
+    from videvolve.models.context import estimate_prompt_tokens
+
     with mimic(family=family) as (base, app):
-        reply = vlm_for(base, family).complete(user(part))
-        # without media_io_kwargs (as the old client sent it) vLLM loads 32 frames; Qwen3-VL re-samples at 2 fps
-        raw = httpx.post(f"{base}/chat/completions", timeout=30, json={"model": "m", "messages": user(part)})
-        assert raw.status_code == 200
+        vlm = vlm_for(base, family)
+        for frames, rate in CLIPS:
+            part, info = clip_part(tmp_path, frames, rate)
+            messages = user(part)
+            metered = estimate_prompt_tokens(messages, None, cost_model(family))
+            served = vlm.complete(messages).usage.prompt_tokens
+            video = app.state.stats["videos"][-1]
+            assert video == {"backend": "opencv", "loaded": frames, "kept": frames}, (frames, rate)
+            assert served is not None and abs(served - metered) <= 0.01 * served, (frames, rate, served, metered)
+            video_tokens = cost_model(family).video_tokens(info.width, info.height, frames, rate)
+            assert served - video_tokens == 4 + 3 + 4  # the rest is the text, counted alike
+
+
+@pytest.mark.parametrize("family,old_kwargs,no_kwargs", [("qwen2.5-vl", 4, 6), ("qwen3-vl", 4, 7)])
+def test_the_checkpoints_loader_ignores_num_frames(family: str, old_kwargs: int, no_kwargs: int, tmp_path: Path):
+    """vLLM's Qwen loaders: 4 frames for the old ``fps: -1`` request; at 2 fps without it (a 7-frame clip at
+    0.35 fps: 6 frames on Qwen2.5-VL, its even floor; all 7 on Qwen3-VL)."""
+    part, _ = clip_part(tmp_path, 7, 0.35)
+    clean = {k: v for k, v in part.items() if k != "num_frames"}
+    thirty_two, _ = clip_part(tmp_path, 32, 4.0)
+    with mimic(family=family) as (base, app):
+        def post(p: dict[str, Any], **extra: Any) -> None:
+            r = httpx.post(f"{base}/chat/completions", timeout=30,
+                           json={"model": "m", "messages": user(p), **extra})
+            assert r.status_code == 200, r.text
+
+        old = {"media_io_kwargs": {"video": {"num_frames": 7, "fps": -1}}}
+        post(clean, **old)
+        post(clean)
+        post({k: v for k, v in thirty_two.items() if k != "num_frames"},
+             media_io_kwargs={"video": {"num_frames": 32, "fps": -1}})
     videos = app.state.stats["videos"]
-    assert videos[0] == {"loaded": expected, "kept": expected}
-    assert videos[1] == ({"loaded": 12, "kept": 8} if family == "qwen3-vl" else {"loaded": 12, "kept": 12})
-    metered = cost_model(family).video_tokens(160, 96, expected, 3.0)
-    assert reply.usage.prompt_tokens == metered + 4 + 3 + 4  # the server counts what the meter counted
+    backend = qwen_rules.VIDEO_BACKENDS[family]
+    assert videos[0] == {"backend": backend, "loaded": old_kwargs, "kept": old_kwargs}
+    assert videos[1]["loaded"] == no_kwargs and videos[1]["kept"] == no_kwargs
+    assert videos[2]["kept"] == 4
+    if family == "qwen2.5-vl":  # the issue's figures: 600 tokens served for a 32-frame clip metered at 4,786
+        assert cost_model(family).video_tokens(640, 360, 4) == 600
+        assert cost_model(family).video_tokens(640, 360, 32) == 4786
 
 
 def test_retry_window_honours_retry_after_then_stops_cleanly():
