@@ -194,17 +194,32 @@ class ScriptedToolVLM:
         return Reply(text="", tool_calls=[ToolCall(id="x", name=name, arguments=args)])
 
 
-@pytest.mark.parametrize("auto", [False, True])
-def test_coevowhen_tool_loop_on_hermes_text_only(small_world, tmp_path: Path, auto: bool):
+TOOL_FLAGS = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}
+
+
+def test_coevowhen_tool_loop_on_hermes_text(small_world, tmp_path: Path):
     task = next(t for t in small_world.tasks if t.kind == "grounding" and t.intervals)
     a, b = task.intervals[0].start, task.intervals[0].end
     script = ScriptedToolVLM([("probe_media", {}), ("extract_frames_at", {"timestamps": [a + 0.1, b - 0.1]}),
                               ("final_answer", {"answer": json.dumps([[a, b]])})])
-    flags = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"} if auto else {}
-    with mimic(backend=script, **flags) as (base, app):
+    with mimic(backend=script, **TOOL_FLAGS) as (base, app):
         result = solve_tasks(load_harness(seed_path("coevowhen_base")), [task], vlm_for(base),
                              cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path)[0]
     assert result.outcome == "ok" and result.score > 0.6 and app.state.stats["served"] == 3
+
+
+def test_without_the_tool_flags_the_run_stops_at_the_first_tool_request(small_world, tmp_path: Path):
+    """vLLM answers every request carrying tools with a 400 when started without a tool parser: the run stops with
+    the fix instead of scoring each task an error (renderers/online_renderer.py:278-281)."""
+    tasks = [t for t in small_world.tasks if t.kind == "grounding"][:3]
+    script = ScriptedToolVLM([("probe_media", {})] * 10)
+    with mimic(backend=script) as (base, app):
+        with pytest.raises(EndpointError, match="--enable-auto-tool-choice --tool-call-parser hermes") as caught:
+            solve_tasks(load_harness(seed_path("coevowhen_base")), tasks, vlm_for(base), cost_model("qwen2.5-vl"),
+                        RuntimeSettings(concurrency=1), tmp_path)
+        # one request, or two when the pool's one worker took the next task before the stop (solve._run_local)
+        assert 1 <= app.state.stats["requests"] <= 2 and app.state.stats["served"] == 0
+    assert '"auto" tool choice requires --enable-auto-tool-choice' in str(caught.value)
 
 
 def test_malformed_tool_call_is_a_parse_error(small_world, tmp_path: Path):
@@ -213,7 +228,7 @@ def test_malformed_tool_call_is_a_parse_error(small_world, tmp_path: Path):
             return Reply(text='<tool_call>{"name": "probe_media", "arguments": {</tool_call>')
 
     task = next(t for t in small_world.tasks if t.kind == "grounding")
-    with mimic(backend=Broken([])) as (base, _):
+    with mimic(backend=Broken([]), **TOOL_FLAGS) as (base, _):  # the hermes parser fails: vLLM returns the text
         result = solve_tasks(load_harness(seed_path("coevowhen_base")), [task], vlm_for(base),
                              cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path)[0]
     assert result.outcome == "error" and result.error_kind == "parse"
@@ -261,22 +276,53 @@ def test_a_restart_longer_than_the_old_retry_budget_is_ridden_out(small_world, t
     assert failed >= 3 and stormy["score"] == calm["score"] and stormy["errors_by_kind"] == calm["errors_by_kind"]
 
 
-def test_doctor_reports_tool_case_and_calibration(monkeypatch: pytest.MonkeyPatch):
+class PlainTextVLM(ScriptedToolVLM):
+    """A model that answers in words and never calls a tool."""
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Reply:
+        return Reply(text="A")
+
+
+def test_doctor_tells_no_tool_parser_from_no_tool_call_and_calibrates_clips(monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path):
     from videvolve.doctor import run_checks
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
-    script = ScriptedToolVLM([("final_answer", {"answer": "A"})] * 40)
+    video = make_index_video(tmp_path / "v.mp4", seconds=20, fps=10, width=320, height=180)
+    calls = ScriptedToolVLM([("final_answer", {"answer": "A"})] * 40)
+    cases = (({}, calls, "fail", "the server has no tool parser"), (TOOL_FLAGS, calls, "ok", "parses tool calls"),
+             (TOOL_FLAGS, PlainTextVLM([]), "warn", "the model made no tool call"))
     seen = []
-    for flags, expected in (({}, "returns them as text"), ({"enable_auto_tool_choice": True,
-                                                             "tool_call_parser": "hermes"}, "parses tool calls")):
-        with mimic(backend=script, api_key="k", family="qwen3-vl", **flags) as (base, _):
+    for flags, backend, status, expected in cases:
+        with mimic(backend=backend, api_key="k", family="qwen3-vl", **flags) as (base, _):
             settings = ModelSettings(backend="openai", base_url=base, model="m", family="qwen3-vl")
-            checks = {c.name: c for c in run_checks(settings, calibration=not flags)}
-        assert expected in checks["tool calling"].detail and checks["endpoint"].status == "ok"
+            checks = {c.name: c for c in run_checks(settings, calibration=not flags, video=video if not flags
+                                                    else None)}
+        tool = checks["tool calling"]
+        assert tool.status == status and expected in tool.detail and checks["endpoint"].status == "ok"
         seen.append(checks)
+    assert "--enable-auto-tool-choice --tool-call-parser hermes" in seen[0]["tool calling"].detail
     calibration = seen[0]["calibration"]
     assert calibration.status == "ok" and "160x90: server 68, formula 68 (error +0)" in calibration.detail
     assert "worst 0.0%" in calibration.detail
+    clips = seen[0]["clip calibration"]
+    assert clips.status == "ok" and "7 frames 320x180" in clips.detail and "worst 0.0%" in clips.detail, clips
+
+
+def test_doctor_clip_calibration_catches_a_server_that_resamples(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A server that decodes with the checkpoint's own loader (what a request without ``video_backend`` gets) is
+    caught, with the frame count its tokens imply."""
+    from videvolve.doctor import run_checks
+    from videvolve.models import openai_backend
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setattr(openai_backend, "VIDEO_BACKEND", "qwen2_vl")  # the checkpoint's loader, as if not overridden
+    video = make_index_video(tmp_path / "v.mp4", seconds=20, fps=10, width=320, height=180)
+    with mimic(api_key="k", family="qwen2.5-vl", **TOOL_FLAGS) as (base, _):
+        settings = ModelSettings(backend="openai", base_url=base, model="m", family="qwen2.5-vl")
+        checks = {c.name: c for c in run_checks(settings, calibration=True, video=video)}
+    clips = checks["clip calibration"]
+    assert clips.status == "fail" and "(the server's count is that of 4 frames)" in clips.detail, clips
 
 
 @pytest.mark.slow
