@@ -101,7 +101,8 @@ def test_wrong_client_estimate_meets_the_servers_400():
     with mimic(family="qwen3-vl", max_model_len=250) as (base, app):
         vlm = vlm_for(base, "qwen2.5-vl", context_margin=0.0)
         parts = [{"type": "image_url", "image_url": {"url": image_url(160, 90)}}] * 4
-        with pytest.raises(RequestRejected, match=r"Input length \(\d+\) exceeds model's maximum context length \(250\)"):
+        with pytest.raises(RequestRejected, match=r"Input length \(\d+\) exceeds model's maximum context length "
+                           r"\(250\)"):
             vlm.complete(user(*parts))
         assert app.state.stats["requests"] == 1
 
@@ -353,3 +354,25 @@ def test_an_evolve_run_rides_out_a_server_restart(small_world, tmp_path: Path, s
 
     html = " ".join(build_report(tmp_path / "calm").read_text().split())
     assert "reported by the server" in html, html[:2000]
+
+
+def test_context_edge_dead_engine_and_health():
+    """N == M is refused too (max_tokens would be 0); a dead engine answers 500 with /health at 503; no Retry-After."""
+    with mimic(max_model_len=10) as (base, app):
+        def post(text: str) -> httpx.Response:
+            return httpx.post(f"{base}/chat/completions", timeout=30,
+                              json={"model": "m", "messages": [{"role": "user", "content": text}]})
+
+        assert post("x" * 8).status_code == 200  # 4 + 3 + 2 = 9 tokens
+        edge = post("x" * 12)  # 4 + 3 + 3 = 10 == max_model_len
+        assert edge.status_code == 400 and edge.json()["error"]["message"] == "max_tokens must be at least 1, got 0."
+        over = post("x" * 16)
+        assert "maximum context length is 10 tokens. However, your prompt contains 11 input tokens" in over.text
+        root = base.removesuffix("/v1")
+        assert httpx.get(f"{root}/health").status_code == 200 and httpx.get(f"{root}/health").content == b""
+        httpx.post(f"{root}/mimic/faults", json={"dead": 1})
+        assert httpx.get(f"{root}/health").status_code == 503
+        dead = post("hi")
+        assert dead.status_code == 500 and "retry-after" not in {k.lower() for k in dead.headers}
+        assert dead.json()["error"]["message"] == "The server had an error while processing your request."
+        assert httpx.get(f"{root}/health").status_code == 200 and post("hi").status_code == 200
