@@ -358,7 +358,7 @@ def test_an_evolve_run_rides_out_a_server_restart(small_world, tmp_path: Path, s
 
 def test_context_edge_dead_engine_and_health():
     """N == M is refused too (max_tokens would be 0); a dead engine answers 500 with /health at 503; no Retry-After."""
-    with mimic(max_model_len=10) as (base, app):
+    with mimic(max_model_len=10) as (base, _):
         def post(text: str) -> httpx.Response:
             return httpx.post(f"{base}/chat/completions", timeout=30,
                               json={"model": "m", "messages": [{"role": "user", "content": text}]})
