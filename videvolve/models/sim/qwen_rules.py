@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from videvolve.errors import VidevolveError
+
 
 @dataclass(frozen=True)
 class Processor:
@@ -99,7 +101,7 @@ GENERIC_BACKEND = "opencv"
 """``VideoBackend``, the uniform sampler (multimodal/video.py:201-239), under its registered name."""
 
 
-class LoaderError(ValueError):
+class LoaderError(VidevolveError, ValueError):
     """A video the loader refuses (vLLM answers 400 with this text)."""
 
 
