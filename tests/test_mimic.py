@@ -6,6 +6,7 @@ import base64
 import contextlib
 import io
 import json
+import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,13 +64,14 @@ def test_vllm_errors_and_usage():
                               json={"model": model, "messages": [{"role": "user", "content": parts}]})
 
         assert post([{"type": "text", "text": "hi"}], "x").json()["error"]["message"] == \
-            "The model `x` does not exist."
+            "The model `x` does not exist. Valid aliases: m."
         bad = post([{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}])
-        assert bad.status_code == 422 and bad.json()["error"]["type"] == "UnprocessableEntityError"
+        assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("Failed to load image: ")
         many = post([{"type": "image_url", "image_url": {"url": image_url(16, 16)}}] * 3)
         assert many.status_code == 400 and "At most 2 image(s) may be provided in one prompt" in many.text
         long = post([{"type": "image_url", "image_url": {"url": image_url(1920, 1080)}}] * 2)
-        assert long.status_code == 400 and "maximum context length is 3000 tokens" in long.text
+        assert long.status_code == 400 and "exceeds model's maximum context length (3000)." in long.text
+        assert "retry-after" not in {k.lower() for k in long.headers}
         ok = post([{"type": "image_url", "image_url": {"url": image_url(160, 90)}}])
         assert ok.json()["usage"]["prompt_tokens"] == 4 + 3 + 66 + 2  # a 160x90 frame costs 66 (+2), not 17
 
@@ -78,7 +80,7 @@ def test_vllm_errors_and_usage():
         assert reply.usage.prompt_tokens == 68 + 4 + 3 + 4
         with pytest.raises(ContextTooLong, match=r"about \d+ prompt tokens .* context is 3000 tokens"):
             vlm.complete(user(*[{"type": "image_url", "image_url": {"url": image_url(1920, 1080)}}] * 2))
-        with pytest.raises(RequestRejected, match="422"):
+        with pytest.raises(RequestRejected, match=r"\(400\).*Failed to load image"):
             vlm.complete(user({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}))
         with pytest.raises(EndpointError, match="401"):
             openai_vlm(ModelSettings(backend="openai", base_url=base, model="m"), api_key="wrong").complete(
@@ -99,28 +101,72 @@ def test_wrong_client_estimate_meets_the_servers_400():
     with mimic(family="qwen3-vl", max_model_len=250) as (base, app):
         vlm = vlm_for(base, "qwen2.5-vl", context_margin=0.0)
         parts = [{"type": "image_url", "image_url": {"url": image_url(160, 90)}}] * 4
-        with pytest.raises(RequestRejected, match=r"maximum context length is 250 tokens.*contains \d+ input"):
+        with pytest.raises(RequestRejected, match=r"Input length \(\d+\) exceeds model's maximum context length "
+                           r"\(250\)"):
             vlm.complete(user(*parts))
         assert app.state.stats["requests"] == 1
 
 
-@pytest.mark.parametrize("family,expected", [("qwen2.5-vl", 12), ("qwen3-vl", 12)])
-def test_clip_frames_decoded_equal_the_metered(family: str, expected: int, tmp_path: Path):
-    source = make_index_video(tmp_path / "v.mp4", seconds=4, fps=25, width=160, height=96)
-    info = make_clip(source, 0.0, 4.0, tmp_path / "c.mp4", fps=3)
-    url = "data:video/mp4;base64," + base64.b64encode((tmp_path / "c.mp4").read_bytes()).decode()
-    assert info.frame_count == expected
-    part = {"type": "video_url", "video_url": {"url": url}, "num_frames": expected}
+def clip_part(tmp_path: Path, frames: int, rate: float, side: int = 64) -> tuple[dict[str, Any], Any]:
+    """A clip of exactly ``frames`` frames at ``rate`` fps cut from an index video, as the harness SDK sends it."""
+    seconds = frames / rate
+    source_fps = max(2, min(25, math.ceil(rate * 2)))
+    source = make_index_video(tmp_path / f"s{frames}-{rate}.mp4", seconds=seconds + 1, fps=source_fps, width=side,
+                              height=side * 3 // 4, gop=50)
+    info = make_clip(source, 0.0, seconds, tmp_path / f"c{frames}-{rate}.mp4", fps=rate)
+    assert info.frame_count == frames
+    url = "data:video/mp4;base64," + base64.b64encode(Path(info.path).read_bytes()).decode()
+    return {"type": "video_url", "video_url": {"url": url}, "num_frames": frames}, info
+
+
+CLIPS = [(4, 2.0), (7, 0.35), (33, 4.0), (120, 12.0), (300, 25.0)]
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
+def test_clips_decoded_by_the_server_are_the_metered_frames(family: str, tmp_path: Path):
+    """4-300 frames at 0.35-25 fps: the loader decodes every frame, the processor keeps them, tokens agree."""
+    from videvolve.models.context import estimate_prompt_tokens
+
     with mimic(family=family) as (base, app):
-        reply = vlm_for(base, family).complete(user(part))
-        # without media_io_kwargs (as the old client sent it) vLLM loads 32 frames; Qwen3-VL re-samples at 2 fps
-        raw = httpx.post(f"{base}/chat/completions", timeout=30, json={"model": "m", "messages": user(part)})
-        assert raw.status_code == 200
+        vlm = vlm_for(base, family)
+        for frames, rate in CLIPS:
+            part, info = clip_part(tmp_path, frames, rate)
+            messages = user(part)
+            metered = estimate_prompt_tokens(messages, None, cost_model(family))
+            served = vlm.complete(messages).usage.prompt_tokens
+            video = app.state.stats["videos"][-1]
+            assert video == {"backend": "opencv", "loaded": frames, "kept": frames}, (frames, rate)
+            assert served is not None and abs(served - metered) <= 0.01 * served, (frames, rate, served, metered)
+            video_tokens = cost_model(family).video_tokens(info.width, info.height, frames, rate)
+            assert served - video_tokens == 4 + 3 + 4  # the rest is the text, counted alike
+
+
+@pytest.mark.parametrize("family,old_kwargs,no_kwargs", [("qwen2.5-vl", 4, 6), ("qwen3-vl", 4, 7)])
+def test_the_checkpoints_loader_ignores_num_frames(family: str, old_kwargs: int, no_kwargs: int, tmp_path: Path):
+    """vLLM's Qwen loaders: 4 frames for the old ``fps: -1`` request; at 2 fps without it (a 7-frame clip at
+    0.35 fps: 6 frames on Qwen2.5-VL, its even floor; all 7 on Qwen3-VL)."""
+    part, _ = clip_part(tmp_path, 7, 0.35)
+    clean = {k: v for k, v in part.items() if k != "num_frames"}
+    thirty_two, _ = clip_part(tmp_path, 32, 4.0)
+    with mimic(family=family) as (base, app):
+        def post(p: dict[str, Any], **extra: Any) -> None:
+            r = httpx.post(f"{base}/chat/completions", timeout=30,
+                           json={"model": "m", "messages": user(p), **extra})
+            assert r.status_code == 200, r.text
+
+        old = {"media_io_kwargs": {"video": {"num_frames": 7, "fps": -1}}}
+        post(clean, **old)
+        post(clean)
+        post({k: v for k, v in thirty_two.items() if k != "num_frames"},
+             media_io_kwargs={"video": {"num_frames": 32, "fps": -1}})
     videos = app.state.stats["videos"]
-    assert videos[0] == {"loaded": expected, "kept": expected}
-    assert videos[1] == ({"loaded": 12, "kept": 8} if family == "qwen3-vl" else {"loaded": 12, "kept": 12})
-    metered = cost_model(family).video_tokens(160, 96, expected, 3.0)
-    assert reply.usage.prompt_tokens == metered + 4 + 3 + 4  # the server counts what the meter counted
+    backend = qwen_rules.VIDEO_BACKENDS[family]
+    assert videos[0] == {"backend": backend, "loaded": old_kwargs, "kept": old_kwargs}
+    assert videos[1]["loaded"] == no_kwargs and videos[1]["kept"] == no_kwargs
+    assert videos[2]["kept"] == 4
+    if family == "qwen2.5-vl":  # the issue's figures: 600 tokens served for a 32-frame clip metered at 4,786
+        assert cost_model(family).video_tokens(640, 360, 4) == 600
+        assert cost_model(family).video_tokens(640, 360, 32) == 4786
 
 
 def test_retry_window_honours_retry_after_then_stops_cleanly():
@@ -149,17 +195,32 @@ class ScriptedToolVLM:
         return Reply(text="", tool_calls=[ToolCall(id="x", name=name, arguments=args)])
 
 
-@pytest.mark.parametrize("auto", [False, True])
-def test_coevowhen_tool_loop_on_hermes_text_only(small_world, tmp_path: Path, auto: bool):
+TOOL_FLAGS = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}
+
+
+def test_coevowhen_tool_loop_on_hermes_text(small_world, tmp_path: Path):
     task = next(t for t in small_world.tasks if t.kind == "grounding" and t.intervals)
     a, b = task.intervals[0].start, task.intervals[0].end
     script = ScriptedToolVLM([("probe_media", {}), ("extract_frames_at", {"timestamps": [a + 0.1, b - 0.1]}),
                               ("final_answer", {"answer": json.dumps([[a, b]])})])
-    flags = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"} if auto else {}
-    with mimic(backend=script, **flags) as (base, app):
+    with mimic(backend=script, **TOOL_FLAGS) as (base, app):
         result = solve_tasks(load_harness(seed_path("coevowhen_base")), [task], vlm_for(base),
                              cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path)[0]
     assert result.outcome == "ok" and result.score > 0.6 and app.state.stats["served"] == 3
+
+
+def test_without_the_tool_flags_the_run_stops_at_the_first_tool_request(small_world, tmp_path: Path):
+    """vLLM answers every request carrying tools with a 400 when started without a tool parser: the run stops with
+    the fix instead of scoring each task an error (renderers/online_renderer.py:278-281)."""
+    tasks = [t for t in small_world.tasks if t.kind == "grounding"][:3]
+    script = ScriptedToolVLM([("probe_media", {})] * 10)
+    with mimic(backend=script) as (base, app):
+        with pytest.raises(EndpointError, match="--enable-auto-tool-choice --tool-call-parser hermes") as caught:
+            solve_tasks(load_harness(seed_path("coevowhen_base")), tasks, vlm_for(base), cost_model("qwen2.5-vl"),
+                        RuntimeSettings(concurrency=1), tmp_path)
+        # one request, or two when the pool's one worker took the next task before the stop (solve._run_local)
+        assert 1 <= app.state.stats["requests"] <= 2 and app.state.stats["served"] == 0
+    assert '"auto" tool choice requires --enable-auto-tool-choice' in str(caught.value)
 
 
 def test_malformed_tool_call_is_a_parse_error(small_world, tmp_path: Path):
@@ -168,7 +229,7 @@ def test_malformed_tool_call_is_a_parse_error(small_world, tmp_path: Path):
             return Reply(text='<tool_call>{"name": "probe_media", "arguments": {</tool_call>')
 
     task = next(t for t in small_world.tasks if t.kind == "grounding")
-    with mimic(backend=Broken([])) as (base, _):
+    with mimic(backend=Broken([]), **TOOL_FLAGS) as (base, _):  # the hermes parser fails: vLLM returns the text
         result = solve_tasks(load_harness(seed_path("coevowhen_base")), [task], vlm_for(base),
                              cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path)[0]
     assert result.outcome == "error" and result.error_kind == "parse"
@@ -216,22 +277,53 @@ def test_a_restart_longer_than_the_old_retry_budget_is_ridden_out(small_world, t
     assert failed >= 3 and stormy["score"] == calm["score"] and stormy["errors_by_kind"] == calm["errors_by_kind"]
 
 
-def test_doctor_reports_tool_case_and_calibration(monkeypatch: pytest.MonkeyPatch):
+class PlainTextVLM(ScriptedToolVLM):
+    """A model that answers in words and never calls a tool."""
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Reply:
+        return Reply(text="A")
+
+
+def test_doctor_tells_no_tool_parser_from_no_tool_call_and_calibrates_clips(monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path):
     from videvolve.doctor import run_checks
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
-    script = ScriptedToolVLM([("final_answer", {"answer": "A"})] * 40)
+    video = make_index_video(tmp_path / "v.mp4", seconds=20, fps=10, width=320, height=180)
+    calls = ScriptedToolVLM([("final_answer", {"answer": "A"})] * 40)
+    cases = (({}, calls, "fail", "the server has no tool parser"), (TOOL_FLAGS, calls, "ok", "parses tool calls"),
+             (TOOL_FLAGS, PlainTextVLM([]), "warn", "the model made no tool call"))
     seen = []
-    for flags, expected in (({}, "returns them as text"), ({"enable_auto_tool_choice": True,
-                                                             "tool_call_parser": "hermes"}, "parses tool calls")):
-        with mimic(backend=script, api_key="k", family="qwen3-vl", **flags) as (base, _):
+    for flags, backend, status, expected in cases:
+        with mimic(backend=backend, api_key="k", family="qwen3-vl", **flags) as (base, _):
             settings = ModelSettings(backend="openai", base_url=base, model="m", family="qwen3-vl")
-            checks = {c.name: c for c in run_checks(settings, calibration=not flags)}
-        assert expected in checks["tool calling"].detail and checks["endpoint"].status == "ok"
+            checks = {c.name: c for c in run_checks(settings, calibration=not flags, video=video if not flags
+                                                    else None)}
+        tool = checks["tool calling"]
+        assert tool.status == status and expected in tool.detail and checks["endpoint"].status == "ok"
         seen.append(checks)
+    assert "--enable-auto-tool-choice --tool-call-parser hermes" in seen[0]["tool calling"].detail
     calibration = seen[0]["calibration"]
     assert calibration.status == "ok" and "160x90: server 68, formula 68 (error +0)" in calibration.detail
     assert "worst 0.0%" in calibration.detail
+    clips = seen[0]["clip calibration"]
+    assert clips.status == "ok" and "7 frames 320x180" in clips.detail and "worst 0.0%" in clips.detail, clips
+
+
+def test_doctor_clip_calibration_catches_a_server_that_resamples(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A server that decodes with the checkpoint's own loader (what a request without ``video_backend`` gets) is
+    caught, with the frame count its tokens imply."""
+    from videvolve.doctor import run_checks
+    from videvolve.models import openai_backend
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setattr(openai_backend, "VIDEO_BACKEND", "qwen2_vl")  # the checkpoint's loader, as if not overridden
+    video = make_index_video(tmp_path / "v.mp4", seconds=20, fps=10, width=320, height=180)
+    with mimic(api_key="k", family="qwen2.5-vl", **TOOL_FLAGS) as (base, _):
+        settings = ModelSettings(backend="openai", base_url=base, model="m", family="qwen2.5-vl")
+        checks = {c.name: c for c in run_checks(settings, calibration=True, video=video)}
+    clips = checks["clip calibration"]
+    assert clips.status == "fail" and "(the server's count is that of 4 frames)" in clips.detail, clips
 
 
 @pytest.mark.slow
@@ -262,3 +354,25 @@ def test_an_evolve_run_rides_out_a_server_restart(small_world, tmp_path: Path, s
 
     html = " ".join(build_report(tmp_path / "calm").read_text().split())
     assert "reported by the server" in html, html[:2000]
+
+
+def test_context_edge_dead_engine_and_health():
+    """N == M is refused too (max_tokens would be 0); a dead engine answers 500 with /health at 503; no Retry-After."""
+    with mimic(max_model_len=10) as (base, _):
+        def post(text: str) -> httpx.Response:
+            return httpx.post(f"{base}/chat/completions", timeout=30,
+                              json={"model": "m", "messages": [{"role": "user", "content": text}]})
+
+        assert post("x" * 8).status_code == 200  # 4 + 3 + 2 = 9 tokens
+        edge = post("x" * 12)  # 4 + 3 + 3 = 10 == max_model_len
+        assert edge.status_code == 400 and edge.json()["error"]["message"] == "max_tokens must be at least 1, got 0."
+        over = post("x" * 16)
+        assert "maximum context length is 10 tokens. However, your prompt contains 11 input tokens" in over.text
+        root = base.removesuffix("/v1")
+        assert httpx.get(f"{root}/health").status_code == 200 and httpx.get(f"{root}/health").content == b""
+        httpx.post(f"{root}/mimic/faults", json={"dead": 1})
+        assert httpx.get(f"{root}/health").status_code == 503
+        dead = post("hi")
+        assert dead.status_code == 500 and "retry-after" not in {k.lower() for k in dead.headers}
+        assert dead.json()["error"]["message"] == "The server had an error while processing your request."
+        assert httpx.get(f"{root}/health").status_code == 200 and post("hi").status_code == 200

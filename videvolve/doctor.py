@@ -14,6 +14,7 @@ from PIL import Image
 
 from videvolve.config import ModelSettings
 from videvolve.errors import InfraError, ModelRequestError, VidevolveError
+from videvolve.models.http_errors import TOOL_FLAGS, server_misconfigured
 
 
 @dataclass
@@ -68,10 +69,11 @@ class _Client:
     def get_models(self) -> httpx.Response:
         return httpx.get(f"{self.base}/models", headers=self.headers, timeout=10)
 
-    def chat(self, content: Any, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def chat(self, content: Any, tools: list[dict[str, Any]] | None = None,
+             extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The reply's JSON; ModelRequestError with the server's message on an HTTP error."""
         body: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": content}],
-                                "max_tokens": 64, "temperature": 0}
+                                "max_tokens": 64, "temperature": 0, **(extra or {})}
         if tools:
             body["tools"] = tools
         try:
@@ -92,25 +94,34 @@ class _Client:
 TOOL = {"type": "function", "function": {"name": "final_answer", "description": "Give the answer.",
                                          "parameters": {"type": "object", "properties": {
                                              "answer": {"type": "string"}}, "required": ["answer"]}}}
-TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser hermes"
 QWEN25_TEMPLATE = ("for Qwen2.5-VL also a tool-capable --chat-template (its own template has no tool section; "
                    "e.g. vLLM's examples/tool_chat_template_hermes.jinja)")
 
 
 def _tool_check(client: _Client) -> Check:
-    """Which of the three cases the server is in, and the exact fix."""
+    """Which case the server is in, and the exact fix.
+
+    vLLM without a tool parser refuses every request that carries tools (400, renderers/online_renderer.py:278-281);
+    a 200 therefore means the parser is loaded, and a reply without a call is the model's doing.
+    """
     try:
         reply = client.chat("Call final_answer with answer 'A'.", [TOOL])
-    except (InfraError, ModelRequestError) as exc:
-        return Check("tool calling", "fail", f"{exc}; start vLLM with {TOOL_FLAGS}")
+    except InfraError as exc:
+        return Check("tool calling", "fail", str(exc))
+    except ModelRequestError as exc:
+        if server_misconfigured(str(exc)):
+            return Check("tool calling", "fail", f"the server has no tool parser ({exc}): every request with tools "
+                         f"will be refused; restart vLLM with {TOOL_FLAGS}")
+        return Check("tool calling", "fail", f"a request with tools was refused: {exc}")
     message = (reply.get("choices") or [{}])[0].get("message") or {}
     if message.get("tool_calls"):
         return Check("tool calling", "ok", "the server parses tool calls (auto tool choice is on)")
     if "<tool_call>" in str(message.get("content") or ""):
-        return Check("tool calling", "warn", "the model calls tools but the server returns them as text "
-                     f"(videvolve parses them); to have the server parse them start vLLM with {TOOL_FLAGS}")
-    return Check("tool calling", "warn", f"no tool call came back: coevowhen_base needs `vllm serve ... {TOOL_FLAGS}`"
-                 f"; {QWEN25_TEMPLATE}")
+        return Check("tool calling", "warn", "the server takes tools but returned the model's <tool_call> text "
+                     "unparsed (videvolve parses it); for the server to parse it use --tool-call-parser hermes")
+    return Check("tool calling", "warn", "the server has a tool parser (it took a request with tools), but the model "
+                 "made no tool call when asked to: coevowhen_base needs a model that calls tools; "
+                 f"{QWEN25_TEMPLATE}")
 
 
 def _images_check(client: _Client) -> Check:
@@ -151,6 +162,71 @@ def calibrate(client: _Client, family: str) -> list[tuple[int, int, int, int]]:
     return rows
 
 
+CALIBRATION_CLIPS = (4, 7, 16, 33)
+"""Frame counts of the clips ``doctor --calibrate --video`` sends (odd ones included: Qwen2.5-VL's own loader
+cannot decode an odd count)."""
+
+
+@dataclass(frozen=True)
+class ClipRow:
+    """One calibration clip: its frames and size, the server's tokens for it and the formula's."""
+
+    frames: int
+    width: int
+    height: int
+    server: int
+    formula: int
+    implied_frames: int | None
+    """The largest frame count whose formula matches the server's tokens (None: none does)."""
+
+
+def calibrate_clips(client: _Client, family: str, video: Path, max_side: int = 448,
+                    rate: float = 2.0) -> list[ClipRow]:
+    """Clips of :data:`CALIBRATION_CLIPS` frames cut from ``video``, sent exactly as evaluations send them.
+
+    The server's tokens for a clip are the difference of ``usage.prompt_tokens`` with and without it; the frames
+    it decoded are those whose formula gives that figure.
+    """
+    from videvolve.media import clip as make_clip
+    from videvolve.media import probe
+    from videvolve.models.cost import cost_model
+    from videvolve.models.openai_backend import media_request
+
+    cost = cost_model(family)
+    duration = probe(video).duration
+    text = {"type": "text", "text": "Describe the clip."}
+    base = int(client.chat([text])["usage"]["prompt_tokens"])
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="videvolve-calibrate-") as d:
+        for n in CALIBRATION_CLIPS:
+            fps = rate if n / rate <= duration else n / duration
+            info = make_clip(video, 0.0, n / fps, Path(d) / f"clip{n}.mp4", fps=fps, max_side=max_side)
+            url = "data:video/mp4;base64," + base64.b64encode(Path(info.path).read_bytes()).decode()
+            part = {"type": "video_url", "video_url": {"url": url}, "num_frames": info.frame_count}
+            sent, extra = media_request([{"role": "user", "content": [part, text]}], family)
+            served = int(client.chat(sent[0]["content"], extra=extra)["usage"]["prompt_tokens"]) - base
+            formula = cost.video_tokens(info.width, info.height, info.frame_count, fps)
+            implied = next((k for k in range(768, 0, -1)
+                            if cost.video_tokens(info.width, info.height, k, fps) == served), None)
+            rows.append(ClipRow(info.frame_count, info.width, info.height, served, formula, implied))
+    return rows
+
+
+def _clip_calibration_check(client: _Client, family: str, video: Path) -> Check:
+    try:
+        rows = calibrate_clips(client, family, video)
+    except (InfraError, ModelRequestError, VidevolveError, KeyError, TypeError) as exc:
+        return Check("clip calibration", "fail", f"could not calibrate clips on {video}: {exc}")
+    worst = max(abs(r.server - r.formula) / max(r.server, 1) for r in rows)
+    detail = "; ".join(f"{r.frames} frames {r.width}x{r.height}: server {r.server}, formula {r.formula}"
+                       + ("" if r.server == r.formula or r.implied_frames is None else
+                          f" (the server's count is that of {r.implied_frames} frames)") for r in rows)
+    fix = "" if worst < 0.01 else (" -- the server does not decode the frames sent: check --family "
+                                   f"({family}), and that the server honours the request's media_io_kwargs "
+                                   "(vLLM >= 0.34) and mm_processor_kwargs")
+    return Check("clip calibration", "ok" if worst < 0.01 else "fail", f"{detail}; worst {worst:.1%}{fix}")
+
+
 def _calibration_check(client: _Client, family: str) -> Check:
     try:
         rows = calibrate(client, family)
@@ -162,7 +238,7 @@ def _calibration_check(client: _Client, family: str) -> Check:
     return Check("calibration", "ok" if worst < 0.02 else "warn", f"{detail}; worst {worst:.1%}{fix}")
 
 
-def _endpoint(settings: ModelSettings, calibration: bool = False) -> list[Check]:
+def _endpoint(settings: ModelSettings, calibration: bool = False, video: Path | None = None) -> list[Check]:
     from videvolve.models.openai_backend import api_key_of
 
     client = _Client(settings, api_key_of(settings))
@@ -197,6 +273,8 @@ def _endpoint(settings: ModelSettings, calibration: bool = False) -> list[Check]
     checks.append(_images_check(client))
     if calibration:
         checks.append(_calibration_check(client, settings.family))
+        if video is not None:
+            checks.append(_clip_calibration_check(client, settings.family, video))
     return checks
 
 
@@ -204,11 +282,12 @@ def run_checks(settings: ModelSettings, calibration: bool = False, video: Path |
                context: int | None = None) -> list[Check]:
     """Every check, in order; endpoint checks only for the openai backend (``calibration``: image token counts).
 
-    With ``video``: the largest request each program seed makes on it, against the served context (or ``context``).
+    With ``video``: the largest request each program seed makes on it, against the served context (or ``context``);
+    with ``calibration`` too, clips cut from it (frames decoded and tokens counted by the server against the meter).
     """
     checks = [_decoding(), _sandbox()]
     if settings.backend == "openai":
-        checks += _endpoint(settings, calibration)
+        checks += _endpoint(settings, calibration, video)
     else:
         checks.append(Check("endpoint", "skip", "backend sim (offline SimVLM): nothing to reach"))
     if video is not None:

@@ -87,8 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=cmd_serve_vllm)
 
     d = sub.add_parser("doctor", help="check decoding, the sandbox and a model endpoint; say what to fix")
-    d.add_argument("--calibrate", action="store_true", help="send images of known sizes and print the visual-token "
-                   "formula's error against the server's usage.prompt_tokens")
+    d.add_argument("--calibrate", action="store_true", help="send images of known sizes (and, with --video, clips of "
+                   "4-33 frames cut from it) and print the visual-token formula's error against the server's "
+                   "usage.prompt_tokens")
     d.add_argument("--video", type=Path, default=None, help="a video of yours: the largest request each seed makes "
                    "on it, against the served context")
     d.add_argument("--context", type=int, default=None, help="the context to check against when the server does not "

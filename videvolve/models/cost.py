@@ -8,7 +8,9 @@ are paired (temporal patch 2).
 - Qwen2.5-VL: every frame is resized like an image; a clip of n frames costs ``ceil(n/2) * (H'/f)(W'/f) + 2``.
 - Qwen3-VL: images have a *minimum* of 65,536 pixels (a 160x90 frame costs 66 + 2 tokens, not 17); a clip is
   resized against a *total* pixel budget over all its frames (``n * H' * W' <= 25,165,824``), and each frame pair
-  carries its own ``<t.t seconds>`` timestamp text and start/end tokens: ``sum_pairs(ts + grid + 2)``.
+  carries its own ``<t.t seconds>`` timestamp text and start/end tokens, inside the prompt's own
+  ``<|vision_start|>``/``<|vision_end|>``: ``2 + sum_pairs(ts + grid + 2)`` (vLLM's ``qwen3_vl.py`` ``get_video_repl``
+  replaces only ``<|video_pad|>`` with transformers >= 5.10, keeping the outer pair).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ class CostModel:
             return pairs * grid + 2
         padded = list(range(frames)) + [frames - 1] * (pairs * self.temporal_patch - frames)
         stamps = [(padded[2 * i] + padded[2 * i + 1]) / 2 / fps for i in range(pairs)]
-        return sum(timestamp_tokens(t) + grid + 2 for t in stamps)
+        return 2 + sum(timestamp_tokens(t) + grid + 2 for t in stamps)
 
 
 COST_MODELS = {

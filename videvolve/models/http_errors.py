@@ -2,7 +2,8 @@
 
 - 400, 413, 422 and any other 4xx not below: the request is wrong for this server; that task's ``bad_request``
   error, carrying the server's message.
-- 401, 403, 404: retrying will not help; the run stops with what to fix (:class:`EndpointError`).
+- 401, 403, 404, and a 400 saying the server lacks the tool flags: retrying will not help; the run stops with what
+  to fix (:class:`EndpointError`), never scoring every task as an error.
 - connection errors, timeouts, 408, 409, 429, 5xx: retried with exponential backoff (honouring ``Retry-After``)
   for a window (10 minutes by default, so a vLLM restart does not end an overnight run), then the clean stop for
   ``--resume`` (:class:`InfraError`).
@@ -121,4 +122,21 @@ def classify(exc: openai.APIStatusError, where: str, model: str, attempts: int, 
         return EndpointError(f"{where}: not found (404: {message}) for model {model!r}: check --base-url (it ends "
                              "in /v1 for vLLM) and that --model is the served name (`videvolve doctor` lists "
                              "the served models).")
+    if status == 400 and server_misconfigured(message):
+        return EndpointError(f"{where}: the server cannot take tool calls ({status}: {message}). Restart vLLM with "
+                             f"{TOOL_FLAGS} (videvolve serve-vllm sets them); finished work is kept, continue with "
+                             "--resume.")
     return RequestRejected(f"{where} rejected the request ({status}) for model {model}: {message}")
+
+
+TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser hermes"
+
+
+def server_misconfigured(message: str) -> bool:
+    """Whether a 400 blames the server's start-up flags, not the request.
+
+    vLLM 0.34 without a tool parser answers every request that carries tools with ``"auto" tool choice requires
+    --enable-auto-tool-choice and --tool-call-parser to be set`` (or ``tool_choice=... requires --tool-call-parser
+    to be set``): vllm/renderers/online_renderer.py:264-290.
+    """
+    return "--tool-call-parser to be set" in message

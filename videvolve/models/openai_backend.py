@@ -2,9 +2,9 @@
 
 Failures are classified in :mod:`videvolve.models.http_errors` (transient ones retried for a window, then a clean
 stop; a rejected request is that task's error). Before sending, a :class:`~videvolve.models.context.ContextGuard`
-refuses a request that would not fit the served context. A clip's frame count travels as vLLM's request-level
-``media_io_kwargs`` (the ``num_frames`` key of our ``video_url`` part is ours; vLLM would drop it and load 32
-frames). Tool calls left in the text are parsed here (:mod:`videvolve.models.toolcalls`).
+refuses a request that would not fit the served context. A clip is sent so that vLLM decodes every one of its
+frames, no more, no fewer (:func:`media_request`). Tool calls left in the text are parsed here
+(:mod:`videvolve.models.toolcalls`).
 """
 
 from __future__ import annotations
@@ -60,11 +60,34 @@ def _to_langchain(messages: list[Message]) -> list[BaseMessage]:
     return convert_to_messages(fixed)
 
 
-def media_request(messages: list[Message], family: str | None) -> tuple[list[Message], dict[str, Any]]:
+VIDEO_BACKEND = "opencv"
+"""vLLM's uniform loader (``VideoBackend``, registered as "opencv": vllm/multimodal/video.py:201-239)."""
+
+
+def media_request(messages: list[Message], family: str | None = None) -> tuple[list[Message], dict[str, Any]]:
     """Messages without our ``num_frames`` keys, and the ``extra_body`` that makes vLLM decode exactly those frames.
 
-    ``{"media_io_kwargs": {"video": {"num_frames": n, "fps": -1}}}``, plus ``mm_processor_kwargs:
-    {"do_sample_frames": false}`` for Qwen3-VL, whose processor would otherwise re-sample at 2 fps.
+    Our clips hold exactly the metered frames, so the server must decode all of them and the processor keep them
+    (vLLM 0.34; the mimic, :mod:`videvolve.models.sim.qwen_rules`, implements the same rules):
+
+    - Left alone, vLLM picks the loader of the checkpoint's video processor (vllm/multimodal/media/connector.py:
+      581-585): ``Qwen2VLVideoBackend`` for Qwen2.5-VL, ``Qwen3VLVideoBackend`` for Qwen3-VL
+      (vllm/multimodal/video.py:602-662, 362-404). Both ignore ``num_frames`` and sample ``total / fps_src * fps``
+      frames (fps default 2, at most 30) clamped to [4, 768]; Qwen2.5-VL floors to an even count. So
+      ``{"num_frames": n, "fps": -1}`` alone decodes 4 frames of any clip, and no fps can give an odd count on
+      Qwen2.5-VL nor every frame of a clip above 30 fps. Those backends are not the route.
+    - A request-level ``video_backend`` is honoured: the checkpoint's is used only when none is given
+      (connector.py:582); ``VideoMediaIO.merge_kwargs`` strips it only for GPU backends not configured at start-up
+      (vllm/multimodal/media/video.py:49-68). ``"opencv"`` (``VideoBackend``) decodes ``min(num_frames, total)``
+      frames, all of them when that is the total (video.py:216-237): with ``num_frames = n`` and ``fps = -1``,
+      every frame of our n-frame clip. Naming both keys also drops a server default of either
+      (media/video.py:73-80).
+    - Every frame decoded marks the metadata ``do_sample_frames: True`` (video.py:186-195). Qwen2.5-VL drops it
+      (vllm/model_executor/models/qwen2_5_vl.py:1226-1229; ``Qwen2VLVideoProcessor`` does not sample by default),
+      but Qwen3-VL would re-sample at 2 fps (qwen3_vl.py:1100-1130, 1514-1519) unless the request's
+      ``mm_processor_kwargs.videos_kwargs.do_sample_frames`` is false, which wins (qwen3_vl.py:1514). It is sent to
+      both families (a scoped key, as vLLM's own ``decisions/strategies.py:1177`` sends it), so a checkpoint that
+      turns sampling on cannot re-sample either.
     """
     counts: set[int] = set()
     out: list[Message] = []
@@ -85,10 +108,9 @@ def media_request(messages: list[Message], family: str | None) -> tuple[list[Mes
     if len(counts) > 1:
         raise RequestRejected(f"clips of different frame counts {sorted(counts)} in one request: vLLM's "
                               "media_io_kwargs sets one count per request; send one clip per request")
-    extra: dict[str, Any] = {"media_io_kwargs": {"video": {"num_frames": counts.pop(), "fps": -1}}}
-    if family == "qwen3-vl":
-        extra["mm_processor_kwargs"] = {"do_sample_frames": False}
-    return out, extra
+    video = {"video_backend": VIDEO_BACKEND, "num_frames": counts.pop(), "fps": -1}
+    return out, {"media_io_kwargs": {"video": video},
+                 "mm_processor_kwargs": {"videos_kwargs": {"do_sample_frames": False}}}
 
 
 class ChatModelVLM:

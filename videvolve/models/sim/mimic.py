@@ -67,6 +67,8 @@ class Faults:
         self.failed = 0
         self.rejects: list[int] = []
         """Statuses the next requests get (after counting, before decoding): a 422 or 413 on demand."""
+        self.dead = 0
+        """Chat requests still to answer as a dead engine (500; ``/health`` 503 meanwhile)."""
 
     def open_window(self, seconds: float) -> None:
         """Answer 503 for the next ``seconds`` seconds (the server is restarting)."""
@@ -77,6 +79,15 @@ class Faults:
         """A status queued for this request, if any."""
         with self._lock:
             return self.rejects.pop(0) if self.rejects else None
+
+    def die_now(self) -> bool:
+        """Whether this request meets a dead engine."""
+        with self._lock:
+            if self.dead > 0:
+                self.dead -= 1
+                self.failed += 1
+                return True
+        return False
 
     def fail_now(self) -> bool:
         """Whether this request gets a 503."""
@@ -103,6 +114,10 @@ def merge_video_kwargs(defaults: dict[str, Any], request: dict[str, Any] | None)
 
 
 def _data_bytes(url: Any, param: str) -> bytes:
+    """A data URL's bytes, as ``MediaConnector._load_data_url`` reads them (multimodal/media/connector.py:328-346).
+
+    Bad base64 is pybase64's ``binascii.Error``, a ValueError, hence a 400 (serve/exception_handling/error_response.py).
+    """
     if not isinstance(url, str) or not url[:5].lower() == "data:":
         raise MimicError(400, "the mimic server takes base64 data URLs only", "BadRequestError", param)
     spec, sep, data = url[5:].partition(",")
@@ -113,37 +128,57 @@ def _data_bytes(url: Any, param: str) -> bytes:
     try:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise MimicError(422, f"Failed to load media from data URL: {exc}", "UnprocessableEntityError",
-                         param) from exc
+        raise MimicError(400, str(exc), "BadRequestError") from exc
 
 
 def decode_image(url: Any) -> Image.Image:
-    """An image data URL, or 422 as vLLM answers for undecodable media."""
+    """An image data URL, or vLLM's 400 ``Failed to load image: ...`` (multimodal/media/image.py:97-108)."""
     raw = _data_bytes(url, "image_url")
     try:
         image = Image.open(io.BytesIO(raw))
         image.load()
         return image.convert("RGB")
-    except (OSError, ValueError) as exc:
-        raise MimicError(422, f"Failed to load image from data URL: {exc}", "UnprocessableEntityError",
-                         "image_url") from exc
+    except (OSError, SyntaxError, RuntimeError, ValueError) as exc:
+        raise MimicError(400, f"Failed to load image: {exc}", "BadRequestError") from exc
 
 
 def decode_video(url: Any) -> tuple[int, float, int, int]:
-    """A video data URL decoded: (frames, frame rate, width, height); 422 when it does not decode."""
+    """A video data URL's (frames, frame rate, width, height), as vLLM's OpenCV decoder reads them.
+
+    400 ``Could not open video stream`` when it does not open (multimodal/video_decoders/opencv.py:71-76).
+    """
     raw = _data_bytes(url, "video_url")
     try:
         with av.open(io.BytesIO(raw), mode="r") as container:
             stream = container.streams.video[0]
             sizes = [(f.width, f.height) for f in container.decode(stream)]
-            rate = float(stream.average_rate or stream.guessed_rate or 0) or 1.0
+            rate = float(stream.average_rate or stream.guessed_rate or 0)
     except (av.FFmpegError, IndexError, ValueError) as exc:
-        raise MimicError(422, f"Failed to load video from data URL: {exc}", "UnprocessableEntityError",
-                         "video_url") from exc
+        raise MimicError(400, "Could not open video stream", "BadRequestError") from exc
     if not sizes:
-        raise MimicError(422, "Failed to load video from data URL: no frames", "UnprocessableEntityError",
-                         "video_url")
+        raise MimicError(400, "Could not determine the number of video frames", "BadRequestError")
     return len(sizes), rate, *sizes[0]
+
+
+def check_tool_choice(payload: dict[str, Any], s: MimicSettings) -> None:
+    """The 400 vLLM gives for tools the server cannot parse.
+
+    Tools without ``tool_choice`` default it to "auto" (entrypoints/openai/chat_completion/protocol.py:990-992); with
+    no tool parser loaded, "auto" needs ``--enable-auto-tool-choice`` and ``--tool-call-parser``, and "required" or
+    a named tool needs ``--tool-call-parser`` (renderers/online_renderer.py:264-290).
+    """
+    tools = payload.get("tools") or None
+    choice = payload.get("tool_choice", "auto" if tools else None)
+    if choice in (None, "none"):
+        return
+    if s.tool_call_parser is None:
+        if choice == "auto" and not s.enable_auto_tool_choice:
+            raise MimicError(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to '
+                             "be set", "BadRequestError")
+        if choice != "auto":
+            named = isinstance(choice, dict) and (choice.get("function") or {}).get("name")
+            desc = f'function "{named}"' if named else f'"{choice}"'
+            raise MimicError(400, f"tool_choice={desc} requires --tool-call-parser to be set", "BadRequestError")
 
 
 class Prepared(BaseModel):
@@ -151,8 +186,20 @@ class Prepared(BaseModel):
 
     prompt_tokens: int
     mm_tokens: int
-    videos: list[dict[str, int]] = Field(default_factory=list)
-    """Per video: frames the loader decoded and frames the processor kept."""
+    videos: list[dict[str, Any]] = Field(default_factory=list)
+    """Per video: the loader that decoded it, frames it decoded and frames the processor kept."""
+
+
+def _sampling_kwargs(payload: dict[str, Any]) -> tuple[bool | None, float | None]:
+    """(do_sample_frames, fps) the request gives the video processor.
+
+    Scoped ``videos_kwargs`` win over flat keys (``get_merged_mm_kwargs``, multimodal/processing/context.py:376-400).
+    """
+    kwargs = payload.get("mm_processor_kwargs") or {}
+    scoped = kwargs.get("videos_kwargs") or {}
+    sample = scoped.get("do_sample_frames", kwargs.get("do_sample_frames"))
+    fps = scoped.get("fps", kwargs.get("fps"))
+    return (None if sample is None else bool(sample)), (None if fps is None else float(fps))
 
 
 def prepare(payload: dict[str, Any], s: MimicSettings) -> Prepared:
@@ -171,7 +218,9 @@ def prepare(payload: dict[str, Any], s: MimicSettings) -> Prepared:
                              "`--limit-mm-per-prompt` to increase this limit.", "BadRequestError", modality)
     video_kwargs = merge_video_kwargs(s.media_io_kwargs.get("video", {}),
                                       (payload.get("media_io_kwargs") or {}).get("video"))
-    sample = (payload.get("mm_processor_kwargs") or {}).get("do_sample_frames")
+    # connector.py:581-585: the checkpoint's loader only when neither the server nor the request names one
+    backend = str(video_kwargs.pop("video_backend", None) or qwen_rules.VIDEO_BACKENDS[s.family])
+    sample, sampled_fps = _sampling_kwargs(payload)
     text = json.dumps(payload.get("tools") or []) if payload.get("tools") else ""
     mm_tokens, videos = 0, []
     for m in messages:
@@ -186,20 +235,39 @@ def prepare(payload: dict[str, Any], s: MimicSettings) -> Prepared:
                 mm_tokens += qwen_rules.image_tokens(proc, *image.size)
             elif p.get("type") == "video_url":
                 total, rate, w, h = decode_video((p.get("video_url") or {}).get("url"))
-                loaded = qwen_rules.loader_indices(total, total / rate, int(video_kwargs.get("num_frames", 32)),
-                                                   float(video_kwargs.get("fps", -1)))
-                kept = qwen_rules.processor_indices(proc, loaded, total, rate, sample)
-                mm_tokens += qwen_rules.video_tokens(proc, w, h, kept, rate)
-                videos.append({"loaded": len(loaded), "kept": len(kept)})
+                fps = video_kwargs.get("fps")
+                try:
+                    loaded = qwen_rules.loader_indices(backend, total, rate, int(video_kwargs.get("num_frames", 32)),
+                                                       None if fps is None else float(fps))
+                except qwen_rules.LoaderError as exc:
+                    raise MimicError(400, str(exc), "BadRequestError") from exc
+                kept = qwen_rules.processor_indices(proc, loaded, total, rate or 24.0, sample, sampled_fps)
+                mm_tokens += qwen_rules.video_tokens(proc, w, h, kept, rate or 24.0)
+                videos.append({"backend": backend, "loaded": len(loaded), "kept": len(kept)})
             else:
                 text += str(p.get("text", ""))
     prompt_tokens = 4 * len(messages) + 3 + qwen_rules.text_tokens(text) + mm_tokens
-    if prompt_tokens > s.max_model_len:
-        raise MimicError(400, f"This model's maximum context length is {s.max_model_len} tokens. However, your "
+    check_context(prompt_tokens, s.max_model_len, media=mm_tokens > 0)
+    return Prepared(prompt_tokens=prompt_tokens, mm_tokens=mm_tokens, videos=videos)
+
+
+def check_context(prompt_tokens: int, max_model_len: int, media: bool) -> None:
+    """The refusals (as vLLM words them) of a prompt that does not leave one token to generate.
+
+    Text alone is checked when tokenized (renderers/params.py:533-552); with media the placeholders expand later and
+    ``get_max_tokens`` refuses (entrypoints/serve/utils/api_utils.py:248-252). A prompt of exactly
+    ``max_model_len`` tokens leaves ``max_tokens`` 0, which ``SamplingParams`` refuses (sampling_params.py:695-700).
+    """
+    if prompt_tokens > max_model_len and not media:
+        raise MimicError(400, f"This model's maximum context length is {max_model_len} tokens. However, your "
                          f"prompt contains {prompt_tokens} input tokens, which exceeds this limit even without any "
                          "output tokens. Please reduce the length of the input prompt.", "BadRequestError",
                          "input_tokens")
-    return Prepared(prompt_tokens=prompt_tokens, mm_tokens=mm_tokens, videos=videos)
+    if prompt_tokens > max_model_len:
+        raise MimicError(400, f"Input length ({prompt_tokens}) exceeds model's maximum context length "
+                         f"({max_model_len}).", "BadRequestError")
+    if prompt_tokens == max_model_len:
+        raise MimicError(400, "max_tokens must be at least 1, got 0.", "BadRequestError", "max_tokens")
 
 
 def hermes_text(reply: Reply) -> str:

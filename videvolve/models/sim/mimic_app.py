@@ -2,7 +2,10 @@
 
 Besides vLLM's routes it serves ``GET /mimic/stats`` (requests, prompt tokens, the frames each video was decoded
 to) and ``POST /mimic/faults`` (``{"unavailable_s": 20}`` opens a restart window of 503s, ``{"burst": 3}`` fails
-the next three requests, ``{"status": 422, "count": 1}`` rejects the next one), unauthenticated like vLLM's ``/health``.
+the next three requests, ``{"status": 422, "count": 1}`` rejects the next one, ``{"dead": 2}`` answers the next two
+chat requests as a dead engine does: 500 with ``EngineDeadError.CLIENT_MESSAGE`` while ``/health`` answers 503,
+entrypoints/serve/instrumentator/health.py:23-33), unauthenticated like vLLM's ``/health``. vLLM itself sends no
+``Retry-After`` anywhere; ``MimicSettings.retry_after`` adds one only to test a proxy that does.
 """
 
 from __future__ import annotations
@@ -15,13 +18,21 @@ import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from videvolve.errors import ModelRequestError
 from videvolve.models.base import VLM
 from videvolve.models.sim import qwen_rules
-from videvolve.models.sim.mimic import Faults, MimicError, MimicSettings, hermes_text, message_of, prepare
+from videvolve.models.sim.mimic import (
+    Faults,
+    MimicError,
+    MimicSettings,
+    check_tool_choice,
+    hermes_text,
+    message_of,
+    prepare,
+)
 
 
 def _unavailable(retry_after: float | None) -> JSONResponse:
@@ -47,8 +58,9 @@ def create_mimic_app(model: str, s: MimicSettings, backend: VLM, api_key: str | 
         return await call_next(request)
 
     @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health() -> Response:
+        # an empty 200, or 503 while the engine is dead (entrypoints/serve/instrumentator/health.py:23-33)
+        return Response(status_code=503 if faults.dead else 200)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -68,6 +80,7 @@ def create_mimic_app(model: str, s: MimicSettings, backend: VLM, api_key: str | 
             faults.open_window(float(body["unavailable_s"]))
         faults.burst += int(body.get("burst", 0))
         faults.rejects += [int(body["status"])] * int(body.get("count", 1)) if body.get("status") else []
+        faults.dead += int(body.get("dead", 0))
         return {"ok": True}
 
     @app.post("/v1/chat/completions")
@@ -76,6 +89,9 @@ def create_mimic_app(model: str, s: MimicSettings, backend: VLM, api_key: str | 
             stats["requests"] += 1
         if faults.fail_now():
             return _unavailable(s.retry_after)
+        if faults.die_now():
+            return JSONResponse(status_code=500, content=MimicError(
+                500, "The server had an error while processing your request.", "InternalServerError").body())
         if s.slow_ms:
             await asyncio.sleep(s.slow_ms / 1000)
         try:
@@ -94,8 +110,10 @@ def create_mimic_app(model: str, s: MimicSettings, backend: VLM, api_key: str | 
             return JSONResponse(status_code=exc.status, content=exc.body())
 
     def _complete(payload: dict[str, Any]) -> dict[str, Any]:
-        if payload.get("model") != model:
-            raise MimicError(404, f"The model `{payload.get('model')}` does not exist.", "NotFoundError")
+        if payload.get("model") != model:  # entrypoints/serve/engine/serving.py:75-84
+            raise MimicError(404, f"The model `{payload.get('model')}` does not exist. Valid aliases: {model}.",
+                             "NotFoundError", "model")
+        check_tool_choice(payload, s)
         prepared = prepare(payload, s)
         try:
             reply = backend.complete(payload["messages"], payload.get("tools"))

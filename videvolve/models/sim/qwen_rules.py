@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from videvolve.errors import VidevolveError
+
 
 @dataclass(frozen=True)
 class Processor:
@@ -86,32 +88,98 @@ def image_tokens(p: Processor, width: int, height: int) -> int:
     return (h // p.patch_size) * (w // p.patch_size) // p.merge_size**2 + 2
 
 
-def loader_indices(total: int, duration: float, num_frames: int = 32, fps: float = -1) -> list[int]:
-    """The frames vLLM's loader decodes (``compute_frames_index_to_sample``; 32 by default)."""
-    n = total
-    if num_frames > 0:
-        n = min(num_frames, total)
-    if fps > 0:
-        n = min(n, math.floor(duration * fps))
-    n = max(1, n)
-    if n == total:
-        return list(range(n))
-    return [int(i) for i in np.linspace(0, total - 1, n, dtype=int)]
+VIDEO_BACKENDS = {"qwen2.5-vl": "qwen2_vl", "qwen3-vl": "qwen3_vl"}
+"""The loader vLLM picks when a request names none: ``fetch_video`` (multimodal/media/connector.py:581-585) asks
+``get_video_loader_backend_for_processor`` for the checkpoint's video processor class, read by
+``get_video_processor_cls_name_from_config`` (transformers_utils/processor.py:166-191): Qwen3-VL's
+video_preprocessor_config.json names ``Qwen3VLVideoProcessor`` (registered to ``qwen3_vl``,
+multimodal/video.py:362-365);
+Qwen2.5-VL ships none, so its model_type ``qwen2_5_vl`` maps through transformers' VIDEO_PROCESSOR_MAPPING_NAMES to
+``Qwen2VLVideoProcessor`` (registered to ``qwen2_vl``, multimodal/video.py:602-605)."""
+
+GENERIC_BACKEND = "opencv"
+"""``VideoBackend``, the uniform sampler (multimodal/video.py:201-239), under its registered name."""
+
+
+class LoaderError(VidevolveError, ValueError):
+    """A video the loader refuses (vLLM answers 400 with this text)."""
+
+
+def loader_indices(backend: str, total: int, source_fps: float, num_frames: int = 32,
+                   fps: float | None = None) -> list[int]:
+    """The frame indices vLLM's video loader ``backend`` decodes from a clip of ``total`` frames at ``source_fps``.
+
+    ``num_frames`` is ``VideoMediaIO``'s (32 unless the merged media_io_kwargs set it, multimodal/media/video.py:
+    100-104); ``fps`` is the merged kwarg, None when absent (each backend's ``load_bytes`` default then applies).
+    """
+    duration = total / source_fps if source_fps > 0 else 0.0
+    if backend == GENERIC_BACKEND:
+        # VideoBackend.compute_frames_index_to_sample (multimodal/video.py:216-239): the smaller of num_frames and
+        # floor(duration * fps); every frame when that is all of them, else a uniform linspace. load_bytes: fps -1.
+        target_fps = -1.0 if fps is None else fps
+        n = total
+        if num_frames > 0:
+            n = min(num_frames, total)
+        if target_fps > 0:
+            n = min(n, math.floor(duration * target_fps))
+        n = max(1, n)
+        if n == total:
+            return list(range(n))
+        return [int(i) for i in np.linspace(0, total - 1, n, dtype=int)]
+    if backend == "qwen3_vl":
+        # Qwen3VLVideoBackend (multimodal/video.py:366-404): num_frames ignored; fps default 2 (load_bytes, :410),
+        # at most 30; int(total / source_fps * fps) clamped to [4, 768] and to total; rounded linspace.
+        # An unknown source rate (0) is taken as 24 (:369-376).
+        rate = source_fps if source_fps > 0 else 24.0
+        target = min(2.0 if fps is None else fps, 30)
+        n = int(total / rate * target)
+        n = min(max(n, 4), 768, total)
+        return [int(i) for i in np.linspace(0, total - 1, n).round().astype(int)]
+    if backend == "qwen2_vl":
+        # Qwen2VLVideoBackend (multimodal/video.py:606-662): num_frames ignored; fps default 2 (load_bytes, :667),
+        # at most 30; total / source_fps * fps clamped to [4, max_frames] and to total, max_frames being
+        # min(768, total) floored to an even count, and the count floored to even (temporal_patch_size 2).
+        if source_fps <= 0:
+            raise LoaderError("Qwen2-VL video sampling needs a known source fps, but the container reported 0 "
+                              "(variable or unknown frame rate).")
+        max_frames = math.floor(min(768, total) / 2) * 2
+        target = min(2.0 if fps is None else fps, 30)
+        m = min(max(total / source_fps * target, 4), max_frames, total)
+        n = math.floor(m / 2) * 2
+        if n <= 0:
+            raise LoaderError(f"cannot sample {n} frames from a {total}-frame video (torch.arange step is zero)")
+        # torch.arange(0, total, total / n).int(), the tail clamped to total - 1 (:657-661); float32 values
+        step = total / n
+        count = math.ceil(total / step)
+        values = (np.arange(count, dtype=np.float64) * step).astype(np.float32)
+        return [min(int(v), total - 1) for v in values]
+    raise LoaderError(f"the mimic models the video loaders {GENERIC_BACKEND!r}, 'qwen2_vl' and 'qwen3_vl', not "
+                      f"{backend!r}")
 
 
 def processor_indices(p: Processor, loaded: list[int], total: int, source_fps: float,
-                      do_sample_frames: bool | None) -> list[int]:
-    """The frames the processor keeps (Qwen2.5-VL: all the loader gave).
+                      do_sample_frames: bool | None, sampled_fps: float | None = None) -> list[int]:
+    """The frames the Hugging Face video processor keeps of those the loader decoded.
 
-    Qwen3-VL re-samples at 2 fps within [min_frames, max_frames] when the loader read every frame (or when asked).
+    The loader's metadata says ``do_sample_frames = len(loaded) == total`` (multimodal/video.py:186-195). Qwen2.5-VL:
+    vLLM drops that key (model_executor/models/qwen2_5_vl.py:1226-1229) and ``Qwen2VLVideoProcessor`` does not
+    sample by default (transformers qwen2_vl/video_processing_qwen2_vl.py: ``do_sample_frames = False``), so every
+    decoded frame is kept unless the request asks. Qwen3-VL: the request's ``videos_kwargs.do_sample_frames`` wins,
+    else the metadata's (model_executor/models/qwen3_vl.py:1514-1519); sampling re-picks
+    ``int(total / fps * 2)`` frames clamped to [4, 768] (qwen3_vl.py:1107-1130).
     """
-    if not p.timestamps:
-        return loaded
     if do_sample_frames is None:
-        do_sample_frames = len(loaded) == total
+        do_sample_frames = False if not p.timestamps else len(loaded) == total
     if not do_sample_frames:
         return loaded
-    n = int(total / source_fps * p.video_fps)
+    rate = sampled_fps or p.video_fps
+    if not p.timestamps:
+        # Qwen2VLVideoProcessor.sample_frames (fps mode), over the decoded frames
+        count = len(loaded)
+        max_frames = math.floor(min(p.max_frames, count) / 2) * 2
+        n = math.floor(min(max(count / source_fps * rate, p.min_frames), max_frames, count) / 2) * 2
+        return [loaded[int(i)] for i in np.arange(0, count, count / max(n, 1))][:max(n, 1)]
+    n = int(total / source_fps * rate)
     n = min(min(max(n, p.min_frames), p.max_frames), total)
     return [int(i) for i in np.linspace(0, total - 1, n).round().astype(int)]
 
@@ -132,8 +200,11 @@ def video_tokens(p: Processor, width: int, height: int, indices: list[int], sour
     idx = list(indices) + [indices[-1]] * (-n % p.temporal_patch_size)
     secs = [idx[i] / source_fps for i in range(len(idx))]
     stamps = [(secs[i] + secs[i + p.temporal_patch_size - 1]) / 2 for i in range(0, len(secs), p.temporal_patch_size)]
-    # '<', each digit and the dot, ' seconds', '>' (Qwen's tokenizer splits digits one by one)
-    return sum(len(f"{t:.1f}") + 3 + 1 + per_group + 1 for t in stamps)
+    # per frame pair: '<', each digit and the dot, ' seconds', '>' (Qwen's tokenizer splits digits one by one),
+    # vision_start, the group's tokens, vision_end (Qwen3VLMultiModalProcessor.get_video_repl, qwen3_vl.py:1757-1806);
+    # and the prompt's own <|vision_start|>/<|vision_end|> around the whole video, which transformers >= 5.10 keeps
+    # (only <|video_pad|> is replaced: qwen3_vl.py:1732-1741 and 1412-1418): +2
+    return 2 + sum(len(f"{t:.1f}") + 3 + 1 + per_group + 1 for t in stamps)
 
 
 def text_tokens(text: str) -> int:
