@@ -184,7 +184,7 @@ SPEECH_FRACTIONS = {"train": 0.375, "selection": 0.1875, "test": 0.4375}
 
 
 def _tokens(rs: list, key: str) -> float:
-    return sum(r.usage.get(key, 0) for r in rs) / len(rs) if rs else 0.0
+    return sum(getattr(r.usage, key) for r in rs) / len(rs) if rs else 0.0
 
 
 def speech_rows(tasks: list, seed_res: list, best_res: list) -> list[list[str]]:

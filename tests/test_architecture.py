@@ -18,7 +18,7 @@ MAX_LINES = 400
 LAYERS: dict[str, float] = {
     "errors": 0, "config": 0,
     "media": 1,
-    "tasks": 2,
+    "tasks": 2, "usage": 2,
     "metrics": 3, "datasets": 3, "models": 4, "memory": 4,
     "skill_library": 5,
     "evaluation": 6,

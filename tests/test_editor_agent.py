@@ -95,7 +95,7 @@ def test_trials_cost_what_the_gate_counts_text_included(small_world, tmp_path, s
     tools = workspace(small_world, tmp_path, seed, n=1)
     first = next(iter(tools.env.tasks))
     base = tools.env.parent_results[first]
-    reading = base.model_copy(update={"usage": {**base.usage, "transcript_tokens": 1000}})
+    reading = base.model_copy(update={"usage": base.usage.model_copy(update={"transcript_tokens": 1000})})
     tools.env.cost_metric, tools.env.text_weight = "visual_tokens+text", 0.5
     visual = _visual_tokens(base)
     assert tools._cost(reading) == pytest.approx(visual + 500)
@@ -108,7 +108,7 @@ def test_trials_cost_what_the_gate_counts_text_included(small_world, tmp_path, s
 
 
 def _visual_tokens(r) -> int:
-    return sum(int(r.usage.get(k, 0)) for k in ("image_tokens", "video_tokens", "ocr_tokens"))
+    return r.usage.image_tokens + r.usage.video_tokens + r.usage.ocr_tokens
 
 
 def test_probe_refuses_a_question_with_the_gold_answer_and_passes_another(small_world, tmp_path, seed):

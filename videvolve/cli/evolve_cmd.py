@@ -19,6 +19,7 @@ from videvolve.cli.flags import add_settings, build, given
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import InputNotFoundError, UsageError
 from videvolve.search.history import GateEntry, entries
+from videvolve.usage import Spend
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -196,12 +197,8 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
 
 def _ledger(spent: dict[str, float]) -> str:
-    """Model calls paid for, with the editor's and the agent investigator's own shares, and visual tokens sent."""
-    shares = [f"{who} {int(calls)} call(s), {int(spent.get(f'{who}_cache_hits', 0))} from the cache"
-              for who in ("editor", "investigator") if (calls := spent.get(f"{who}_calls", 0))]
-    own = f" ({'; '.join(shares)})" if shares else ""
-    return (f"{int(spent.get('model_calls', 0)):,} model calls{own}, "
-            f"{int(spent.get('visual_tokens', 0)):,} visual tokens")
+    """Model calls paid for, with the editor's and the agent investigator's own shares, and tokens sent."""
+    return Spend.from_state(spent).line()
 
 
 SILENT_EDITOR = 4

@@ -26,6 +26,7 @@ from videvolve.models.cache import MeteredVLM
 from videvolve.nodes.sessions import Sessions
 from videvolve.search.gate import rule_text
 from videvolve.search.history import entries, for_editor
+from videvolve.usage import Spend
 
 
 def editor_input(run: Run, state: State) -> EditorInput:
@@ -109,21 +110,13 @@ def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         run.event(it, "edit", "no proposal", parent=parent, why=why,
                   workspace=_rel(run, str(sessions.opened[-1].root)) if sessions.opened else None)
     return {"candidates": candidates, "operators": operators, "dropped": dropped, "feedback": None,
-            "no_proposal": why, "spent": _add(sessions.spent(), _editor_calls(editor))}
+            "no_proposal": why, "spent": (sessions.spent() + _editor_calls(editor)).to_state()}
 
 
-def _add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in {*a, *b}}
-
-
-def _editor_calls(editor: Editor) -> dict[str, float]:
+def _editor_calls(editor: Editor) -> Spend:
     """The editor model's own ledger (calls paid for count against --max-calls; cache hits cost nothing)."""
     model = getattr(editor, "vlm", None)
-    if not isinstance(model, MeteredVLM):
-        return {}
-    paid = model.ledger["calls"] - model.ledger["cache_hits"]
-    return {"editor_calls": model.ledger["calls"], "editor_cache_hits": model.ledger["cache_hits"],
-            "model_calls": paid}
+    return Spend.of_model("editor", model.ledger) if isinstance(model, MeteredVLM) else Spend()
 
 
 def _rel(run: Run, workspace: str) -> str | None:

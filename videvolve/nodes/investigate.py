@@ -17,6 +17,7 @@ from videvolve.investigator.agent import AgentInvestigator
 from videvolve.memory.records import Diagnosis
 from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM
+from videvolve.usage import Spend
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +65,9 @@ def investigate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if agent is not None:
         extra["investigators"] = {k: sum(d.investigator == k for d in diagnoses) for k in ("agent", "procedure")}
     run.event(it, "investigate", "diagnoses", categories=counts, probe_cost=inv.ledger, **extra)
-    ledger = inv.ledger
-    spent = {"model_calls": float(ledger["model_calls"]), "visual_tokens": float(ledger["image_tokens"]),
-             "probe_frames": float(ledger["frames"])}
+    ledger = inv.ledger  # the probes' visual tokens are its "image_tokens" (probes show frames and clips)
+    spend = Spend(model_calls=ledger["model_calls"], visual_tokens=ledger["image_tokens"],
+                  probe_frames=ledger["frames"])
     if agent is not None:  # the agent's own calls count against --max-calls; replies from the cache cost nothing
-        calls, hits = agent.model.ledger["calls"], agent.model.ledger["cache_hits"]
-        spent.update(investigator_calls=calls, investigator_cache_hits=hits,
-                     model_calls=spent["model_calls"] + calls - hits)
-    return {"diagnoses": [d.id for d in diagnoses], "spent": spent}
+        spend += Spend.of_model("investigator", agent.model.ledger)
+    return {"diagnoses": [d.id for d in diagnoses], "spent": spend.to_state()}

@@ -14,20 +14,21 @@ from videvolve.graph.state import State
 from videvolve.memory.records import RevisionOutcome
 from videvolve.search.history import GateEntry, entries
 from videvolve.search.tree import record_children
+from videvolve.usage import Spend
 
 
 def _stop_reason(run: Run, state: State, iteration: int) -> str | None:
     ctx = run.ctx
-    spent = state.get("spent", {})
+    spent = Spend.from_state(state.get("spent"))
     if (run.root / "STOP").exists():
         return "STOP file"
     if iteration >= ctx.iterations:
         return f"{ctx.iterations} iterations"
     if ctx.hours is not None and time.time() - state.get("started_at", time.time()) >= ctx.hours * 3600:
         return f"{ctx.hours} hours"
-    if ctx.max_calls is not None and spent.get("model_calls", 0) >= ctx.max_calls:
+    if ctx.max_calls is not None and spent.model_calls >= ctx.max_calls:
         return f"--max-calls {ctx.max_calls}"
-    if ctx.max_visual_tokens is not None and spent.get("visual_tokens", 0) >= ctx.max_visual_tokens:
+    if ctx.max_visual_tokens is not None and spent.visual_tokens >= ctx.max_visual_tokens:
         return f"--max-visual-tokens {ctx.max_visual_tokens}"
     return None
 
