@@ -318,3 +318,17 @@ def test_a_failed_smoke_run_goes_back_to_the_same_conversation(small_world, tmp_
     assert sent_back and "boom" in sent_back[0]["content"]  # the smoke run's error
     events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events if e["node"] == "validate"] == ["sent back", "passed"]
+
+
+def test_an_unreadable_tool_call_gets_its_parse_error_back_as_in_every_tool_loop(small_world, tmp_path, seed):
+    """One loop for every model-driven part: the editor answers a call it cannot read as the investigator does."""
+    tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0))
+    bad = Reply(text="", invalid_tool_calls=[{"name": "read_file", "args": "{path: TASK", "error": "not JSON"}])
+    vlm = Scripted([bad, bad, bad])
+    agent = AgentEditor(vlm, rounds=8)
+    agent.open = lambda inp, resume=False: tools
+    assert agent.propose(tools.inp) is None
+    answer = vlm.requests[1][-1]
+    assert answer["role"] == "user" and "could not be read (read_file: not JSON)" in answer["content"]
+    assert "every tool call of the editor model's last 3 rounds was refused" in (agent.last_failure or "")
+    assert len(vlm.requests) == 3 and tools.ledger.rounds == 3
