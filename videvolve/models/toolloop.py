@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-import openai
-
 from videvolve.errors import ModelRequestError
 from videvolve.models.base import VLM, Message, Reply, Tool, ToolCall
 
@@ -69,7 +67,7 @@ class ToolLoop(Generic[T]):
     def _ask(self) -> Reply | None:
         try:
             return self.vlm.complete(self.messages, self.schemas)
-        except (ModelRequestError, openai.APIError, ValueError) as exc:
+        except ModelRequestError as exc:
             self.failure = f"the {self.who} model failed: {str(exc)[:400]}"
             return None
 
