@@ -17,16 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from videvolve.editing.base import EditorInput, Proposal
-from videvolve.editing.tools import EditorTools, tool_schemas
+from videvolve.editing.taskdoc import render
+from videvolve.editing.tools import TOOLS, EditorTools, tool_schemas
 from videvolve.models.base import VLM, Reply, ToolCall
 from videvolve.models.toolloop import ToolLoop
 
-SYSTEM = """You are an engineer improving an executable harness that lets a frozen vision-language model answer
-questions about long videos. You work in a folder (the workspace) through tools only. Read TASK.md first: it states
-the goal, the gate that will judge your change, the rules and your budgets. Look at the traces of this batch's
-training tasks, edit files under candidate/ (edit_file for exact search/replace), test your change with trial, look
-at videos with probe when you need to see what the model saw, and finish with submit. Make changes that generalise
-to unseen questions; the gate judges on a held-out set."""
+SYSTEM = render("agent_system.md.j2", tool_names=", ".join(TOOLS)).strip()
 NUDGE = "Use the tools (the workspace is only reachable through them) and finish with submit."
 
 

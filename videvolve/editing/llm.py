@@ -12,22 +12,11 @@ from collections.abc import Callable
 from pydantic import BaseModel, Field, ValidationError
 
 from videvolve.editing.base import EditorInput, Proposal
+from videvolve.editing.taskdoc import EDITABLE_TEXT, allowed_imports, ctx_members, json_shape, render
 from videvolve.editing.tools import EditorTools
 from videvolve.models.base import VLM
 from videvolve.models.parsing import strip_think
-
-SYSTEM = """You improve an executable harness that lets a frozen vision-language model answer questions about long
-videos. The harness is a folder: SKILL.md (policy), config.toml, solver.py (def solve(task, ctx)), tools/<name>/.
-solver.py may import only math, json, re, itertools, statistics, collections, dataclasses, typing, functools and
-videvolve_sdk; it reaches media and the model only through ctx: ctx.frames(times, max_side), ctx.sheet(times, cols,
-cell_width), ctx.clip(start, end, fps), ctx.ask(observations, prompt=None, mode="answer"|"match"|"describe",
-target=None), ctx.parse_match(text), ctx.chat(messages, tools), ctx.config, ctx.tools, ctx.log(msg).
-A static check refuses getattr/hasattr/type/vars, "_" and dunder attributes, `case Cls(...)` patterns, async code
-and .format on anything but a string literal with plain fields (use f-strings).
-Every frame shown to the model costs. The gate's rule for this run is given with the failures.
-Reply with one JSON object only:
-{"rationale": str, "applies_when": str, "preserve": str, "edits": [{"path": str, "content": str}]}
-Each edit replaces a whole file; paths are relative to the harness folder."""
+from videvolve.skill_library.static_check import FORBIDDEN_NAMES
 
 
 class FileEdit(BaseModel):
@@ -44,6 +33,16 @@ class HarnessRevision(BaseModel):
     applies_when: str = Field(description="the conditions under which the change helps")
     preserve: str = Field(description="behaviour the change must keep")
     edits: list[FileEdit] = Field(description="files to write")
+
+
+def system_prompt() -> str:
+    """The LLM editor's system prompt, from its template and the code it describes (imports, ctx, reply shape)."""
+    refused = ", ".join(sorted(n for n in FORBIDDEN_NAMES if not n.startswith("_")))
+    return render("llm_system.md.j2", editable=EDITABLE_TEXT, allowed_imports=allowed_imports(),
+                  ctx_members=ctx_members(), refused_names=refused, reply_schema=json_shape(HarnessRevision)).strip()
+
+
+SYSTEM = system_prompt()
 
 
 def _prompt(inp: EditorInput) -> str:
