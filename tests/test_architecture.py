@@ -227,3 +227,11 @@ def test_a_child_cannot_report_an_unknown_or_infrastructure_error_kind() -> None
     assert _child_kind("budget") == ErrorKind.BUDGET
     assert _child_kind("nonsense") == ErrorKind.CRASH and _child_kind(None) == ErrorKind.CRASH
     assert _child_kind("unreachable") == ErrorKind.CRASH  # never an infrastructure stop from harness code
+
+
+def test_nodes_reach_their_services_through_protocols_not_attribute_names():
+    """The edit node once did ``hasattr``/``setattr(editor, "open", ...)``: the Editor protocol is all it uses."""
+    for path in (PACKAGE / "nodes").glob("*.py"):
+        calls = {n.func.id for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        assert not calls & {"hasattr", "setattr", "getattr"}, path.name

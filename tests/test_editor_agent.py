@@ -26,7 +26,7 @@ from videvolve.models.base import Reply, ToolCall
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness
-from videvolve.testing import serve_scripted_chat
+from videvolve.testing import OneWorkspace, serve_scripted_chat
 
 OLD = 'frames = ctx.frames(times, max_side=ctx.config.get("max_side"))'
 NEW = "frames = ctx.frames(times)  # full resolution"
@@ -189,8 +189,7 @@ def call(name: str, **args: Any) -> Reply:
 def test_agent_failures_end_the_proposal_with_the_reason(small_world, tmp_path, seed, replies, why):
     tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0))
     agent = AgentEditor(Scripted(list(replies)), rounds=4)
-    agent.open = lambda inp, resume=False: tools
-    assert agent.propose(tools.inp) is None
+    assert agent.propose(tools.inp, OneWorkspace(tools)) is None
     assert why in (agent.last_failure or ""), agent.last_failure
     lines = [json.loads(x) for x in (tools.root / "transcript.jsonl").read_text().splitlines()]
     assert lines[-1]["kind"] == "failure" and why in lines[-1]["reason"]
@@ -205,16 +204,14 @@ def test_an_endpoint_down_for_good_stops_the_run_instead_of_ending_the_proposal(
     """Infrastructure is never the editor's failure: the error reaches the driver, which stops for --resume."""
     tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0))
     agent = AgentEditor(Down([]), rounds=4)
-    agent.open = lambda inp, resume=False: tools
     with pytest.raises(InfraError, match="failed after 9 retries"):
-        agent.propose(tools.inp)
+        agent.propose(tools.inp, OneWorkspace(tools))
 
 
 def test_agent_times_out(small_world, tmp_path, seed):
     tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0, timeout_s=0.0))
     agent = AgentEditor(Scripted([call("list_files")]), rounds=4)
-    agent.open = lambda inp, resume=False: tools
-    assert agent.propose(tools.inp) is None and "timed out" in (agent.last_failure or "")
+    assert agent.propose(tools.inp, OneWorkspace(tools)) is None and "timed out" in (agent.last_failure or "")
 
 
 def test_agent_editor_with_sim_and_no_endpoint_refuses_at_start(small_world, tmp_path, seed):
@@ -326,8 +323,7 @@ def test_an_unreadable_tool_call_gets_its_parse_error_back_as_in_every_tool_loop
     bad = Reply(text="", invalid_tool_calls=[{"name": "read_file", "args": "{path: TASK", "error": "not JSON"}])
     vlm = Scripted([bad, bad, bad])
     agent = AgentEditor(vlm, rounds=8)
-    agent.open = lambda inp, resume=False: tools
-    assert agent.propose(tools.inp) is None
+    assert agent.propose(tools.inp, OneWorkspace(tools)) is None
     answer = vlm.requests[1][-1]
     assert answer["role"] == "user" and "could not be read (read_file: not JSON)" in answer["content"]
     assert "every tool call of the editor model's last 3 rounds was refused" in (agent.last_failure or "")

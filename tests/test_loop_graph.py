@@ -115,7 +115,7 @@ def test_llm_editor_revision_is_validated_gated_recorded_and_a_broken_one_droppe
         revision("def solve(task, ctx:\n    return 'A'\n", "broken on purpose"),
         revision("def solve(task, ctx:\n    return 'B'\n", "still broken"),
     ])
-    monkeypatch.setattr(edit_module, "make_editor", lambda run: LLMEditor(model))
+    monkeypatch.setattr(edit_module, "make_editor", lambda run, _model=None: LLMEditor(model))
     ctx = context(small_world, tmp_path, seed, iterations=2, editor="llm", repair_rounds=1)
     hashes_before: dict[str, str] = {}
     state = run_graph(ctx)
@@ -149,7 +149,7 @@ def test_a_repair_round_in_mcts_keeps_the_earlier_refusal(small_world, tmp_path,
         Proposal(operator="broken2", rationale="r", edits={"solver.py": broken + "# 2\n"}),
         Proposal(operator="broken3", rationale="r", edits={"solver.py": broken + "# 3\n"}),
     ])
-    monkeypatch.setattr(edit_module, "make_editor", lambda run: editor)
+    monkeypatch.setattr(edit_module, "make_editor", lambda run, _model=None: editor)
     state = run_graph(context(small_world, tmp_path, seed, iterations=1, search="mcts", children=2,
                              repair_rounds=1))
     first = [h for h in state["history"] if h["iteration"] == 0]

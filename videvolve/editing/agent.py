@@ -13,10 +13,9 @@ proposal with its reason in ``last_failure`` and the run goes on; an endpoint do
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
-from videvolve.editing.base import EditorInput, Proposal
+from videvolve.editing.base import EditorInput, Proposal, Workspaces
 from videvolve.editing.taskdoc import render
 from videvolve.editing.tools import TOOLS, EditorTools, tool_schemas
 from videvolve.models.base import VLM, Reply, ToolCall
@@ -33,7 +32,6 @@ class AgentEditor:
         self.vlm = vlm
         self.rounds = rounds
         self.last_failure: str | None = None
-        self.open: Callable[..., EditorTools] | None = None
 
     def _start(self, tools: EditorTools, inp: EditorInput) -> list[dict[str, Any]]:
         path = tools.root / "conversation.json"
@@ -57,12 +55,12 @@ class AgentEditor:
         tools.log({"kind": "failure", "reason": why})
         self._save(tools, messages)
 
-    def propose(self, inp: EditorInput) -> Proposal | None:
+    def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
         """One proposal, or None with the reason in ``last_failure``."""
-        if self.open is None:
-            raise RuntimeError("the agent editor needs a workspace (set .open)")
+        if workspaces is None:
+            raise ValueError("the agent editor works in a workspace: pass the edit node's workspaces")
         self.last_failure = None
-        tools = self.open(inp, resume=True)
+        tools = workspaces.open(inp, resume=True)
         messages = self._start(tools, inp)
 
         def on_reply(reply: Reply) -> None:

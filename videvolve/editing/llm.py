@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 
 from pydantic import BaseModel, Field, ValidationError
 
-from videvolve.editing.base import EditorInput, Proposal
+from videvolve.editing.base import EditorInput, Proposal, Workspaces
 from videvolve.editing.taskdoc import EDITABLE_TEXT, allowed_imports, ctx_members, json_shape, render
-from videvolve.editing.tools import EditorTools
 from videvolve.models.base import VLM
 from videvolve.models.parsing import strip_think
 from videvolve.skill_library.static_check import FORBIDDEN_NAMES
@@ -79,13 +77,12 @@ class LLMEditor:
         self.vlm = vlm
         self.retries = retries
         self.last_failure: str | None = None
-        self.open: Callable[..., EditorTools] | None = None
 
-    def propose(self, inp: EditorInput) -> Proposal | None:
+    def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
         """One revision, or None when the model gives nothing usable."""
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _prompt(inp)}]
         self.last_failure = None
-        tools = self.open(inp) if self.open is not None else None
+        tools = workspaces.open(inp) if workspaces is not None else None
         for attempt in range(self.retries + 1):
             reply = self.vlm.complete(messages)
             if tools is not None:

@@ -60,13 +60,13 @@ def editor_model(run: Run) -> MeteredVLM:
     return MeteredVLM(make_vlm(settings), run.cache)
 
 
-def make_editor(run: Run) -> Editor:
-    """The editor the run's settings ask for."""
+def make_editor(run: Run, model: MeteredVLM | None = None) -> Editor:
+    """The editor the run's settings ask for (``model``: the LLM and agent editors' metered model)."""
     ctx = run.ctx
     if ctx.editor == "llm":
-        return LLMEditor(editor_model(run))
+        return LLMEditor(model or editor_model(run))
     if ctx.editor == "agent":
-        return AgentEditor(editor_model(run), rounds=ctx.editor_rounds)
+        return AgentEditor(model or editor_model(run), rounds=ctx.editor_rounds)
     if ctx.editor == "command":
         return CommandEditor(command_spec(ctx, [t.video for t in [*run.train, *run.selection]]))
     return HeuristicEditor(trials=not ctx.no_trials, operators=ctx.trial_operators, tasks=ctx.trial_batch)
@@ -76,17 +76,16 @@ def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Candidate versions (possibly none)."""
     run, ctx = get_run(runtime.context), runtime.context
     it, parent = state["iteration"], state["parent"]
-    editor = make_editor(run)
+    model = editor_model(run) if ctx.editor in ("llm", "agent") else None
+    editor = make_editor(run, model)
     sessions = Sessions(run, state)
-    if hasattr(editor, "open"):  # drivers that work in a workspace get one per proposal
-        setattr(editor, "open", sessions.open)  # noqa: B010
     inp = editor_input(run, state)
     want = ctx.children if ctx.search == "mcts" else 1
     candidates: list[str] = []
     operators: dict[str, str | None] = {}
     dropped: list[dict[str, Any]] = []
     for _ in range(want):
-        proposal = editor.propose(inp)
+        proposal = editor.propose(inp, sessions)
         if proposal is None:
             break
         inp = inp.model_copy(update={"tried": [*inp.tried, proposal.operator]})
@@ -110,13 +109,12 @@ def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         run.event(it, "edit", "no proposal", parent=parent, why=why,
                   workspace=_rel(run, str(sessions.opened[-1].root)) if sessions.opened else None)
     return {"candidates": candidates, "operators": operators, "dropped": dropped, "feedback": None,
-            "no_proposal": why, "spent": (sessions.spent() + _editor_calls(editor)).to_state()}
+            "no_proposal": why, "spent": (sessions.spent() + _editor_calls(model)).to_state()}
 
 
-def _editor_calls(editor: Editor) -> Spend:
+def _editor_calls(model: MeteredVLM | None) -> Spend:
     """The editor model's own ledger (calls paid for count against --max-calls; cache hits cost nothing)."""
-    model = getattr(editor, "vlm", None)
-    return Spend.of_model("editor", model.ledger) if isinstance(model, MeteredVLM) else Spend()
+    return Spend.of_model("editor", model.ledger) if model is not None else Spend()
 
 
 def _rel(run: Run, workspace: str) -> str | None:
