@@ -63,6 +63,14 @@ class Proposal(BaseModel):
     workspace: str = Field("", description="the workspace folder it was made in (empty: none)")
 
 
+class Rationale(BaseModel):
+    """Why a revision should help: what every editor states with its edits (the agent's ``submit``, the LLM's reply)."""
+
+    rationale: str = Field(description="which failures this addresses and why it should help on unseen questions")
+    applies_when: str = Field("", description="the conditions under which the change helps")
+    preserve: str = Field("", description="behaviour the change must keep")
+
+
 class Workspaces(Protocol):
     """Opens the workspace an editor works in for one proposal, with its tools (the edit node's ``Sessions``)."""
 

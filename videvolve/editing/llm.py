@@ -10,7 +10,7 @@ import re
 
 from pydantic import BaseModel, Field, ValidationError
 
-from videvolve.editing.base import EditorInput, Proposal, Workspaces
+from videvolve.editing.base import EditorInput, Proposal, Rationale, Workspaces
 from videvolve.editing.taskdoc import EDITABLE_TEXT, allowed_imports, ctx_members, json_shape, render
 from videvolve.models.base import VLM
 from videvolve.models.parsing import strip_think
@@ -24,12 +24,9 @@ class FileEdit(BaseModel):
     content: str = Field(description="the complete new content of the file")
 
 
-class HarnessRevision(BaseModel):
-    """The LLM editor's decision."""
+class HarnessRevision(Rationale):
+    """The LLM editor's decision: why, and the files to write."""
 
-    rationale: str = Field(description="which failures this addresses and why the change should help")
-    applies_when: str = Field(description="the conditions under which the change helps")
-    preserve: str = Field(description="behaviour the change must keep")
     edits: list[FileEdit] = Field(description="files to write")
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from videvolve.editing import safefs
-from videvolve.editing.base import EditorInput, PastDiagnosis, Proposal, check_edit
+from videvolve.editing.base import EditorInput, PastDiagnosis, Proposal, Rationale, check_edit
 from videvolve.editing.probe import ProbeArgs, leaks_gold, run_probe
 from videvolve.editing.safefs import PathRefused
 from videvolve.editing.workspace import EditorLimits, candidate_edits
@@ -84,25 +84,21 @@ class MemorySearchArgs(BaseModel):
     k: int = Field(5, ge=1, le=20)
 
 
-class SubmitArgs(BaseModel):
+class SubmitArgs(Rationale):
     """Submit the candidate as this proposal (ends the turn; validation and the gate follow)."""
-
-    rationale: str = Field(description="which failures this addresses and why it should help on unseen questions")
-    applies_when: str = Field("", description="the conditions under which the change helps")
-    preserve: str = Field("", description="behaviour the change must keep")
 
 
 class Ledger(BaseModel):
     """What the editor of one proposal has spent (its own ledger, never the solver's)."""
 
-    rounds: int = 0
-    tool_calls: int = 0
-    trials: int = 0
-    trial_tasks: int = 0
-    probes: int = 0
-    model_calls: int = 0
-    visual_tokens: int = 0
-    frames: int = 0
+    rounds: int = Field(0, description="the editor model's replies")
+    tool_calls: int = Field(0, description="tool calls answered, refused ones included")
+    trials: int = Field(0, description="trial runs of a candidate")
+    trial_tasks: int = Field(0, description="task runs of all trials together")
+    probes: int = Field(0, description="perception probes")
+    model_calls: int = Field(0, description="paid model calls of the trials and probes")
+    visual_tokens: int = Field(0, description="visual tokens (image, video, OCR-read) of the trials and probes")
+    frames: int = Field(0, description="distinct frames of the trials' task runs, added up")
 
 
 @dataclass

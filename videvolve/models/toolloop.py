@@ -43,21 +43,26 @@ def assistant_message(reply: Reply) -> Message:
 class ToolLoop(Generic[T]):
     """Runs one conversation; ``dispatch(call)`` returns (result text, whether it succeeded, the final value or None).
 
-    ``who`` names the model in failure reasons ("the investigator model ..."), ``goal`` what its last call does
-    ("diagnosing"), ``nudge`` the reminder sent after a reply without a tool call. ``deadline`` (``time.monotonic``)
-    bounds the conversation's time; ``on_reply`` sees each reply once it is in the conversation (a log, a ledger);
-    ``answer_final=False`` leaves the call that ended the conversation unanswered, its id in ``pending``, so that a
+    ``deadline`` (``time.monotonic``) bounds the conversation's time; ``on_reply`` sees each reply once it is in the
+    conversation (a log, a ledger); ``answer_final=False`` leaves the call that ended the conversation unanswered, its id in ``pending``, so that a
     later turn answers it (the editor's repair round sends the validation failure as that call's result).
     """
 
     vlm: VLM
     schemas: list[Tool]
+    """The tools offered, as OpenAI function schemas."""
     rounds: int
+    """Replies asked for at most (each reply is a round)."""
     who: str
+    """Names the model in failure reasons ("the investigator model ...")."""
     goal: str
+    """What its last call does ("diagnosing", "submitting")."""
     nudge: str
+    """The reminder sent after a reply without a tool call."""
     used: int = 0
+    """Rounds used so far."""
     failure: str | None = None
+    """Why the last :meth:`run` ended without a value."""
     messages: list[Message] = field(default_factory=list)
     deadline: float | None = None
     on_reply: Callable[[Reply], None] | None = None
