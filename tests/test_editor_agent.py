@@ -21,7 +21,7 @@ from videvolve.editing.tools import EditorEnv, EditorTools
 from videvolve.editing.workspace import EditorLimits, TraceItem, build_workspace
 from videvolve.errors import InfraError, UsageError
 from videvolve.evaluation.solve import solve_tasks
-from videvolve.graph.run import open_run
+from videvolve.loop.services import open_run
 from videvolve.models.base import Reply, ToolCall
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM

@@ -15,7 +15,7 @@ from tests.test_loop_graph import context, run_graph
 from videvolve.editing.base import read_files
 from videvolve.editing.command import CommandEditor, CommandSpec, mounts
 from videvolve.errors import HarnessError, UsageError
-from videvolve.graph.run import open_run
+from videvolve.loop.services import open_run
 from videvolve.skill_library.sandbox import get_sandbox
 from videvolve.testing import OneWorkspace
 

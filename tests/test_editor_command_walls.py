@@ -20,7 +20,7 @@ from tests.test_loop_graph import context
 from videvolve.editing.command import CommandEditor, CommandSpec
 from videvolve.editing.toolserver import SOCKET_NAME, ToolServer, serve_tools
 from videvolve.errors import UsageError
-from videvolve.graph.run import open_run
+from videvolve.loop.services import open_run
 from videvolve.testing import OneWorkspace
 
 HOST_WS = "WS=$(awk '$5==\"/workspace\"{print $4}' /proc/self/mountinfo); OUT=$(dirname \"$WS\")"

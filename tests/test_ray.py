@@ -71,8 +71,8 @@ class Interrupt(Exception):
 
 def test_resumed_ray_evolve_pays_for_no_evaluation_twice(small_world, harness, tmp_path: Path, local_ray):
     """An evolve run on Ray interrupted inside an iteration and resumed: same lineage, same paid calls."""
-    from videvolve.graph.context import Context
     from videvolve.graph.driver import evolve
+    from videvolve.loop.context import Context
     from videvolve.testing import interrupt_after
 
     def ctx(name: str) -> Context:

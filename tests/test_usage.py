@@ -11,7 +11,7 @@ import pytest
 
 from videvolve.editing.workspace import TraceItem, write_trace
 from videvolve.evaluation.results import TaskResult, cost_of, load_result, result_path
-from videvolve.graph.state import State
+from videvolve.loop.state import State
 from videvolve.nodes.common import spent
 from videvolve.nodes.record import _stop_reason
 from videvolve.search.gate import aggregate

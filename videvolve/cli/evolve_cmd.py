@@ -34,8 +34,8 @@ NOT_FLAGS = ("run_dir", "run_id")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``evolve``: one flag per setting of :class:`~videvolve.graph.context.Context`."""
-    from videvolve.graph.context import Context
+    """Add ``evolve``: one flag per setting of :class:`~videvolve.loop.context.Context`."""
+    from videvolve.loop.context import Context
 
     p = sub.add_parser("evolve", help="improve a harness on training tasks, gated on a video-disjoint selection set")
     p.add_argument("--run", type=Path, required=True, help="run directory (its name is the run id)")
@@ -69,7 +69,7 @@ def _load_config(path: Path | None) -> dict[str, Any]:
 def build_context(args: argparse.Namespace) -> Any:
     """Settings from --config (or the run's settings.json on --resume), then the flags given explicitly."""
     from videvolve.api import resolve_harness
-    from videvolve.graph.context import Context
+    from videvolve.loop.context import Context
 
     run = args.run.resolve()
     flags = given(args, Context)

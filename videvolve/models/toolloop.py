@@ -44,8 +44,9 @@ class ToolLoop(Generic[T]):
     """Runs one conversation; ``dispatch(call)`` returns (result text, whether it succeeded, the final value or None).
 
     ``deadline`` (``time.monotonic``) bounds the conversation's time; ``on_reply`` sees each reply once it is in the
-    conversation (a log, a ledger); ``answer_final=False`` leaves the call that ended the conversation unanswered, its id in ``pending``, so that a
-    later turn answers it (the editor's repair round sends the validation failure as that call's result).
+    conversation (a log, a ledger); ``answer_final=False`` leaves the call that ended the conversation unanswered,
+    its id in ``pending``, so that a later turn answers it (the editor's repair round sends the validation failure
+    as that call's result).
     """
 
     vlm: VLM

@@ -18,9 +18,8 @@ from videvolve.editing.agent import AgentEditor
 from videvolve.editing.base import Editor
 from videvolve.editing.command import CommandEditor
 from videvolve.errors import HarnessError
-from videvolve.graph.context import Context
-from videvolve.graph.run import Run, command_spec, get_run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run, command_spec
+from videvolve.loop.state import State
 from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM
 from videvolve.nodes.sessions import Sessions
@@ -72,12 +71,13 @@ def make_editor(run: Run, model: MeteredVLM | None = None) -> Editor:
     return HeuristicEditor(trials=not ctx.no_trials, operators=ctx.trial_operators, tasks=ctx.trial_batch)
 
 
-def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def edit(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """Candidate versions (possibly none)."""
-    run, ctx = get_run(runtime.context), runtime.context
+    run = runtime.context
+    ctx = run.ctx
     it, parent = state["iteration"], state["parent"]
     model = editor_model(run) if ctx.editor in ("llm", "agent") else None
-    editor = make_editor(run, model)
+    editor = run.editor or make_editor(run, model)
     sessions = Sessions(run, state)
     inp = editor_input(run, state)
     want = ctx.children if ctx.search == "mcts" else 1

@@ -9,11 +9,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from videvolve.evaluation.results import result_path
-from videvolve.graph.context import Context
-from videvolve.graph.run import Run, get_run
-from videvolve.graph.state import State
 from videvolve.investigator import Investigator
 from videvolve.investigator.agent import AgentInvestigator
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.memory.records import Diagnosis
 from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM
@@ -30,9 +29,10 @@ def investigator_model(run: Run) -> MeteredVLM:
     return MeteredVLM(make_vlm(settings), run.cache)
 
 
-def investigate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def investigate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """One diagnosis per failure; the probes' cost is the investigator's own ledger."""
-    run, ctx = get_run(runtime.context), runtime.context
+    run = runtime.context
+    ctx = run.ctx
     it = state["iteration"]
     by_id = {t.id: t for t in run.train}
     inv = Investigator(run.probe_vlm, run.cost, ctx.probe_frames, run.cache, ctx.runtime.image_format)

@@ -8,9 +8,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from videvolve.graph.context import Context
-from videvolve.graph.run import Run, get_run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.memory.records import RevisionOutcome
 from videvolve.search.history import GateEntry, entries
 from videvolve.search.tree import record_children
@@ -45,9 +44,9 @@ def _promote(run: Run, state: State, best: GateEntry | None) -> dict[str, Any]:
     return {"incumbent": best.candidate, "incumbent_score": best.cand_score, "incumbent_cost": best.cand_cost}
 
 
-def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def record(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """Close the iteration."""
-    run = get_run(runtime.context)
+    run = runtime.context
     it, parent = state["iteration"], state["parent"]
     gated = [e for e in entries(state.get("history", [])) if e.iteration == it and e.parent == parent
              and e.candidate in state.get("candidates", [])]

@@ -16,8 +16,8 @@ from videvolve.editing.tools import EditorEnv, EditorTools, tools_doc
 from videvolve.editing.workspace import EditorLimits, TraceItem, build_workspace, workspaces_root
 from videvolve.evaluation.results import TaskResult, result_path
 from videvolve.evaluation.solve import solve_tasks
-from videvolve.graph.run import Run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.skill_library.harness import Harness
 from videvolve.tasks import Task
 from videvolve.usage import Spend

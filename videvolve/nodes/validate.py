@@ -7,9 +7,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from videvolve.errors import ErrorKind
-from videvolve.graph.context import Context
-from videvolve.graph.run import Run, get_run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.nodes.common import spent
 from videvolve.skill_library.harness import validate_harness
 from videvolve.usage import Spend
@@ -28,9 +27,10 @@ def why_invalid(run: Run, state: State, candidate: str, used: list[dict[str, flo
     return f"smoke run on task {bad[0].task_id}: {bad[0].error_kind}: {(bad[0].error or '')[:1500]}" if bad else None
 
 
-def validate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def validate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """Keep the valid candidates; a lone invalid one goes back to the editor (bounded), others are dropped."""
-    run, ctx = get_run(runtime.context), runtime.context
+    run = runtime.context
+    ctx = run.ctx
     it = state["iteration"]
     used: list[dict[str, float]] = []
     valid: list[str] = []
