@@ -76,7 +76,7 @@ def edit(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     run = runtime.context
     ctx = run.ctx
     it, parent = state["iteration"], state["parent"]
-    model = editor_model(run) if ctx.editor in ("llm", "agent") else None
+    model = editor_model(run) if ctx.editor in ("llm", "agent") and run.editor is None else None
     editor = run.editor or make_editor(run, model)
     sessions = Sessions(run, state)
     inp = editor_input(run, state)
