@@ -71,8 +71,7 @@ class Context(BaseModel):
     batch: int = Field(8, ge=1, description="training tasks solved and investigated per iteration")
     seed: int = Field(0, description="drives batch sampling")
     max_calls: int | None = Field(None, description="stop once this many model calls were made")
-    max_visual_tokens: int | None = Field(None, description="stop once this many visual tokens were "
-                                             "sent (image, video and OCR-read image tokens, as the gate counts them)")
+    max_visual_tokens: int | None = Field(None, description="stop once this many visual tokens were sent")
     alpha: float = Field(0.1, description="accept a better candidate only if its cost is at most (1+alpha) C")
     beta: float = Field(0.2, description="accept an equal-or-slightly-worse one only if its cost is at most (1-beta) C")
     eps: float | None = Field(None, description="tolerated score loss; default 1/|selection set|")
