@@ -30,7 +30,7 @@ def test_report_shows_the_heldout_comparison_and_the_demo_says_what_it_showed(sm
     assert f"{cmp.best['frames_per_question']:.1f}" in html
     assert (run / "report" / "progress.png").stat().st_size > 10_000
     sentences = summary_sentences(cmp.to_dict(), entries(final["history"]))
-    assert len(sentences) == 3
+    assert len(sentences) == 4 and "target" in sentences[3]
     assert "revision" in sentences[0] and "visual tokens" in sentences[1] and "frames" in sentences[1]
     assert "p = " in sentences[2]
 
@@ -47,6 +47,7 @@ def test_summary_sentences_name_the_operators_the_cost_ratio_and_the_verdict():
     s = summary_sentences({"seed": seed, "best": best, "score_diff": 0.2, "score_p": 0.001, "mcq_p": 0.01}, history)
     assert "tried 2 revision(s)" in s[0] and "kept 1 (add_refinement)" in s[0]
     assert "1.05x the visual tokens" in s[1] and "128 frames" in s[1]
-    assert "a gain we can trust" in s[2]
+    assert "a gain we can trust" in s[2] and s[3].endswith("is reached.")
     s = summary_sentences({"seed": seed, "best": seed, "score_diff": 0.0, "score_p": 1.0, "mcq_p": None}, [])
     assert ("kept none" in s[0] and "cannot" in s[2]) or "not a difference" in s[2]
+    assert "not reached: +0.000 (p = 1.0000) at 1.00x" in s[3]

@@ -125,10 +125,11 @@ def test_paired_se_has_a_floor_and_follows_the_differences():
 
 
 def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung():
+    """Screening on rungs under the paper's rule (``--gate video-rsi``), which takes any positive difference."""
     from videvolve.search.screening import rungs, screen
 
     ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=1,
-                  rungs=[0.25, 0.5, 1.0])
+                  rungs=[0.25, 0.5, 1.0], gate="video-rsi")
     parent = [1.0 if i % 2 else 0.0 for i in range(40)]  # 0.5
     scores = {"p": parent,
               "worse": [0.0] * 40,                                      # loses every question the parent wins
