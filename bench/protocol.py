@@ -146,7 +146,7 @@ def table(rows: list[dict[str, Any]]) -> Table:
 def protocol(worlds: list[int], harnesses: list[str], iterations: int) -> int:
     """Run every world and seed harness; print the table after each; write results.json."""
     rows: list[dict[str, Any]] = []
-    out = CACHE / "results.json"
+    out = CACHE / f"results-{'-'.join(harnesses)}.json"
     for harness in harnesses:
         for seed in worlds:
             rows.append(run_one(seed, harness, iterations))

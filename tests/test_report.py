@@ -9,7 +9,6 @@ import pytest
 from videvolve.cli.demo import summary_sentences
 from videvolve.config import RuntimeSettings
 from videvolve.evaluation.experiment import compare_on_test
-from videvolve.graph import Context
 from videvolve.graph.driver import evolve
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
@@ -18,11 +17,9 @@ from videvolve.search.history import entries
 
 
 @pytest.mark.slow
-def test_report_shows_the_heldout_comparison_and_the_demo_says_what_it_showed(small_world, tmp_path: Path, seed):
+def test_report_shows_the_heldout_comparison_and_the_demo_says_what_it_showed(make_context, tmp_path: Path):
     run = tmp_path / "run"
-    ctx = Context(run_dir=str(run), run_id="r", tasks=str(small_world.tasks_path), seed_harness=str(seed),
-                  memory=str(tmp_path / "memory"), embedder="hashing", cache=str(tmp_path / "c.sqlite"), batch=4,
-                  iterations=2)
+    ctx = make_context(run_id="r", iterations=2)
     final = evolve(ctx)
     cmp = compare_on_test(run, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2))
     html = build_report(run).read_text()

@@ -182,7 +182,8 @@ def cmd_evolve(args: argparse.Namespace) -> int:
                 if len(done_at) >= 1 and it < ctx.iterations:
                     per = (done_at[-1] - started) / len(done_at)
                     eta = f", ETA {per * (ctx.iterations - it) / 60:.0f} min"
-                status.update(f"iteration {it}/{ctx.iterations}: {NEXT.get(node, node)}; incumbent "
+                shown = min(it + 1, ctx.iterations)  # the iteration under way, counted from 1
+                status.update(f"iteration {shown}/{ctx.iterations}: {NEXT.get(node, node)}; incumbent "
                               f"{state.get('incumbent')} score {state.get('incumbent_score', 0):.3f} cost "
                               f"{state.get('incumbent_cost', 0):,.0f}; {_ledger(state.get('spent') or {})}; "
                               f"{time.time() - started:.0f} s{eta}")

@@ -189,6 +189,13 @@ class HeuristicEditor:
         tried += self._balanced(inp, tools, tasks, parent, tried)
         tried.sort(key=lambda x: x[:4], reverse=True)
         passes, gain, _, _, score, op, report = tried[0]
+        if not passes and inp.gate.get("rule", "paired") == "paired":
+            # every decision spends the run's alpha-wealth: what fails the rule on the batch is not worth a decision
+            self.last_failure = ("no prototype passes the gate's rule on the batch's trials: " + ", ".join(
+                f"{t[5].name} {t[1]:+.3f} at cost {t[6]['mean_cost']:.0f} vs {t[6]['parent_mean_cost']:.0f}"
+                for t in tried))
+            tools.log({"kind": "decision", "operator": None, "why": self.last_failure})
+            return None
         others = ", ".join(f"{t[5].name} {t[1]:+.3f}{'' if t[0] else ' (fails the rule)'}" for t in tried[1:])
         note = (f"; trial on {len(tasks)} training tasks: {gain:+.3f} vs the parent, {report['mean_frames']:.1f} "
                 f"frames, {'passes' if passes else 'fails'} the gate's rule there" +
