@@ -42,8 +42,8 @@ from videvolve.datasets.synthworld import generate_world
 from videvolve.evaluation.experiment import compare_on_test
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.evaluation.summary import summarize
-from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
+from videvolve.loop.context import Context
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
@@ -193,7 +193,7 @@ SPEECH_FRACTIONS = {"train": 0.375, "selection": 0.1875, "test": 0.4375}
 
 
 def _tokens(rs: list, key: str) -> float:
-    return sum(r.usage.get(key, 0) for r in rs) / len(rs) if rs else 0.0
+    return sum(getattr(r.usage, key) for r in rs) / len(rs) if rs else 0.0
 
 
 def speech_rows(tasks: list, seed_res: list, best_res: list) -> list[list[str]]:

@@ -25,9 +25,9 @@ from videvolve.datasets.synthworld import generate_world
 from videvolve.editing import Proposal, read_files, write_candidate
 from videvolve.editing.operators import OPERATORS, config_of, set_key
 from videvolve.evaluation.experiment import compare_on_test
-from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
-from videvolve.graph.run import get_run
+from videvolve.loop.context import Context
+from videvolve.loop.services import open_run
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.search.screening import screen
@@ -61,30 +61,30 @@ def replay(mode: str, tasks: Path, menu: list[tuple[str, Any]], fresh: bool) -> 
     ctx = Context(run_dir=str(root / "run"), run_id=f"replay-{mode}", tasks=str(tasks), memory=str(root / "memory"),
                   embedder="hashing", cache=str(root / "cache.sqlite"), validation=mode,  # type: ignore[arg-type]
                   runtime=RuntimeSettings(concurrency=2))
-    run = get_run(ctx)
-    incumbent = copy_harness(seed_path("uniform"), run.root / "harnesses").name
-    seen, decisions = {incumbent}, []
-    evaluations = len(run.selection)  # the seed, once
-    for i in range(ROUNDS):
-        for what, value in menu:
-            files = read_files(run.harness_dir(incumbent))
-            if what in OPERATORS:
-                edits = OPERATORS[what].apply(files, config_of(files))
-            else:
-                edits = {"config.toml": set_key(files["config.toml"], what, value)}
-            if not edits:
-                continue
-            cand = write_candidate(run.harness_dir(incumbent), run.root / "harnesses",
-                                   Proposal(operator=what, rationale=f"replay round {i}", edits=edits))
-            if cand in seen:
-                continue
-            seen.add(cand)
-            entries, _ = screen(run, incumbent, [cand], {cand: what}, len(decisions))
-            decisions.append(f"{what}:{entries[0]['decision']}@{entries[0]['n']}")
-            evaluations += entries[0]["n"]
-            if entries[0]["decision"] == "accepted":
-                incumbent = cand
-    return evaluations, incumbent, decisions
+    with open_run(ctx) as run:
+        incumbent = copy_harness(seed_path("uniform"), run.root / "harnesses").name
+        seen, decisions = {incumbent}, []
+        evaluations = len(run.selection)  # the seed, once
+        for i in range(ROUNDS):
+            for what, value in menu:
+                files = read_files(run.harness_dir(incumbent))
+                if what in OPERATORS:
+                    edits = OPERATORS[what].apply(files, config_of(files))
+                else:
+                    edits = {"config.toml": set_key(files["config.toml"], what, value)}
+                if not edits:
+                    continue
+                cand = write_candidate(run.harness_dir(incumbent), run.root / "harnesses",
+                                       Proposal(operator=what, rationale=f"replay round {i}", edits=edits))
+                if cand in seen:
+                    continue
+                seen.add(cand)
+                entries, _ = screen(run, incumbent, [cand], {cand: what}, len(decisions))
+                decisions.append(f"{what}:{entries[0]['decision']}@{entries[0]['n']}")
+                evaluations += entries[0]["n"]
+                if entries[0]["decision"] == "accepted":
+                    incumbent = cand
+        return evaluations, incumbent, decisions
 
 
 def main() -> int:

@@ -38,7 +38,7 @@ from videvolve.datasets.synthworld import generate_world
 from videvolve.editing.operators import set_key
 from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
-from videvolve.graph.context import Context
+from videvolve.loop.context import Context
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.search.gate import gate_rule, paired_rule
@@ -124,8 +124,8 @@ def main() -> int:
         cand = results[name]
         d = paired_rule(selection, parent, cand, first)
         flat = paired_rule(selection, parent, cand, level)
-        a, c = sum(r.score for r in parent) / len(parent), sum(r.usage.get("image_tokens", 0) for r in parent)
-        a2, c2 = sum(r.score for r in cand) / len(cand), sum(r.usage.get("image_tokens", 0) for r in cand)
+        a, c = sum(r.score for r in parent) / len(parent), sum(r.usage.image_tokens for r in parent)
+        a2, c2 = sum(r.score for r in cand) / len(cand), sum(r.usage.image_tokens for r in cand)
         rsi = gate_rule(a, c / len(parent), a2, c2 / len(cand), eps=1 / len(selection))
         rows[name] = {"first_level": d.accept, "flat": flat.accept, "video_rsi": rsi.accept,
                       "discordant": d.stats.discordant if d.stats else 0, "diff": d.stats.diff if d.stats else 0.0,

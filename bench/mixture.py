@@ -28,8 +28,8 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.evaluation.summary import summarize
-from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
+from videvolve.loop.context import Context
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness

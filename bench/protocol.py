@@ -28,8 +28,8 @@ from videvolve.datasets.synthworld import generate_world
 from videvolve.evaluation.experiment import compare_on_test
 from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
-from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
+from videvolve.loop.context import Context
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM

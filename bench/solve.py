@@ -118,7 +118,7 @@ def throughput(harness, tasks, server_flags, table) -> tuple[dict[int, float], d
             table.add_row(str(concurrency), f"{elapsed:.2f}", f"{rates[concurrency]:.2f}",
                           f"{rates[concurrency] / rates[1]:.1f}x", *(f"{1000 * x / n:.0f}" for x in (
                               cpu, server_cpu, machine - cpu - server_cpu)))
-            mean = {k: sum(r.usage.get("client_s", {}).get(k, 0.0) for r in results) / n
+            mean = {k: sum(r.usage.client_s.get(k, 0.0) for r in results) / n
                     for k in ("sandbox_start", "decode", "encode", "model_wait")}
             mean["wall"] = sum(r.wall_s for r in results) / n
             mean["rest"] = max(0.0, mean["wall"] - sum(mean[k] for k in ("sandbox_start", "decode", "encode",

@@ -14,7 +14,7 @@ from videvolve.testing import serve_sim
 
 
 def test_every_context_field_is_a_flag_with_its_description(capsys):
-    from videvolve.graph.context import Context
+    from videvolve.loop.context import Context
 
     with pytest.raises(SystemExit):
         main(["evolve", "--help"])

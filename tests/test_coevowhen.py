@@ -49,10 +49,10 @@ def test_tool_loop_end_to_end(small_world, tmp_path: Path):
     # cumulative tokens: every round re-sends the history, so the per-round prompt grows
     prompts = [s["prompt_tokens"] for s in chats]
     assert prompts == sorted(prompts) and prompts[-1] > prompts[1] + 3 * 60
-    assert result.usage["cumulative_tokens"] == sum(prompts)
+    assert result.usage.cumulative_tokens == sum(prompts)
     clip_times = [a + k * 0.5 for k in range(int((min(b, a + 2) - a) * 2 + 0.999))]
     distinct = {int(t * 4 + 1e-9) for t in [a + 0.1, b - 0.1, 5.0, *clip_times]}  # 4 fps: frames shared count once
-    assert result.usage["frames"] == len(distinct) and result.usage["tool_calls"] == 3
+    assert result.usage.frames == len(distinct) and result.usage.tool_calls == 3
 
 
 def test_round_cap(small_world, tmp_path: Path):

@@ -21,12 +21,12 @@ from videvolve.editing.tools import EditorEnv, EditorTools
 from videvolve.editing.workspace import EditorLimits, TraceItem, build_workspace
 from videvolve.errors import InfraError, UsageError
 from videvolve.evaluation.solve import solve_tasks
-from videvolve.graph.run import open_run
+from videvolve.loop.services import open_run
 from videvolve.models.base import Reply, ToolCall
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness
-from videvolve.testing import serve_scripted_chat
+from videvolve.testing import OneWorkspace, serve_scripted_chat
 
 OLD = 'frames = ctx.frames(times, max_side=ctx.config.get("max_side"))'
 NEW = "frames = ctx.frames(times)  # full resolution"
@@ -95,7 +95,7 @@ def test_trials_cost_what_the_gate_counts_text_included(small_world, tmp_path, s
     tools = workspace(small_world, tmp_path, seed, n=1)
     first = next(iter(tools.env.tasks))
     base = tools.env.parent_results[first]
-    reading = base.model_copy(update={"usage": {**base.usage, "transcript_tokens": 1000}})
+    reading = base.model_copy(update={"usage": base.usage.model_copy(update={"transcript_tokens": 1000})})
     tools.env.cost_metric, tools.env.text_weight = "visual_tokens+text", 0.5
     visual = _visual_tokens(base)
     assert tools._cost(reading) == pytest.approx(visual + 500)
@@ -108,7 +108,7 @@ def test_trials_cost_what_the_gate_counts_text_included(small_world, tmp_path, s
 
 
 def _visual_tokens(r) -> int:
-    return sum(int(r.usage.get(k, 0)) for k in ("image_tokens", "video_tokens", "ocr_tokens"))
+    return r.usage.image_tokens + r.usage.video_tokens + r.usage.ocr_tokens
 
 
 def test_probe_refuses_a_question_with_the_gold_answer_and_passes_another(small_world, tmp_path, seed):
@@ -189,8 +189,7 @@ def call(name: str, **args: Any) -> Reply:
 def test_agent_failures_end_the_proposal_with_the_reason(small_world, tmp_path, seed, replies, why):
     tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0))
     agent = AgentEditor(Scripted(list(replies)), rounds=4)
-    agent.open = lambda inp, resume=False: tools
-    assert agent.propose(tools.inp) is None
+    assert agent.propose(tools.inp, OneWorkspace(tools)) is None
     assert why in (agent.last_failure or ""), agent.last_failure
     lines = [json.loads(x) for x in (tools.root / "transcript.jsonl").read_text().splitlines()]
     assert lines[-1]["kind"] == "failure" and why in lines[-1]["reason"]
@@ -205,16 +204,14 @@ def test_an_endpoint_down_for_good_stops_the_run_instead_of_ending_the_proposal(
     """Infrastructure is never the editor's failure: the error reaches the driver, which stops for --resume."""
     tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0))
     agent = AgentEditor(Down([]), rounds=4)
-    agent.open = lambda inp, resume=False: tools
     with pytest.raises(InfraError, match="failed after 9 retries"):
-        agent.propose(tools.inp)
+        agent.propose(tools.inp, OneWorkspace(tools))
 
 
 def test_agent_times_out(small_world, tmp_path, seed):
     tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0, timeout_s=0.0))
     agent = AgentEditor(Scripted([call("list_files")]), rounds=4)
-    agent.open = lambda inp, resume=False: tools
-    assert agent.propose(tools.inp) is None and "timed out" in (agent.last_failure or "")
+    assert agent.propose(tools.inp, OneWorkspace(tools)) is None and "timed out" in (agent.last_failure or "")
 
 
 def test_agent_editor_with_sim_and_no_endpoint_refuses_at_start(small_world, tmp_path, seed):
@@ -318,3 +315,16 @@ def test_a_failed_smoke_run_goes_back_to_the_same_conversation(small_world, tmp_
     assert sent_back and "boom" in sent_back[0]["content"]  # the smoke run's error
     events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events if e["node"] == "validate"] == ["sent back", "passed"]
+
+
+def test_an_unreadable_tool_call_gets_its_parse_error_back_as_in_every_tool_loop(small_world, tmp_path, seed):
+    """One loop for every model-driven part: the editor answers a call it cannot read as the investigator does."""
+    tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0))
+    bad = Reply(text="", invalid_tool_calls=[{"name": "read_file", "args": "{path: TASK", "error": "not JSON"}])
+    vlm = Scripted([bad, bad, bad])
+    agent = AgentEditor(vlm, rounds=8)
+    assert agent.propose(tools.inp, OneWorkspace(tools)) is None
+    answer = vlm.requests[1][-1]
+    assert answer["role"] == "user" and "could not be read (read_file: not JSON)" in answer["content"]
+    assert "every tool call of the editor model's last 3 rounds was refused" in (agent.last_failure or "")
+    assert len(vlm.requests) == 3 and tools.ledger.rounds == 3

@@ -15,8 +15,9 @@ from tests.test_loop_graph import context, run_graph
 from videvolve.editing.base import read_files
 from videvolve.editing.command import CommandEditor, CommandSpec, mounts
 from videvolve.errors import HarnessError, UsageError
-from videvolve.graph.run import open_run
+from videvolve.loop.services import open_run
 from videvolve.skill_library.sandbox import get_sandbox
+from videvolve.testing import OneWorkspace
 
 try:
     get_sandbox(False)
@@ -66,8 +67,7 @@ def test_a_scripted_agent_edits_trials_and_submits_and_cannot_read_the_run(small
     assert small_world.tasks_path.is_file() and evals.is_dir()  # they exist: only the sandbox hides them
     cmd = agent_script(tmp_path, good_agent(small_world.tasks_path, evals))
     editor = CommandEditor(CommandSpec(cmd=cmd, timeout_s=120, protected=[str(small_world.tasks_path), str(evals)]))
-    editor.open = lambda inp, resume=False: tools
-    proposal = editor.propose(tools.inp)
+    proposal = editor.propose(tools.inp, OneWorkspace(tools))
     root = tools.root
     assert proposal is not None, editor.last_failure
     assert proposal.operator == "command" and proposal.rationale == "small glyphs need full resolution"
@@ -103,8 +103,7 @@ def test_a_scripted_agent_edits_trials_and_submits_and_cannot_read_the_run(small
 def test_command_failures_end_the_proposal_with_the_reason(small_world, tmp_path, seed, body, why):
     tools = workspace(small_world, tmp_path, seed, n=1)
     editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=2))
-    editor.open = lambda inp, resume=False: tools
-    assert editor.propose(tools.inp) is None
+    assert editor.propose(tools.inp, OneWorkspace(tools)) is None
     assert why in (editor.last_failure or ""), editor.last_failure
     last = json.loads((tools.root / "transcript.jsonl").read_text().splitlines()[-1])
     assert last["kind"] == "failure" and why in last["reason"]
@@ -116,8 +115,7 @@ def test_command_failures_end_the_proposal_with_the_reason(small_world, tmp_path
 def test_an_edit_without_submit_is_taken_as_it_is(small_world, tmp_path, seed):
     tools = workspace(small_world, tmp_path, seed, n=1)
     editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, EDIT + "\necho edited"), timeout_s=60))
-    editor.open = lambda inp, resume=False: tools
-    proposal = editor.propose(tools.inp)
+    proposal = editor.propose(tools.inp, OneWorkspace(tools))
     assert proposal is not None and "without bin/submit" in proposal.rationale and "edited" in proposal.rationale
     assert set(proposal.edits) == {"solver.py"}
 
@@ -225,8 +223,7 @@ echo y > "$HOME/.agent/session.log"; echo $? > home.write.status
 echo "${ANTHROPIC_API_KEY:-unset} ${VIDEVOLVE_SECRET:-unset} $HOME $(pwd)" > env.seen'''
     editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=30,
                                        ro_binds=["~/.agent/auth.json"]))
-    editor.open = lambda inp, resume=False: tools
-    assert editor.propose(tools.inp) is None  # it changed nothing
+    assert editor.propose(tools.inp, OneWorkspace(tools)) is None  # it changed nothing
     root = tools.root
     assert (root / "auth.seen").read_text() == '{"key": "k"}'
     assert (root / "auth.write.status").read_text().strip() != "0"

@@ -20,7 +20,8 @@ from tests.test_loop_graph import context
 from videvolve.editing.command import CommandEditor, CommandSpec
 from videvolve.editing.toolserver import SOCKET_NAME, ToolServer, serve_tools
 from videvolve.errors import UsageError
-from videvolve.graph.run import open_run
+from videvolve.loop.services import open_run
+from videvolve.testing import OneWorkspace
 
 HOST_WS = "WS=$(awk '$5==\"/workspace\"{print $4}' /proc/self/mountinfo); OUT=$(dirname \"$WS\")"
 VICTIMS = ("victim_log", "victim_transcript", "victim_trial", "victim_probe", "victim_submitted")
@@ -43,8 +44,7 @@ bin/trial {task} > /dev/null
 bin/probe --task-id {task} --times 3 --question "what is shown?" > /dev/null
 echo OUTPUT-OF-THE-AGENT'''
     editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=60))
-    editor.open = lambda inp, resume=False: tools
-    assert editor.propose(tools.inp) is None  # it changed nothing
+    assert editor.propose(tools.inp, OneWorkspace(tools)) is None  # it changed nothing
     root = tools.root
     assert [v for v in VICTIMS if (tmp_path / v).exists() and v != "victim_probe"] == []
     assert list((tmp_path / "victim_probe").iterdir()) == []  # nothing written outside the workspace
@@ -139,8 +139,7 @@ def test_no_set_id_file_of_the_run_user_is_left_for_others(small_world, tmp_path
     tools = workspace(small_world, tmp_path, seed, n=1)
     body = "cp /bin/sh user_shell; chmod 4755 user_shell; cp /bin/sh group_shell; chmod 2755 group_shell; ls -l"
     editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=30))
-    editor.open = lambda inp, resume=False: tools
-    assert editor.propose(tools.inp) is None
+    assert editor.propose(tools.inp, OneWorkspace(tools)) is None
     assert "rws" in (tools.root / "command.log").read_text()  # it could set the bit, inside
     for name in ("user_shell", "group_shell"):
         assert (tools.root / name).stat().st_mode & (stat.S_ISUID | stat.S_ISGID) == 0

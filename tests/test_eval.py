@@ -129,7 +129,7 @@ def test_traces_carry_times_outcome_and_score(small_world, tmp_path: Path):
     assert events[0] == "ask:match" and events[-2:] == ["final", "result"]
     assert all("observed_times" in s and "image_tokens" in s for s in steps if s["event"].startswith("ask"))
     assert steps[-1]["outcome"] == "ok" and steps[-1]["score"] == pytest.approx(result.score)
-    assert result.usage["observed_times"] and result.frames == steps[-1]["frames"]
+    assert result.usage.observed_times and result.frames == steps[-1]["frames"]
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from videvolve.evaluation.results import TaskResult
-from videvolve.graph.context import Context
+from videvolve.loop.context import Context
 from videvolve.search.gate import gate_rule, paired_rule
 from videvolve.search.history import GateEntry
 from videvolve.search.screening import screen

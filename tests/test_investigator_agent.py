@@ -15,9 +15,9 @@ from tests.test_loop_graph import context
 from videvolve.config import ModelSettings
 from videvolve.errors import UsageError
 from videvolve.evaluation.results import TaskResult
-from videvolve.graph.run import open_run
 from videvolve.investigator import Investigator
 from videvolve.investigator.agent import AgentInvestigator
+from videvolve.loop.services import open_run
 from videvolve.memory.embedders import HashingEmbedder
 from videvolve.memory.store import InMemoryStore
 from videvolve.models.cache import MeteredVLM, ResponseCache

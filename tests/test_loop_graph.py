@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 import json
+import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,35 +13,45 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from tests.conftest import run_context
-from videvolve.editing import LLMEditor
+from videvolve.editing import HeuristicEditor, LLMEditor
+from videvolve.editing.base import Editor, EditorInput, Proposal, Workspaces
 from videvolve.graph import Context, build_graph
+from videvolve.graph.builder import NodeHook
+from videvolve.loop.services import open_run
 from videvolve.skill_library.harness import content_hash
 from videvolve.testing import ScriptedEditor, ScriptedReplies
 
 context = run_context
 
 
-def run_graph(ctx: Context) -> dict[str, Any]:
-    graph = build_graph().compile(checkpointer=InMemorySaver())
+def run_graph(ctx: Context, editor: Editor | None = None, around: NodeHook | None = None) -> dict[str, Any]:
+    """The loop in memory, over services built here (with ``editor`` injected, if given) and closed here."""
+    graph = build_graph(around).compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 500}
-    graph.invoke({}, config, context=ctx)
-    return graph.get_state(config).values
+    with open_run(ctx) as run:
+        run.editor = editor
+        graph.invoke({}, config, context=run)
+        return graph.get_state(config).values
 
 
-def test_editor_never_sees_selection_and_never_opens_its_results(small_world, tmp_path, seed, monkeypatch):
-    import videvolve.graph.builder as builder
+class Recording:
+    """The heuristic editor, recording every input it is given."""
 
-    edit_module = importlib.import_module("videvolve.nodes.edit")
+    def __init__(self, ctx: Context) -> None:
+        self.inner = HeuristicEditor(trials=not ctx.no_trials, operators=ctx.trial_operators, tasks=ctx.trial_batch)
+        self.seen: list[str] = []
+        self.last_failure: str | None = None
 
-    seen_inputs: list[str] = []
-    real_input = edit_module.editor_input
+    def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
+        self.seen.append(inp.model_dump_json())
+        proposal = self.inner.propose(inp, workspaces)
+        self.last_failure = self.inner.last_failure
+        return proposal
 
-    def recording_input(run, state):
-        inp = real_input(run, state)
-        seen_inputs.append(inp.model_dump_json())
-        return inp
 
-    monkeypatch.setattr(edit_module, "editor_input", recording_input)
+def test_editor_never_sees_selection_and_never_opens_its_results(small_world, tmp_path, seed):
+    ctx = context(small_world, tmp_path, seed, iterations=2)
+    editor = Recording(ctx)
     opened: list[str] = []
     active = [False]
 
@@ -49,20 +60,21 @@ def test_editor_never_sees_selection_and_never_opens_its_results(small_world, tm
             opened.append(str(args[0]))
 
     sys.addaudithook(hook)
-    real_edit = builder.edit
 
-    def edit(state, runtime):
-        active[0] = True
-        try:
-            return real_edit(state, runtime)
-        finally:
-            active[0] = False
+    def watched(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
+        def edit(state, runtime):
+            active[0] = True
+            try:
+                return node(state, runtime)
+            finally:
+                active[0] = False
 
-    monkeypatch.setattr(builder, "edit", edit)
-    state = run_graph(context(small_world, tmp_path, seed, iterations=2))
-    assert state["iteration"] == 2 and len(seen_inputs) >= 2, (state.get("stop_reason"), len(seen_inputs))
+        return edit if name == "edit" else node
+
+    state = run_graph(ctx, editor, around=watched)
+    assert state["iteration"] == 2 and len(editor.seen) >= 2, (state.get("stop_reason"), len(editor.seen))
     selection = [t for t in small_world.tasks if t.split == "selection"]
-    blob = "\n".join(seen_inputs)
+    blob = "\n".join(editor.seen)
     for t in selection:
         for needle in (t.id, t.video, f'"{t.video_id}"', t.question):
             assert needle not in blob, (needle, blob[max(0, blob.find(needle) - 300): blob.find(needle) + 100])
@@ -102,18 +114,15 @@ def revision(solver: str, why: str) -> str:
 
 
 @pytest.mark.slow
-def test_llm_editor_revision_is_validated_gated_recorded_and_a_broken_one_dropped(small_world, tmp_path, seed,
-                                                                                 monkeypatch):
-    edit_module = importlib.import_module("videvolve.nodes.edit")
+def test_llm_editor_revision_is_validated_gated_recorded_and_a_broken_one_dropped(small_world, tmp_path, seed):
     model = ScriptedReplies([
         revision(GOOD_SOLVER, "read frames at full resolution"),
         revision("def solve(task, ctx:\n    return 'A'\n", "broken on purpose"),
         revision("def solve(task, ctx:\n    return 'B'\n", "still broken"),
     ])
-    monkeypatch.setattr(edit_module, "make_editor", lambda run: LLMEditor(model))
     ctx = context(small_world, tmp_path, seed, iterations=2, editor="llm", repair_rounds=1)
     hashes_before: dict[str, str] = {}
-    state = run_graph(ctx)
+    state = run_graph(ctx, LLMEditor(model))
     history = state["history"]
     assert history[0]["operator"] == "llm" and history[0]["decision"] in ("accepted", "rejected")
     assert history[0]["cand_score"] is not None  # it went through the gate
@@ -132,11 +141,10 @@ def test_llm_editor_revision_is_validated_gated_recorded_and_a_broken_one_droppe
         assert hashes_before[version_dir.name] == version_dir.name
 
 
-def test_a_repair_round_in_mcts_keeps_the_earlier_refusal(small_world, tmp_path, seed, monkeypatch):
+def test_a_repair_round_in_mcts_keeps_the_earlier_refusal(small_world, tmp_path, seed):
     """edit refuses one revision, validation sends the other back, the repair round's edit must not erase the first."""
     from videvolve.editing import Proposal
 
-    edit_module = importlib.import_module("videvolve.nodes.edit")
     broken = "def solve(task, ctx:\n    return 'A'\n"
     editor = ScriptedEditor([
         Proposal(operator="escape", rationale="r", edits={"../evil.py": "x"}),     # refused by the edit node
@@ -144,9 +152,8 @@ def test_a_repair_round_in_mcts_keeps_the_earlier_refusal(small_world, tmp_path,
         Proposal(operator="broken2", rationale="r", edits={"solver.py": broken + "# 2\n"}),
         Proposal(operator="broken3", rationale="r", edits={"solver.py": broken + "# 3\n"}),
     ])
-    monkeypatch.setattr(edit_module, "make_editor", lambda run: editor)
     state = run_graph(context(small_world, tmp_path, seed, iterations=1, search="mcts", children=2,
-                             repair_rounds=1))
+                             repair_rounds=1), editor)
     first = [h for h in state["history"] if h["iteration"] == 0]
     assert [(h["operator"], h["decision"]) for h in first] == [("escape", "dropped"), ("broken2", "dropped"),
                                                                ("broken3", "dropped")]
@@ -154,3 +161,21 @@ def test_a_repair_round_in_mcts_keeps_the_earlier_refusal(small_world, tmp_path,
     assert all("syntax error" in h["reason"] for h in first[1:])
     lineage = [json.loads(x) for x in (tmp_path / "run" / "lineage.jsonl").read_text().splitlines()]
     assert {v["operator"] for v in lineage if v["decision"] == "dropped"} == {"broken2", "broken3"}
+
+
+def test_the_driver_hands_its_services_to_every_node_and_closes_only_those_it_built(small_world, tmp_path, seed):
+    """No service locator: the nodes use the services the driver was given (here with a fake editor)."""
+    from videvolve.graph.driver import evolve
+    from videvolve.loop import services
+
+    ctx = context(small_world, tmp_path, seed, iterations=1)
+    editor = ScriptedEditor([Proposal(operator="scripted", rationale="r", edits={"SKILL.md": "# scripted\n"})])
+    with open_run(ctx) as run:
+        run.editor = editor
+        final = evolve(ctx, services=run)
+        assert editor.proposals == [] and final["history"][0]["operator"] == "scripted"
+        assert run.cache is not None and run.cache.get("no such key") is None  # not closed: the test built it
+    with pytest.raises(sqlite3.ProgrammingError):  # closed by the with block, as the driver closes what it built
+        run.cache.get("no such key")
+    assert not [v for v in vars(services).values() if isinstance(v, dict) and any(
+        isinstance(x, services.Run) for x in v.values())]  # no module-level registry of runs

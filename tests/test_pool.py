@@ -76,7 +76,7 @@ def test_each_task_runs_in_its_own_child_started_ahead_and_none_is_left(index_vi
                           RuntimeSettings(concurrency=2), tmp_path / "out")
     assert [r.outcome for r in results] == ["ok"] * 5, [r.error for r in results]
     assert len(taken) == 5 and len(set(taken)) == 5  # one child per task, never one for two
-    assert all(r.usage["client_s"]["sandbox_start"] < 5 for r in results)
+    assert all(r.usage.client_s["sandbox_start"] < 5 for r in results)
     assert sandbox_children(os.getpid()) == []
 
 

@@ -47,7 +47,7 @@ def test_ray_matches_local(small_world, harness, tmp_path: Path, local_ray):
     for a, b in zip(local, remote, strict=True):
         assert a.task_id == b.task_id and a.prediction == b.prediction and a.score == b.score
         for key in ("frames", "image_tokens", "cumulative_tokens", "requests"):
-            assert a.usage[key] == b.usage[key], key
+            assert getattr(a.usage, key) == getattr(b.usage, key), key
 
 
 def test_resumed_ray_run_pays_for_nothing_twice(small_world, harness, tmp_path: Path, local_ray):
@@ -62,7 +62,7 @@ def test_resumed_ray_run_pays_for_nothing_twice(small_world, harness, tmp_path: 
     resumed = solve_tasks(harness, tasks, SimVLM(), cost_model("qwen2.5-vl"), settings, out,
                           ResponseCache(cache_path), executor="ray", model=ModelSettings())
     assert len(first) == 6 and len(resumed) == 10
-    assert rows(cache_path) - paid_first == sum(r.usage["requests"] for r in resumed[6:])  # only the new tasks
+    assert rows(cache_path) - paid_first == sum(r.usage.requests for r in resumed[6:])  # only the new tasks
     assert {p.name: os.stat(p).st_mtime_ns for p in (out / "results").glob("*.json") if p.name in stamps} == stamps
 
 
@@ -72,8 +72,8 @@ class Interrupt(Exception):
 
 def test_resumed_ray_evolve_pays_for_no_evaluation_twice(small_world, harness, tmp_path: Path, local_ray):
     """An evolve run on Ray interrupted inside an iteration and resumed: same lineage, same paid calls."""
-    from videvolve.graph.context import Context
     from videvolve.graph.driver import evolve
+    from videvolve.loop.context import Context
     from videvolve.testing import interrupt_after
 
     def ctx(name: str) -> Context:

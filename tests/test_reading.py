@@ -72,7 +72,7 @@ def test_a_harness_finds_a_moment_by_searching_the_transcript(tmp_path: Path, in
                                           "What a save."))
     assert seen == {"first": ["Welcome back to the second half."], "whole": 3, "again": 1,
                     "transcript_tokens": tokens, "frames": 0}  # each segment is paid for once, never as frames
-    assert spoken.usage["transcript_tokens"] == tokens and spoken.usage["image_tokens"] == 0
+    assert spoken.usage.transcript_tokens == tokens and spoken.usage.image_tokens == 0
     assert silent.outcome == "ok" and silent.prediction is not None and silent.prediction.answer == []
     assert json.loads(silent.prediction.raw) == {"first": [], "whole": 0, "again": 0, "transcript_tokens": 0,
                                                  "frames": 0}  # no transcript: empty results, not an error
@@ -121,8 +121,8 @@ def test_uniform_adds_the_transcript_to_its_prompt_when_configured(tmp_path: Pat
     (result,) = solve_tasks(harness, [spoken], vlm, cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path / mode)
     text = _prompt_text(vlm.requests[0])
     assert all(s in text for s in said) and ("Transcript" in text) == bool(said)
-    tokens = result.usage["transcript_tokens"]
-    assert (tokens > 0) == bool(said) and result.usage["frames"] == 4
+    tokens = result.usage.transcript_tokens
+    assert (tokens > 0) == bool(said) and result.usage.frames == 4
 
 
 def test_uniform_windows_read_only_what_is_said_near_its_frames(tmp_path: Path, index_video: Path) -> None:
@@ -143,10 +143,10 @@ def test_coevowhen_calls_read_transcript_itself(tmp_path: Path, index_video: Pat
     vlm = ChatModelVLM(ScriptedChat(messages=iter(script)), name="scripted")
     (result,) = solve_tasks(load_harness(seed_path("coevowhen_base")), [spoken], vlm, cost_model("qwen2.5-vl"),
                             RuntimeSettings(), tmp_path / "c")
-    assert result.outcome == "ok" and result.score == pytest.approx(1.0) and result.usage["frames"] == 0
+    assert result.outcome == "ok" and result.score == pytest.approx(1.0) and result.usage.frames == 0
     tool_texts = [str(m.content) for m in ScriptedChat.seen[2] if m.type == "tool"]
     assert "said at: 12.0-14.0 s" in tool_texts[0] and "[12.0-14.0 s] And the goalkeeper DIVES" in tool_texts[1]
-    assert result.usage["transcript_tokens"] == text_tokens("And the goalkeeper DIVES to his left!")
+    assert result.usage.transcript_tokens == text_tokens("And the goalkeeper DIVES to his left!")
 
 
 def test_one_transcript_request_returns_at_most_its_cap(index_video: Path) -> None:

@@ -19,8 +19,10 @@ from pydantic import ValidationError
 class ErrorKind(StrEnum):
     """Why a task failed. Harness errors score 0 with their cost counted; infrastructure errors are never scored.
 
-    Infrastructure errors (endpoint down, auth, overload, unknown model) are retried, then stop the run cleanly
-    for a later ``--resume``: they never become a task's result. Every other kind is the harness's own failure.
+    Infrastructure errors stop the run cleanly for a later ``--resume`` and never become a task's result: an
+    endpoint down or overloaded (``unreachable``) after retries over a window, one that refuses us (``auth``: bad
+    key, unknown model, wrong URL) at once, since retrying cannot fix it. Every other kind is that task's error,
+    scored 0 with its cost counted (the harness's own failure, or a request the server rejected).
     """
 
     PARSE = "parse"
@@ -51,7 +53,7 @@ class ErrorKind(StrEnum):
 
     @property
     def infrastructure(self) -> bool:
-        """Retried then a clean stop; never a scored outcome."""
+        """A clean stop of the run (after retries where they can help); never a scored outcome."""
         return self in (ErrorKind.UNREACHABLE, ErrorKind.AUTH)
 
     @property
@@ -132,25 +134,53 @@ class PredictionFormatError(VidevolveError, ValueError):
 
 
 class ModelError(VidevolveError):
-    """A model endpoint failed."""
+    """A model endpoint failed.
+
+    Two branches, never mixed: :class:`InfraError` stops the run, never scored; :class:`ModelRequestError` is that
+    one request's failure (a task's error, or the end of an agent's conversation). No ``openai`` exception leaves
+    ``models.http_errors.call_with_retries``: each becomes one of these.
+    """
+
+    kind: ErrorKind
 
 
 class InfraError(ModelError):
-    """Infrastructure failure (endpoint down, overload, timeout): retried, never scored."""
+    """Infrastructure: never scored; the run stops cleanly for ``--resume``.
 
+    Transient failures (endpoint down, overload, timeouts, 5xx, 429) are retried for a window first;
+    :class:`EndpointError` is not retried.
+    """
 
-class ModelRequestError(ModelError):
-    """The endpoint rejected the request (bad request, auth, unknown model): not retried."""
+    kind = ErrorKind.UNREACHABLE
 
 
 class EndpointError(InfraError):
-    """The endpoint refuses us for a reason retrying will not fix (auth, unknown model, wrong URL): the run stops."""
+    """The endpoint refuses us for a reason retrying will not fix (auth, unknown model, wrong URL).
+
+    Not retried: the run stops at once with what to fix.
+    """
 
     kind = ErrorKind.AUTH
 
 
+class ModelRequestError(ModelError):
+    """The endpoint rejected this request, or its reply cannot be read: not retried.
+
+    That task's error (scored 0) or the end of an agent's conversation, never a stop of the run. Auth and unknown
+    models are :class:`EndpointError` (infrastructure), not this.
+    """
+
+    kind = ErrorKind.BAD_REQUEST
+
+
 class RequestRejected(ModelRequestError):
     """The server rejected this request (400, 413, 422, ...): that task's error, with the server's message."""
+
+    kind = ErrorKind.BAD_REQUEST
+
+
+class UnreadableResponse(ModelRequestError):
+    """The endpoint answered with a body the client cannot read (``openai.APIResponseValidationError``)."""
 
     kind = ErrorKind.BAD_REQUEST
 

@@ -24,7 +24,8 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from PIL import Image
 
-from videvolve.editing.base import EditorInput, Proposal
+from videvolve.editing.base import Editor, EditorInput, Proposal, Workspaces
+from videvolve.editing.tools import EditorTools
 from videvolve.evaluation.results import TaskResult
 from videvolve.media.encode import write_h264
 from videvolve.models.base import Reply
@@ -186,9 +187,24 @@ class ScriptedEditor:
         self.proposals = list(proposals)
         self.last_failure: str | None = None
 
-    def propose(self, inp: EditorInput) -> Proposal | None:
+    def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
         """The next scripted proposal."""
         return self.proposals.pop(0) if self.proposals else None
+
+
+class OneWorkspace:
+    """Workspaces that hand out the same tools every time (an editor tested on its own, outside the edit node)."""
+
+    def __init__(self, tools: EditorTools) -> None:
+        self.tools = tools
+
+    def open(self, inp: EditorInput, resume: bool = False) -> EditorTools:
+        """The one workspace's tools."""
+        return self.tools
+
+
+def _satisfies(editor: ScriptedEditor, one: OneWorkspace) -> tuple[Editor, Workspaces]:  # mypy checks the protocols
+    return editor, one
 
 
 class FakeRun:

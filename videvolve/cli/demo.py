@@ -18,8 +18,8 @@ from videvolve.cli.data_cmds import stats_table
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world, world_stats
 from videvolve.evaluation.experiment import compare_on_test
-from videvolve.graph.context import Context
 from videvolve.graph.driver import evolve
+from videvolve.loop.context import Context
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.report import build_report

@@ -19,6 +19,7 @@ from videvolve.cli.flags import add_settings, build, given
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import InputNotFoundError, UsageError
 from videvolve.search.history import GateEntry, entries
+from videvolve.usage import Spend
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -33,8 +34,8 @@ NOT_FLAGS = ("run_dir", "run_id")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``evolve``: one flag per setting of :class:`~videvolve.graph.context.Context`."""
-    from videvolve.graph.context import Context
+    """Add ``evolve``: one flag per setting of :class:`~videvolve.loop.context.Context`."""
+    from videvolve.loop.context import Context
 
     p = sub.add_parser("evolve", help="improve a harness on training tasks, gated on a video-disjoint selection set")
     p.add_argument("--run", type=Path, required=True, help="run directory (its name is the run id)")
@@ -68,7 +69,7 @@ def _load_config(path: Path | None) -> dict[str, Any]:
 def build_context(args: argparse.Namespace) -> Any:
     """Settings from --config (or the run's settings.json on --resume), then the flags given explicitly."""
     from videvolve.api import resolve_harness
-    from videvolve.graph.context import Context
+    from videvolve.loop.context import Context
 
     run = args.run.resolve()
     flags = given(args, Context)
@@ -219,12 +220,8 @@ def gate_power(ctx: Any, n_selection: int, console: Console) -> None:
 
 
 def _ledger(spent: dict[str, float]) -> str:
-    """Model calls paid for, with the editor's and the agent investigator's own shares, and visual tokens sent."""
-    shares = [f"{who} {int(calls)} call(s), {int(spent.get(f'{who}_cache_hits', 0))} from the cache"
-              for who in ("editor", "investigator") if (calls := spent.get(f"{who}_calls", 0))]
-    own = f" ({'; '.join(shares)})" if shares else ""
-    return (f"{int(spent.get('model_calls', 0)):,} model calls{own}, "
-            f"{int(spent.get('visual_tokens', 0)):,} visual tokens")
+    """Model calls paid for, with the editor's and the agent investigator's own shares, and tokens sent."""
+    return Spend.from_state(spent).line()
 
 
 SILENT_EDITOR = 4

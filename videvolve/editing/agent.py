@@ -3,32 +3,26 @@
 The model is driven through the :class:`~videvolve.models.base.VLM` protocol, whose OpenAI backend binds the tools
 with langchain's ``bind_tools`` and sends their results back as ``ToolMessage``s; the conversation is kept as plain
 OpenAI messages in ``conversation.json`` so that a repair round (the candidate failed validation) goes on in the same
-conversation, with the failure as the result of the ``submit`` call. Every way a model can fail (no tool call,
-unknown tools, bad arguments, rounds or time spent, an endpoint that gives up) ends the proposal with its reason in
-``last_failure``; the run goes on.
+conversation, with the failure as the result of the ``submit`` call. The conversation is the one tool loop of
+every model-driven part (:class:`~videvolve.models.toolloop.ToolLoop`); every way a model can fail (no tool call,
+unknown tools, bad arguments, unreadable calls, rounds or time spent, a request the endpoint rejects) ends the
+proposal with its reason in ``last_failure`` and the run goes on; an endpoint down past the retry window
+(``InfraError``) stops the run for ``--resume``.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
-import openai
+from videvolve.editing.base import EditorInput, Proposal, Workspaces
+from videvolve.editing.taskdoc import render
+from videvolve.editing.tools import TOOLS, EditorTools, tool_schemas
+from videvolve.models.base import VLM, Reply, ToolCall
+from videvolve.models.toolloop import ToolLoop
 
-from videvolve.editing.base import EditorInput, Proposal
-from videvolve.editing.tools import EditorTools, tool_schemas
-from videvolve.errors import InfraError, ModelRequestError
-from videvolve.models.base import VLM, Reply
-from videvolve.models.toolloop import REFUSED_ROUNDS, assistant_message
-
-SYSTEM = """You are an engineer improving an executable harness that lets a frozen vision-language model answer
-questions about long videos. You work in a folder (the workspace) through tools only. Read TASK.md first: it states
-the goal, the gate that will judge your change, the rules and your budgets. Look at the traces of this batch's
-training tasks, edit files under candidate/ (edit_file for exact search/replace), test your change with trial, look
-at videos with probe when you need to see what the model saw, and finish with submit. Make changes that generalise
-to unseen questions; the gate judges on a held-out set."""
+SYSTEM = render("agent_system.md.j2", tool_names=", ".join(TOOLS)).strip()
+NUDGE = "Use the tools (the workspace is only reachable through them) and finish with submit."
 
 
 class AgentEditor:
@@ -38,7 +32,6 @@ class AgentEditor:
         self.vlm = vlm
         self.rounds = rounds
         self.last_failure: str | None = None
-        self.open: Callable[..., EditorTools] | None = None
 
     def _start(self, tools: EditorTools, inp: EditorInput) -> list[dict[str, Any]]:
         path = tools.root / "conversation.json"
@@ -62,63 +55,30 @@ class AgentEditor:
         tools.log({"kind": "failure", "reason": why})
         self._save(tools, messages)
 
-    def propose(self, inp: EditorInput) -> Proposal | None:
+    def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
         """One proposal, or None with the reason in ``last_failure``."""
-        if self.open is None:
-            raise RuntimeError("the agent editor needs a workspace (set .open)")
+        if workspaces is None:
+            raise ValueError("the agent editor works in a workspace: pass the edit node's workspaces")
         self.last_failure = None
-        tools = self.open(inp, resume=True)
+        tools = workspaces.open(inp, resume=True)
         messages = self._start(tools, inp)
-        schemas = tool_schemas()
-        quiet = refused = 0
-        while tools.ledger.rounds < self.rounds:
-            if time.monotonic() > tools.deadline:
-                self._fail(tools, messages, f"the editor agent timed out after {tools.limits.timeout_s:.0f} s "
-                                            f"({tools.ledger.rounds} rounds) without submitting")
-                return None
-            try:
-                reply = self.vlm.complete(messages, schemas)
-            except InfraError:  # down past the retry window, or refusing us: the run stops for --resume
-                raise
-            except (ModelRequestError, openai.APIError) as exc:
-                self._fail(tools, messages, f"the editor model failed: {str(exc)[:400]}")
-                return None
+
+        def on_reply(reply: Reply) -> None:
             tools.ledger.rounds += 1
-            messages.append(assistant_message(reply))
             tools.log({"kind": "assistant", "round": tools.ledger.rounds, "text": reply.text[:2000],
                        "calls": [c.name for c in reply.tool_calls]})
-            if not reply.tool_calls:
-                quiet += 1
-                if quiet >= 2:
-                    self._fail(tools, messages, "the editor model answered without calling a tool "
-                                                f"{quiet} times in a row (last reply: {reply.text.strip()[:200]!r})")
-                    return None
-                messages.append({"role": "user", "content": "Use the tools (the workspace is only reachable "
-                                                            "through them) and finish with submit."})
-                continue
-            quiet = 0
-            proposal, ok_any, last = self._run_calls(tools, messages, reply)
-            if proposal is not None:
-                return proposal
-            refused = 0 if ok_any else refused + 1
-            if refused >= REFUSED_ROUNDS:
-                self._fail(tools, messages, f"every tool call of the editor model's last {refused} rounds was "
-                                            f"refused; the last: {last[:300]}")
-                return None
             self._save(tools, messages)
-        self._fail(tools, messages, f"the editor model used its {self.rounds} rounds without submitting")
-        return None
 
-    def _run_calls(self, tools: EditorTools, messages: list[dict[str, Any]],
-                   reply: Reply) -> tuple[Proposal | None, bool, str]:
-        ok_any, last = False, ""
-        for i, call in enumerate(reply.tool_calls):
+        def dispatch(call: ToolCall) -> tuple[str, bool, Proposal | None]:
             text, ok = tools.call(call.name, call.arguments)
-            ok_any, last = ok_any or ok, text
-            if call.name == "submit" and tools.submitted is not None:
-                for later in reply.tool_calls[i + 1:]:
-                    messages.append({"role": "tool", "tool_call_id": later.id, "content": "skipped: submitted"})
-                self._save(tools, messages, pending=call.id)
-                return tools.submitted, True, text
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-        return None, ok_any, last
+            return text, ok, tools.submitted if call.name == "submit" else None
+
+        loop: ToolLoop[Proposal] = ToolLoop(self.vlm, tool_schemas(), self.rounds, who="editor", goal="submitting",
+                                            nudge=NUDGE, deadline=tools.deadline, on_reply=on_reply,
+                                            answer_final=False)
+        proposal = loop.run(messages, dispatch)
+        if proposal is None:
+            self._fail(tools, messages, loop.failure or "the editor model submitted nothing")
+            return None
+        self._save(tools, messages, pending=loop.pending)
+        return proposal

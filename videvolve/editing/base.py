@@ -14,9 +14,12 @@ import shutil
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from videvolve.editing.tools import EditorTools
 
 from videvolve.errors import HarnessError
 from videvolve.memory.records import Diagnosis
@@ -60,12 +63,32 @@ class Proposal(BaseModel):
     workspace: str = Field("", description="the workspace folder it was made in (empty: none)")
 
 
+class Rationale(BaseModel):
+    """Why a revision should help: what every editor states with its edits (the agent's ``submit``, the LLM's reply)."""
+
+    rationale: str = Field(description="which failures this addresses and why it should help on unseen questions")
+    applies_when: str = Field("", description="the conditions under which the change helps")
+    preserve: str = Field("", description="behaviour the change must keep")
+
+
+class Workspaces(Protocol):
+    """Opens the workspace an editor works in for one proposal, with its tools (the edit node's ``Sessions``)."""
+
+    def open(self, inp: EditorInput, resume: bool = False) -> EditorTools:
+        """A fresh workspace; ``resume``: the one whose submission failed validation, in a repair round."""
+        ...
+
+
 class Editor(Protocol):
-    """Proposes a revision, or None when it has nothing to try (``last_failure`` then says why, if it knows)."""
+    """Proposes a revision, or None when it has nothing to try (``last_failure`` then says why, if it knows).
+
+    This is all the edit node uses. ``workspaces`` opens the proposal's workspace; the agent and command editors
+    need one, the heuristic and LLM editors use one when given (trials, a log), and work without (offline tests).
+    """
 
     last_failure: str | None
 
-    def propose(self, inp: EditorInput) -> Proposal | None:
+    def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
         """One proposal."""
         ...
 

@@ -28,13 +28,12 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 from pydantic import BaseModel, Field
 
-from videvolve.editing.base import EditorInput, Proposal
+from videvolve.editing.base import EditorInput, Proposal, Workspaces
 from videvolve.editing.safefs import PathRefused, copy_tree, open_dir, walk, write_bytes
 from videvolve.editing.tools import EditorTools
 from videvolve.editing.toolserver import ToolServer, install_bin, journal, serve_tools
@@ -268,14 +267,13 @@ class CommandEditor:
     def __init__(self, spec: CommandSpec) -> None:
         self.spec = spec
         self.last_failure: str | None = None
-        self.open: Callable[..., EditorTools] | None = None
 
-    def propose(self, inp: EditorInput) -> Proposal | None:
+    def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
         """One proposal, or None with the reason in ``last_failure``."""
-        if self.open is None:
-            raise RuntimeError("the command editor needs a workspace (set .open)")
+        if workspaces is None:
+            raise ValueError("the command editor works in a workspace: pass the edit node's workspaces")
         self.last_failure = None
-        tools = self.open(inp, resume=True)
+        tools = workspaces.open(inp, resume=True)
         tools.operator = "command"
         tools.deadline = time.monotonic() + self.spec.timeout_s
         repair = bool(tools.resumed and inp.feedback)

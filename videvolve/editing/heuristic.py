@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from typing import Any
 
-from videvolve.editing.base import EditorInput, Proposal, read_files
+from videvolve.editing.base import EditorInput, Proposal, Workspaces, read_files
 from videvolve.editing.operators import CATALOGUE, Operator, config_of, scale_frames
 from videvolve.editing.tools import EditorTools
 
@@ -94,9 +93,8 @@ class HeuristicEditor:
     def __init__(self, trials: bool = False, operators: int = 3, tasks: int = 4) -> None:
         self.trials, self.operators, self.tasks = trials, operators, tasks
         self.last_failure: str | None = None
-        self.open: Callable[..., EditorTools] | None = None
 
-    def propose(self, inp: EditorInput) -> Proposal | None:
+    def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
         """The best operator (by trial on the batch when trials are on); None when nothing is left."""
         positive = candidates(inp, self.operators)
         if not positive:
@@ -104,7 +102,7 @@ class HeuristicEditor:
                                  if not score_operators(inp) else
                                  "no untried operator addresses this batch's diagnoses")
             return None
-        tools = self.open(inp) if self.open is not None else None
+        tools = workspaces.open(inp) if workspaces is not None else None
         if tools is None or not self.trials or len(positive) == 1:
             score, op = positive[0]
             proposal = self._proposal(inp, op, score)

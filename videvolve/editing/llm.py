@@ -7,27 +7,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 
 from pydantic import BaseModel, Field, ValidationError
 
-from videvolve.editing.base import EditorInput, Proposal
-from videvolve.editing.tools import EditorTools
+from videvolve.editing.base import EditorInput, Proposal, Rationale, Workspaces
+from videvolve.editing.taskdoc import EDITABLE_TEXT, allowed_imports, ctx_members, json_shape, render
 from videvolve.models.base import VLM
 from videvolve.models.parsing import strip_think
-
-SYSTEM = """You improve an executable harness that lets a frozen vision-language model answer questions about long
-videos. The harness is a folder: SKILL.md (policy), config.toml, solver.py (def solve(task, ctx)), tools/<name>/.
-solver.py may import only math, json, re, itertools, statistics, collections, dataclasses, typing, functools and
-videvolve_sdk; it reaches media and the model only through ctx: ctx.frames(times, max_side), ctx.sheet(times, cols,
-cell_width), ctx.clip(start, end, fps), ctx.ask(observations, prompt=None, mode="answer"|"match"|"describe",
-target=None), ctx.parse_match(text), ctx.chat(messages, tools), ctx.config, ctx.tools, ctx.log(msg).
-A static check refuses getattr/hasattr/type/vars, "_" and dunder attributes, `case Cls(...)` patterns, async code
-and .format on anything but a string literal with plain fields (use f-strings).
-Every frame shown to the model costs. The gate's rule for this run is given with the failures.
-Reply with one JSON object only:
-{"rationale": str, "applies_when": str, "preserve": str, "edits": [{"path": str, "content": str}]}
-Each edit replaces a whole file; paths are relative to the harness folder."""
+from videvolve.skill_library.static_check import FORBIDDEN_NAMES
 
 
 class FileEdit(BaseModel):
@@ -37,13 +24,20 @@ class FileEdit(BaseModel):
     content: str = Field(description="the complete new content of the file")
 
 
-class HarnessRevision(BaseModel):
-    """The LLM editor's decision."""
+class HarnessRevision(Rationale):
+    """The LLM editor's decision: why, and the files to write."""
 
-    rationale: str = Field(description="which failures this addresses and why the change should help")
-    applies_when: str = Field(description="the conditions under which the change helps")
-    preserve: str = Field(description="behaviour the change must keep")
     edits: list[FileEdit] = Field(description="files to write")
+
+
+def system_prompt() -> str:
+    """The LLM editor's system prompt, from its template and the code it describes (imports, ctx, reply shape)."""
+    refused = ", ".join(sorted(n for n in FORBIDDEN_NAMES if not n.startswith("_")))
+    return render("llm_system.md.j2", editable=EDITABLE_TEXT, allowed_imports=allowed_imports(),
+                  ctx_members=ctx_members(), refused_names=refused, reply_schema=json_shape(HarnessRevision)).strip()
+
+
+SYSTEM = system_prompt()
 
 
 def _prompt(inp: EditorInput) -> str:
@@ -80,13 +74,12 @@ class LLMEditor:
         self.vlm = vlm
         self.retries = retries
         self.last_failure: str | None = None
-        self.open: Callable[..., EditorTools] | None = None
 
-    def propose(self, inp: EditorInput) -> Proposal | None:
+    def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
         """One revision, or None when the model gives nothing usable."""
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _prompt(inp)}]
         self.last_failure = None
-        tools = self.open(inp) if self.open is not None else None
+        tools = workspaces.open(inp) if workspaces is not None else None
         for attempt in range(self.retries + 1):
             reply = self.vlm.complete(messages)
             if tools is not None:

@@ -22,6 +22,7 @@ from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.skill_library.services import ServiceError, TaskServices
 from videvolve.tasks import Task
+from videvolve.usage import TaskUsage
 
 
 class ProbeArgs(BaseModel):
@@ -100,10 +101,9 @@ def run_probe(args: ProbeArgs, task: Task, vlm: VLM, cost: CostModel, cache: Res
     except ServiceError as exc:
         return {"error": f"{exc.kind}: {exc}"}
     images = _save(task, args, out_dir)
-    usage = services.meter.to_dict()
-    return {"reply": reply[:2000], "images": images, "frames": int(usage.get("frames", 0)),
-            "visual_tokens": int(usage.get("image_tokens", 0)) + int(usage.get("video_tokens", 0)),
-            "model_calls": int(usage.get("model_calls", 0))}
+    usage = TaskUsage.model_validate(services.meter.to_dict())
+    return {"reply": reply[:2000], "images": images, "frames": usage.frames, "visual_tokens": usage.visual_tokens,
+            "model_calls": usage.model_calls}
 
 
 def _save(task: Task, args: ProbeArgs, out_dir: Path) -> list[str]:

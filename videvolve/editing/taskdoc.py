@@ -1,11 +1,21 @@
-"""The workspace's ``TASK.md``: goal, the gate's rule, the rules, the budgets, the tools and an SDK reference.
+"""The editors' prompts and the workspace's ``TASK.md``, rendered from template files and the code they describe.
 
-The SDK reference is generated from ``videvolve/skill_library/sdk.py``'s own signatures and docstrings (one source).
+The templates are ``editing/prompts/*.j2`` (Jinja2); what they say about the code is filled in from it: the allowed
+imports from the static check's allowlist, ``ctx``'s members and the SDK reference from
+``videvolve/skill_library/sdk.py``'s own signatures and docstrings, the reply shape from the reply's model.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
+import typing
+from importlib import resources
+from typing import Any
+
+from jinja2 import Environment, StrictUndefined
+from pydantic import BaseModel
 
 from videvolve.editing.base import MAX_EDIT_BYTES, EditorInput
 from videvolve.skill_library import sdk
@@ -36,7 +46,7 @@ def allowed_imports() -> str:
     parts = []
     for mod, names in sorted(ALLOWED_MODULES.items()):
         parts.append(mod if names is None else f"{mod} ({', '.join(sorted(names))})")
-    return "; ".join(parts) + "; and videvolve_sdk"
+    return "; ".join(parts) + ("" if "videvolve_sdk" in ALLOWED_MODULES else "; and videvolve_sdk")
 
 
 def task_md(inp: EditorInput, limits: object, tools_doc: str) -> str:
@@ -44,36 +54,52 @@ def task_md(inp: EditorInput, limits: object, tools_doc: str) -> str:
     budget = "\n".join(f"- {name}: {value}" for name, value in vars(limits).items()) if hasattr(limits, "__dict__") \
         else str(limits)
     feedback = f"\n## Your previous submission failed validation\n\n{inp.feedback}\n" if inp.feedback else ""
-    return f"""# Improve the harness in `candidate/`
+    return render("task.md.j2", incumbent=inp.incumbent, gate_rule=inp.gate_rule or "(the run did not state its rule)",
+                  editable=EDITABLE_TEXT, max_edit_bytes=MAX_EDIT_BYTES, allowed_imports=allowed_imports(),
+                  tried=", ".join(inp.tried) or "none", feedback=feedback, budget=budget, tools_doc=tools_doc,
+                  sdk_reference=sdk_reference())
 
-A frozen vision-language model answers questions about long videos through an executable harness: the folder
-`candidate/` (a copy of version {inp.incumbent}; the original stays untouched). Make it score higher on questions
-it has not seen, at a cost the gate accepts. Read the traces of this batch's training tasks (`traces/`), the
-diagnoses (`diagnoses.md`), similar past diagnoses (`memory.md`) and the history (`lineage.md`); try changes with
-`trial` (training tasks of this batch only) and look at videos with `probe`; then `submit`.
 
-## The gate
+def render(template: str, **values: Any) -> str:
+    """A template of ``editing/prompts/`` filled in (every placeholder must be given)."""
+    text = (resources.files("videvolve.editing") / "prompts" / template).read_text(encoding="utf-8")
+    return _ENV.from_string(text).render(**values)
 
-{inp.gate_rule or "(the run did not state its rule)"}
 
-It is applied on a held-out selection set you never see; what you learn from training tasks must generalise.
+def ctx_members() -> list[str]:
+    """One line per public attribute and method of the harness's ``ctx``: its call and its docstring's first line."""
+    init = ast.parse(textwrap.dedent(inspect.getsource(sdk.HarnessContext.__init__)))
+    names = [t.attr for node in ast.walk(init) if isinstance(node, ast.Assign | ast.AnnAssign)
+             for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+             if isinstance(t, ast.Attribute) and not t.attr.startswith("_")]
+    out = [f"ctx.{', ctx.'.join(names)}: {inspect.getdoc(sdk.HarnessContext)}"]
+    for name, fn in inspect.getmembers(sdk.HarnessContext, inspect.isfunction):
+        if name.startswith("_"):
+            continue
+        params = [_param(p) for p in inspect.signature(fn).parameters.values() if p.name != "self"]
+        doc = (inspect.getdoc(fn) or "").split("\n")[0]
+        out.append(f"ctx.{name}({', '.join(params)}): {doc}")
+    return out
 
-## Rules
 
-- Editable files (paths relative to `candidate/`): {EDITABLE_TEXT}; at most {MAX_EDIT_BYTES} bytes each.
-  Anything else you change is not taken back.
-- Harness code may import only: {allowed_imports()}. No file, network or process access; names starting with `_`
-  are refused by a static check before anything runs.
-- Every frame, sheet or clip shown to the model costs visual tokens; `ctx.budget` (if set) caps distinct frames.
-- Operators already tried on this parent: {", ".join(inp.tried) or "none"}.
-{feedback}
-## Budgets of this proposal
+def _param(p: inspect.Parameter) -> str:
+    if p.kind is inspect.Parameter.VAR_KEYWORD:
+        return f"**{p.name}"
+    return p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}"
 
-{budget}
 
-## Tools
+def json_shape(model: type[BaseModel]) -> str:
+    """A model's fields as the one-line JSON shape a prompt asks for: ``{"a": str, "b": [{"c": str}]}``."""
+    fields = []
+    for name, f in model.model_fields.items():
+        args = typing.get_args(f.annotation)
+        if typing.get_origin(f.annotation) is list and args and isinstance(args[0], type) and \
+                issubclass(args[0], BaseModel):
+            fields.append(f'"{name}": [{json_shape(args[0])}]')
+        else:
+            fields.append(f'"{name}": {getattr(f.annotation, "__name__", f.annotation)}')
+    return "{" + ", ".join(fields) + "}"
 
-{tools_doc}
 
-{sdk_reference()}
-"""
+_ENV = Environment(undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                   autoescape=False)  # prompts are plain text, never HTML

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from videvolve.editing import safefs
-from videvolve.editing.base import EditorInput, PastDiagnosis, Proposal, check_edit
+from videvolve.editing.base import EditorInput, PastDiagnosis, Proposal, Rationale, check_edit
 from videvolve.editing.probe import ProbeArgs, leaks_gold, run_probe
 from videvolve.editing.safefs import PathRefused
 from videvolve.editing.workspace import EditorLimits, candidate_edits
@@ -84,25 +84,21 @@ class MemorySearchArgs(BaseModel):
     k: int = Field(5, ge=1, le=20)
 
 
-class SubmitArgs(BaseModel):
+class SubmitArgs(Rationale):
     """Submit the candidate as this proposal (ends the turn; validation and the gate follow)."""
-
-    rationale: str = Field(description="which failures this addresses and why it should help on unseen questions")
-    applies_when: str = Field("", description="the conditions under which the change helps")
-    preserve: str = Field("", description="behaviour the change must keep")
 
 
 class Ledger(BaseModel):
     """What the editor of one proposal has spent (its own ledger, never the solver's)."""
 
-    rounds: int = 0
-    tool_calls: int = 0
-    trials: int = 0
-    trial_tasks: int = 0
-    probes: int = 0
-    model_calls: int = 0
-    visual_tokens: int = 0
-    frames: int = 0
+    rounds: int = Field(0, description="the editor model's replies")
+    tool_calls: int = Field(0, description="tool calls answered, refused ones included")
+    trials: int = Field(0, description="trial runs of a candidate")
+    trial_tasks: int = Field(0, description="task runs of all trials together")
+    probes: int = Field(0, description="perception probes")
+    model_calls: int = Field(0, description="paid model calls of the trials and probes")
+    visual_tokens: int = Field(0, description="visual tokens (image, video, OCR-read) of the trials and probes")
+    frames: int = Field(0, description="distinct frames of the trials' task runs, added up")
 
 
 @dataclass
@@ -302,8 +298,8 @@ class EditorTools:
         self.ledger.trials += 1
         self.ledger.trial_tasks += len(ids)
         report = self._trial_report(harness.version_id, results)
-        self.ledger.model_calls += sum(int(r.usage.get("model_calls", 0)) for r in results)
-        self.ledger.visual_tokens += sum(_visual(r) for r in results)
+        self.ledger.model_calls += sum(r.usage.model_calls for r in results)
+        self.ledger.visual_tokens += sum(r.usage.visual_tokens for r in results)
         self.ledger.frames += sum(r.frames for r in results)
         safefs.write_bytes(self.root, f"trials/{self.ledger.trials:02d}.json",
                            (json.dumps(report, indent=1, default=float) + "\n").encode("utf-8"))
@@ -319,7 +315,7 @@ class EditorTools:
                        for s in steps[-3:]]
             rows.append({"task": r.task_id, "score": round(r.score, 4), "parent_score": None if p is None else
                          round(p.score, 4), "frames": r.frames, "parent_frames": None if p is None else p.frames,
-                         "visual_tokens": _visual(r), "cost": self._cost(r), "outcome": r.outcome,
+                         "visual_tokens": r.usage.visual_tokens, "cost": self._cost(r), "outcome": r.outcome,
                          "error": (r.error or "")[:500] or None,
                          "trace": excerpt})
             if p is not None:
@@ -329,9 +325,10 @@ class EditorTools:
         return {"candidate": version, "tasks": len(results), "mean_score": round(sum(r.score for r in results) / n, 4),
                 "mean_difference_vs_parent": round(sum(diffs) / len(diffs), 4) if diffs else None,
                 "mean_frames": round(sum(r.frames for r in results) / n, 2),
-                "mean_visual_tokens": round(sum(_visual(r) for r in results) / n, 1),
+                "mean_visual_tokens": round(sum(r.usage.visual_tokens for r in results) / n, 1),
                 "parent_mean_frames": round(sum(p.frames for p in parents) / max(1, len(parents)), 2),
-                "parent_mean_visual_tokens": round(sum(_visual(p) for p in parents) / max(1, len(parents)), 1),
+                "parent_mean_visual_tokens": round(sum(p.usage.visual_tokens for p in parents) / max(1, len(parents)),
+                                                   1),
                 "cost_metric": self.env.cost_metric,
                 "mean_cost": round(sum(self._cost(r) for r in results) / n, 2),
                 "parent_mean_cost": round(sum(self._cost(p) for p in parents) / max(1, len(parents)), 2),
@@ -388,6 +385,3 @@ class EditorTools:
                                   workspace=str(self.root))
         return f"submitted {len(edits)} changed file(s): {', '.join(sorted(edits))}; validation and the gate follow"
 
-
-def _visual(r: TaskResult) -> int:
-    return sum(int(r.usage.get(k, 0)) for k in ("image_tokens", "video_tokens", "ocr_tokens"))

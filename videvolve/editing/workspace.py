@@ -92,8 +92,7 @@ def write_trace(folder: Path, item: TraceItem, max_images: int) -> dict[str, Any
             "score": result.score if result else None, "outcome": result.outcome if result else "missing",
             "error_kind": result.error_kind if result else None, "error": (result.error or "")[:2000] if result
             else None, "frames": result.frames if result else 0,
-            "visual_tokens": (result.usage.get("image_tokens", 0) + result.usage.get("video_tokens", 0)) if result
-            else 0}
+            "visual_tokens": result.usage.visual_tokens if result else 0}
     (folder / "task.json").write_text(json.dumps(info, indent=1, default=str) + "\n", encoding="utf-8")
     (folder / "steps.jsonl").write_text("".join(json.dumps(s, default=str) + "\n" for s in item.trace),
                                         encoding="utf-8")

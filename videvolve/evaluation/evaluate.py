@@ -66,7 +66,8 @@ def evaluate(harness_dir: Path, tasks: Sequence[Task], out_dir: Path, vlm: VLM, 
     reused = {t.id for t in tasks if load_result(out_dir, t, harness.version_id) is not None}
     results = solve_tasks(harness, tasks, vlm, cost, runtime, out_dir, cache, on_result=on_result,
                           executor=executor, model=model, ray_address=ray_address)
-    cache_use = CacheUse.of([r.usage for r in results if r.task_id not in reused], cache is not None, len(reused))
+    cache_use = CacheUse.of([r.usage.model_dump() for r in results if r.task_id not in reused], cache is not None,
+                            len(reused))
     summary = {**summarize(tasks, results), "harness_id": harness.version_id, "cache_use": cache_use.model_dump(),
                **(meta or {})}
     write_summary(out_dir, summary)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from videvolve.tasks import Prediction, Task
+from videvolve.usage import TaskUsage
 
 
 class TaskResult(BaseModel):
@@ -23,13 +23,13 @@ class TaskResult(BaseModel):
     error: str | None = None
     prediction: Prediction | None = None
     score: float = Field(description="1/0 for mcq, interval-set IoU for grounding; 0 for an error")
-    usage: dict[str, Any] = Field(default_factory=dict, description="frames, tokens, calls, observed times")
+    usage: TaskUsage = Field(default_factory=TaskUsage, description="frames, tokens, calls, observed times")
     wall_s: float = 0.0
 
     @property
     def frames(self) -> int:
         """Distinct frames shown to the model."""
-        return int(self.usage.get("frames", 0))
+        return self.usage.frames
 
 
 def result_path(out_dir: Path, task_id: str) -> Path:
@@ -62,10 +62,7 @@ def write_result(out_dir: Path, result: TaskResult) -> None:
 def cost_of(result: TaskResult, metric: str = "visual_tokens", text_weight: float = 1.0) -> float:
     """One question's cost: distinct frames, or visual tokens (images, video, the images OCR read).
 
-    With ``visual_tokens+text``, plus ``text_weight`` x the text tokens of the transcript read.
+    With ``visual_tokens+text``, plus ``text_weight`` x the text tokens of the transcript read
+    (:meth:`TaskUsage.cost`, the one definition the budgets and the status line share).
     """
-    if metric == "frames":
-        return float(result.frames)
-    u = result.usage
-    visual = u.get("image_tokens", 0) + u.get("video_tokens", 0) + u.get("ocr_tokens", 0)
-    return float(visual + (text_weight * u.get("transcript_tokens", 0) if metric == "visual_tokens+text" else 0))
+    return result.usage.cost(metric, text_weight)

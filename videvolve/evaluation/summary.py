@@ -23,7 +23,7 @@ def summarize(tasks: Sequence[Task], results: Sequence[TaskResult]) -> dict[str,
     out = summarize_scores(tasks, preds)
 
     def mean(key: str, kind: str | None = None) -> float:
-        vals = [r.usage.get(key, 0) for r in rs if kind is None or r.kind == kind]
+        vals = [getattr(r.usage, key) for r in rs if kind is None or r.kind == kind]
         return float(np.mean(vals)) if vals else 0.0
 
     for kind in ("mcq", "grounding"):
@@ -36,10 +36,8 @@ def summarize(tasks: Sequence[Task], results: Sequence[TaskResult]) -> dict[str,
         "frames_per_question": mean("frames"), "image_tokens_per_question": mean("image_tokens"),
         "video_tokens_per_question": mean("video_tokens"), "cumulative_tokens_per_question": mean("cumulative_tokens"),
         "transcript_tokens_per_question": mean("transcript_tokens"), "ocr_calls_per_question": mean("ocr_calls"),
-        "requests": int(sum(r.usage.get("requests", 0) for r in rs)),
-        "model_calls": int(sum(r.usage.get("model_calls", 0) for r in rs)),
-        "cache_hits": int(sum(r.usage.get("cache_hits", 0) for r in rs)),
-        "tool_calls": int(sum(r.usage.get("tool_calls", 0) for r in rs)),
+        "requests": sum(r.usage.requests for r in rs), "model_calls": sum(r.usage.model_calls for r in rs),
+        "cache_hits": sum(r.usage.cache_hits for r in rs), "tool_calls": sum(r.usage.tool_calls for r in rs),
         "errors": sum(1 for r in rs if r.outcome == "error"),
         "errors_by_kind": dict(Counter(r.error_kind or "?" for r in rs if r.outcome == "error")),
         "wall_s": float(sum(r.wall_s for r in rs)),

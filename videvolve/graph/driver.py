@@ -10,25 +10,28 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from videvolve.graph.builder import build_graph
-from videvolve.graph.context import Context
-from videvolve.graph.run import close_run, get_run
-from videvolve.graph.state import State
+from videvolve.loop.context import Context
+from videvolve.loop.services import Run, open_run
+from videvolve.loop.state import State
 from videvolve.search.mixture import build_mixture
 
 OnUpdate = Callable[[str, dict[str, Any], dict[str, Any]], None]
 """Called with (node, its update, the state so far) after every node."""
 
 
-def evolve(ctx: Context, on_update: OnUpdate | None = None) -> dict[str, Any]:
+def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None = None) -> dict[str, Any]:
     """Run (or resume: same run directory, same thread id) until a stop reason; returns the final state.
 
-    A finished run whose settings now allow more (``iterations``, ``hours``, ...) is extended.
+    A finished run whose settings now allow more (``iterations``, ``hours``, ...) is extended. The run's services
+    are built here once (or given: ``services``, with fakes) and handed to every node as the graph's runtime
+    context; those built here are closed here.
     """
-    run = ctx.root
-    run.mkdir(parents=True, exist_ok=True)
-    run.chmod(0o700)  # evaluations and traces hold the answers of the selection set
-    (run / "settings.json").write_text(ctx.model_dump_json(indent=2))
-    conn = sqlite3.connect(str(run / "checkpoints.sqlite"), check_same_thread=False)
+    root = ctx.root
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o700)  # evaluations and traces hold the answers of the selection set
+    (root / "settings.json").write_text(ctx.model_dump_json(indent=2))
+    run = services if services is not None else open_run(ctx)
+    conn = sqlite3.connect(str(root / "checkpoints.sqlite"), check_same_thread=False)
     try:
         graph = build_graph().compile(checkpointer=SqliteSaver(conn))
         config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}
@@ -43,15 +46,16 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None) -> dict[str, Any]:
                     graph.update_state(config, {"stop_reason": None}, as_node="record")
         state: dict[str, Any] = dict(snapshot.values or {})
         if not finished:
-            for update in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync"):
+            for update in graph.stream(inputs, config, context=run, stream_mode="updates", durability="sync"):
                 for node, values in update.items():
                     if on_update is not None:  # the state after the reducers (a node's update is only its part)
                         state = dict(graph.get_state(config).values)
                         on_update(node, values or {}, state)
         final = dict(graph.get_state(config).values)
         if ctx.budgets:  # (re)built from results on disk, so a run stopped while building it finishes it
-            final["mixture"] = build_mixture(get_run(ctx), ctx.budgets, final["incumbent"])
+            final["mixture"] = build_mixture(run, ctx.budgets, final["incumbent"])
         return final
     finally:
         conn.close()
-        close_run(ctx)
+        if services is None:
+            run.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from videvolve.graph.state import State
+from videvolve.loop.state import State
 from videvolve.search.tree import pending_children
 
 

@@ -7,6 +7,9 @@
 - connection errors, timeouts, 408, 409, 429, 5xx: retried with exponential backoff (honouring ``Retry-After``)
   for a window (10 minutes by default, so a vLLM restart does not end an overnight run), then the clean stop for
   ``--resume`` (:class:`InfraError`).
+- a reply the client cannot read (``APIResponseValidationError``, any other ``openai.APIError``, or a 200 whose
+  body is not a chat completion, which langchain reports as ``ValueError`` / ``TypeError``): not retried; that
+  request's error (:class:`UnreadableResponse`, a ``ModelRequestError``).
 
 No ``openai`` exception leaves this module's :func:`call_with_retries`.
 """
@@ -22,9 +25,10 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential_jitter
 
-from videvolve.errors import ContextTooLong, EndpointError, InfraError, RequestRejected
+from videvolve.errors import ContextTooLong, EndpointError, InfraError, RequestRejected, UnreadableResponse
 
-__all__ = ["ContextTooLong", "EndpointError", "RequestRejected", "call_with_retries", "server_message"]
+__all__ = ["ContextTooLong", "EndpointError", "RequestRejected", "UnreadableResponse", "call_with_retries",
+           "server_message"]
 
 T = TypeVar("T")
 RETRIED_STATUS = frozenset({408, 409, 429})
@@ -102,6 +106,9 @@ def call_with_retries(fn: Callable[[], T], where: str, model: str, window_s: flo
         raise InfraError(f"model endpoint {where or '?'} (model {model}) failed after {attempts - 1} retries over "
                          f"{time.monotonic() - started:.0f} s: {describe(exc)}. Check that the server is up; "
                          "finished work is kept.") from exc
+    except (openai.APIError, ValueError, TypeError) as exc:  # the server answered something unreadable
+        raise UnreadableResponse(f"model endpoint {where or '?'} (model {model}) sent a reply the client cannot "
+                                 f"read: {describe(exc)}") from exc
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -4,19 +4,21 @@ The model is driven through the :class:`~videvolve.models.base.VLM` protocol, wh
 with langchain's ``bind_tools`` and reads its ``tool_calls`` (and ``invalid_tool_calls``); the conversation is plain
 OpenAI messages. Every way a model can fail ends the loop with its reason in ``failure``: it answers without a tool
 call (after one reminder), every call of several rounds in a row is refused (unknown tool, bad arguments, a call
-that cannot be read, a refusal of the tool itself), its rounds are spent, or the endpoint rejects a request or
-returns something unreadable. An endpoint that is misconfigured (:class:`EndpointError`) or down after the retry
-window (:class:`InfraError`) is not the model's failure: it propagates and stops the run cleanly for ``--resume``.
+that cannot be read, a refusal of the tool itself), its rounds or its time are spent, or the endpoint rejects a
+request or returns something unreadable. A tool call that cannot be read (bad JSON arguments) gets the parse error
+back as the next message, so the model can correct it, and counts as a refused round; a reply without any tool call
+gets the ``nudge``. Every model-driven part uses this one loop (the agent editor, the agent investigator). An
+endpoint that is misconfigured (:class:`EndpointError`) or down after the retry window (:class:`InfraError`) is not
+the model's failure: it propagates and stops the run cleanly for ``--resume``.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
-
-import openai
 
 from videvolve.errors import ModelRequestError
 from videvolve.models.base import VLM, Message, Reply, Tool, ToolCall
@@ -41,38 +43,56 @@ def assistant_message(reply: Reply) -> Message:
 class ToolLoop(Generic[T]):
     """Runs one conversation; ``dispatch(call)`` returns (result text, whether it succeeded, the final value or None).
 
-    ``who`` names the model in failure reasons ("the investigator model ..."), ``goal`` what its last call does
-    ("diagnosing"), ``nudge`` the reminder sent after a reply without a tool call.
+    ``deadline`` (``time.monotonic``) bounds the conversation's time; ``on_reply`` sees each reply once it is in the
+    conversation (a log, a ledger); ``answer_final=False`` leaves the call that ended the conversation unanswered,
+    its id in ``pending``, so that a later turn answers it (the editor's repair round sends the validation failure
+    as that call's result).
     """
 
     vlm: VLM
     schemas: list[Tool]
+    """The tools offered, as OpenAI function schemas."""
     rounds: int
+    """Replies asked for at most (each reply is a round)."""
     who: str
+    """Names the model in failure reasons ("the investigator model ...")."""
     goal: str
+    """What its last call does ("diagnosing", "submitting")."""
     nudge: str
+    """The reminder sent after a reply without a tool call."""
     used: int = 0
+    """Rounds used so far."""
     failure: str | None = None
+    """Why the last :meth:`run` ended without a value."""
     messages: list[Message] = field(default_factory=list)
+    deadline: float | None = None
+    on_reply: Callable[[Reply], None] | None = None
+    answer_final: bool = True
+    pending: str | None = None
 
     def _ask(self) -> Reply | None:
         try:
             return self.vlm.complete(self.messages, self.schemas)
-        except (ModelRequestError, openai.APIError, ValueError) as exc:
+        except ModelRequestError as exc:
             self.failure = f"the {self.who} model failed: {str(exc)[:400]}"
             return None
 
     def run(self, messages: list[Message], dispatch: Callable[[ToolCall], tuple[str, bool, T | None]]) -> T | None:
         """The final value, or None with the reason in ``failure``."""
-        self.messages, self.failure = messages, None
+        self.messages, self.failure, self.pending = messages, None, None
         quiet = refused = 0
         last = ""
         while self.used < self.rounds:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                self.failure = f"the {self.who} model timed out after {self.used} round(s) without {self.goal}"
+                return None
             reply = self._ask()
             if reply is None:
                 return None
             self.used += 1
             messages.append(assistant_message(reply))
+            if self.on_reply is not None:
+                self.on_reply(reply)
             if not reply.tool_calls and reply.invalid_tool_calls:
                 last = "; ".join(f"{c.get('name') or '?'}: {c.get('error')}" for c in reply.invalid_tool_calls)
                 last = f"error: the tool call could not be read ({last[:300]}); send JSON arguments"
@@ -106,8 +126,10 @@ class ToolLoop(Generic[T]):
         for i, call in enumerate(reply.tool_calls):
             text, ok, done = dispatch(call)
             ok_any, last = ok_any or ok, text
-            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+            if done is None or self.answer_final:
+                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
             if done is not None:
+                self.pending = None if self.answer_final else call.id
                 for later in reply.tool_calls[i + 1:]:
                     self.messages.append({"role": "tool", "tool_call_id": later.id,
                                           "content": "skipped: the previous call ended the conversation"})

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from videvolve.errors import InfraError, InputNotFoundError
+from videvolve.errors import EndpointError, InfraError, InputNotFoundError
 
 
 def vllm_command(model: str, vllm_bin: str, host: str = "127.0.0.1", port: int = 8000,
@@ -72,7 +72,7 @@ class VLLMServer:
                 r = httpx.get(f"{self.base_url}/models", headers=self.headers, timeout=5)
                 if r.status_code == 401:
                     self.stop()
-                    raise InfraError(f"vLLM at {self.base_url} refuses the API key given (401)")
+                    raise EndpointError(f"vLLM at {self.base_url} refuses the API key given (401)")
                 if r.status_code == 200:
                     names = [m.get("id") for m in r.json().get("data", [])]
                     if model is None or model in names:

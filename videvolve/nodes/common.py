@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from videvolve.evaluation.results import TaskResult
+from videvolve.usage import Spend
 
 
 def spent(results: Sequence[TaskResult]) -> dict[str, float]:
-    """Model calls and visual tokens of results (for the run's --max-calls / --max-visual-tokens)."""
-    return {"model_calls": float(sum(r.usage.get("model_calls", 0) for r in results)),
-            "visual_tokens": float(sum(r.usage.get("image_tokens", 0) + r.usage.get("video_tokens", 0)
-                                       for r in results))}
+    """What results add to the run's totals (--max-calls, --max-visual-tokens), as the state's plain JSON."""
+    return Spend.of(r.usage for r in results).to_state()

@@ -18,14 +18,14 @@ from videvolve.editing.agent import AgentEditor
 from videvolve.editing.base import Editor
 from videvolve.editing.command import CommandEditor
 from videvolve.errors import HarnessError
-from videvolve.graph.context import Context
-from videvolve.graph.run import Run, command_spec, get_run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run, command_spec
+from videvolve.loop.state import State
 from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM
 from videvolve.nodes.sessions import Sessions
 from videvolve.search.gate import rule_text
 from videvolve.search.history import entries, for_editor
+from videvolve.usage import Spend
 
 
 def editor_input(run: Run, state: State) -> EditorInput:
@@ -61,33 +61,33 @@ def editor_model(run: Run) -> MeteredVLM:
     return MeteredVLM(make_vlm(settings), run.cache)
 
 
-def make_editor(run: Run) -> Editor:
-    """The editor the run's settings ask for."""
+def make_editor(run: Run, model: MeteredVLM | None = None) -> Editor:
+    """The editor the run's settings ask for (``model``: the LLM and agent editors' metered model)."""
     ctx = run.ctx
     if ctx.editor == "llm":
-        return LLMEditor(editor_model(run))
+        return LLMEditor(model or editor_model(run))
     if ctx.editor == "agent":
-        return AgentEditor(editor_model(run), rounds=ctx.editor_rounds)
+        return AgentEditor(model or editor_model(run), rounds=ctx.editor_rounds)
     if ctx.editor == "command":
         return CommandEditor(command_spec(ctx, [t.video for t in [*run.train, *run.selection]]))
     return HeuristicEditor(trials=not ctx.no_trials, operators=ctx.trial_operators, tasks=ctx.trial_batch)
 
 
-def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def edit(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """Candidate versions (possibly none)."""
-    run, ctx = get_run(runtime.context), runtime.context
+    run = runtime.context
+    ctx = run.ctx
     it, parent = state["iteration"], state["parent"]
-    editor = make_editor(run)
+    model = editor_model(run) if ctx.editor in ("llm", "agent") and run.editor is None else None
+    editor = run.editor or make_editor(run, model)
     sessions = Sessions(run, state)
-    if hasattr(editor, "open"):  # drivers that work in a workspace get one per proposal
-        setattr(editor, "open", sessions.open)  # noqa: B010
     inp = editor_input(run, state)
     want = ctx.children if ctx.search == "mcts" else 1
     candidates: list[str] = []
     operators: dict[str, str | None] = {}
     dropped: list[dict[str, Any]] = []
     for _ in range(want):
-        proposal = editor.propose(inp)
+        proposal = editor.propose(inp, sessions)
         if proposal is None:
             break
         inp = inp.model_copy(update={"tried": [*inp.tried, proposal.operator]})
@@ -111,21 +111,12 @@ def edit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         run.event(it, "edit", "no proposal", parent=parent, why=why,
                   workspace=_rel(run, str(sessions.opened[-1].root)) if sessions.opened else None)
     return {"candidates": candidates, "operators": operators, "dropped": dropped, "feedback": None,
-            "no_proposal": why, "spent": _add(sessions.spent(), _editor_calls(editor))}
+            "no_proposal": why, "spent": (sessions.spent() + _editor_calls(model)).to_state()}
 
 
-def _add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in {*a, *b}}
-
-
-def _editor_calls(editor: Editor) -> dict[str, float]:
+def _editor_calls(model: MeteredVLM | None) -> Spend:
     """The editor model's own ledger (calls paid for count against --max-calls; cache hits cost nothing)."""
-    model = getattr(editor, "vlm", None)
-    if not isinstance(model, MeteredVLM):
-        return {}
-    paid = model.ledger["calls"] - model.ledger["cache_hits"]
-    return {"editor_calls": model.ledger["calls"], "editor_cache_hits": model.ledger["cache_hits"],
-            "model_calls": paid}
+    return Spend.of_model("editor", model.ledger) if model is not None else Spend()
 
 
 def _rel(run: Run, workspace: str) -> str | None:

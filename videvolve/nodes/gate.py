@@ -10,18 +10,18 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from videvolve.graph.context import Context
-from videvolve.graph.run import get_run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.nodes.common import spent
 from videvolve.search.history import entries as history_entries
 from videvolve.search.screening import screen
 from videvolve.search.tree import pending_children
 
 
-def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def gate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """History entries for this iteration's candidates."""
-    run, ctx = get_run(runtime.context), runtime.context
+    run = runtime.context
+    ctx = run.ctx
     parent = state["parent"]
     # mcts: children of this parent that lost an earlier promotion compete again (their results are on disk)
     pending = pending_children(state.get("tree", {}), parent, exclude=state["candidates"])

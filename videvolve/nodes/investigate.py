@@ -9,14 +9,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from videvolve.evaluation.results import result_path
-from videvolve.graph.context import Context
-from videvolve.graph.run import Run, get_run
-from videvolve.graph.state import State
 from videvolve.investigator import Investigator
 from videvolve.investigator.agent import AgentInvestigator
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.memory.records import Diagnosis
 from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM
+from videvolve.usage import Spend
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +29,10 @@ def investigator_model(run: Run) -> MeteredVLM:
     return MeteredVLM(make_vlm(settings), run.cache)
 
 
-def investigate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def investigate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """One diagnosis per failure; the probes' cost is the investigator's own ledger."""
-    run, ctx = get_run(runtime.context), runtime.context
+    run = runtime.context
+    ctx = run.ctx
     it = state["iteration"]
     by_id = {t.id: t for t in run.train}
     inv = Investigator(run.probe_vlm, run.cost, ctx.probe_frames, run.cache, ctx.runtime.image_format)
@@ -64,11 +65,9 @@ def investigate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if agent is not None:
         extra["investigators"] = {k: sum(d.investigator == k for d in diagnoses) for k in ("agent", "procedure")}
     run.event(it, "investigate", "diagnoses", categories=counts, probe_cost=inv.ledger, **extra)
-    ledger = inv.ledger
-    spent = {"model_calls": float(ledger["model_calls"]), "visual_tokens": float(ledger["image_tokens"]),
-             "probe_frames": float(ledger["frames"])}
+    ledger = inv.ledger  # the probes' visual tokens are its "image_tokens" (probes show frames and clips)
+    spend = Spend(model_calls=ledger["model_calls"], visual_tokens=ledger["image_tokens"],
+                  probe_frames=ledger["frames"])
     if agent is not None:  # the agent's own calls count against --max-calls; replies from the cache cost nothing
-        calls, hits = agent.model.ledger["calls"], agent.model.ledger["cache_hits"]
-        spent.update(investigator_calls=calls, investigator_cache_hits=hits,
-                     model_calls=spent["model_calls"] + calls - hits)
-    return {"diagnoses": [d.id for d in diagnoses], "spent": spent}
+        spend += Spend.of_model("investigator", agent.model.ledger)
+    return {"diagnoses": [d.id for d in diagnoses], "spent": spend.to_state()}

@@ -8,18 +8,18 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from videvolve.graph.context import Context
-from videvolve.graph.run import get_run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.nodes.common import spent
 from videvolve.search.gate import aggregate, mean_frames
 from videvolve.search.tree import root
 from videvolve.skill_library.harness import copy_harness, find_harness
 
 
-def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def prepare(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """The seed becomes the incumbent and the root of the search tree."""
-    run, ctx = get_run(runtime.context), runtime.context
+    run = runtime.context
+    ctx = run.ctx
     seed = copy_harness(find_harness(ctx.seed_harness), run.root / "harnesses", summary="seed")
     version = seed.name
     results = run.evaluate(version, run.selection, "selection")

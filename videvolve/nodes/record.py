@@ -8,26 +8,26 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from videvolve.graph.context import Context
-from videvolve.graph.run import Run, get_run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.memory.records import RevisionOutcome
 from videvolve.search.history import GateEntry, entries
 from videvolve.search.tree import record_children
+from videvolve.usage import Spend
 
 
 def _stop_reason(run: Run, state: State, iteration: int) -> str | None:
     ctx = run.ctx
-    spent = state.get("spent", {})
+    spent = Spend.from_state(state.get("spent"))
     if (run.root / "STOP").exists():
         return "STOP file"
     if iteration >= ctx.iterations:
         return f"{ctx.iterations} iterations"
     if ctx.hours is not None and time.time() - state.get("started_at", time.time()) >= ctx.hours * 3600:
         return f"{ctx.hours} hours"
-    if ctx.max_calls is not None and spent.get("model_calls", 0) >= ctx.max_calls:
+    if ctx.max_calls is not None and spent.model_calls >= ctx.max_calls:
         return f"--max-calls {ctx.max_calls}"
-    if ctx.max_visual_tokens is not None and spent.get("visual_tokens", 0) >= ctx.max_visual_tokens:
+    if ctx.max_visual_tokens is not None and spent.visual_tokens >= ctx.max_visual_tokens:
         return f"--max-visual-tokens {ctx.max_visual_tokens}"
     return None
 
@@ -44,9 +44,9 @@ def _promote(run: Run, state: State, best: GateEntry | None) -> dict[str, Any]:
     return {"incumbent": best.candidate, "incumbent_score": best.cand_score, "incumbent_cost": best.cand_cost}
 
 
-def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def record(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """Close the iteration."""
-    run = get_run(runtime.context)
+    run = runtime.context
     it, parent = state["iteration"], state["parent"]
     gated = [e for e in entries(state.get("history", [])) if e.iteration == it and e.parent == parent
              and e.candidate in state.get("candidates", [])]

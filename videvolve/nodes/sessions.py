@@ -16,10 +16,11 @@ from videvolve.editing.tools import EditorEnv, EditorTools, tools_doc
 from videvolve.editing.workspace import EditorLimits, TraceItem, build_workspace, workspaces_root
 from videvolve.evaluation.results import TaskResult, result_path
 from videvolve.evaluation.solve import solve_tasks
-from videvolve.graph.run import Run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.skill_library.harness import Harness
 from videvolve.tasks import Task
+from videvolve.usage import Spend
 
 
 def limits_of(run: Run) -> EditorLimits:
@@ -103,12 +104,9 @@ class Sessions:
                 out[cand] = json.loads(manifest.read_text()).get("revision", {}).get("diff", "")
         return out
 
-    def spent(self) -> dict[str, float]:
+    def spent(self) -> Spend:
         """What the editor's trials and probes cost in this step (added to the run's totals)."""
-        out: dict[str, float] = {}
-        for t in self.opened:
-            for key in ("model_calls", "visual_tokens", "trial_tasks", "probes"):
-                out[f"editor_{key}"] = out.get(f"editor_{key}", 0.0) + getattr(t.ledger, key)
-        out["model_calls"] = out.get("editor_model_calls", 0.0)
-        out["visual_tokens"] = out.get("editor_visual_tokens", 0.0)
-        return {k: v for k, v in out.items() if v}
+        return Spend.total(Spend(model_calls=t.ledger.model_calls, visual_tokens=t.ledger.visual_tokens,
+                                 editor_model_calls=t.ledger.model_calls, editor_visual_tokens=t.ledger.visual_tokens,
+                                 editor_trial_tasks=t.ledger.trial_tasks, editor_probes=t.ledger.probes)
+                           for t in self.opened)

@@ -6,16 +6,16 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from videvolve.graph.context import Context
-from videvolve.graph.run import get_run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.nodes.common import spent
 from videvolve.search.tree import pick_parent
 
 
-def solve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def solve(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """Run the parent on the batch; failures are errors or scores below the threshold."""
-    run, ctx = get_run(runtime.context), runtime.context
+    run = runtime.context
+    ctx = run.ctx
     parent = pick_parent(state.get("tree", {}), state["incumbent"], ctx.search, ctx.uct_c)
     batch = run.batch(state["iteration"])
     results = run.evaluate(parent, batch, "train")

@@ -7,14 +7,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from videvolve.errors import ErrorKind
-from videvolve.graph.context import Context
-from videvolve.graph.run import Run, get_run
-from videvolve.graph.state import State
+from videvolve.loop.services import Run
+from videvolve.loop.state import State
 from videvolve.nodes.common import spent
 from videvolve.skill_library.harness import validate_harness
+from videvolve.usage import Spend
 
 
-def why_invalid(run: Run, state: State, candidate: str, used: dict[str, float]) -> str | None:
+def why_invalid(run: Run, state: State, candidate: str, used: list[dict[str, float]]) -> str | None:
     """The reason a candidate cannot be gated, or None."""
     reason = validate_harness(run.harness_dir(candidate))
     if reason is not None:
@@ -22,17 +22,17 @@ def why_invalid(run: Run, state: State, candidate: str, used: dict[str, float]) 
     by_id = {t.id: t for t in run.train}
     smoke = [by_id[i] for i in state.get("batch", [])[: run.ctx.smoke_tasks]]
     results = run.evaluate(candidate, smoke, "train")
-    for k, v in spent(results).items():
-        used[k] = used.get(k, 0.0) + v
+    used.append(spent(results))
     bad = [r for r in results if r.outcome == "error" and ErrorKind(r.error_kind or "crash").harness_fault]
     return f"smoke run on task {bad[0].task_id}: {bad[0].error_kind}: {(bad[0].error or '')[:1500]}" if bad else None
 
 
-def validate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def validate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """Keep the valid candidates; a lone invalid one goes back to the editor (bounded), others are dropped."""
-    run, ctx = get_run(runtime.context), runtime.context
+    run = runtime.context
+    ctx = run.ctx
     it = state["iteration"]
-    used: dict[str, float] = {}
+    used: list[dict[str, float]] = []
     valid: list[str] = []
     dropped: list[dict[str, Any]] = []
     for cand in state.get("candidates", []):
@@ -43,8 +43,13 @@ def validate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             valid.append(cand)
         elif len(state["candidates"]) == 1 and state.get("repair_round", 0) < ctx.repair_rounds:
             run.event(it, "validate", "sent back", candidate=cand, reason=reason)
-            return {"feedback": reason, "repair_round": state.get("repair_round", 0) + 1, "spent": used}
+            return {"feedback": reason, "repair_round": state.get("repair_round", 0) + 1,
+                    "spent": _total(used)}
         else:
             run.event(it, "validate", "dropped", candidate=cand, reason=reason)
             dropped.append({"candidate": cand, "operator": op, "reason": reason})
-    return {"candidates": valid, "dropped": dropped, "feedback": None, "spent": used}
+    return {"candidates": valid, "dropped": dropped, "feedback": None, "spent": _total(used)}
+
+
+def _total(used: list[dict[str, float]]) -> dict[str, float]:
+    return Spend.total(Spend.from_state(u) for u in used).to_state()

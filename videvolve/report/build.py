@@ -14,6 +14,7 @@ from videvolve.report import plots
 from videvolve.report.proposals import proposals
 from videvolve.report.traces import traces
 from videvolve.search.history import GateEntry
+from videvolve.usage import TaskUsage
 
 COMPARISON = "comparison.json"
 """Written by ``evaluation.experiment.compare_on_test`` into ``RUN/test/``; shown when present."""
@@ -52,10 +53,10 @@ def _token_ledger(run: Path) -> dict[str, int]:
     """Prompt tokens of every evaluation of the run: our formula's (metered) and the server's, where it reported."""
     metered = reported = results = 0
     for path in run.glob("evals/*/*/results/*.json"):
-        usage = json.loads(path.read_text()).get("usage", {})
-        if usage.get("reported_prompt_tokens"):
-            metered += int(usage.get("cumulative_tokens", 0))
-            reported += int(usage["reported_prompt_tokens"])
+        usage = TaskUsage.model_validate(json.loads(path.read_text()).get("usage", {}))
+        if usage.reported_prompt_tokens:
+            metered += usage.cumulative_tokens
+            reported += usage.reported_prompt_tokens
             results += 1
     return {"metered": metered, "reported": reported, "results": results}
 

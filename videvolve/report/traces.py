@@ -13,6 +13,7 @@ from typing import Any
 
 from videvolve.media import contact_sheet, frames_at
 from videvolve.tasks import Task, read_tasks
+from videvolve.usage import TaskUsage
 
 MAX_TRACES = 6
 MAX_THUMBS_PER_STEP = 128
@@ -124,7 +125,7 @@ def traces(run: Path, settings: dict[str, Any], out: Path) -> list[dict[str, Any
         shown.append({"task_id": task.id, "kind": task.kind, "question": task.question,
                       "options": [f"{chr(ord('A') + i)}) {o}" for i, o in enumerate(task.options or [])],
                       "gold": _gold(task), "prediction": _readable(prediction) if prediction is not None else "none",
-                      "score": result["score"], "frames": result.get("usage", {}).get("frames", 0),
+                      "score": result["score"], "frames": TaskUsage.model_validate(result.get("usage", {})).frames,
                       "steps": [_step(task, s, result_file.stem, out) for s in lines]})
         if len(shown) >= MAX_TRACES:
             break

@@ -1,6 +1,6 @@
 """What the search needs of a run, as protocols.
 
-The real run (``graph.run.Run``) and the test fake (``videvolve.testing.FakeRun``) both satisfy them, and mypy
+The real run (``loop.services.Run``) and the test fake (``videvolve.testing.FakeRun``) both satisfy them, and mypy
 checks that they do. Properties (read-only, so covariant) rather than attributes; their names say what they are.
 """
 

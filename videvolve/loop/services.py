@@ -1,29 +1,29 @@
 """What the nodes share within one process: tasks, models, cache, memory, events, lineage, paths.
 
-Built from the run's :class:`Context` on first use and cached per run directory, so nodes stay small and a resumed
-process rebuilds exactly the same services from ``settings.json``.
+Built once by the driver (:func:`open_run`, from the run's :class:`Context`, so a resumed process rebuilds exactly
+the same services from ``settings.json``), handed to every node as LangGraph's runtime context
+(``runtime.context``), and closed by the driver. Nothing is cached between runs: a test builds its own services,
+with fakes where it wants them (``editor``), and passes them in.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import random
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from videvolve.config import default_cache_path
+from videvolve.editing.base import Editor
 from videvolve.editing.command import CommandSpec, check_command
 from videvolve.errors import UsageError
 from videvolve.evaluation.evaluate import with_proxies
 from videvolve.evaluation.results import TaskResult, load_result
 from videvolve.evaluation.solve import solve_tasks
-from videvolve.graph.context import Context
+from videvolve.loop.context import Context
 from videvolve.memory.embedders import Embedder, HashingEmbedder, MiniLMEmbedder, default_embedder
 from videvolve.memory.store import ChromaStore
 from videvolve.models import make_vlm
@@ -49,7 +49,15 @@ class Run:
     cost: CostModel
     cache: ResponseCache | None
     memory: ChromaStore
+    editor: Editor | None = None
+    """The editor to use instead of the one the settings ask for (tests inject fakes here)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def root(self) -> Path:
@@ -169,43 +177,3 @@ def command_spec(ctx: Context, videos: list[str]) -> CommandSpec:
 
 def _satisfies(run: Run) -> RunServices:  # mypy checks here that a Run is what the search needs
     return run
-
-
-_OPEN: dict[str, Run] = {}
-_OPEN_LOCK = threading.Lock()
-
-
-def get_run(ctx: Context) -> Run:
-    """The open services of a run (opened on first use, kept until :func:`close_run`)."""
-    key = ctx.model_dump_json()
-    with _OPEN_LOCK:
-        run = _OPEN.get(key)
-        if run is None:
-            run = _OPEN[key] = open_run(ctx)
-        return run
-
-
-def close_run(ctx: Context) -> None:
-    """Close a run's services (its cache, its memory's index); the next :func:`get_run` opens them afresh."""
-    with _OPEN_LOCK:
-        run = _OPEN.pop(ctx.model_dump_json(), None)
-    if run is not None:
-        run.close()
-
-
-@contextlib.contextmanager
-def running(ctx: Context) -> Iterator[Run]:
-    """A run's services for the length of a ``with`` block."""
-    try:
-        yield get_run(ctx)
-    finally:
-        close_run(ctx)
-
-
-@atexit.register
-def _close_all() -> None:
-    with _OPEN_LOCK:
-        runs = list(_OPEN.values())
-        _OPEN.clear()
-    for run in runs:
-        run.close()

@@ -6,6 +6,7 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 from videvolve.search.tree import Tree
+from videvolve.usage import add_spend
 
 
 def replace(_: Any, new: Any) -> Any:
@@ -21,14 +22,6 @@ def merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, A
 def extend_or_reset(old: list[Any] | None, new: list[Any] | None) -> list[Any]:
     """Reducer of per-iteration lists that several nodes add to: ``None`` starts the list afresh."""
     return [] if new is None else [*(old or []), *new]
-
-
-def add_counts(old: dict[str, float] | None, new: dict[str, float] | None) -> dict[str, float]:
-    """Reducer of running totals: counts add up."""
-    out = dict(old or {})
-    for k, v in (new or {}).items():
-        out[k] = out.get(k, 0) + v
-    return out
 
 
 class State(TypedDict, total=False):
@@ -67,6 +60,7 @@ class State(TypedDict, total=False):
     history: Annotated[list[dict[str, Any]], operator.add]
     """One :class:`~videvolve.search.history.GateEntry` (as plain JSON) per gated or dropped candidate: aggregates,
     no per-item selection outcome."""
-    spent: Annotated[dict[str, float], add_counts]
-    """Running totals: model calls and visual tokens (solver, gate, investigator)."""
+    spent: Annotated[dict[str, float], add_spend]
+    """Running totals (solver, gate, investigator, editor): a :class:`~videvolve.usage.Spend` as plain JSON (so
+    checkpoints hold no class); read it with ``Spend.from_state``, add to it by returning ``spend.to_state()``."""
     stop_reason: str | None

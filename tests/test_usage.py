@@ -1,0 +1,100 @@
+"""One definition of cost: the gate, the budgets, the status line, the editor's view and stored results agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, get_type_hints
+
+import pytest
+
+from videvolve.editing.workspace import TraceItem, write_trace
+from videvolve.evaluation.results import TaskResult, cost_of, load_result, result_path
+from videvolve.loop.state import State
+from videvolve.nodes.common import spent
+from videvolve.nodes.record import _stop_reason
+from videvolve.search.gate import aggregate
+from videvolve.tasks import Task
+from videvolve.usage import Spend, TaskUsage, add_spend
+
+USAGE = {"frames": 6, "image_tokens": 100, "video_tokens": 30, "ocr_tokens": 20, "transcript_tokens": 50,
+         "requests": 4, "model_calls": 3, "cache_hits": 1}
+VISUAL = 100 + 30 + 20  # OCR reads images: visual cost; transcript text is not
+
+
+def _task() -> Task:
+    return Task(id="t1", video_id="v", video="v.mp4", kind="mcq", question="which?", options=["a", "b"], answer="A",
+                split="train")
+
+
+def _result(**usage: Any) -> TaskResult:
+    return TaskResult(task_id="t1", harness_id="h", kind="mcq", outcome="ok", score=1.0, usage=usage or USAGE)
+
+
+def _stop(tmp_path: Path, state: dict[str, Any], **limits: Any) -> str | None:
+    ctx = SimpleNamespace(**{"iterations": 99, "hours": None, "max_calls": None, "max_visual_tokens": None, **limits})
+    return _stop_reason(SimpleNamespace(ctx=ctx, root=tmp_path), state, 1)  # type: ignore[arg-type]
+
+
+def test_ocr_and_transcript_tokens_count_the_same_everywhere(tmp_path: Path) -> None:
+    r = _result()
+    # the gate
+    assert cost_of(r, "visual_tokens") == VISUAL
+    assert cost_of(r, "visual_tokens+text", 0.5) == VISUAL + 25
+    assert aggregate([r], "visual_tokens") == (1.0, VISUAL)
+    # the budgets: what the nodes add to the state, and --max-visual-tokens / --max-calls on it
+    state = {"spent": add_spend(None, spent([r]))}
+    totals = Spend.from_state(state["spent"])
+    assert (totals.visual_tokens, totals.transcript_tokens, totals.model_calls) == (VISUAL, 50, 3)
+    assert _stop(tmp_path, state, max_visual_tokens=VISUAL) == f"--max-visual-tokens {VISUAL}"
+    assert _stop(tmp_path, state, max_visual_tokens=VISUAL + 1) is None
+    assert _stop(tmp_path, state, max_calls=3) == "--max-calls 3"
+    # the status line
+    assert f"{VISUAL} visual tokens, 50 transcript tokens" in totals.line()
+    # the editor's workspace (what it reads of a parent's result)
+    line = write_trace(tmp_path / "trace", TraceItem(_task(), r, []), max_images=0)
+    assert line["visual_tokens"] == VISUAL == json.loads((tmp_path / "trace" / "task.json").read_text())[
+        "visual_tokens"]
+
+
+def test_spend_adds_up_as_the_state_reducer() -> None:
+    hint = get_type_hints(State, include_extras=True)["spent"]
+    assert hint.__metadata__ == (add_spend,)
+    a = Spend(model_calls=2, visual_tokens=10)
+    b = Spend.of_model("editor", {"calls": 5, "cache_hits": 2})
+    assert a + b == Spend(model_calls=5, visual_tokens=10, editor_calls=5, editor_cache_hits=2)
+    assert add_spend(a.to_state(), b.to_state()) == (a + b).to_state()
+    assert add_spend({}, {}) == {} and Spend.total([]) == Spend()
+    # a checkpoint written before the model: floats, and a key this version no longer knows
+    old = {"model_calls": 7.0, "visual_tokens": 120.0, "editor_trial_tasks": 2.0, "retired": 1.0}
+    assert Spend.from_state(old) == Spend(model_calls=7, visual_tokens=120, editor_trial_tasks=2)
+
+
+def test_a_result_stored_before_requests_were_counted_still_loads(tmp_path: Path) -> None:
+    """Then ``model_calls`` counted every request, cache hits included; now those are ``requests``."""
+    old = {"task_id": "t1", "harness_id": "h", "split": "train", "kind": "mcq", "outcome": "ok", "score": 1.0,
+           "usage": {"frames": 8, "image_tokens": 500, "video_tokens": 0, "cumulative_tokens": 900,
+                     "reported_prompt_tokens": 0, "model_calls": 3, "cache_hits": 1, "tool_calls": 2,
+                     "observed_times": [1.5, 3.0]}}
+    path = result_path(tmp_path, "t1")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(old))
+    result = load_result(tmp_path, _task(), "h")
+    assert result is not None
+    assert (result.usage.requests, result.usage.model_calls, result.usage.cache_hits) == (3, 2, 1)
+    assert result.frames == 8 and result.usage.observed_times == [1.5, 3.0]
+    # today's form is read as written
+    assert TaskUsage.model_validate(USAGE).model_calls == 3
+
+
+def test_an_unknown_cost_metric_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown cost metric 'tokens'"):
+        TaskUsage().cost("tokens")
+
+
+def test_task_usages_add() -> None:
+    total = TaskUsage.model_validate(USAGE) + TaskUsage(frames=1, ocr_tokens=5, observed_times=[2.0],
+                                                        client_s={"decode": 0.5})
+    assert (total.frames, total.visual_tokens, total.requests) == (7, VISUAL + 5, 4)
+    assert total.observed_times == [2.0] and total.client_s == {"decode": 0.5}
