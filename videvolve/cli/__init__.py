@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
+from videvolve import interrupt
 from videvolve.cli import (
     data_cmds,
     demo_cmd,
@@ -52,16 +53,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
 
     console = Console(stderr=True, soft_wrap=True)
+    interrupt.install()
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        if interrupt.STOP.is_set():  # a command that said what was kept: leave without waiting for requests
+            interrupt.exit_now(code)
+        return code
     except VidevolveError as exc:
         from rich.markup import escape  # a message may hold brackets ("pip install 'videvolve[speech]'")
 
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
         return 2
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]")
-        return 130
+        console.print("[yellow]interrupted[/]: every finished result is kept; rerun the same command (or "
+                      "`--resume` a run) to continue")
+        interrupt.exit_now(interrupt.INTERRUPTED)
+        return interrupt.INTERRUPTED
     except Exception:
         console.print_exception(max_frames=20)
         console.print("[bold red]This is a bug in videvolve[/], not something you did: please report it with the "

@@ -73,6 +73,11 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
             results.append(result)
             if on_result:
                 on_result(result)
+    except KeyboardInterrupt:  # Ctrl-C: stop the workers and the local cluster (finished results are on disk)
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        ray.shutdown()
+        raise
     except ray.exceptions.RayTaskError as exc:
         for ref in pending:
             ray.cancel(ref)

@@ -91,7 +91,10 @@ def _warm_pool(harness: Harness, settings: RuntimeSettings, tasks: int) -> conte
 
 def _run_local(pending: Sequence[Task], run: Callable[[Task], TaskResult], concurrency: int,
                done: dict[str, TaskResult], on_result: Callable[[TaskResult], None] | None) -> None:
-    """Run tasks on ``concurrency`` threads; an exception stops the rest and is raised once the running ones end."""
+    """Run tasks on ``concurrency`` threads; an exception stops the rest and is raised once the running ones end.
+
+    A ``KeyboardInterrupt`` is raised at once (the console then exits without waiting for requests in flight).
+    """
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -105,13 +108,19 @@ def _run_local(pending: Sequence[Task], run: Callable[[Task], TaskResult], concu
                 on_result(result)
         return result
 
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
         futures: list[Future[TaskResult | None]] = [pool.submit(work, t) for t in pending]
         finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failure = next((f.exception() for f in finished if f.exception() is not None), None)
-        if failure is not None:
-            stop.set()
-            for f in futures:
-                f.cancel()
-            wait(futures)
-            raise failure
+    except BaseException:  # Ctrl-C: nothing new starts, and the tasks in flight are not waited for
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    failure = next((f.exception() for f in finished if f.exception() is not None), None)
+    if failure is not None:
+        stop.set()
+        for f in futures:
+            f.cancel()
+    pool.shutdown(wait=True)
+    if failure is not None:
+        raise failure
