@@ -97,3 +97,20 @@ def test_ctrl_c_ends_eval_while_requests_hang_on_a_blackhole(small_world, seed: 
     assert took < BOUND_S, (took, rest)
     assert code == 130 and "interrupted" in rest and "Traceback" not in rest
     assert not list((tmp_path / "e").glob("results/*.json"))  # nothing unanswered became a result
+
+
+def test_ctrl_c_ends_evolve_with_the_resume_command(small_world, seed: Path, tmp_path: Path):
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    proc = subprocess.Popen([sys.executable, "-m", "videvolve", "evolve", "--tasks", str(small_world.tasks_path),
+                             "--run", str(tmp_path / "run"), "--seed-harness", str(seed), "--memory",
+                             str(tmp_path / "memory"), "--embedder", "hashing", "--iterations", "1", "--batch", "2",
+                             "--backend", "openai", "--base-url", base, "--model", "simvlm", "--no-cache"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        read_until(proc, "retrying until", timeout=90)
+    except AssertionError:
+        proc.kill()
+        raise
+    took, code, rest = interrupt(proc)
+    assert took < BOUND_S, (took, rest)
+    assert code == 130 and f"videvolve evolve --run {tmp_path / 'run'} --resume" in rest and "Traceback" not in rest
