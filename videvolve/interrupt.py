@@ -1,6 +1,6 @@
 """Ctrl-C: one process-wide flag, so that a run stops within seconds and keeps what finished.
 
-The console entry point installs :func:`install`: the first SIGINT sets :data:`STOP` and raises
+The console entry point runs a command within :func:`installed`: the first SIGINT sets :data:`STOP` and raises
 ``KeyboardInterrupt`` in the main thread; waits between retries (:func:`sleep`) end at once by raising
 :class:`Interrupted`, no new task starts, and the process exits without waiting for requests in flight (every
 finished result is already on disk). A second SIGINT exits at once.
@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from types import FrameType
 
 from videvolve.errors import InfraError
@@ -42,10 +43,17 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def install() -> None:
-    """Make Ctrl-C stop this process within seconds (from the main thread only)."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _on_sigint)
+@contextlib.contextmanager
+def installed() -> Iterator[None]:
+    """Within the block, Ctrl-C stops this process within seconds (main thread only; the old handler is restored)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def exit_now(code: int) -> None:

@@ -67,7 +67,6 @@ def _load_config(path: Path | None) -> dict[str, Any]:
 
 def build_context(args: argparse.Namespace) -> Any:
     """Settings from --config (or the run's settings.json on --resume), then the flags given explicitly."""
-    from videvolve.api import resolve_harness
     from videvolve.graph.context import Context
 
     run = args.run.resolve()
@@ -76,20 +75,15 @@ def build_context(args: argparse.Namespace) -> Any:
         if not (run / "settings.json").exists():
             raise UsageError(f"nothing to resume in {run} (no settings.json); drop --resume to start it")
         data = json.loads((run / "settings.json").read_text())
+        _refuse_changes(run, data, _resolved(flags))
         data.update({k: v for k, v in flags.items() if k in EXTENDABLE})
         return build(Context, data, str(run / "settings.json"))
     if (run / "settings.json").exists():
         raise UsageError(f"{run} already holds a run; pass --resume to continue it, or choose another --run")
-    data = _load_config(args.config)
-    data.update({"run_dir": str(run), "run_id": run.name, **flags})
+    data = _resolved({**_load_config(args.config), **flags})
+    data.update({"run_dir": str(run), "run_id": run.name})
     if "tasks" not in data:
         raise UsageError("--tasks is required (or a --config that names them)")
-    data["tasks"] = str(Path(data["tasks"]).resolve())
-    if "seed_harness" in data:  # a run directory given as the seed: its best harness (or its mixture's tier)
-        data["seed_harness"] = str(resolve_harness(data["seed_harness"]))
-    for key in ("memory", "cache"):
-        if data.get(key):
-            data[key] = str(Path(data[key]).expanduser().resolve())
     solver = model_settings(args)
     if given(args, ModelSettings) or "model" not in data:
         data["model"] = {**data.get("model", {}), **solver.model_dump(exclude_unset=True),
@@ -105,6 +99,48 @@ def build_context(args: argparse.Namespace) -> Any:
     if args.investigator_model:
         data["investigator_model"] = solver.model_copy(update={"model": args.investigator_model}).model_dump()
     return build(Context, data, str(args.config) if args.config else "the command line")
+
+
+def _resolved(data: dict[str, Any]) -> dict[str, Any]:
+    """Settings with their paths made absolute, and a run directory given as the seed replaced by its harness."""
+    from videvolve.api import resolve_harness
+
+    out = dict(data)
+    if out.get("tasks"):
+        out["tasks"] = str(Path(out["tasks"]).resolve())
+    if "seed_harness" in out:  # a run directory given as the seed: its best harness (or its mixture's tier)
+        out["seed_harness"] = str(resolve_harness(out["seed_harness"]))
+    for key in ("memory", "cache"):
+        if out.get(key):
+            out[key] = str(Path(out[key]).expanduser().resolve())
+    return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    pa, pb = Path(a), Path(b)
+    try:
+        return pa == pb or (pa.is_file() and pb.is_file() and pa.read_bytes() == pb.read_bytes())
+    except OSError:
+        return False
+
+
+def _refuse_changes(run: Path, stored: dict[str, Any], flags: dict[str, Any]) -> None:
+    """``--resume`` continues a run as it was started: a flag that would change it (other than EXTENDABLE) is refused.
+
+    A ``--tasks`` naming the run's own tasks file, or a file of identical content, is accepted.
+    """
+    from videvolve.graph.context import Context
+
+    before = build(Context, stored, str(run / "settings.json"))
+    after = build(Context, {**stored, **flags}, "the command line")
+    changed = [k for k in flags if k not in EXTENDABLE and getattr(before, k) != getattr(after, k)
+               and not (k == "tasks" and _same_file(before.tasks, after.tasks))]
+    if changed:
+        what = "; ".join(f"--{k.replace('_', '-')} {getattr(after, k)} (the run has {getattr(before, k)})"
+                         for k in changed)
+        raise UsageError(f"--resume continues {run} with the settings it started with, and these flags would change "
+                         f"them: {what}. Drop them to continue the run, or start a new run with another --run "
+                         f"(only {', '.join('--' + k.replace('_', '-') for k in EXTENDABLE)} may grow on --resume).")
 
 
 def _dry_run(ctx: Any) -> int:

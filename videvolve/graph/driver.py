@@ -22,9 +22,16 @@ OnUpdate = Callable[[str, dict[str, Any], dict[str, Any]], None]
 def evolve(ctx: Context, on_update: OnUpdate | None = None) -> dict[str, Any]:
     """Run (or resume: same run directory, same thread id) until a stop reason; returns the final state.
 
-    A finished run whose settings now allow more (``iterations``, ``hours``, ...) is extended.
+    A finished run whose settings now allow more (``iterations``, ``hours``, ...) is extended. A new run's tasks and
+    services are opened before its directory is written, so a start they refuse leaves nothing behind.
     """
     run = ctx.root
+    if not (run / "settings.json").exists():  # a start refused (bad tasks file, settings that cannot run) leaves no
+        try:                                   # run behind: a corrected command starts afresh, without --resume
+            get_run(ctx)
+        except BaseException:
+            close_run(ctx)
+            raise
     run.mkdir(parents=True, exist_ok=True)
     run.chmod(0o700)  # evaluations and traces hold the answers of the selection set
     (run / "settings.json").write_text(ctx.model_dump_json(indent=2))
