@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import time
 import tomllib
 from pathlib import Path
@@ -145,45 +144,47 @@ def _refuse_changes(run: Path, stored: dict[str, Any], flags: dict[str, Any]) ->
 
 def _dry_run(ctx: Any) -> int:
     from videvolve.api import resolve_harness
+    from videvolve.errors import MediaError
+    from videvolve.graph.plan import estimate
+    from videvolve.media import probe
     from videvolve.skill_library.harness import load_harness
     from videvolve.tasks import read_tasks
 
     tasks = read_tasks(ctx.tasks)
-    train = sum(1 for t in tasks if t.split == "train")
-    selection = sum(1 for t in tasks if t.split == "selection")
     harness = load_harness(resolve_harness(ctx.seed_harness))
-    frames = int(harness.config.get("n_frames") or harness.config.get("frames") or 64)
-    calls_per_q = 1 if "n_frames" in harness.config else 3
-    k = ctx.children if ctx.search == "mcts" else 1
-    per_iter_q = ctx.batch + k * (ctx.smoke_tasks + selection)  # worst case: every candidate fully validated
-    rows = [("train / selection tasks", f"{train} / {selection}"),
-            (f"iterations x (batch + {k} candidate(s) x (smoke + selection))", f"{ctx.iterations} x {per_iter_q}")]
-    if ctx.validation == "multi-fidelity":
-        first = math.ceil(min(ctx.rungs) * selection)
-        typical = ctx.batch + k * (ctx.smoke_tasks + first) + selection - first
-        rows.append(("multi-fidelity: per iteration when one candidate is promoted to the full rung", f"{typical}"))
-    if ctx.budgets:
-        rows.append(("mixture at the end: per fully validated version",
-                     f"{len(ctx.budgets)} tiers x {selection} questions"))
-    questions = selection + ctx.iterations * per_iter_q
-    seconds_per_call = 0.5 if ctx.model.backend == "sim" else 4.0
-    hours = questions * calls_per_q * seconds_per_call / max(1, ctx.runtime.concurrency) / 3600
-    table = Table(title=f"plan of {ctx.run_id} (dry run: nothing is spent)")
+    try:
+        info = probe(tasks[0].video) if tasks else None
+        size = (info.width, info.height) if info else None
+    except MediaError:
+        size = None
+    plan = estimate(ctx, tasks, harness, size)
+    table = Table(title=f"plan of {ctx.run_id} (dry run: nothing is spent; worst case, nothing reused)")
     table.add_column("what")
     table.add_column("estimate", justify="right")
-    for what, v in [*rows,
-                 ("questions answered (worst case, nothing reused)", f"{questions:,}"),
-                 ("model calls", f"{questions * calls_per_q:,}"),
-                 ("frames shown", f"{questions * frames:,}"),
-                 ("visual tokens (about 70 per 320x180 frame)", f"{questions * frames * 70:,}"),
-                 ("hours", f"{hours:.2f}")]:
+    rows = [*plan.rows,
+            ("question runs (harness on one task)", f"{plan.questions:,}"),
+            ("model calls", f"{plan.model_calls:,}"),
+            ("frames shown", f"{plan.frames:,}"),
+            (f"visual tokens ({ctx.model.family} cost model, largest frame an edit may show)",
+             f"{plan.visual_tokens:,}"),
+            (f"time at --concurrency {ctx.runtime.concurrency} (rough)", _duration(plan.seconds))]
+    # the gate's statistical power on this selection set goes here (a row of its own)
+    for what, v in rows:
         table.add_row(what, v)
     out.print(table)
-    out.print(f"seed {harness.name} ({frames} frames/question); editor {ctx.editor}; investigator "
-              f"{ctx.investigator}; model {ctx.model.model} "
+    for note in plan.notes:
+        out.print(f"note: {note}", highlight=False)
+    out.print(f"seed {harness.name}; editor {ctx.editor}; investigator {ctx.investigator}; model {ctx.model.model} "
               f"({ctx.model.backend}); search {ctx.search}; validation {ctx.validation}; executor {ctx.executor}; "
               f"memory {ctx.memory}")
     return 0
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3.4 hours``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} hours"
 
 
 def cmd_evolve(args: argparse.Namespace) -> int:
