@@ -13,16 +13,22 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "COLUMNS": "200"}
 BOUND_S = 5.0
 
 
+def eval_args(world, seed: Path, out: Path, base: str) -> list[str]:
+    return [sys.executable, "-m", "videvolve", "eval", "--tasks", str(world.tasks_path), "--split", "all", "--harness",
+            str(seed), "--limit", "3", "--out", str(out), "--concurrency", "2", "--backend", "openai", "--base-url",
+            base, "--model", "simvlm", "--no-cache"]
+
+
 def start_eval(world, seed: Path, out: Path, base: str) -> subprocess.Popen[str]:
     """`videvolve eval` against ``base``, stderr a pipe (not a terminal)."""
-    return subprocess.Popen([sys.executable, "-m", "videvolve", "eval", "--tasks", str(world.tasks_path), "--split",
-                             "all", "--harness", str(seed), "--limit", "3", "--out", str(out), "--concurrency", "2",
-                             "--backend", "openai", "--base-url", base, "--model", "simvlm", "--no-cache"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    return subprocess.Popen(eval_args(world, seed, out, base), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
 
 
 def read_until(proc: subprocess.Popen[str], text: str, timeout: float) -> str:
@@ -114,3 +120,23 @@ def test_ctrl_c_ends_evolve_with_the_resume_command(small_world, seed: Path, tmp
     took, code, rest = interrupt(proc)
     assert took < BOUND_S, (took, rest)
     assert code == 130 and f"videvolve evolve --run {tmp_path / 'run'} --resume" in rest and "Traceback" not in rest
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_what_finished_and_a_rerun_continues(small_world, seed: Path, tmp_path: Path):
+    from videvolve.testing import serve_sim
+
+    out = tmp_path / "e"
+    with serve_sim("--latency-ms", "1500") as base:
+        proc = start_eval(small_world, seed, out, base)
+        deadline = time.monotonic() + 120
+        while not list(out.glob("results/*.json")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        took, code, rest = interrupt(proc)
+        kept = len(list(out.glob("results/*.json")))
+        assert took < BOUND_S and code == 130, (took, code, rest)
+        assert 1 <= kept < 3 and f"{kept} task result(s) are kept" in " ".join(rest.split())
+        rerun = subprocess.run([*eval_args(small_world, seed, out, base), "--json"], capture_output=True, text=True,
+                               env=ENV, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f'"reused_results": {kept}' in rerun.stdout and len(list(out.glob("results/*.json"))) == 3
