@@ -16,6 +16,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from videvolve import interrupt
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import ErrorKind, MediaError, UsageError
 from videvolve.evaluation.one_task import run_one
@@ -89,11 +90,18 @@ def _warm_pool(harness: Harness, settings: RuntimeSettings, tasks: int) -> conte
     return WarmPool(harness, settings, size=settings.concurrency, total=tasks)
 
 
+INTERRUPT_GRACE_S = 2.5
+"""Seconds the tasks in flight get to finish after a KeyboardInterrupt."""
+CONSOLE_GRACE_S = 1.0
+"""The same after the console's Ctrl-C, whose bound is 5 s (waits between retries have ended already)."""
+
+
 def _run_local(pending: Sequence[Task], run: Callable[[Task], TaskResult], concurrency: int,
                done: dict[str, TaskResult], on_result: Callable[[TaskResult], None] | None) -> None:
     """Run tasks on ``concurrency`` threads; an exception stops the rest and is raised once the running ones end.
 
-    A ``KeyboardInterrupt`` is raised at once (the console then exits without waiting for requests in flight).
+    On ``KeyboardInterrupt`` no task starts; the running ones get ``INTERRUPT_GRACE_S`` to finish (their results are
+    kept), then it is raised (the console then exits without waiting for requests still in flight).
     """
     lock = threading.Lock()
     stop = threading.Event()
@@ -112,9 +120,10 @@ def _run_local(pending: Sequence[Task], run: Callable[[Task], TaskResult], concu
     try:
         futures: list[Future[TaskResult | None]] = [pool.submit(work, t) for t in pending]
         finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-    except BaseException:  # Ctrl-C: nothing new starts, and the tasks in flight are not waited for
+    except BaseException:  # Ctrl-C: nothing new starts; the tasks in flight get a short grace to finish
         stop.set()
         pool.shutdown(wait=False, cancel_futures=True)
+        wait(futures, timeout=CONSOLE_GRACE_S if interrupt.STOP.is_set() else INTERRUPT_GRACE_S)
         raise
     failure = next((f.exception() for f in finished if f.exception() is not None), None)
     if failure is not None:
