@@ -1,5 +1,8 @@
 """Does evolution help on data it never saw? Does prototyping with trials make the heuristic editor better?
 
+``--compare protocol`` (the default): the efficacy protocol of ``bench/protocol.py`` -- five fresh worlds (one
+speaking), from `uniform` and `scan_refine`, the test split judged paired; see that module.
+
 ``--compare seed`` (the demo's comparison): for each world seed a SynthWorld (12 videos of 10 minutes, 20 questions
 each), `evolve` from `uniform` with SimVLM and the heuristic editor for 6 iterations, then the seed and the evolved
 harness on the held-out test split, with paired tests (bootstrap on the per-question score and on grounding IoU,
@@ -17,7 +20,8 @@ weighs as much as a visual token: reading is not free), then per question type t
 the test split: mcq accuracy (exact McNemar), grounding mIoU (paired bootstrap), visual and text tokens per question;
 and the same for the run's ``read_transcript`` revision alone, when later revisions were accepted on top of it.
 
-Usage: ``python bench/efficacy.py [--compare seed|editors|speech] [--seeds 0 1 2] [--iterations 6]``
+Usage: ``python bench/efficacy.py [--compare protocol|seed|editors|speech] [--worlds ...] [--harness uniform
+scan_refine] [--seeds 0 1 2] [--iterations 6]``
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+from protocol import WORLDS, protocol
 from rich.console import Console
 from rich.table import Table
 
@@ -53,9 +58,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--iterations", type=int, default=6)
-    parser.add_argument("--compare", choices=["seed", "editors", "speech"], default="seed")
+    parser.add_argument("--compare", choices=["protocol", "seed", "editors", "speech"], default="protocol")
+    parser.add_argument("--worlds", type=int, nargs="+", default=list(WORLDS))
+    parser.add_argument("--harness", nargs="+", default=["uniform", "scan_refine"])
     parser.add_argument("--no-trials", action="store_true", help="--compare seed with the editor's first guesses")
     args = parser.parse_args()
+    if args.compare == "protocol":
+        return protocol(args.worlds, args.harness, args.iterations)
     if args.compare == "editors":
         return editors(args.seeds, args.iterations)
     if args.compare == "speech":

@@ -26,7 +26,7 @@ LAYERS: dict[str, float] = {
     "graph.context": 8, "graph.state": 8, "graph.routing": 8, "graph.run": 8,
     "nodes": 9,
     "graph": 10,
-    "testing": 11, "api": 11, "doctor": 11.5,
+    "testing": 11, "api": 11, "doctor": 11.5, "serving": 11.7,
     "cli": 12, "__main__": 13, "__init__": 13,
 }
 # Same-layer imports that the design allows (from -> to): SimVLM reads SynthWorld's palette; parsing normalises

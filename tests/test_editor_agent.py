@@ -259,7 +259,7 @@ def test_agent_editor_over_http_edits_trials_probes_submits_and_is_gated(small_w
     parent, cand = run / "harnesses" / entry["parent"], run / "harnesses" / entry["candidate"]
     assert (cand / "solver.py").read_text() == (parent / "solver.py").read_text().replace(OLD, NEW)
     assert read_files(cand) == {**read_files(parent), "solver.py": (cand / "solver.py").read_text()}
-    ws = run / "workspaces" / "0-0"
+    ws = run / "workspaces" / "1-0"
     train = {t.id for t in small_world.tasks if t.split == "train"}
     trial = json.loads((ws / "trials" / "01.json").read_text())
     assert {r["task"] for r in trial["per_task"]} <= train

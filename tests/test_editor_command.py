@@ -155,7 +155,7 @@ def test_command_editor_in_a_run_is_gated_and_reported(small_world, tmp_path, se
     assert entry["operator"] == "command" and entry["cand_score"] is not None  # the gate judged it
     parent, cand = run / "harnesses" / entry["parent"], run / "harnesses" / entry["candidate"]
     assert read_files(cand) == {**read_files(parent), "solver.py": read_files(parent)["solver.py"].replace(OLD, NEW)}
-    ws = run / "workspaces" / "0-0"
+    ws = run / "workspaces" / "1-0"
     train = {t.id for t in small_world.tasks if t.split == "train"}
     assert {r["task"] for r in json.loads((ws / "trial.out").read_text())["per_task"]} <= train
     assert (run / "evals").is_dir() and (ws / "leak_evals.status").read_text().strip() != "0"
@@ -191,7 +191,7 @@ fi'''
     assert entry["cand_score"] is not None and entry["operator"] == "command"
     text = (tmp_path / "run" / "harnesses" / entry["candidate"] / "solver.py").read_text()
     assert NEW in text and BROKEN not in text
-    ws = tmp_path / "run" / "workspaces" / "0-0"
+    ws = tmp_path / "run" / "workspaces" / "1-0"
     assert "boom" in (ws / "repair_seen.md").read_text()  # the smoke run's error, in the same workspace
     events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events if e["node"] == "validate"] == ["sent back", "passed"]

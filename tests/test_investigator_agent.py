@@ -84,7 +84,7 @@ def test_the_agent_probes_twice_and_its_diagnosis_is_stored(failure, tmp_path):
     assert d.probe_cost["model_calls"] == 2 and d.probe_cost["frames"] == 5  # two probes ran, the refused one not
     assert d.probe_cost["agent_calls"] == 4
     assert agent.model.ledger["calls"] == 4 and len(requests) == 4
-    folder = tmp_path / "inv" / "0" / task.id
+    folder = tmp_path / "inv" / "1" / task.id
     assert len(list((folder / "probes" / "01").glob("frame_*.png"))) == 3 and (folder / "probes" / "02").is_dir()
     assert json.loads((folder / "conversation.json").read_text())["failure"] is None
     memory = InMemoryStore(HashingEmbedder())
@@ -129,7 +129,7 @@ def test_an_unusable_reply_falls_back_to_the_decision_tree(failure, tmp_path, ca
         d, plain, _ = investigate(base, tmp_path, failure, rounds=3)
     assert d.investigator == "procedure" and why in (d.fallback or ""), d.fallback
     assert (d.category, d.hypothesis, d.evidence) == (plain.category, plain.hypothesis, plain.evidence)
-    folder = tmp_path / "inv" / "0" / task.id
+    folder = tmp_path / "inv" / "1" / task.id
     assert why in json.loads((folder / "conversation.json").read_text())["failure"]
 
 

@@ -11,18 +11,13 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from tests.conftest import run_context
 from videvolve.editing import LLMEditor
 from videvolve.graph import Context, build_graph
 from videvolve.skill_library.harness import content_hash
 from videvolve.testing import ScriptedEditor, ScriptedReplies
 
-
-def context(world, tmp_path: Path, seed: Path, **kw: Any) -> Context:
-    run = tmp_path / "run"
-    run.mkdir(exist_ok=True)
-    return Context(run_dir=str(run), run_id="run", tasks=str(world.tasks_path), seed_harness=str(seed),
-                   memory=str(tmp_path / "memory"), embedder="hashing", cache=str(tmp_path / "cache.sqlite"),
-                   batch=4, **kw)
+context = run_context
 
 
 def run_graph(ctx: Context) -> dict[str, Any]:
@@ -75,7 +70,7 @@ def test_editor_never_sees_selection_and_never_opens_its_results(small_world, tm
     assert not [p for p in opened if "/selection" in p], [p for p in opened if "/selection" in p]
     workspaces = tmp_path / "run" / "workspaces"  # every file the editor and its tools wrote or returned
     texts = [p.read_text(errors="replace") for p in workspaces.rglob("*") if p.is_file() and p.suffix != ".png"]
-    assert any("trial" in t for t in texts) and (workspaces / "0-0" / "TASK.md").is_file()
+    assert any("trial" in t for t in texts) and (workspaces / "1-0" / "TASK.md").is_file()
     blob = "\n".join(texts)
     for t in selection:  # question templates repeat across splits: a question counts with its options
         for needle in (t.id, t.video, f'"{t.video_id}"'):

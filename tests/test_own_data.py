@@ -1,4 +1,4 @@
-"""docs/own-data.md, run end to end: renamed SynthWorld videos, a CSV, serve-sim on 127.0.0.1 in place of vLLM."""
+"""docs/guides/own-data.md end to end: renamed SynthWorld videos, a CSV, serve-sim on 127.0.0.1 in place of vLLM."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from tests.conftest import run_context  # noqa: E402
 from videvolve.config import ModelSettings, RuntimeSettings  # noqa: E402
 from videvolve.evaluation.solve import solve_tasks  # noqa: E402
 from videvolve.models.cache import ResponseCache  # noqa: E402
@@ -76,9 +77,7 @@ def test_resumed_ray_evolve_pays_for_no_evaluation_twice(small_world, harness, t
     from videvolve.testing import interrupt_after
 
     def ctx(name: str) -> Context:
-        return Context(run_dir=str(tmp_path / name), run_id=name, tasks=str(small_world.tasks_path),
-                       seed_harness=str(harness.path), memory=str(tmp_path / f"{name}-memory"), embedder="hashing",
-                       cache=str(tmp_path / f"{name}.sqlite"), batch=4, iterations=2, executor="ray")
+        return run_context(small_world, tmp_path, harness.path, name=name, iterations=2, executor="ray")
 
     whole = evolve(ctx("whole"))
     with pytest.raises(Interrupt):

@@ -54,11 +54,9 @@ def test_tier_for_budget():
 
 
 @pytest.mark.slow
-def test_mcts_with_multi_fidelity_and_a_mixture(small_world, tmp_path: Path, seed: Path):
+def test_mcts_with_multi_fidelity_and_a_mixture(make_context, tmp_path: Path):
     run = tmp_path / "run"
-    ctx = Context(run_dir=str(run), run_id="run", tasks=str(small_world.tasks_path), seed_harness=str(seed),
-                  memory=str(tmp_path / "memory"), embedder="hashing", cache=str(tmp_path / "c.sqlite"), batch=4,
-                  iterations=2, search="mcts", children=2, validation="multi-fidelity", budgets=[4, 8, 16])
+    ctx = make_context(iterations=2, search="mcts", children=2, validation="multi-fidelity", budgets=[4, 8, 16])
     from videvolve.graph.driver import evolve
 
     final = evolve(ctx)
@@ -97,15 +95,12 @@ def test_mcts_with_multi_fidelity_and_a_mixture(small_world, tmp_path: Path, see
 
 
 @pytest.mark.slow
-def test_mcts_resume_after_a_crash_matches_an_uninterrupted_run(small_world, tmp_path: Path, seed: Path):
+def test_mcts_resume_after_a_crash_matches_an_uninterrupted_run(make_context):
     from videvolve.graph.driver import evolve
     from videvolve.testing import interrupt_after
 
     def ctx(name: str) -> Context:
-        return Context(run_dir=str(tmp_path / name), run_id=name, tasks=str(small_world.tasks_path),
-                       seed_harness=str(seed), memory=str(tmp_path / f"{name}-mem"), embedder="hashing",
-                       cache=str(tmp_path / f"{name}.sqlite"), batch=4, iterations=3, search="mcts", children=2,
-                       validation="multi-fidelity")
+        return make_context(name=name, iterations=3, search="mcts", children=2, validation="multi-fidelity")
 
     whole = evolve(ctx("whole"))
     with pytest.raises(KeyboardInterrupt):
@@ -125,10 +120,11 @@ def test_paired_se_has_a_floor_and_follows_the_differences():
 
 
 def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung():
+    """Screening on rungs under the paper's rule (``--gate video-rsi``), which takes any positive difference."""
     from videvolve.search.screening import rungs, screen
 
     ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=1,
-                  rungs=[0.25, 0.5, 1.0])
+                  rungs=[0.25, 0.5, 1.0], gate="video-rsi")
     parent = [1.0 if i % 2 else 0.0 for i in range(40)]  # 0.5
     scores = {"p": parent,
               "worse": [0.0] * 40,                                      # loses every question the parent wins

@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serial
 from videvolve.errors import InputNotFoundError, TaskFormatError, UsageError, describe, json_error
 
 Kind = Literal["mcq", "grounding"]
+LabelSource = Literal["gold", "needles", "perceived", "teacher"]
+"""Where a task's answer came from: a person (gold), inserted needles, the model's own dense look, or a teacher."""
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SPLITS = ("train", "selection", "test")
 MIN_SELECTION = 50
@@ -91,6 +93,8 @@ class Task(BaseModel):
     evidence: list[Interval] = Field(default_factory=list, description="optional: where the answer can be seen")
     split: str | None = Field(default=None, description="train | selection | test (or any name)")
     source: str = Field(default="custom", description="benchmark the task comes from")
+    label_source: LabelSource = Field(default="gold", description="where the answer came from: gold, needles, "
+                                      "perceived (the model's own dense look) or teacher (an expensive harness)")
     meta: dict[str, Any] = Field(default_factory=dict)
     transcript: str | None = Field(None, description="optional: a subtitle file (.srt, .vtt, or LongVideoBench's "
                                    ".json; relative to the tasks file); default: <video stem>.vtt/.srt beside it")
@@ -222,6 +226,8 @@ def write_tasks(tasks: Iterable[Task], path: str | Path) -> Path:
             if data.get("transcript") is None:  # files without transcripts stay as they were
                 data.pop("transcript", None)
                 data.pop("transcript_offset", None)
+            if data.get("label_source") == "gold":  # gold files stay as they were
+                data.pop("label_source")
             fh.write(json.dumps(data, ensure_ascii=False) + "\n")
     tmp.replace(path)
     return path

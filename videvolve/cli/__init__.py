@@ -17,6 +17,7 @@ from videvolve.cli import (
     model_cmds,
     run_cmds,
     score_cmd,
+    serve_cmds,
     videos_cmd,
 )
 from videvolve.errors import VidevolveError
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmds.register(sub)
     videos_cmd.register(sub)
     demo_cmd.register(sub)
+    serve_cmds.register(sub)
     return parser
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from videvolve.cli import generate_cmd
 from videvolve.cli.common import stdout_console
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     fc.add_argument("--out", type=Path, required=True)
     fc.add_argument("--source", default="custom", help="a name for this dataset")
     fc.set_defaults(func=cmd_from_csv)
+    generate_cmd.register(tsub)
 
     imp = sub.add_parser("import", help="turn a benchmark's annotation file into tasks.jsonl")
     imp.add_argument("benchmark", help="the benchmark's name, e.g. vue-tr, qvhighlights, videomme (a wrong name lists "
@@ -164,7 +166,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
         out.print("correct letters: " + ", ".join(f"{k} {v}" for k, v in summary["mcq_letters"].items()))
     for w in warnings:
         err.print(f"[yellow]warning:[/] {w}", highlight=False)
+    _power(sum(1 for t in tasks if t.split == "selection"))
     return 0
+
+
+def _power(n_selection: int) -> None:
+    """The gate's power on this selection set (at the default gate's first level), a warning when too coarse."""
+    from videvolve.search.significance import power_note
+    from videvolve.search.spending import next_level
+
+    if n_selection:
+        text, warn = power_note(n_selection, next_level([], 0.05))
+        (err if warn else out).print(f"[yellow]warning:[/] {text}" if warn else text, highlight=False)
 
 
 def cmd_split(args: argparse.Namespace) -> int:

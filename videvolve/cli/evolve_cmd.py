@@ -168,10 +168,10 @@ def _dry_run(ctx: Any) -> int:
             (f"visual tokens ({ctx.model.family} cost model, largest frame an edit may show)",
              f"{plan.visual_tokens:,}"),
             (f"time at --concurrency {ctx.runtime.concurrency} (rough)", _duration(plan.seconds))]
-    # the gate's statistical power on this selection set goes here (a row of its own)
     for what, v in rows:
         table.add_row(what, v)
     out.print(table)
+    gate_power(ctx, sum(1 for t in tasks if t.split == "selection"), out)
     for note in plan.notes:
         out.print(f"note: {note}", highlight=False)
     out.print(f"seed {harness.name}; editor {ctx.editor}; investigator {ctx.investigator}; model {ctx.model.model} "
@@ -196,7 +196,13 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     ctx = build_context(args)
     if args.dry_run:
         return _dry_run(ctx)
+    from videvolve.tasks import read_tasks
+
+    gate_power(ctx, sum(1 for t in read_tasks(ctx.tasks) if t.split == "selection"), err)
     started = time.time()
+    labels = _labels_line(ctx.tasks)
+    if labels:
+        out.print(labels, highlight=False)
     try:
         with out.status("starting", spinner="dots") as status:
 
@@ -204,14 +210,15 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
             def on_update(node: str, values: dict[str, Any], state: dict[str, Any]) -> None:
                 if node == "record":
-                    _iteration_line(state)
+                    _iteration_line(state, labels)
                     done_at.append(time.time())
                 it = int(state.get("iteration", 0))
                 eta = ""
                 if len(done_at) >= 1 and it < ctx.iterations:
                     per = (done_at[-1] - started) / len(done_at)
                     eta = f", ETA {per * (ctx.iterations - it) / 60:.0f} min"
-                status.update(f"iteration {it}/{ctx.iterations}: {NEXT.get(node, node)}; incumbent "
+                shown = min(it + 1, ctx.iterations)  # the iteration under way, counted from 1
+                status.update(f"iteration {shown}/{ctx.iterations}: {NEXT.get(node, node)}; incumbent "
                               f"{state.get('incumbent')} score {state.get('incumbent_score', 0):.3f} cost "
                               f"{state.get('incumbent_cost', 0):,.0f}; {_ledger(state.get('spent') or {})}; "
                               f"{time.time() - started:.0f} s{eta}")
@@ -230,6 +237,21 @@ def cmd_evolve(args: argparse.Namespace) -> int:
               f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {ctx.root / 'best'}")
     out.print(f"spent: {_ledger(final.get('spent') or {})}", highlight=False)
     return _silent_editor(ctx, entries(final.get("history") or []))
+
+
+def gate_power(ctx: Any, n_selection: int, console: Console) -> None:
+    """The gate's rule and what its selection set can detect (a warning when it is coarser than +0.05)."""
+    from videvolve.search.significance import power_note
+    from videvolve.search.spending import next_level
+
+    if ctx.gate == "video-rsi":
+        eps = ctx.eps if ctx.eps is not None else 1 / max(1, n_selection)
+        console.print(f"gate: video-rsi (any gain at <= (1+{ctx.alpha}) C; cost cuts within eps {eps:.3f}): it takes "
+                      "noise for gains; --gate paired tells them apart", highlight=False)
+        return
+    text, warn = power_note(n_selection, next_level([], ctx.gate_level, ctx.gate_spending))
+    console.print(f"gate: paired, level <= {ctx.gate_level:g} ({ctx.gate_spending}); "
+                  + (f"[yellow]warning:[/] {text}" if warn else text), highlight=False)
 
 
 def _ledger(spent: dict[str, float]) -> str:
@@ -263,7 +285,19 @@ def _silent_editor(ctx: Any, history: list[GateEntry]) -> int:
     return SILENT_EDITOR
 
 
-def _iteration_line(state: dict[str, Any]) -> None:
+def _labels_line(tasks_path: str) -> str:
+    """Which labels the run rests on, when any are not gold: 'labels: train needles 30 · selection needles 12'."""
+    from videvolve.labelfree.generate import describe_sources
+    from videvolve.tasks import read_tasks
+
+    tasks = read_tasks(tasks_path)
+    if all(t.label_source == "gold" for t in tasks):
+        return ""
+    by_split = {s: [t for t in tasks if t.split == s] for s in ("train", "selection")}
+    return "labels: " + " · ".join(f"{s} {describe_sources(ts)}" for s, ts in by_split.items())
+
+
+def _iteration_line(state: dict[str, Any], labels: str = "") -> None:
     it = int(state.get("iteration", 1)) - 1
     for e in entries(h for h in state.get("history") or [] if h.get("iteration") == it):
-        out.print(e.line(), highlight=False)
+        out.print(e.line() + (f" (gate on {labels.split('· ')[-1]} labels)" if labels else ""), highlight=False)

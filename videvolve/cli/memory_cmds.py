@@ -96,7 +96,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold")
     for r in records:
         outcome = f"{r.outcome.decision} ({r.outcome.operator})" if r.outcome else "pending"
-        table.add_row(r.id, r.run_id, str(r.iteration), r.task_id, r.category, outcome, r.hypothesis[:120])
+        table.add_row(r.id, r.run_id, str(r.iteration + 1), r.task_id, r.category, outcome, r.hypothesis[:120])
     out.print(table)
     return 0
 
@@ -109,7 +109,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(record.model_dump_json())
         return 0
-    out.print(f"[bold]{record.id}[/]  {record.category}  (run {record.run_id}, iteration {record.iteration}, "
+    out.print(f"[bold]{record.id}[/]  {record.category}  (run {record.run_id}, iteration {record.iteration + 1}, "
               f"harness {record.harness_id}, task {record.task_id}, video {record.video_id}, {record.kind})")
     out.print(f"[bold]hypothesis:[/] {record.hypothesis}")
     out.print(f"[bold]applies when:[/] {record.applies_when}")

@@ -56,6 +56,13 @@ def _version_dir(run: Path, version: str) -> Path:
     return matches[0]
 
 
+def _iteration(version: dict) -> str:
+    """The iteration as the log and the report count it: the seed 0, the first revision 1."""
+    if version.get("decision") == "seed":
+        return "0"
+    return str(int(version["iteration"]) + 1) if isinstance(version.get("iteration"), int) else ""
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """``harness list``."""
     path = args.run / "lineage.jsonl"
@@ -72,7 +79,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for col in ("version", "parent", "iteration", "operator", "decision", "score", "cost", "reason"):
         table.add_column(col, overflow="fold")
     for v in merged.values():
-        table.add_row(v["version"], v.get("parent") or "", str(v.get("iteration", "")), v.get("operator") or "",
+        table.add_row(v["version"], v.get("parent") or "", _iteration(v), v.get("operator") or "",
                       v.get("decision", ""), f"{v.get('score') or 0:.3f}", f"{v.get('cost') or 0:.1f}",
                       (v.get("reason") or "")[:80])
     out.print(table)

@@ -34,7 +34,8 @@ def score_operators(inp: EditorInput) -> list[tuple[float, Operator]]:
     for i, op in enumerate(CATALOGUE):
         if tried_already(op.name, inp.tried) or op.apply(inp.files, cfg) is None:
             continue
-        score = sum(op.weights.get(c, 0.0) * k for c, k in counts.items()) / n
+        mine = Counter(d.category for d in inp.diagnoses if not op.kinds or d.kind in op.kinds)
+        score = sum(op.weights.get(c, 0.0) * k for c, k in mine.items()) / n
         score += past[op.name] / max(1, len(inp.similar))
         scored.append((score, -i, op))
     scored.sort(key=lambda x: (x[0], x[1]), reverse=True)
@@ -47,8 +48,8 @@ def passes_on_trial(report: dict[str, Any], gate: dict[str, Any]) -> bool:
         return True
     c, c_new = report["parent_mean_cost"], report["mean_cost"]  # as the gate counts it (the run's cost metric)
     gain = report["mean_difference_vs_parent"] or 0.0
-    if gain > 0:
-        return bool(c_new <= (1 + gate["alpha"]) * c + 1e-9)
+    if gain > 0 and c_new <= (1 + gate["alpha"]) * c + 1e-9:
+        return True
     return bool(gain >= -gate["eps"] and c > 0 and c_new <= (1 - gate["beta"]) * c + 1e-9)
 
 
@@ -75,12 +76,16 @@ def balanced(op: Operator, factor: float) -> Operator:
                     "stays within the gate's bound", op.weights, apply)
 
 
-def candidates(inp: EditorInput) -> list[tuple[float, Operator]]:
-    """The operators worth proposing, best first: those the diagnoses call for, else a cost cut."""
+def candidates(inp: EditorInput, width: int = 3) -> list[tuple[float, Operator]]:
+    """The operators worth trying, best first: those the diagnoses call for, and the best cost cut.
+
+    The search moves along the cost axis in both directions: beside the ``width - 1`` operators the diagnoses call
+    for most, the best untried cost cut is tried too (the trials and the gate decide whether it keeps the score).
+    """
     ranked = score_operators(inp)
-    if not inp.diagnoses:
-        ranked = [(s, op) for s, op in ranked if op.name == "sparser_sampling"]
-    return [(s, op) for s, op in ranked if s > 0] or [(s, op) for s, op in ranked if op.name == "sparser_sampling"]
+    cuts = [(s, op) for s, op in ranked if op.cost_cut]
+    called = [(s, op) for s, op in ranked if s > 0 and not op.cost_cut] if inp.diagnoses else []
+    return called[: max(1, width - 1) if cuts else width] + cuts[:1]
 
 
 class HeuristicEditor:
@@ -93,7 +98,7 @@ class HeuristicEditor:
 
     def propose(self, inp: EditorInput) -> Proposal | None:
         """The best operator (by trial on the batch when trials are on); None when nothing is left."""
-        positive = candidates(inp)
+        positive = candidates(inp, self.operators)
         if not positive:
             self.last_failure = ("the heuristic editor has no operator left to try on this version"
                                  if not score_operators(inp) else
@@ -148,9 +153,17 @@ class HeuristicEditor:
         return out
 
     def _trial_tasks(self, inp: EditorInput, tools: EditorTools) -> list[str]:
-        failed = [d.task_id for d in inp.diagnoses if d.task_id in tools.env.tasks]
+        """Failed and passed tasks of the batch, alternately.
+
+        On failures alone any change that reshuffles guesses looks like a fix (they can only get better), and what a
+        change breaks would never show.
+        """
+        failed = list(dict.fromkeys(d.task_id for d in inp.diagnoses if d.task_id in tools.env.tasks))
         rest = [t for t in tools.env.tasks if t not in failed]
-        return list(dict.fromkeys(failed + rest))[: self.tasks]
+        mixed = [t for pair in zip(failed, rest, strict=False) for t in pair]
+        longer = failed if len(failed) > len(rest) else rest
+        mixed += longer[min(len(failed), len(rest)):]
+        return mixed[: self.tasks]
 
     def _prototype(self, inp: EditorInput, tools: EditorTools, ops: list[tuple[float, Operator]]) -> Proposal | None:
         """Trial each operator on the same tasks; submit the one the gate's rule would take there, gaining most."""
@@ -178,6 +191,13 @@ class HeuristicEditor:
         tried += self._balanced(inp, tools, tasks, parent, tried)
         tried.sort(key=lambda x: x[:4], reverse=True)
         passes, gain, _, _, score, op, report = tried[0]
+        if not passes and inp.gate.get("rule", "paired") == "paired":
+            # every decision spends the run's alpha-wealth: what fails the rule on the batch is not worth a decision
+            self.last_failure = ("no prototype passes the gate's rule on the batch's trials: " + ", ".join(
+                f"{t[5].name} {t[1]:+.3f} at cost {t[6]['mean_cost']:.0f} vs {t[6]['parent_mean_cost']:.0f}"
+                for t in tried))
+            tools.log({"kind": "decision", "operator": None, "why": self.last_failure})
+            return None
         others = ", ".join(f"{t[5].name} {t[1]:+.3f}{'' if t[0] else ' (fails the rule)'}" for t in tried[1:])
         note = (f"; trial on {len(tasks)} training tasks: {gain:+.3f} vs the parent, {report['mean_frames']:.1f} "
                 f"frames, {'passes' if passes else 'fails'} the gate's rule there" +

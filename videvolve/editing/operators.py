@@ -37,12 +37,45 @@ def config_of(files: Files) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Operator:
-    """One kind of revision."""
+    """One kind of revision.
+
+    ``kinds``: the question kinds whose diagnoses call for it (all when empty); ``cost_cut``: a move down the cost
+    axis, which the editor tries beside the diagnoses' choices when the incumbent is expensive.
+    """
 
     name: str
     summary: str
     weights: dict[str, float]
     apply: Callable[[Files, dict[str, Any]], Files | None]
+    kinds: tuple[str, ...] = ()
+    cost_cut: bool = False
+
+
+CFG_FUNCTION = '''
+
+def _cfg(ctx, task):
+    """The config, with this question kind's own settings (config.toml's mcq.* / grounding.* keys) over it."""
+    merged = dict(ctx.config)
+    merged.update(ctx.config.get(task.kind) or {})
+    return merged
+'''
+
+
+def routed(files: Files) -> Files | None:
+    """``solver.py`` reading its settings per question kind (``mcq.n_frames = ...`` overrides ``n_frames``)."""
+    solver = files.get("solver.py", "")
+    if "def _cfg(" in solver:
+        return {}
+    if "def solve(task" not in solver or "ctx.config" not in solver:
+        return None
+    body = solver.replace("cfg = ctx.config\n", "cfg = _cfg(ctx, task)\n").replace("ctx.config.get(",
+                                                                                     "_cfg(ctx, task).get(")
+    return {"solver.py": body.rstrip("\n") + "\n" + CFG_FUNCTION}
+
+
+def frame_key(cfg: dict[str, Any]) -> str | None:
+    """The config key holding the frame count (``n_frames`` or ``frames``)."""
+    return next((k for k in ("n_frames", "frames") if k in cfg), None)
 
 
 def _raise_resolution(files: Files, cfg: dict[str, Any]) -> Files | None:
@@ -56,14 +89,34 @@ def _raise_resolution(files: Files, cfg: dict[str, Any]) -> Files | None:
     return None
 
 
-def scale_frames(factor: float) -> Callable[[Files, dict[str, Any]], Files | None]:
-    """An edit that scales the harness's frame count (``n_frames`` or ``frames``) by ``factor``."""
+def scale_frames(factor: float, kinds: tuple[str, ...] = ()) -> Callable[[Files, dict[str, Any]], Files | None]:
+    """An edit that scales the harness's frame count (``n_frames`` or ``frames``) by ``factor``.
+
+    With ``kinds``, only those question kinds' counts (``mcq.n_frames = ...``; the solver must read its settings
+    per kind, see :func:`routed`); otherwise the shared count and every kind's own.
+    """
     def apply(files: Files, cfg: dict[str, Any]) -> Files | None:
-        for key in ("n_frames", "frames"):
-            if key in cfg:
-                new = max(4, int(int(cfg[key]) * factor))
-                return None if new == int(cfg[key]) else {"config.toml": set_key(files["config.toml"], key, new)}
-        return None
+        key = frame_key(cfg)
+        if key is None:
+            return None
+        text = files["config.toml"]
+        targets = [(f"{k}.{key}", (cfg.get(k) or {}).get(key, cfg[key])) for k in kinds] if kinds else \
+            [(key, cfg[key])] + [(f"{k}.{key}", cfg[k][key]) for k in ("mcq", "grounding")
+                                 if isinstance(cfg.get(k), dict) and key in cfg[k]]
+        changed = False
+        for name, value in targets:
+            new = max(4, int(int(value) * factor))
+            if new != int(value):
+                text, changed = set_key(text, name, new), True
+        if not changed:
+            return None
+        out = {"config.toml": text}
+        if kinds:
+            route = routed(files)
+            if route is None:
+                return None
+            out.update(route)
+        return out
 
     return apply
 
@@ -139,6 +192,64 @@ def _read_transcript(files: Files, cfg: dict[str, Any]) -> Files | None:
     return {"config.toml": set_key(files["config.toml"], "transcript", "windows" if mode == "none" else "video")}
 
 
+def _refine_mcq_only(files: Files, cfg: dict[str, Any]) -> Files | None:
+    """Refinement for mcq questions only, with fewer mcq frames to pay for it; grounding keeps its plain scan."""
+    key = frame_key(cfg)
+    if key is None or (cfg.get("grounding") or {}).get("refine_share") == 0.0:
+        return None
+    merged = dict(files)
+    if "_refine(" not in files.get("solver.py", ""):
+        added = _add_refinement(files, cfg)
+        if added is None:
+            return None
+        merged.update(added)
+    route = routed(merged)
+    if route is None:
+        return None
+    merged.update(route)
+    text = set_key(merged["config.toml"], "grounding.refine_share", 0.0)
+    n = int((cfg.get("mcq") or {}).get(key, cfg[key]))
+    text = set_key(text, f"mcq.{key}", max(4, round(n / 1.75)))
+    merged["config.toml"] = text
+    return {k: v for k, v in merged.items() if files.get(k) != v}
+
+
+def _lowres_denser(kinds: tuple[str, ...]) -> Callable[[Files, dict[str, Any]], Files | None]:
+    """Frames at 3/4 of the side and 1.7x as many (about the same tokens): more moments, less detail."""
+    def apply(files: Files, cfg: dict[str, Any]) -> Files | None:
+        key = frame_key(cfg)
+        if key is None or not cfg.get("max_side"):
+            return None
+        own = {k: (cfg.get(k) or {}) for k in kinds}
+        side = min(int(own[k].get("max_side", cfg["max_side"])) for k in kinds)
+        if side * 3 // 4 < 64:
+            return None
+        route = routed(files)
+        if route is None:
+            return None
+        text = files["config.toml"]
+        for k in kinds:
+            text = set_key(text, f"{k}.max_side", int(own[k].get("max_side", cfg["max_side"])) * 3 // 4)
+            text = set_key(text, f"{k}.{key}", round(int(own[k].get(key, cfg[key])) * 1.7))
+        return {**route, "config.toml": text}
+
+    return apply
+
+
+def _smaller_cells(files: Files, cfg: dict[str, Any]) -> Files | None:
+    """Contact-sheet cells at 2/3 of their width (a sheet costs less than half): what they blur is refined."""
+    if "cell_width" not in cfg or int(cfg["cell_width"]) * 2 // 3 < 96:
+        return None
+    return {"config.toml": set_key(files["config.toml"], "cell_width", int(cfg["cell_width"]) * 2 // 3)}
+
+
+def _fewer_sheet_frames(files: Files, cfg: dict[str, Any]) -> Files | None:
+    """A sparser contact-sheet scan (scan_share down by 0.15): the budget left goes to refining candidates."""
+    if "scan_share" not in cfg or float(cfg["scan_share"]) < 0.4:
+        return None
+    return {"config.toml": set_key(files["config.toml"], "scan_share", round(float(cfg["scan_share"]) - 0.15, 2))}
+
+
 CATALOGUE: tuple[Operator, ...] = (
     Operator("raise_resolution", "show frames (or sheet cells) at 1.5x the resolution, same frame count",
              {"misperception": 1.0, "unresolved": 0.2}, _raise_resolution),
@@ -152,7 +263,21 @@ CATALOGUE: tuple[Operator, ...] = (
     Operator("stricter_format", "state the answer format in the policy", {"format_error": 1.0}, _stricter_format),
     Operator("read_transcript", "read the transcript around candidate moments (transcript = \"windows\"; then "
              "all of it)", {"transcript_unused": 1.0}, _read_transcript),
+    Operator("refine_mcq_only", "route by question kind: mcq questions get full-resolution refinement around "
+             "the moments a match pass flags, with fewer scan frames to pay for it; grounding keeps its even scan",
+             {"misperception": 1.0, "unresolved": 0.4, "evidence_unused": 0.4}, _refine_mcq_only, kinds=("mcq",)),
+    Operator("grounding_lowres_denser", "route by question kind: grounding frames at 3/4 of the side and 1.7x as "
+             "many (about the same tokens), so boundaries are pinned more finely", {"boundary_error": 1.0,
+                                                                                   "missed_event": 0.6},
+             _lowres_denser(("grounding",)), kinds=("grounding",)),
+    Operator("mcq_lowres_denser", "route by question kind: mcq frames at 3/4 of the side and 1.7x as many, so "
+             "short events are not missed (counting, order, what comes next)", {"missed_event": 1.0},
+             _lowres_denser(("mcq",)), kinds=("mcq",)),
     Operator("sparser_sampling", "20 % fewer frames (a cost cut)", {"budget_exhausted": 1.0, "crash": 0.2},
-             scale_frames(0.8)),
+             scale_frames(0.8), cost_cut=True),
+    Operator("smaller_cells", "contact-sheet cells at 2/3 of their width (a cost cut: what they blur is refined "
+             "at full resolution)", {"budget_exhausted": 0.5}, _smaller_cells, cost_cut=True),
+    Operator("sparser_scan", "a sparser contact-sheet scan, the budget left to refinement (a cost cut when the "
+             "candidates are few)", {"budget_exhausted": 0.3}, _fewer_sheet_frames, cost_cut=True),
 )
 OPERATORS = {op.name: op for op in CATALOGUE}

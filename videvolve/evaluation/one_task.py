@@ -8,6 +8,7 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
 from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import TaskResult, result_path, write_result
+from videvolve.labelfree.frames import frame_source
 from videvolve.metrics import task_score
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
@@ -31,7 +32,7 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
     trace = TraceWriter(out_dir / "traces" / f"{result_path(out_dir, task.id).stem}.jsonl")
     view = task.view().model_copy(update={"id": view_id or OpaqueIds(out_dir).of(task.id)})
     services = TaskServices(view, task.video, vlm, cost, settings, skill=harness.skill, cache=cache, trace=trace,
-                            transcript=load_transcript(task))
+                            transcript=load_transcript(task), frames=frame_source(task))
     run = run_task(harness, services, pool=pool)
     prediction = run.prediction.model_copy(update={"task_id": task.id}) if run.prediction else None
     score = task_score(task, prediction) if run.outcome == "ok" else 0.0

@@ -44,7 +44,7 @@ class Context(BaseModel):
     editor_model: ModelSettings | None = Field(None, description="model of the llm and agent editors (default: the "
                                                "solver)")
     editor_rounds: int = Field(16, ge=1, description="model turns an agent editor gets per proposal (repairs included)")
-    editor_trial_tasks: int = Field(16, ge=0, description="training-task runs the editor's trials may make per "
+    editor_trial_tasks: int = Field(48, ge=0, description="training-task runs the editor's trials may make per "
                                     "proposal")
     editor_probes: int = Field(8, ge=0, description="perception probes the editor may make per proposal")
     editor_visual_tokens: int | None = Field(None, description="visual tokens the editor's trials and probes may "
@@ -55,7 +55,7 @@ class Context(BaseModel):
     no_trials: bool = Field(False, description="the heuristic editor sends its first choice to the gate without "
                             "prototyping it")
     trial_operators: int = Field(3, ge=1, description="operators the heuristic editor prototypes with trials")
-    trial_batch: int = Field(4, ge=1, description="training tasks of the batch each prototype trial runs on")
+    trial_batch: int = Field(8, ge=1, description="training tasks of the batch each prototype trial runs on")
     investigator_model: ModelSettings | None = Field(None, description="model for probes (default: the solver)")
     investigator: Literal["procedure", "agent"] = Field(
         "procedure", description="procedure: the fixed probe procedure (a decision tree, offline); agent: a "
@@ -72,9 +72,21 @@ class Context(BaseModel):
     seed: int = Field(0, description="drives batch sampling")
     max_calls: int | None = Field(None, description="stop once this many model calls were made")
     max_visual_tokens: int | None = Field(None, description="stop once this many visual tokens were sent")
+    gate: Literal["paired", "video-rsi"] = Field(
+        "paired", description="paired: a gain must pass a one-sided paired test at --gate-level, a cost cut must be "
+        "non-inferior within --gate-margin, no kind of question may lose significantly (see the docs' search and "
+        "gate guide); video-rsi: the paper's rule, any positive difference at <= (1+alpha) C (takes noise for gains)")
+    gate_level: float = Field(0.05, gt=0, lt=0.5, description="the paired gate's level: the most any decision is "
+                              "judged at, and the run's starting alpha-wealth")
+    gate_margin: float = Field(0.02, ge=0, description="the paired gate's non-inferiority margin: a cost cut is kept "
+                               "only if the upper bound of its score loss is at most this")
+    gate_spending: Literal["investing", "none"] = Field(
+        "investing", description="investing: each decision spends half the run's alpha-wealth (a rejection costs, "
+        "an acceptance earns), so the search cannot overfit the selection set by trying many things; none: every "
+        "decision at --gate-level")
     alpha: float = Field(0.1, description="accept a better candidate only if its cost is at most (1+alpha) C")
     beta: float = Field(0.2, description="accept an equal-or-slightly-worse one only if its cost is at most (1-beta) C")
-    eps: float | None = Field(None, description="tolerated score loss; default 1/|selection set|")
+    eps: float | None = Field(None, description="--gate video-rsi: tolerated score loss; default 1/|selection set|")
     cost_metric: Literal["visual_tokens", "frames", "visual_tokens+text"] = Field(
         "visual_tokens", description="C in the gate's rule: mean visual tokens per question (what a vLLM server's "
         "compute grows with), mean distinct frames (Video-RSI's definition), or visual tokens plus "

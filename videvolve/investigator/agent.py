@@ -10,6 +10,7 @@ read) the decision tree's diagnosis is kept, marked ``investigator="procedure"``
 
 Its model calls go through the response cache and its own ledger (``MeteredVLM``); its probes are the
 investigator's ledger, never the solver's. Each investigation is kept in ``RUN/investigations/<iteration>/<task>/``
+(iterations numbered from 1, as everywhere a person reads them)
 (the conversation and the probes' images).
 """
 
@@ -181,7 +182,7 @@ class AgentInvestigator:
                  iteration: int) -> Diagnosis:
         """The model's diagnosis, or the procedure's with why in ``fallback``."""
         before = {**self.ledger, "agent_calls": int(self.model.ledger["calls"])}
-        folder = self.root / str(iteration) / result_path(self.root, task.id).stem
+        folder = self.root / str(iteration + 1) / result_path(self.root, task.id).stem  # numbered from 1
         folder.mkdir(parents=True, exist_ok=True)
         session = Session(self.procedure, task, folder, max_probes=self.rounds)
         loop: ToolLoop[DiagnoseArgs] = ToolLoop(self.model, schemas(), self.rounds, who="investigator",

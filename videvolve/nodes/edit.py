@@ -45,11 +45,13 @@ def editor_input(run: Run, state: State) -> EditorInput:
         tried += [op for op in state.get("operators", {}).values() if op]
     ctx = run.ctx
     eps = ctx.eps if ctx.eps is not None else 1 / len(run.selection)
-    rule = rule_text(ctx.alpha, ctx.beta, eps, ctx.cost_metric)
+    tolerance = eps if ctx.gate == "video-rsi" else ctx.gate_margin
+    rule = rule_text(ctx.alpha, ctx.beta, eps, ctx.cost_metric, ctx.gate, ctx.gate_level, ctx.gate_margin)
     return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
                        similar=sorted(similar.values(), key=lambda p: (-p.similarity, p.diagnosis.id))[:10],
                        history=history, feedback=state.get("feedback"), tried=sorted(set(tried)), gate_rule=rule,
-                       gate={"alpha": ctx.alpha, "beta": ctx.beta, "eps": eps, "metric": ctx.cost_metric})
+                       gate={"alpha": ctx.alpha, "beta": ctx.beta, "eps": tolerance, "metric": ctx.cost_metric,
+                             "rule": ctx.gate})
 
 
 def editor_model(run: Run) -> MeteredVLM:

@@ -14,6 +14,7 @@ from videvolve.graph.context import Context
 from videvolve.graph.run import get_run
 from videvolve.graph.state import State
 from videvolve.nodes.common import spent
+from videvolve.search.history import entries as history_entries
 from videvolve.search.screening import screen
 from videvolve.search.tree import pending_children
 
@@ -26,7 +27,7 @@ def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     pending = pending_children(state.get("tree", {}), parent, exclude=state["candidates"])
     candidates = list(state["candidates"]) + pending
     entries, results = screen(run, parent, candidates, state.get("operators", {}), state["iteration"],
-                              keep_pending=ctx.search == "mcts")
+                              keep_pending=ctx.search == "mcts", history=history_entries(state.get("history", [])))
     for e in entries:
         run.event(state["iteration"], "gate", e.decision, **e.model_dump(exclude={"iteration", "decision"}))
     return {"history": [e.model_dump() for e in entries], "candidates": candidates, "spent": spent(results)}

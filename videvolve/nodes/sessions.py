@@ -61,17 +61,18 @@ class Sessions:
     def __init__(self, run: Run, state: State) -> None:
         self.run, self.state = run, state
         self.iteration, self.parent = state["iteration"], state["parent"]
+        self.folder = str(self.iteration + 1)  # workspaces/<iteration>-<n>/, the iteration numbered from 1
         by_id = {t.id: t for t in run.train}
         self.batch = [by_id[i] for i in state.get("batch", []) if i in by_id]
         self.limits = limits_of(run)
         self.opened: list[EditorTools] = []
         root = workspaces_root(run.root)
         self.repair = self._failed_workspace(root) if state.get("feedback") else None
-        self.base = len(list(root.glob(f"{self.iteration}-*"))) if state.get("feedback") else 0
+        self.base = len(list(root.glob(f"{self.folder}-*"))) if state.get("feedback") else 0
 
     def _failed_workspace(self, root: Path) -> Path | None:
         failed = set(self.state.get("candidates", []))
-        for ws in sorted(root.glob(f"{self.iteration}-*")):
+        for ws in sorted(root.glob(f"{self.folder}-*")):
             sub = ws / "submitted.json"
             if sub.exists() and json.loads(sub.read_text()).get("version") in failed:
                 return ws
@@ -85,7 +86,7 @@ class Sessions:
             tools.resumed = True
             (self.repair / "submitted.json").unlink(missing_ok=True)
         else:
-            root = workspaces_root(self.run.root) / f"{self.iteration}-{self.base + len(self.opened)}"
+            root = workspaces_root(self.run.root) / f"{self.folder}-{self.base + len(self.opened)}"
             items = [TraceItem(t, env.parent_results.get(t.id), _trace(self.run, self.parent, t.id))
                      for t in self.batch]
             build_workspace(root, env.parent_dir, inp, items, self.limits, tools_doc(), self._diffs(inp))

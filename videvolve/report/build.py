@@ -10,17 +10,13 @@ from typing import Any
 
 from jinja2 import Environment, StrictUndefined
 
-from videvolve.media import contact_sheet, frames_at
 from videvolve.report import plots
 from videvolve.report.proposals import proposals
+from videvolve.report.traces import traces
 from videvolve.search.history import GateEntry
-from videvolve.tasks import read_tasks
 
 COMPARISON = "comparison.json"
 """Written by ``evaluation.experiment.compare_on_test`` into ``RUN/test/``; shown when present."""
-
-MAX_TRACES = 6
-MAX_IMAGES_PER_STEP = 12
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -52,45 +48,6 @@ def _history(run: Path) -> list[GateEntry]:
     return sorted(seen.values(), key=lambda h: h.iteration)
 
 
-def _traces(run: Path, settings: dict[str, Any], out: Path) -> list[dict[str, Any]]:
-    """The last iteration's training traces, with the observations re-rendered as thumbnails."""
-    tasks = {t.id: t for t in read_tasks(settings["tasks"]) if t.split == "train"}
-    evals = sorted((run / "evals").glob("*/train/results/*.json"), key=lambda p: p.stat().st_mtime)
-    shown: list[dict[str, Any]] = []
-    for result_file in reversed(evals):
-        result = json.loads(result_file.read_text())
-        task = tasks.get(result["task_id"])
-        trace = result_file.parent.parent / "traces" / f"{result_file.stem}.jsonl"
-        if task is None or not trace.exists() or any(s["task_id"] == task.id for s in shown):
-            continue
-        steps = []
-        for step in _jsonl(trace):
-            images = []
-            for k, spec in enumerate(step.get("observations", [])[:MAX_IMAGES_PER_STEP]):
-                name = f"traces/{result_file.stem}_{step['step']}_{k}.png"
-                try:
-                    if spec["kind"] == "sheet":
-                        frames = frames_at(task.video, spec["times"], max_side=spec.get("cell_width"), clamp=True)
-                        image = contact_sheet(frames, cols=6, cell_width=int(spec.get("cell_width") or 160)).image
-                    else:
-                        first = frames_at(task.video, spec["times"][:1], max_side=spec.get("max_side"), clamp=True)
-                        image = first[0].image
-                except (OSError, ValueError):
-                    continue
-                (out / name).parent.mkdir(parents=True, exist_ok=True)
-                image.save(out / name)
-                images.append(name)
-            note = f"observed {len(step.get('observed_times', []))} time(s)" if "observed_times" in step else \
-                str(step.get("error") or step.get("answer") or step.get("message") or "")[:300]
-            steps.append({"step": step["step"], "event": step["event"], "images": images, "note": note,
-                          "reply": step.get("reply", "")})
-        shown.append({"task_id": task.id, "kind": task.kind, "question": task.question, "score": result["score"],
-                      "frames": result.get("usage", {}).get("frames", 0), "steps": steps})
-        if len(shown) >= MAX_TRACES:
-            break
-    return shown
-
-
 def _token_ledger(run: Path) -> dict[str, int]:
     """Prompt tokens of every evaluation of the run: our formula's (metered) and the server's, where it reported."""
     metered = reported = results = 0
@@ -101,6 +58,17 @@ def _token_ledger(run: Path) -> dict[str, int]:
             reported += int(usage["reported_prompt_tokens"])
             results += 1
     return {"metered": metered, "reported": reported, "results": results}
+
+
+def _compare_commands(run: Path, settings: dict[str, Any], seed_version: str) -> list[str]:
+    """How to get the held-out comparison this report shows when ``RUN/test/comparison.json`` exists."""
+    model = settings.get("model") or {}
+    backend = "" if model.get("backend", "sim") == "sim" else \
+        f" --backend openai --base-url {model.get('base_url')} --model {model.get('model')}"
+    return [f"videvolve eval --tasks {settings['tasks']} --split test --harness {run / 'harnesses' / seed_version}"
+            f"{backend} --out {run / 'heldout' / 'seed'}",
+            f"videvolve eval --tasks {settings['tasks']} --split test --harness {run / 'best'}{backend} "
+            f"--out {run / 'heldout' / 'best'}"]
 
 
 def build_report(run: str | Path) -> Path:
@@ -120,7 +88,7 @@ def build_report(run: str | Path) -> Path:
             latest[d["id"]] = d
     diagnoses = sorted(latest.values(), key=lambda d: (d["iteration"], d["task_id"]))
     plots.progress(history, seed, out / "progress.png")
-    plots.lineage(versions, out / "lineage.png")
+    plots.lineage(versions, out / "lineage.png", iterations=max((h.number for h in history), default=0))
     plots.categories(diagnoses, out / "categories.png")
     accepted = [v for v in versions if v.get("decision") in ("seed", "accepted")]
     best = accepted[-1] if accepted else seed
@@ -130,7 +98,8 @@ def build_report(run: str | Path) -> Path:
     heldout = json.loads(comparison.read_text()) if comparison.is_file() else None
     html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=versions,
                            heldout=heldout, tokens=_token_ledger(run), proposals=proposals(run, out),
-                           diagnoses=diagnoses, traces=_traces(run, settings, out), best=best.get("version", "?"),
+                           diagnoses=diagnoses, traces=traces(run, settings, out), best=best.get("version", "?"),
+                           compare_cmds=_compare_commands(run, settings, str(seed.get("version", "SEED"))),
                            best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)
     (out / "index.html").write_text(html, encoding="utf-8")
     return out / "index.html"

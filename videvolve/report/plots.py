@@ -56,27 +56,61 @@ def progress(history: list[GateEntry], seed: dict[str, Any], path: Path) -> Path
     return path
 
 
-def lineage(versions: list[dict[str, Any]], path: Path) -> Path:
-    """Every version as a node (x = iteration), an edge from its parent, coloured by its decision."""
-    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.45 * len(versions))))
-    pos: dict[str, tuple[float, float]] = {}
-    for row, v in enumerate(versions):
-        x = 0 if v.get("decision") == "seed" else int(v.get("iteration") or 0) + 1
-        pos[v["version"]] = (x, -row)
+def _tree_rows(versions: list[dict[str, Any]]) -> dict[str, float]:
+    """A row per leaf of the version tree, depth first (children by iteration); a parent centred on its children."""
+    ids = {v["version"] for v in versions}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for v in versions:
+        parent = v.get("parent") if v.get("parent") in ids else None
+        children.setdefault(parent, []).append(v)
+    rows: dict[str, float] = {}
+    next_row = [0]
+
+    def place(v: dict[str, Any]) -> float:
+        kids = sorted(children.get(v["version"], []), key=lambda c: (int(c.get("iteration") or 0), c["version"]))
+        if not kids:
+            rows[v["version"]] = next_row[0]
+            next_row[0] += 1
+        else:
+            placed = [place(c) for c in kids]
+            rows[v["version"]] = (placed[0] + placed[-1]) / 2
+        return rows[v["version"]]
+
+    for root in children.get(None, []):
+        place(root)
+    return rows
+
+
+def lineage(versions: list[dict[str, Any]], path: Path, iterations: int | None = None) -> Path:
+    """The version tree, coloured by decision, with a legend of the decisions that occur.
+
+    x is the iteration that made a version (the seed 0; ticks up to ``iterations``); an edge joins each version to
+    its parent, and siblings (rejected candidates of one parent) sit one under the other, never on a chain.
+    """
+    rows = _tree_rows(versions)
+    x_of = {v["version"]: 0 if v.get("decision") == "seed" else int(v.get("iteration") or 0) + 1 for v in versions}
+    last = max([iterations or 0, *x_of.values()])
+    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.5 * (max(rows.values(), default=0) + 2))))
     for v in versions:
         parent = v.get("parent")
-        if parent in pos:
-            (x0, y0), (x1, y1) = pos[parent], pos[v["version"]]
-            ax.plot([x0, x1], [y0, y1], color="#bbbbbb", zorder=1)
+        if parent in rows:
+            ax.plot([x_of[parent], x_of[v["version"]]], [-rows[parent], -rows[v["version"]]], color="#bbbbbb",
+                    zorder=1)
     for v in versions:
-        px, py = pos[v["version"]]
-        ax.scatter(px, py, s=120, color=COLOURS.get(v.get("decision", "none"), "#999999"), zorder=2)
-        ax.annotate(f"{v['version'][:8]} {v.get('operator') or 'seed'} {v.get('score') or 0:.3f}", (px, py),
+        decision = v.get("decision", "none")
+        x, y = x_of[v["version"]], -rows[v["version"]]
+        ax.scatter(x, y, s=120, color=COLOURS.get(decision, "#999999"), zorder=2, label=decision)
+        ax.annotate(f"{v['version'][:8]} {v.get('operator') or 'seed'} {v.get('score') or 0:.3f}", (x, y),
                     xytext=(8, -3), textcoords="offset points", fontsize=8)
-    ax.set_xlabel("iteration")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    if unique:
+        ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.set_xlabel("iteration (0 = the seed)")
+    ax.set_xticks(range(last + 1))
+    ax.set_xlim(-0.4, last + 0.9)  # room for the last labels; the ticks stop at the last iteration
     ax.set_yticks([])
-    ax.set_xlim(-0.5, max((p[0] for p in pos.values()), default=0) + 2.5)
-    ax.set_title("lineage (green accepted, orange rejected, red dropped)")
+    ax.set_title("lineage: each version under its parent")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

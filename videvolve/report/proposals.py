@@ -5,12 +5,15 @@ Per proposal: the condensed transcript, the trials with their scores, the probes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 MAX_RESULT = 600
+MAX_TOOL_RESULT = 20_000
+"""A tool's result (a trial's JSON, a file read) is shown whole up to this size, scrolling inside its cell."""
 MAX_PROBE_IMAGES = 8
 MAX_OUTPUT = 4000
 
@@ -20,6 +23,28 @@ def _lines(path: Path) -> list[dict[str, Any]]:
         else []
 
 
+def _rows(value: Any) -> str:
+    """JSON one key a line, and a list of objects (a trial's per-task results) one object a line."""
+    if not isinstance(value, dict):
+        return json.dumps(value)
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, list) and item and all(isinstance(x, dict) for x in item):
+            inner = ",\n".join(f"  {json.dumps(x)}" for x in item)
+            lines.append(f"{json.dumps(key)}: [\n{inner}\n]")
+        else:
+            lines.append(f"{json.dumps(key)}: {json.dumps(item)}")
+    return "{\n" + ",\n".join(lines) + "\n}"
+
+
+def _tool_result(result: Any) -> str:
+    """A tool's result, JSON indented so that a trial's per-task rows read as rows; whole up to the cap."""
+    text = str(result)
+    with contextlib.suppress(ValueError):
+        text = _rows(json.loads(text))
+    return text if len(text) <= MAX_TOOL_RESULT else text[:MAX_TOOL_RESULT] + f"\n... ({len(text):,} characters)"
+
+
 def _step(entry: dict[str, Any]) -> dict[str, str]:
     """One transcript entry as a row: who, what, and its (shortened) result."""
     kind = entry.get("kind", "")
@@ -27,7 +52,7 @@ def _step(entry: dict[str, Any]) -> dict[str, str]:
         args = {k: (v[:120] + "..." if isinstance(v, str) and len(v) > 120 else v)
                 for k, v in (entry.get("args") or {}).items()}
         return {"who": "tool", "what": f"{entry.get('name')}({json.dumps(args)[:400]})",
-                "result": str(entry.get("result", ""))[:MAX_RESULT], "ok": "ok" if entry.get("ok") else "refused"}
+                "result": _tool_result(entry.get("result", "")), "ok": "ok" if entry.get("ok") else "refused"}
     if kind == "command":
         status = "timed out" if entry.get("timed_out") else f"exit {entry.get('exit')}"
         return {"who": "command", "what": f"{entry.get('command')} ({status}, {entry.get('seconds')} s; tools "
@@ -66,7 +91,7 @@ def proposals(run: Path, out: Path) -> list[dict[str, Any]]:
                     images.append(f"workspaces/{ws.name}/{rel}")
             probes.append({**probe, "images": images})
         iteration, _, n = ws.name.partition("-")
-        shown.append({"name": ws.name, "iteration": int(iteration) + 1 if iteration.isdigit() else iteration,
+        shown.append({"name": ws.name, "iteration": int(iteration) if iteration.isdigit() else iteration,
                       "n": n, "version": version, "diff": diff, "trials": trials, "probes": probes,
                       "steps": [_step(e) for e in _lines(ws / "transcript.jsonl")]})
     return shown

@@ -1,8 +1,17 @@
-"""The cost-aware acceptance rule (Video-RSI) and the aggregates it is applied to.
+"""The gate's acceptance rules and the aggregates they are applied to.
 
-Accept a candidate if (dA > 0 and C' <= (1 + alpha) C) or (-eps <= dA <= 0 and C' <= (1 - beta) C and C > 0), where A
-is the mean per-question score on the selection set (mcq 1/0, grounding interval-set IoU; an error scores 0) and C
+A is the mean per-question score on the selection set (mcq 1/0, grounding interval-set IoU; an error scores 0) and C
 the mean cost per question (frames, or visual tokens; an error's cost counts).
+
+``paired`` (the default, :func:`paired_rule`): candidate and parent are compared question by question. A gain is
+accepted when the one-sided paired sign-flip test says it is one at the decision's level (alpha-invested over the
+run's decisions, :mod:`videvolve.search.spending`) and C' <= (1 + alpha) C; a cost cut when C' <= (1 - beta) C and it
+is non-inferior (the one-sided upper bound of its loss is within ``margin``). Neither when any group of questions
+(mcq, grounding; on a speaking world each evidence type) loses significantly at the same level.
+
+``video-rsi`` (the paper's rule, :func:`gate_rule`): accept if (dA > 0 and C' <= (1 + alpha) C) or
+(-eps <= dA <= 0 and C' <= (1 - beta) C and C > 0). Any positive difference counts, so on a few dozen questions it
+takes noise for gains about half the time.
 """
 
 from __future__ import annotations
@@ -13,8 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from videvolve.evaluation.results import TaskResult, cost_of
+from videvolve.search.significance import Paired, paired
+from videvolve.tasks import Task
 
-__all__ = ["aggregate", "cost_of", "gate_rule", "mean_frames", "rule_text"]
+__all__ = ["aggregate", "cost_of", "gate_rule", "group_of", "mean_frames", "paired_rule", "rule_text"]
 
 TOL = 1e-12
 
@@ -59,11 +70,65 @@ def gate_rule(a: float, c: float, a_new: float, c_new: float, alpha: float = 0.1
     return Decision(False, f"score {da:+.4f} is below -eps = {-eps:.4f}")
 
 
-def rule_text(alpha: float, beta: float, eps: float, metric: str) -> str:
+def group_of(task: Task) -> str:
+    """The group a question is guarded in: its kind, and on a speaking world the evidence its answer needs."""
+    evidence = task.meta.get("evidence") if task.meta else None
+    return f"{task.kind}:{evidence}" if evidence else task.kind
+
+
+@dataclass(frozen=True)
+class PairedDecision(Decision):
+    """A verdict of the paired rule, with the comparison it rests on."""
+
+    stats: Paired | None = None
+
+
+def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: Sequence[TaskResult], level: float,
+                metric: str = "visual_tokens", text_weight: float = 1.0, alpha: float = 0.1, beta: float = 0.2,
+                margin: float = 0.02, seed: int = 0) -> PairedDecision:
+    """Judge ``candidate`` against ``parent`` on the same questions (``tasks``, in the same order) at ``level``."""
+    c = aggregate(parent, metric, text_weight)[1]
+    c2 = aggregate(candidate, metric, text_weight)[1]
+    st = paired([r.score for r in parent], [r.score for r in candidate], level, seed)
+    at = f"{len(tasks)} paired questions at level {level:.4g}"
+    for group in sorted({group_of(t) for t in tasks}):
+        idx = [i for i, t in enumerate(tasks) if group_of(t) == group]
+        g = paired([parent[i].score for i in idx], [candidate[i].score for i in idx], level, seed)
+        if g.p_loss <= level:
+            return PairedDecision(False, f"{group} questions lose significantly: {g.diff:+.4f} on {g.n} "
+                                         f"(p {g.p_loss:.4f} <= {level:.4g})", st)
+    if st.p_gain <= level:
+        if c2 <= (1 + alpha) * c + 1e-9:
+            return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f} <= {level:.4g}, "
+                                        f"{st.discordant} questions differ) at cost {c2:.1f} <= (1+{alpha}) x "
+                                        f"{c:.1f}; {at}", st)
+        return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}) but cost {c2:.1f} > (1+{alpha}) x "
+                                     f"{c:.1f} = {(1 + alpha) * c:.1f}", st)
+    if c > 0 and c2 <= (1 - beta) * c + 1e-9:
+        if st.lower >= -margin - 1e-12:
+            return PairedDecision(True, f"cost {c2:.1f} <= (1-{beta}) x {c:.1f}, non-inferior: loss at most "
+                                        f"{max(0.0, -st.lower):.4f} <= margin {margin} ({st.diff:+.4f}; {at})", st)
+        return PairedDecision(False, f"cost {c2:.1f} <= (1-{beta}) x {c:.1f} but the loss may reach "
+                                     f"{-st.lower:.4f} > margin {margin} ({st.diff:+.4f}; {at})", st)
+    return PairedDecision(False, f"no gain that noise does not explain ({st.diff:+.4f}, one-sided p "
+                                 f"{st.p_gain:.4f} > {level:.4g}) and no cost cut to (1-{beta}) x {c:.1f} "
+                                 f"(cost {c2:.1f}); {at}", st)
+
+
+def rule_text(alpha: float, beta: float, eps: float, metric: str, rule: str = "paired", level: float = 0.05,
+              margin: float = 0.02) -> str:
     """The rule in words, with a run's own numbers (what an editor is told)."""
     what = {"frames": "distinct frames shown to the model", "visual_tokens": "visual tokens (image and video "
             "tokens) sent to the model", "visual_tokens+text": "visual tokens sent to the model plus the weighted "
             "text tokens of the transcript read"}.get(metric, metric)
+    if rule == "paired":
+        return (f"A revision is kept only if, question by question on a held-out selection set, it scores better "
+                f"than its parent by more than noise explains (a one-sided paired test at level {level:g} or less, "
+                f"the level shrinking as rejected revisions use up the run's budget of decisions) while its mean "
+                f"cost per question (C = {what}) grows by at most {alpha:.0%}; or if its cost falls by at least "
+                f"{beta:.0%} and its score is shown to drop by at most {margin:g}. No kind of question may lose "
+                f"significantly. Small changes that only reshuffle guesses are not kept: make changes whose effect "
+                f"is large and clear. Errors score 0 and their cost counts.")
     return (f"A revision is kept only if its mean score on a held-out selection set rises while its mean cost per "
             f"question (C = {what}) grows by at most {alpha:.0%}, or if its cost falls by at least {beta:.0%} while "
             f"its score drops by at most {eps:.3f}. Errors score 0 and their cost counts.")

@@ -42,6 +42,10 @@ class GateEntry(BaseModel):
     p_value: float | None = Field(None, description="paired bootstrap p of the score difference (full rung)")
     ci: tuple[float, float] | None = None
     mcnemar_p: float | None = None
+    level: float | None = Field(None, description="the paired gate's level for this candidate (what a rejection "
+                                "costs the run's alpha-wealth); None under --gate video-rsi")
+    p_gain: float | None = Field(None, description="one-sided paired sign-flip p of a gain, at the deciding look")
+    bound: float | None = Field(None, description="one-sided lower t bound of the mean difference at the level")
 
     @property
     def number(self) -> int:

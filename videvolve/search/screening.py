@@ -1,25 +1,32 @@
 """Candidate screening on the selection set: full validation, or multi-fidelity rungs (VidHarness).
 
 Multi-fidelity: the selection set is cut into nested rungs (a seeded order; sizes a setting, 10 / 25 / 50 / 100 %
-by default, as in VidHarness). Every candidate is first evaluated on the smallest rung. A candidate that cannot pass
-the gate even at the optimistic end of its paired difference with the parent on the same questions (difference +
-penalty x its standard error, finite-population corrected) stops there; among the rest, the one with the best
-penalized accuracy (accuracy - penalty x 0.5/sqrt(n), the worst-case standard error) is promoted and evaluated only
-on the next rung's new questions. The gate's rule is applied at the full rung only; comparisons with the parent are
-always paired, on the same questions.
+by default, as in VidHarness). Every candidate is first evaluated on the smallest rung; comparisons with the parent
+are always paired, on the same questions.
+
+Under the paired gate (the default) this is a sequential test: at every look the candidate is judged by the gate's
+own rule at that look's share of the decision's level (O'Brien-Fleming, :func:`videvolve.search.spending.look_levels`),
+so an overwhelming winner is accepted early; a candidate that cannot pass even at the optimistic end of its paired
+difference (difference + penalty x its standard error, finite-population corrected) stops as a clear loser; among the
+rest the one with the best penalized accuracy (accuracy - penalty x 0.5/sqrt(n)) goes on to the next rung's new
+questions. Under ``--gate video-rsi`` the rule is applied at the full rung only, as before.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from typing import Any
+
+from scipy import stats
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
-from videvolve.search.gate import aggregate, gate_rule, mean_frames
+from videvolve.search.gate import Decision, aggregate, gate_rule, mean_frames, paired_rule
 from videvolve.search.history import GateEntry
 from videvolve.search.services import Evaluator
+from videvolve.search.spending import look_levels, next_level
 from videvolve.tasks import Task
 
 TOL = 1e-9
@@ -62,22 +69,36 @@ def paired_se(parent: list[float], candidate: list[float], population: int | Non
     return se
 
 
+def _sd(parent: list[TaskResult], candidate: list[TaskResult]) -> float:
+    """Standard deviation of the per-question differences (0 for fewer than two)."""
+    d = [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
+    if len(d) < 2:
+        return 0.0
+    mean = sum(d) / len(d)
+    return math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1))
+
+
 def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[str, str | None],
-           iteration: int, keep_pending: bool = False) -> tuple[list[GateEntry], list[TaskResult]]:
+           iteration: int, keep_pending: bool = False,
+           history: Sequence[GateEntry] = ()) -> tuple[list[GateEntry], list[TaskResult]]:
     """One aggregate entry per candidate (decision, reason, scores, how far it got) and the new results.
 
     ``keep_pending``: a hopeful candidate that loses the promotion is ``pending`` rather than rejected, so that it
     can be promoted when its parent is expanded again (VidHarness's pool; results on disk make that free).
+    ``history``: the run's earlier entries, which set the paired gate's level (alpha-investing).
     """
     ctx = run.ctx
     selection = run.selection
     eps = ctx.eps if ctx.eps is not None else 1 / len(selection)
+    paired_gate = ctx.gate == "paired"
+    level = next_level(history, ctx.gate_level, ctx.gate_spending) / max(1, len(candidates)) if paired_gate else None
     parent_all = {r.task_id: r for r in run.evaluate(parent, selection, "selection")}
     new: list[TaskResult] = []
     entries: dict[str, GateEntry] = {}
     alive = list(candidates)
     frames: dict[str, float] = {}
     ladder = rungs(selection, ctx.rungs, ctx.seed, ctx.validation)
+    looks = look_levels([len(r) / len(selection) for r in ladder], level) if level is not None else []
     for k, rung in enumerate(ladder):
         last = k == len(ladder) - 1
         p_res = [parent_all[t.id] for t in rung]
@@ -91,25 +112,49 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             frames[cand] = mean_frames(res)
         base: dict[str, Any] = {"iteration": iteration, "parent": parent, "score": a, "cost": c, "n": len(rung),
                                 "rung": k + 1, "rungs": len(ladder), "eps": eps, "metric": ctx.cost_metric,
-                                "frames": mean_frames(p_res)}
-        if last:
-            for cand, a2, c2, res in scored:
-                decision = gate_rule(a, c, a2, c2, ctx.alpha, ctx.beta, eps)
-                boot = paired_bootstrap([r.score for r in p_res], [r.score for r in res], seed=ctx.seed)
-                mcq = [(o.score == 1, x.score == 1) for o, x in zip(p_res, res, strict=True) if o.kind == "mcq"]
-                entries[cand] = GateEntry(
-                    **base, candidate=cand, operator=operators.get(cand), cand_frames=frames[cand],
-                    decision="accepted" if decision.accept else "rejected", reason=decision.reason, cand_score=a2,
-                    cand_cost=c2, p_value=boot.p_value, ci=(boot.ci_low, boot.ci_high),
-                    mcnemar_p=mcnemar([x for x, _ in mcq], [y for _, y in mcq]).p_value if mcq else None)
+                                "frames": mean_frames(p_res), "level": level}
+        decided: dict[str, tuple[Decision, dict[str, Any]]] = {}
+        for cand, a2, c2, res in scored:
+            if paired_gate and level is not None:
+                verdict = paired_rule(rung, p_res, res, looks[k], ctx.cost_metric, ctx.text_token_weight, ctx.alpha,
+                                      ctx.beta, ctx.gate_margin, ctx.seed)
+                st = verdict.stats
+                extra = {"p_gain": st.p_gain, "bound": st.lower} if st else {}
+                if last or verdict.accept:
+                    decided[cand] = (verdict, extra)
+            elif last:
+                decided[cand] = (gate_rule(a, c, a2, c2, ctx.alpha, ctx.beta, eps), {})
+        for cand, a2, c2, res in scored:
+            if cand not in decided:
+                continue
+            decision, extra = decided[cand]
+            boot = paired_bootstrap([r.score for r in p_res], [r.score for r in res], seed=ctx.seed)
+            mcq = [(o.score == 1, x.score == 1) for o, x in zip(p_res, res, strict=True) if o.kind == "mcq"]
+            reason = decision.reason if last else f"accepted early at rung {k + 1}/{len(ladder)}: {decision.reason}"
+            entries[cand] = GateEntry(
+                **base, candidate=cand, operator=operators.get(cand), cand_frames=frames[cand],
+                decision="accepted" if decision.accept else "rejected", reason=reason, cand_score=a2,
+                cand_cost=c2, p_value=boot.p_value, ci=(boot.ci_low, boot.ci_high),
+                mcnemar_p=mcnemar([x for x, _ in mcq], [y for _, y in mcq]).p_value if mcq else None, **extra)
+        if last or any(entries.get(cand) and entries[cand].decision == "accepted" for cand in alive):
+            for cand, a2, c2, _ in scored:  # an early winner ends the decision: the others wait or go
+                if cand not in entries:
+                    entries[cand] = GateEntry(
+                        **base, candidate=cand, operator=operators.get(cand),
+                        decision="pending" if keep_pending else "rejected", cand_score=a2, cand_cost=c2,
+                        cand_frames=frames[cand], reason=f"another candidate was accepted at rung {k + 1}")
             break
         se = 0.5 / math.sqrt(len(rung))
+        margin = ctx.gate_margin if paired_gate else eps
         hopeful = []
         for cand, a2, c2, res in scored:
             d_se = paired_se([r.score for r in p_res], [r.score for r in res], len(selection))
             ucb = a2 - a + ctx.penalty * d_se  # optimistic end of the paired difference
-            better = ucb > TOL and c2 <= (1 + ctx.alpha) * c + TOL
-            cheaper = ucb >= -eps - TOL and c > 0 and c2 <= (1 - ctx.beta) * c + TOL
+            need = TOL
+            if paired_gate and looks:  # the mean difference the full rung's test will ask for, at this spread
+                need = max(TOL, float(stats.norm.ppf(1 - looks[-1])) * _sd(p_res, res) / math.sqrt(len(selection)))
+            better = ucb > need and c2 <= (1 + ctx.alpha) * c + TOL
+            cheaper = ucb >= -margin - TOL and c > 0 and c2 <= (1 - ctx.beta) * c + TOL
             if better or cheaper:
                 hopeful.append((cand, a2, c2))
             else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from videvolve.errors import MediaError, RequestRefused
-from videvolve.media import contact_sheet, frames_at
+from videvolve.media import contact_sheet
 from videvolve.models.cost import text_tokens
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from videvolve.config import RuntimeSettings
     from videvolve.datasets.transcripts import Transcript
+    from videvolve.labelfree.frames import FrameSource
     from videvolve.models.cost import CostModel
     from videvolve.skill_library.meter import Meter
     from videvolve.skill_library.trace import TraceWriter
@@ -38,6 +39,7 @@ class ReadingServices:
     transcript: Transcript | None
     view: TaskView
     video: str
+    pictures: FrameSource
     cost: CostModel
     settings: RuntimeSettings
     meter: Meter
@@ -105,9 +107,9 @@ class ReadingServices:
     def _image(self, obs: Any) -> tuple[Image.Image, set[float]]:
         try:
             if obs.kind == "frame":
-                frame = frames_at(self.video, obs.times, max_side=obs.max_side, clamp=True)[0]
+                frame = self.pictures.frames(obs.times, obs.max_side)[0]
                 return frame.image, {frame.time}
-            frames = frames_at(self.video, obs.times, max_side=obs.cell_width, clamp=True)
+            frames = self.pictures.frames(obs.times, obs.cell_width)
             return contact_sheet(frames, cols=obs.cols, cell_width=obs.cell_width).image, {f.time for f in frames}
         except MediaError as exc:
             raise RequestRefused("media", str(exc)) from exc

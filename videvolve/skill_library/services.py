@@ -12,6 +12,7 @@ import base64
 import math
 import secrets
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,8 @@ from PIL import Image
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import Transcript
 from videvolve.errors import MediaError, ModelRequestError, RequestRefused
-from videvolve.media import clip as make_clip
-from videvolve.media import contact_sheet, frames_at, probe
+from videvolve.labelfree.frames import FrameSource, PlainFrames
+from videvolve.media import contact_sheet, probe
 from videvolve.media.captions import frame_caption, sheet_caption, video_caption
 from videvolve.media.data_url import data_url_cache
 from videvolve.media.decode import Frame
@@ -65,8 +66,10 @@ class TaskServices(ReadingServices):
 
     def __init__(self, view: TaskView, video: str, vlm: VLM, cost: CostModel, settings: RuntimeSettings,
                  skill: str = "", cache: ResponseCache | None = None, trace: TraceWriter | None = None,
-                 transcript: Transcript | None = None) -> None:
+                 transcript: Transcript | None = None, frames: FrameSource | None = None) -> None:
         self.transcript = transcript
+        self.pictures = frames or PlainFrames(video)
+        """Every picture shown comes from here (a task with needles gets them painted in; the file is untouched)."""
         self.view = view
         self.video = video
         self.vlm = vlm
@@ -78,7 +81,7 @@ class TaskServices(ReadingServices):
         self.meter = Meter()
         self._handles: dict[str, _Obs] = {}
         self._times_held = 0
-        self._video_key: tuple[str, int, int] | None = None
+        self._video_key: Hashable = None
 
     # ---- the allowlist of calls ----
 
@@ -272,9 +275,9 @@ class TaskServices(ReadingServices):
                 if obs is not None and obs.kind == "frame":
                     wanted.setdefault(obs.max_side, []).append(obs.times[0])
         try:
-            self._video_key = file_key(self.video)
+            self._video_key = (file_key(self.video), self.pictures.key)
             return {(side, t): f for side, times in wanted.items()
-                    for t, f in zip(times, frames_at(self.video, times, max_side=side, clamp=True), strict=True)}
+                    for t, f in zip(times, self.pictures.frames(times, side), strict=True)}
         except MediaError as exc:
             raise ServiceError("media", str(exc)) from exc
 
@@ -287,11 +290,11 @@ class TaskServices(ReadingServices):
                          self._image_part(frame.image, (obs.max_side, frame.time))],
                         {frame.time}, self.cost.image_tokens(*frame.image.size), 0)
             if obs.kind == "sheet":
-                frames = frames_at(self.video, obs.times, max_side=obs.cell_width, clamp=True)
+                frames = self.pictures.frames(obs.times, obs.cell_width)
                 sheet = contact_sheet(frames, cols=obs.cols, cell_width=obs.cell_width)
                 return ([{"type": "text", "text": sheet_caption(sheet)}, self._image_part(sheet.image)],
                         {f.time for f in frames}, self.cost.image_tokens(*sheet.image.size), 0)
-            frames = frames_at(self.video, obs.times, max_side=obs.max_side, clamp=True)
+            frames = self.pictures.frames(obs.times, obs.max_side)
             keys = {f.time for f in frames}
             if self.settings.clip_mode == "video":
                 return self._video_part(obs, frames), keys, 0, self.cost.video_tokens(
@@ -311,7 +314,7 @@ class TaskServices(ReadingServices):
         with tempfile.TemporaryDirectory(prefix="videvolve-clip-") as scratch:
             out = Path(scratch) / "clip.mp4"
             fps = len(obs.times) / max(obs.end - obs.start, 1e-6)
-            make_clip(self.video, obs.start, obs.end, out, fps=fps, max_side=obs.max_side)
+            self.pictures.clip(obs.start, obs.end, out, fps, obs.max_side)
             url = "data:video/mp4;base64," + base64.b64encode(out.read_bytes()).decode()
         return [{"type": "text", "text": video_caption(obs.start, obs.end, obs.times)},
                 {"type": "video_url", "video_url": {"url": url}, "num_frames": len(frames)}]

@@ -43,12 +43,16 @@ def _name(kind: tuple[str, str]) -> str:
     return f"{kind[0]} {kind[1]}"
 
 
-def grounding(script: VideoScript, rng: random.Random, n: int) -> list[Draft]:
-    """'When does the orange star appear?' -- every occurrence, or [] for a target that never appears."""
+def grounding(script: VideoScript, rng: random.Random, n: int,
+              absent: list[tuple[str, str]] | None = None) -> list[Draft]:
+    """'When does the orange star appear?' -- every occurrence, or [] for a target that never appears.
+
+    ``absent``: the near misses to ask about (default: :func:`_absent`; needles pass those the footage never shows).
+    """
     present = list(dict.fromkeys(e.kind for e in script.events))
     short = [k for k in present if all(e.end - e.start <= 10 for e in script.occurrences(*k))]
     long_ = [k for k in present if k not in short]
-    absent = _absent(script)
+    absent = _absent(script) if absent is None else absent
     n_absent = sum(1 for _ in range(n) if rng.random() < ABSENT_SHARE)
     picks: list[tuple[str, str]] = rng.sample(absent, min(n_absent, len(absent)))
     n_pos = n - len(picks)
@@ -129,7 +133,7 @@ def _absent(script: VideoScript) -> list[tuple[str, str]]:
     return sorted({nb for k in present for nb in _neighbours(k)} - present)
 
 
-def count(script: VideoScript, rng: random.Random) -> list[Draft]:
+def count(script: VideoScript, rng: random.Random, absent: list[tuple[str, str]] | None = None) -> list[Draft]:
     """'How many times does the red circle appear?' with four of the counts 0..top as options.
 
     The answer is uniform over 0..top (top: the largest count such that every count up to it occurs in the video;
@@ -137,7 +141,7 @@ def count(script: VideoScript, rng: random.Random) -> list[Draft]:
     given the options each of them is the answer equally often: their minimum, maximum and order say nothing.
     Drafts come in rounds, each a random permutation of 0..top, so any prefix keeps the answers uniform.
     """
-    by_count: dict[int, list[tuple[str, str]]] = {0: _absent(script)}
+    by_count: dict[int, list[tuple[str, str]]] = {0: list(_absent(script) if absent is None else absent)}
     for kind, n in sorted(Counter(e.kind for e in script.events).items()):
         by_count.setdefault(n, []).append(kind)
     for kinds in by_count.values():

@@ -8,11 +8,14 @@ geometry, see :func:`readable_side`) is reported ``unclear``: the pixels are too
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from typing import Literal
 
 import numpy as np
 from PIL import Image
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from scipy import ndimage
 
 from videvolve.datasets.synthworld.palette import BACKGROUNDS, GLYPH_COLOURS, SHAPES, glyph_alpha, readable_side
@@ -36,7 +39,9 @@ _GLYPH_RGB = np.array([GLYPH_COLOURS[n] for n in _GLYPH_NAMES], dtype=np.float32
 
 
 class Percept(BaseModel):
-    """What one picture shows."""
+    """What one picture shows (immutable: percepts are shared by the memo of :func:`perceive`)."""
+
+    model_config = ConfigDict(frozen=True)
 
     background: str | None
     """Background colour name; None when the picture is not a solid SynthWorld background."""
@@ -106,9 +111,34 @@ def _match_shape(alpha: np.ndarray) -> str:
     return best
 
 
+MEMO_SIZE = 200_000
+"""Percepts remembered by picture content (a few hundred bytes each): a frame shown again is read again for free."""
+_memo: OrderedDict[bytes, Percept] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
 def perceive(image: Image.Image | np.ndarray) -> Percept:
-    """Read one picture: background colour, and the glyph's colour and shape (or ``unclear``, or ``none``)."""
-    arr = np.asarray(image.convert("RGB") if isinstance(image, Image.Image) else image, dtype=np.float32)
+    """Read one picture: background colour, and the glyph's colour and shape (or ``unclear``, or ``none``).
+
+    Perception is a pure function of the pixels, so it is remembered by a digest of them: the candidates the gate
+    compares show the same frames over and over, and only the first sighting of a picture costs CPU.
+    """
+    arr = np.ascontiguousarray(image.convert("RGB") if isinstance(image, Image.Image) else image)
+    key = hashlib.blake2b(arr.tobytes(), digest_size=16, person=f"{arr.shape}{arr.dtype}".encode()[:16]).digest()
+    with _memo_lock:
+        hit = _memo.get(key)
+        if hit is not None:
+            _memo.move_to_end(key)
+            return hit
+    percept = _perceive(np.asarray(arr, dtype=np.float32))
+    with _memo_lock:
+        _memo[key] = percept
+        if len(_memo) > MEMO_SIZE:
+            _memo.popitem(last=False)
+    return percept
+
+
+def _perceive(arr: np.ndarray) -> Percept:
     h, w = arr.shape[:2]
     pixels = arr.reshape(-1, 3)
     background, bg_rgb = _background(pixels)

@@ -1,0 +1,165 @@
+"""The efficacy protocol (``python bench/efficacy.py``): evolve on fresh worlds, judge on the test split only.
+
+Worlds are the shipped SynthWorld generator's with default settings apart from size and questions per video
+(``--videos 16 --minutes 12 --questions 100``); world 7303 speaks (``--narration``, gated under
+``--cost-metric visual_tokens+text``: reading is not free). The seeds were chosen before any result was seen:
+:data:`WORLDS`. For each world and seed harness (`uniform`, `scan_refine`), `evolve` with SimVLM, the heuristic
+editor and the default gate for ``--iterations`` iterations, multi-fidelity validation; then, on the test split
+(which neither the editor nor the gate saw), the seed against the evolved harness: per kind (and, on the speaking
+world, per evidence type) mcq accuracy with exact McNemar p and grounding mIoU with paired-bootstrap p, the paired
+bootstrap p of the per-question score, the visual-token ratio; accepted / proposed, selection evaluations, and how
+many accepted revisions the test split would have rejected (the paired rule applied to each accepted revision and
+its parent on the test split).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from videvolve.config import RuntimeSettings
+from videvolve.datasets.synthworld import generate_world
+from videvolve.evaluation.experiment import compare_on_test
+from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.graph.context import Context
+from videvolve.graph.driver import evolve
+from videvolve.metrics import mcnemar, paired_bootstrap
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.search.gate import cost_of, group_of, paired_rule
+from videvolve.search.history import entries
+from videvolve.skill_library.harness import load_harness
+from videvolve.tasks import Task, read_tasks
+
+WORLDS = (7101, 7202, 7303, 7404, 7505)
+"""World seeds of the protocol, fixed before any result (7303 speaks)."""
+SPEAKING = 7303
+SIZE = {"videos": 16, "minutes": 12, "questions": 100}
+CACHE = Path(__file__).resolve().parent / ".cache" / "protocol"
+console = Console(width=170)
+
+
+def world(seed: int) -> Path:
+    """The world's tasks file (generated once)."""
+    root = CACHE / f"world{seed}"
+    if not (root / "tasks.jsonl").exists():
+        generate_world(root, seed=seed, narration=seed == SPEAKING, **SIZE)
+    return root / "tasks.jsonl"
+
+
+def _tokens(rs: list[TaskResult], metric: str) -> float:
+    return sum(cost_of(r, metric) for r in rs) / max(1, len(rs))
+
+
+def per_group(tasks: list[Task], a: list[TaskResult], b: list[TaskResult]) -> list[dict[str, Any]]:
+    """Seed (a) against evolved (b) per group of questions, with paired p."""
+    out = []
+    for group in sorted({group_of(t) for t in tasks}):
+        idx = [i for i, t in enumerate(tasks) if group_of(t) == group]
+        x, y = [a[i].score for i in idx], [b[i].score for i in idx]
+        if tasks[idx[0]].kind == "mcq":
+            p = mcnemar([v == 1 for v in x], [v == 1 for v in y]).p_value
+        else:
+            p = paired_bootstrap(x, y).p_value
+        out.append({"group": group, "n": len(idx), "seed": sum(x) / len(x), "evolved": sum(y) / len(y), "p": p})
+    return out
+
+
+def run_one(seed: int, harness: str, iterations: int) -> dict[str, Any]:
+    """One world, one seed harness: evolve, then the test split."""
+    started = time.time()
+    tasks_path = world(seed)
+    root = CACHE / f"world{seed}-{harness}"
+    shutil.rmtree(root, ignore_errors=True)
+    metric = "visual_tokens+text" if seed == SPEAKING else "visual_tokens"
+    ctx = Context(run_dir=str(root / "run"), run_id=f"protocol{seed}-{harness}", tasks=str(tasks_path),
+                  seed_harness=harness, memory=str(root / "memory"), iterations=iterations, seed=seed,
+                  runtime=RuntimeSettings(concurrency=2), cache=str(root / "cache.sqlite"),
+                  validation="multi-fidelity", cost_metric=metric)
+    final = evolve(ctx)
+    history = entries(final.get("history", []))
+    vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
+    cmp = compare_on_test(root / "run", vlm, cost, runtime)
+    test = [t for t in read_tasks(tasks_path) if t.split == "test"]
+
+    def on_test(version: str) -> list[TaskResult]:
+        return solve_tasks(load_harness(root / "run" / "harnesses" / version), test, vlm, cost, runtime,
+                           root / "run" / "test" / version)
+
+    seed_res, best_res = on_test(cmp.seed["version"]), on_test(cmp.best["version"])
+    accepted = [e for e in history if e.decision == "accepted"]
+    test_rejects = 0
+    for e in accepted:  # would the test split have taken it? the same rule, on other questions
+        if e.candidate is None or e.level is None:
+            continue
+        verdict = paired_rule(test, on_test(e.parent), on_test(e.candidate), e.level, metric)
+        test_rejects += not verdict.accept
+    boot = paired_bootstrap([r.score for r in seed_res], [r.score for r in best_res])
+    return {"world": seed, "seed_harness": harness, "metric": metric, "groups": per_group(test, seed_res, best_res),
+            "score_seed": sum(r.score for r in seed_res) / len(test),
+            "score_evolved": sum(r.score for r in best_res) / len(test), "score_p": boot.p_value,
+            "score_diff": boot.diff, "tokens_seed": _tokens(seed_res, metric), "tokens_evolved": _tokens(best_res,
+                                                                                                    metric),
+            "accepted": len(accepted), "proposed": sum(1 for e in history if e.decision in ("accepted", "rejected",
+                                                                                       "dropped")),
+            "selection_evaluations": sum(1 for _ in (root / "run").glob("evals/*/selection/results/*.json")),
+            "test_would_reject": test_rejects, "test_questions": len(test),
+            "operators": [f"{e.operator}:{e.decision}" for e in history],
+            "minutes": (time.time() - started) / 60}
+
+
+def verdict(r: dict[str, Any]) -> str:
+    """How the run fares against the issue's targets."""
+    ratio = r["tokens_evolved"] / r["tokens_seed"] if r["tokens_seed"] else 1.0
+    losses = [g for g in r["groups"] if g["evolved"] < g["seed"] and g["p"] < 0.05]
+    gain = r["score_diff"] > 0 and r["score_p"] < 0.05
+    if losses:
+        return "significant loss"
+    if r["seed_harness"] == "uniform":
+        return "gain" if gain and ratio <= 1.1 else "no significant gain"
+    return "gain" if gain and ratio <= 1.0 else "cheaper, no loss" if ratio <= 0.8 else "neither"
+
+
+def table(rows: list[dict[str, Any]]) -> Table:
+    """One row per world and seed harness."""
+    t = Table(title="evolved vs seed on the held-out test split (paired), SimVLM, heuristic editor, paired gate")
+    for col in ("world", "seed", "score seed -> evolved [p]", "per kind / evidence: seed -> evolved [p]",
+                "tokens ratio", "accepted / proposed", "selection evals", "test would reject", "verdict", "min"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        groups = "; ".join(f"{g['group']} {g['seed']:.3f}->{g['evolved']:.3f} [{g['p']:.3f}]" for g in r["groups"])
+        ratio = r["tokens_evolved"] / r["tokens_seed"] if r["tokens_seed"] else 1.0
+        t.add_row(str(r["world"]), r["seed_harness"],
+                  f"{r['score_seed']:.3f} -> {r['score_evolved']:.3f} [{r['score_p']:.3f}]", groups,
+                  f"{ratio:.2f}x", f"{r['accepted']} / {r['proposed']}", f"{r['selection_evaluations']:,}",
+                  f"{r['test_would_reject']} / {r['accepted']}", verdict(r), f"{r['minutes']:.0f}")
+    return t
+
+
+def protocol(worlds: list[int], harnesses: list[str], iterations: int) -> int:
+    """Run every world and seed harness; print the table after each; write results.json."""
+    rows: list[dict[str, Any]] = []
+    out = CACHE / f"results-{'-'.join(harnesses)}.json"
+    for harness in harnesses:
+        for seed in worlds:
+            rows.append(run_one(seed, harness, iterations))
+            console.print(table(rows))
+            CACHE.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(rows, indent=1, default=float))
+    uni = [r for r in rows if r["seed_harness"] == "uniform"]
+    scan = [r for r in rows if r["seed_harness"] == "scan_refine"]
+    ok_uni = sum(verdict(r) == "gain" for r in uni) >= min(4, len(uni)) and not any(
+        verdict(r) == "significant loss" for r in uni)
+    ok_scan = sum(verdict(r) in ("gain", "cheaper, no loss") for r in scan) >= min(3, len(scan))
+    console.print(f"uniform: {sum(verdict(r) == 'gain' for r in uni)} of {len(uni)} worlds with a significant gain "
+                  f"at <= 1.1x tokens; scan_refine: {sum(verdict(r) in ('gain', 'cheaper, no loss') for r in scan)} "
+                  f"of {len(scan)} cheaper without loss or better at <= 1.0x -> "
+                  f"{'PASS' if ok_uni and ok_scan else 'FAIL'}")
+    return 0 if ok_uni and ok_scan else 1

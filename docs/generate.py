@@ -1,0 +1,112 @@
+"""Write the generated reference pages of the docs from the code: the CLI (argparse's own help) and the SDK.
+
+``python docs/generate.py`` rewrites docs/reference/cli.md and docs/reference/sdk.md; ``--check`` exits 1 and names
+the stale pages (what tests/test_docs.py checks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PAGES = {"cli": HERE / "reference" / "cli.md", "sdk": HERE / "reference" / "sdk.md"}
+WIDTH = "100"  # argparse wraps help at $COLUMNS: fixed so the page does not depend on the terminal
+
+
+def _subcommands(parser: argparse.ArgumentParser, prefix: str) -> list[tuple[str, argparse.ArgumentParser]]:
+    found = [(prefix, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += _subcommands(sub, f"{prefix} {name}")
+    return found
+
+
+def cli_page() -> str:
+    """Every command's ``--help``, as argparse prints it."""
+    from videvolve.cli import build_parser
+
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = WIDTH
+    try:
+        commands = _subcommands(build_parser(), "videvolve")
+        out = ["# CLI reference", "",
+               "Generated from the argument parser by `python docs/generate.py` (a test fails when this page and the "
+               "code differ). Every command also runs as `python -m videvolve ...`.", ""]
+        for name, parser in commands:
+            parser.prog = name
+            out += [f"## `{name}`", "", "```text", parser.format_help().rstrip(), "```", ""]
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+    return "\n".join(out)
+
+
+def _api_section() -> list[str]:
+    from videvolve import api
+
+    out = ["## The Python API (`videvolve.api`)", "", inspect.getdoc(api) or "", ""]
+    for name in ("load_harness", "resolve_harness", "evaluate", "LoadedHarness", "Answer"):
+        obj = getattr(api, name)
+        if inspect.isclass(obj):
+            out += [f"### `{name}`", "", inspect.getdoc(obj) or "", ""]
+            for member, fn in inspect.getmembers(obj, inspect.isfunction):
+                if not member.startswith("_"):
+                    sig = str(inspect.signature(fn)).replace("(self, ", "(").replace("(self)", "()")
+                    out.append(f"- `{member}{sig}`: {(inspect.getdoc(fn) or '').strip()}")
+            out.append("")
+        else:
+            out += [f"### `{name}{inspect.signature(obj)}`", "", inspect.getdoc(obj) or "", ""]
+    return out
+
+
+def sdk_page() -> str:
+    """The harness SDK (what ``solver.py`` may call; the editor's TASK.md carries the same text) and the Python API."""
+    from videvolve.editing.taskdoc import allowed_imports, sdk_reference
+
+    body = sdk_reference().replace("## SDK reference", "## The harness SDK", 1)
+    return "\n".join(["# SDK reference", "",
+                      "Generated from the code's signatures and docstrings by `python docs/generate.py` (a test fails "
+                      "when this page and the code differ). A harness's `solver.py` defines `solve(task, ctx)`; "
+                      "`task` is a `TaskView`, `ctx` a `HarnessContext`.", "",
+                      "Modules a harness may import (the static check's allowlist): " + allowed_imports() + ".", "",
+                      body.replace("\n### ", "\n### ").rstrip(), "", *_api_section()]).rstrip() + "\n"
+
+
+def render() -> dict[str, str]:
+    """Each generated page's text."""
+    return {"cli": cli_page().rstrip() + "\n", "sdk": sdk_page()}
+
+
+def stale() -> list[Path]:
+    """The generated pages whose file differs from what the code gives now."""
+    return [PAGES[k] for k, text in render().items()
+            if not PAGES[k].is_file() or PAGES[k].read_text(encoding="utf-8") != text]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the pages, or with ``--check`` say which are stale."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only check; exit 1 when a page is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        bad = stale()
+        for path in bad:
+            print(f"{path} is stale: run python docs/generate.py", file=sys.stderr)
+        return 1 if bad else 0
+    for key, text in render().items():
+        PAGES[key].parent.mkdir(parents=True, exist_ok=True)
+        PAGES[key].write_text(text, encoding="utf-8")
+        print(f"wrote {PAGES[key]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parent))
+    sys.exit(main())

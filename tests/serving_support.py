@@ -1,0 +1,134 @@
+"""Helpers of the serving tests: a tiny SynthWorld, a fast harness, `videvolve ask --json`, a real server process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from videvolve.skill_library.harness import seed_path
+from videvolve.tasks import Task
+from videvolve.testing import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_world(path: Path) -> tuple[Path, list[Task]]:
+    """One SynthWorld video of about a minute (as `videvolve synth DIR --videos 1 --minutes 1`); its tasks."""
+    from videvolve.datasets.synthworld import generate_world
+
+    world = generate_world(path, videos=1, minutes=1, seed=3, workers=1)
+    return world.root, list(world.tasks)
+
+
+def fast_harness(path: Path) -> Path:
+    """The uniform seed at 12 frames of 160 px (seconds per question)."""
+    shutil.copytree(seed_path("uniform"), path)
+    (path / "config.toml").write_text("n_frames = 12\nmax_side = 160\n")
+    return path
+
+
+def env() -> dict[str, str]:
+    """The environment of a child videvolve: this checkout first on the path."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def ask_json(*args: str) -> dict[str, Any]:
+    """`videvolve ask ... --json` as a user runs it (a real process), parsed."""
+    r = subprocess.run([sys.executable, "-m", "videvolve", "ask", *args, "--json", "--no-cache"],
+                       capture_output=True, text=True, env=env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    return dict(json.loads(r.stdout))
+
+
+def option_lines(task: Task) -> list[str]:
+    """A task's options as "A) ..." lines."""
+    return [f"{chr(65 + i)}) {o}" for i, o in enumerate(task.options or [])]
+
+
+@dataclass(frozen=True)
+class ServingWorld:
+    """A one-minute SynthWorld, a fast harness, and `videvolve ask`'s answers to one question of each kind."""
+
+    root: Path
+    tasks: list[Task]
+    harness: Path
+    video: Path
+    mcq: Task
+    grounding: Task
+    asked_mcq: dict[str, Any]
+    asked_grounding: dict[str, Any]
+
+    @classmethod
+    def make(cls, path: Path) -> ServingWorld:
+        """Generate it under ``path`` and ask the CLI (two real `videvolve ask --json` runs)."""
+        root, tasks = tiny_world(path / "world")
+        harness = fast_harness(path / "uniform12")
+        video = root / "videos" / "video000.mp4"
+        mcq = next(t for t in tasks if t.kind == "mcq")
+        grounding = next(t for t in tasks if t.kind == "grounding")
+        asked_mcq = ask_json(str(video), mcq.question, *[a for o in option_lines(mcq) for a in ("--option", o)],
+                             "--harness", str(harness))
+        asked_grounding = ask_json(str(video), grounding.question, "--harness", str(harness))
+        assert asked_mcq["answer"] in ("A", "B", "C", "D") and isinstance(asked_grounding["answer"], list)
+        return cls(root, tasks, harness, video, mcq, grounding, asked_mcq, asked_grounding)
+
+
+@contextlib.contextmanager
+def videvolve_server(args: list[str], health_url: str, extra_env: dict[str, str] | None = None,
+                     attempts: int = 600) -> Iterator[subprocess.Popen[bytes]]:
+    """Start `videvolve ARGS` and wait (at most ``attempts`` polls of 0.1 s) until ``health_url`` answers."""
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"videvolve-server-{os.getpid()}-{time.monotonic_ns()}.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "videvolve", *args], stdout=fh, stderr=subprocess.STDOUT,
+                                env={**env(), **(extra_env or {})})
+        try:
+            for _ in range(attempts):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()}")
+                try:
+                    httpx.get(health_url, timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            else:
+                raise RuntimeError(f"server not up after {attempts} polls:\n{log.read_text()}")
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def running(app: Any) -> Iterator[str]:
+    """The app served by uvicorn on 127.0.0.1 in a thread; yields its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if server.started:
+            break
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -1,0 +1,132 @@
+"""The paired gate: gains it can tell from noise, non-inferior cost cuts, per-kind guards, a budget of decisions."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from videvolve.evaluation.results import TaskResult
+from videvolve.graph.context import Context
+from videvolve.search.gate import gate_rule, paired_rule
+from videvolve.search.history import GateEntry
+from videvolve.search.screening import screen
+from videvolve.search.significance import min_detectable_gain, questions_for_gain, sign_flip_p
+from videvolve.search.spending import look_levels, next_level, wealth
+from videvolve.tasks import Interval, Task
+from videvolve.testing import FakeRun
+
+
+def _tasks(n: int, grounding: int = 0) -> list[Task]:
+    out = []
+    for i in range(n):
+        if i < grounding:
+            out.append(Task(id=f"t{i}", video_id=f"v{i}", video="v.mp4", kind="grounding", question="When?",
+                            answer=[Interval(start=0, end=1)], duration=10))
+        else:
+            out.append(Task(id=f"t{i}", video_id=f"v{i}", video="v.mp4", kind="mcq", question="q",
+                            options=["a", "b"], answer="A", duration=10))
+    return out
+
+
+def _results(tasks: list[Task], scores: list[float], cost: float = 100.0) -> list[TaskResult]:
+    return [TaskResult(task_id=t.id, harness_id="h", kind=t.kind, outcome="ok", score=s,
+                       usage={"frames": 1, "image_tokens": cost}) for t, s in zip(tasks, scores, strict=True)]
+
+
+def test_sign_flip_is_exact_on_few_discordant_questions():
+    assert sign_flip_p([1, 1, 1] + [0] * 200) == pytest.approx(1 / 8)  # a t-test says 0.04 here
+    assert sign_flip_p([0.0] * 50) == 1.0
+    assert sign_flip_p([1] * 10 + [-1] * 10) > 0.5
+    assert sign_flip_p([1] * 30 + [-1] * 5) < 1e-4  # Monte Carlo beyond 16 discordant questions
+
+
+def test_useless_candidates_are_accepted_at_most_at_the_level():
+    """Candidates that reshuffle guesses (each changed question as likely won as lost) rarely pass."""
+    rng = random.Random(7)
+    tasks = _tasks(200)
+    parent = [float(rng.random() < 0.45) for _ in tasks]
+    accepted = 0
+    for _ in range(300):
+        cand = [float(rng.random() < 0.45) if rng.random() < 0.5 else p for p in parent]  # reshuffled guesses
+        d = paired_rule(tasks, _results(tasks, parent), _results(tasks, cand), level=0.05)
+        accepted += d.accept
+        if sum(cand) > sum(parent):  # the paper's rule takes about half of them
+            assert gate_rule(sum(parent) / 200, 100, sum(cand) / 200, 100).accept
+    assert accepted / 300 <= 0.07
+
+
+def test_a_real_gain_passes_and_one_lucky_question_does_not():
+    tasks = _tasks(200)
+    parent = [float(i % 2) for i in range(200)]
+    better = [1.0 if i % 2 or i % 6 == 0 else 0.0 for i in range(200)]  # +0.17, never worse
+    assert paired_rule(tasks, _results(tasks, parent), _results(tasks, better), level=0.025).accept
+    one = list(parent)
+    one[0] = 1.0  # the bucket attack's best case: one question the parent missed, now right
+    assert not paired_rule(tasks, _results(tasks, parent), _results(tasks, one), level=0.05).accept
+    assert gate_rule(0.5, 100, 0.505, 100).accept  # the paper's rule reads it as a gain
+
+
+def test_cost_cuts_must_be_non_inferior_and_no_kind_may_lose():
+    tasks = _tasks(200, grounding=80)
+    parent = [float(i % 2) for i in range(200)]
+    same = _results(tasks, parent, cost=70.0)
+    assert paired_rule(tasks, _results(tasks, parent), same, level=0.025).accept  # 30 % cheaper, nothing lost
+    worse = [0.0 if i % 4 == 1 else s for i, s in enumerate(parent)]  # loses a quarter of the questions
+    cut = paired_rule(tasks, _results(tasks, parent), _results(tasks, worse, cost=70.0), level=0.025)
+    assert not cut.accept and "lose" in cut.reason
+    # a gain on mcq paid for by a significant loss on grounding
+    mixed = [0.0 if i < 80 and i % 2 else (1.0 if i >= 80 else s) for i, s in enumerate(parent)]
+    d = paired_rule(tasks, _results(tasks, parent), _results(tasks, mixed), level=0.025)
+    assert not d.accept and "grounding questions lose significantly" in d.reason
+
+
+def test_alpha_investing_spends_on_rejections_and_earns_on_acceptances():
+    def entry(decision: str, level: float) -> GateEntry:
+        return GateEntry(iteration=0, parent="p", decision=decision, reason="", level=level)  # type: ignore[arg-type]
+
+    assert next_level([], 0.05) == pytest.approx(0.025)
+    rejected = [entry("rejected", 0.025)]
+    assert wealth(rejected, 0.05) == pytest.approx(0.05 - 0.025 / 0.975)
+    assert next_level(rejected, 0.05) < 0.0125
+    many = [entry("rejected", next_level([entry("rejected", 0.01)] * k, 0.05)) for k in range(8)]
+    assert next_level(many, 0.05) < 0.002  # probing the selection set runs out of budget
+    assert next_level([entry("accepted", 0.025)], 0.05) == pytest.approx(0.05)  # capped at the level
+    assert next_level([entry("rejected", 0.025)] * 9, 0.05, spending="none") == 0.05
+    assert next_level([entry("pending", 0.025)], 0.05) == pytest.approx(0.025)  # not decided: not charged
+
+
+def test_look_levels_spend_little_early_and_add_up():
+    levels = look_levels([0.1, 0.25, 0.5, 1.0], 0.025)
+    assert sum(levels) == pytest.approx(0.025)
+    assert levels[0] < 1e-9 and levels[1] < 1e-4 and levels[-1] > 0.02
+
+
+def test_power_of_a_selection_set():
+    assert min_detectable_gain(60, 0.025) > 0.1  # what the old demo's 60 questions could see
+    n = questions_for_gain(0.05, 0.025)
+    assert min_detectable_gain(n, 0.025) <= 0.05 < min_detectable_gain(n - 20, 0.025)
+
+
+def test_sequential_rungs_stop_losers_early_and_decide_as_full_validation():
+    rng = random.Random(3)
+    n = 240
+    parent = [float(rng.random() < 0.5) for _ in range(n)]
+    scores = {"p": parent,
+              "loser": [0.0 if p and rng.random() < 0.5 else p for p in parent],
+              "winner": [1.0 if not p and rng.random() < 0.5 else p for p in parent],
+              "noise": [float(rng.random() < 0.5) if rng.random() < 0.3 else p for p in parent]}
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=1)
+    decisions = {}
+    costs = {}
+    for mode in ("multi-fidelity", "full"):
+        for cand in ("loser", "winner", "noise"):
+            run = FakeRun(ctx.model_copy(update={"validation": mode}), scores)
+            (e,), _ = screen(run, "p", [cand], {}, 0)
+            decisions[mode, cand] = e.decision
+            costs[mode, cand] = len(run.evaluated[cand])
+    assert {c: decisions["full", c] for c in ("loser", "winner", "noise")} == {
+        "loser": "rejected", "winner": "accepted", "noise": "rejected"}
+    assert all(decisions["multi-fidelity", c] == decisions["full", c] for c in ("loser", "winner", "noise"))
+    assert costs["multi-fidelity", "loser"] == 24  # stopped at the first rung (10 %)
+    assert costs["multi-fidelity", "winner"] < n  # an overwhelming winner is accepted before the full rung

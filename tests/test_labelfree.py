@@ -1,0 +1,212 @@
+"""Label-free tasks: needles painted in the parent, never in the file; exact answers SimVLM can read; generation."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+import shutil
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from tests.conftest import sample
+from tests.test_blind_baseline import RULES, by_template, rule_accuracy
+from videvolve.cli import main
+from videvolve.config import RuntimeSettings
+from videvolve.datasets.synthworld import generate_world
+from videvolve.datasets.synthworld.palette import BACKGROUNDS
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.labelfree.frames import NeedleFrames, PlainFrames, plan_of
+from videvolve.labelfree.generate import GenerateSettings, generate, letter_tasks
+from videvolve.labelfree.plan import glyph_drafts, plan_needles
+from videvolve.labelfree.scan import VideoScan
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.models.sim.perception import perceive
+from videvolve.skill_library.harness import load_harness
+from videvolve.skill_library.services import TaskServices
+from videvolve.tasks import Task, check_video_disjoint, read_tasks
+
+
+@pytest.fixture(scope="module")
+def needle_world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Task], dict[str, str]]:
+    """A tiny SynthWorld (3 videos of about two minutes) and its needle tasks; file hashes taken before generation."""
+    root = tmp_path_factory.mktemp("needle_world")
+    world = generate_world(root / "world", videos=3, minutes=2.0, seed=11, workers=1)
+    videos = root / "world" / "videos"
+    hashes = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in videos.glob("*.mp4")}
+    report = generate(videos, GenerateSettings(questions_per_video=12, seed=3), root / "parts", workers=1)
+    assert not report.errors and world.tasks
+    return videos, report.tasks, hashes
+
+
+def _packets(path: Path) -> list[tuple[int | None, int, bool]]:
+    with av.open(str(path)) as c:
+        return [(p.pts, p.size, bool(p.is_keyframe)) for p in c.demux(c.streams.video[0]) if p.size]
+
+
+def test_the_file_is_never_rewritten_so_metadata_packets_and_keyframes_say_nothing(needle_world):
+    videos, tasks, hashes = needle_world
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in videos.glob("*.mp4")} == hashes
+    task = tasks[0]
+    plan = plan_of(task)
+    assert plan is not None and plan.needles
+    # everything a harness can learn about the file (probe, packet sizes, keyframe times) is the original's
+    twin = videos.parent / "twin.mp4"
+    shutil.copyfile(task.video, twin)
+    view = task.view()
+    needled = TaskServices(view, task.video, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(),
+                           frames=NeedleFrames(task.video, plan))
+    plain = TaskServices(view, str(twin), SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings())
+    assert needled.op_probe() == plain.op_probe()
+    assert _packets(Path(task.video)) == _packets(twin)
+    # and the plan never reaches harness code: the view is the allowlist, its JSON holds no needle time
+    text = view.model_dump_json()
+    assert plan.id not in text and "needle" not in text
+
+
+def test_needle_pixels_at_needle_times_native_pixels_elsewhere(needle_world):
+    _, tasks, _ = needle_world
+    task = tasks[0]
+    plan = plan_of(task)
+    assert plan is not None
+    glyph = next(n for n in plan.needles if n.kind == "glyph")
+    inside, outside = (glyph.start + glyph.end) / 2, max(0.0, glyph.start - 0.3)
+    painted = NeedleFrames(task.video, plan).frames([inside, outside], None)
+    native = PlainFrames(task.video).frames([inside, outside], None)
+    assert perceive(painted[0].image).name == glyph.name
+    assert perceive(native[0].image).glyph == "none"  # placed where no native glyph is on screen
+    assert np.array_equal(np.asarray(painted[1].image), np.asarray(native[1].image))
+
+
+def test_a_sandboxed_harness_sees_needles_through_ctx_frames(needle_world, tmp_path: Path):
+    """A harness in the sandbox asks for frames and a description: the model is shown the needle, and only there."""
+    _, tasks, _ = needle_world
+    task = next(t for t in tasks if t.kind == "grounding" and t.intervals)
+    plan = plan_of(task)
+    assert plan is not None
+    times = sorted({round((n.start + n.end) / 2, 2) for n in plan.needles}
+                   | {round(n.start - 0.3, 2) for n in plan.needles if n.start >= 0.3})
+    harness_dir = tmp_path / "describer"
+    harness_dir.mkdir()
+    (harness_dir / "solver.py").write_text(
+        "def solve(task, ctx):\n"
+        f"    times = {times!r}\n"
+        "    text = ctx.ask(ctx.frames(times), mode='describe')\n"
+        "    ctx.log('seen', text=text)\n"
+        "    return {'answer': [], 'raw': text}\n")
+    (harness_dir / "SKILL.md").write_text("describe every frame\n")
+    (harness_dir / "config.toml").write_text("")
+    (harness_dir / "manifest.json").write_text(json.dumps({"name": "describer", "entry": "solver.py"}))
+    harness = load_harness(harness_dir)
+    results = solve_tasks(harness, [task], SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(budget=None),
+                          tmp_path / "out")
+    assert results[0].outcome == "ok", results[0].error
+    raw = results[0].prediction.raw if results[0].prediction else ""
+    seen = {float(line.split(" s:")[0]): line for line in raw.splitlines() if " s:" in line}
+    for n in plan.needles:
+        at = [line for t, line in seen.items() if n.start <= t < n.end]
+        assert at and all(n.name in line for line in at), (n, at)
+    native = [line for t, line in seen.items() if not plan.active(t)]
+    assert native and not any(n.name in line for line in native for n in plan.needles)
+
+
+@pytest.mark.slow
+def test_simvlm_answers_needle_questions_with_enough_frames(needle_world, tmp_path: Path, seed: Path):
+    _, tasks, _ = needle_world
+    (seed / "config.toml").write_text("n_frames = 240\n")
+    chosen = [t for t in tasks if t.kind == "grounding" or t.meta.get("template") == "count"]
+    assert any(t.meta.get("template") == "count" for t in chosen)
+    results = solve_tasks(load_harness(seed), chosen, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(),
+                          tmp_path / "dense")
+    assert all(r.outcome == "ok" for r in results)
+    mean = sum(r.score for r in results) / len(results)
+    assert mean >= 0.8, [(r.task_id, r.score) for r in results]
+
+
+def _blind_scan(i: int) -> VideoScan:
+    rng = random.Random(i)
+    bgs = list(BACKGROUNDS)
+    duration = 240.0
+    cuts = sorted(rng.sample(range(10, 230), 3))
+    edges = [0.0, *map(float, cuts), duration]
+    return VideoScan(f"v{i}", "/nonexistent.mp4", duration, 320, 180, 0.25, True, free=[(0.0, duration)],
+                     backgrounds=[(a, b, rng.choice(bgs)) for a, b in itertools.pairwise(edges)])
+
+
+def test_needle_options_are_blind_to_text_only_rules():
+    """Needle mcqs drawn without any video (free footage): every text-only rule of the world's test stays at chance."""
+    tasks: list[Task] = []
+    for i in range(500):
+        rng = random.Random(i)
+        scan = _blind_scan(i)
+        plan = plan_needles(scan, rng, [])
+        tasks += letter_tasks(glyph_drafts(scan, plan, rng, 16), scan.video_id, scan.path, 240.0, rng,
+                              "needles", "n")
+    templates = by_template(tasks)
+    assert sum(len(ts) for ts in templates.values()) >= 1500
+    for template, ts in templates.items():
+        for name, rule in RULES.items():
+            acc = rule_accuracy(rule, ts)
+            tolerance = 0.05 if len(ts) >= 400 else 0.1
+            assert acc is None or abs(acc - 0.25) <= tolerance, (template, len(ts), name, acc)
+
+
+def test_simvlm_is_at_chance_on_a_blank_frame(needle_world):
+    from PIL import Image
+
+    from videvolve.media.data_url import encode_data_url
+    from videvolve.models.parsing import parse_letter
+    from videvolve.skill_library import prompts
+
+    _, tasks, _ = needle_world
+    blank = encode_data_url(Image.new("RGB", (320, 180), BACKGROUNDS["navy"]), "png")
+    letters = []
+    for t in (t for t in tasks if t.kind == "mcq"):
+        text = prompts.render("answer_mcq", question=t.question, options=prompts.options_block(t.options or ()))
+        reply = SimVLM().complete([{"role": "user", "content": [
+            {"type": "text", "text": "Frame at 1.0 s"}, {"type": "image_url", "image_url": {"url": blank}},
+            {"type": "text", "text": text}]}])
+        letters.append(parse_letter(reply.text, len(t.options or ())) == t.answer)
+    assert letters and sum(letters) / len(letters) <= 0.5
+
+
+@pytest.mark.slow
+def test_generate_on_the_real_samples_names_the_damaged_file_and_keeps_the_others(tmp_path: Path, capsys):
+    videos = sample("videos")
+    out = tmp_path / "tasks.jsonl"
+    assert main(["tasks", "generate", str(videos), "--out", str(out), "--workers", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "decord_corrupted.mp4" in " ".join(captured.err.split())
+    tasks = read_tasks(out)
+    assert tasks and all(t.label_source == "needles" for t in tasks)
+    assert len({t.video_id for t in tasks}) >= 4 and not check_video_disjoint(tasks)
+    assert {t.split for t in tasks} == {"train", "selection"}
+    kinds = {n.kind for t in tasks if (p := plan_of(t)) for n in p.needles}
+    assert kinds == {"glyph", "text", "splice"}
+    # resumable: a second run reuses every video's stored part
+    assert main(["tasks", "generate", str(videos), "--out", str(out), "--workers", "1"]) == 0
+    assert [t.id for t in read_tasks(out)] == [t.id for t in tasks]
+
+
+def test_generated_tasks_refuse_a_test_split(tmp_path: Path, capsys):
+    assert main(["tasks", "generate", str(tmp_path), "--out", str(tmp_path / "t.jsonl"), "--fractions",
+                 "train=0.5,selection=0.25,test=0.25"]) == 2
+    assert "never make a test split" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_one_evolve_iteration_on_generated_tasks(needle_world, tmp_path: Path, seed: Path, capsys):
+    from videvolve.tasks import write_tasks
+
+    _, tasks, _ = needle_world
+    path = write_tasks(tasks, tmp_path / "tasks.jsonl")
+    assert main(["evolve", "--run", str(tmp_path / "r"), "--tasks", str(path), "--seed-harness", str(seed),
+                 "--iterations", "1", "--batch", "2", "--memory", str(tmp_path / "m"), "--embedder", "hashing",
+                 "--no-trials"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "labels: train needles" in out and "selection needles" in out

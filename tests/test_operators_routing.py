@@ -1,0 +1,61 @@
+"""The heuristic editor's moves on how a harness looks: routing by question kind, and cost cuts of expensive seeds."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from videvolve.config import RuntimeSettings
+from videvolve.editing.base import EditorInput, read_files
+from videvolve.editing.heuristic import candidates
+from videvolve.editing.operators import OPERATORS, config_of
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.memory.records import Diagnosis
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.skill_library.harness import load_harness, seed_path, validate_harness
+
+
+def _apply(name: str, seed: str, tmp_path: Path) -> Path:
+    files = read_files(seed_path(seed))
+    edits = OPERATORS[name].apply(files, config_of(files))
+    assert edits, f"{name} does not apply to {seed}"
+    out = tmp_path / f"{seed}-{name}"
+    shutil.copytree(seed_path(seed), out)
+    for rel, text in edits.items():
+        (out / rel).write_text(text)
+    assert validate_harness(out) is None
+    return out
+
+
+def test_refine_mcq_only_routes_by_kind_and_runs(tmp_path: Path, small_world) -> None:
+    out = _apply("refine_mcq_only", "uniform", tmp_path)
+    cfg = config_of(read_files(out))
+    assert cfg["grounding"]["refine_share"] == 0.0 and cfg["mcq"]["n_frames"] < cfg["n_frames"]
+    assert OPERATORS["refine_mcq_only"].apply(read_files(out), cfg) is None  # applied once
+    tasks = [t for t in small_world.tasks if t.split == "train"]
+    one = [next(t for t in tasks if t.kind == "mcq"), next(t for t in tasks if t.kind == "grounding")]
+    base = solve_tasks(load_harness(seed_path("uniform")), one, SimVLM(), cost_model("qwen2.5-vl"),
+                       RuntimeSettings(concurrency=1), tmp_path / "base")
+    routed = solve_tasks(load_harness(out), one, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=1),
+                         tmp_path / "routed")
+    assert all(r.outcome == "ok" for r in routed), [r.error for r in routed]
+    assert routed[0].frames != base[0].frames  # mcq: fewer scan frames plus a refinement
+    assert routed[1].frames == base[1].frames  # grounding: the seed's even scan, unchanged
+
+
+def test_cost_cuts_of_scan_refine_and_the_lowres_route(tmp_path: Path) -> None:
+    cells = config_of(read_files(_apply("smaller_cells", "scan_refine", tmp_path)))
+    assert cells["cell_width"] == 160
+    scan = config_of(read_files(_apply("sparser_scan", "scan_refine", tmp_path)))
+    assert scan["scan_share"] == 0.7
+    low = config_of(read_files(_apply("grounding_lowres_denser", "uniform", tmp_path)))
+    assert low["grounding"] == {"max_side": 120, "n_frames": 435}
+
+
+def test_the_editor_tries_a_cost_cut_beside_what_the_diagnoses_call_for() -> None:
+    files = read_files(seed_path("scan_refine"))
+    d = Diagnosis(id="d1", run_id="r", iteration=0, harness_id="h", task_id="t", video_id="v", kind="mcq",
+                  category="misperception", hypothesis="h", applies_when="a", preserve="p")
+    names = [op.name for _, op in candidates(EditorInput(incumbent="h", files=files, diagnoses=[d]), width=3)]
+    assert len(names) >= 2 and OPERATORS[names[-1]].cost_cut and not any(OPERATORS[n].cost_cut for n in names[:-1])

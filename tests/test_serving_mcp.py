@@ -1,0 +1,96 @@
+"""`videvolve mcp`: the MCP SDK's own client, over stdio and streamable HTTP, gets the answers `videvolve ask` gives."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from tests.serving_support import ServingWorld, env, option_lines, videvolve_server
+from videvolve.testing import free_port
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def world(serving_world, tmp_path_factory: pytest.TempPathFactory):
+    memory = tmp_path_factory.mktemp("memory")
+    from videvolve.memory import Diagnosis, open_store
+
+    store = open_store(memory)
+    common = {"run_id": "r1", "iteration": 1, "harness_id": "h0", "video_id": "v9", "kind": "grounding",
+              "preserve": "the answer format"}
+    store.put([
+        Diagnosis(id="d1", task_id="t1", category="missed_event", hypothesis="uniform sampling skipped a short "
+                  "event between two frames", applies_when="events shorter than the sampling gap", **common),
+        Diagnosis(id="d2", task_id="t2", category="format_error", hypothesis="the reply listed times as text "
+                  "instead of intervals", applies_when="grounding replies", **common)])
+    store.close()
+    return serving_world, memory
+
+
+def _args(w: ServingWorld, memory: Path) -> list[str]:
+    return ["mcp", "--harness", str(w.harness), "--media-root", str(w.root), "--memory", str(memory), "--backend",
+            "sim", "--no-cache"]
+
+
+async def _session(client: Client, w: ServingWorld) -> dict[str, Any]:
+    video = str(w.video)
+    names = {t.name for t in (await client.list_tools()).tools}
+    ask = await client.call_tool("ask_video", {"video": video, "question": w.mcq.question,
+                                               "options": option_lines(w.mcq)})
+    ground = await client.call_tool("ground_in_video", {"video": video, "query": w.grounding.question})
+    outside = await client.call_tool("ask_video", {"video": "/etc/hostname", "question": "When?"})
+    escape = await client.call_tool("ground_in_video", {"video": "../../../etc/hostname", "query": "When?"})
+    search = await client.call_tool("search_diagnoses", {"text": "a short event was missed by sparse sampling",
+                                                          "k": 1})
+    show = await client.call_tool("show_harness", {})
+    return {"names": names, "ask": ask, "ground": ground, "outside": outside, "escape": escape, "search": search,
+            "show": show}
+
+
+def _check(got: dict[str, Any], w: ServingWorld) -> None:
+    assert got["names"] == {"ask_video", "ground_in_video", "search_diagnoses", "show_harness"}
+    for result, expected in ((got["ask"], w.asked_mcq), (got["ground"], w.asked_grounding)):
+        assert not result.is_error, result.content
+        s = result.structured_content
+        assert s["outcome"] == "ok" and s["answer"] == expected["answer"]
+        assert s["cost"]["frames"] == expected["usage"]["frames"] > 0
+        assert s["cost"]["visual_tokens"] == expected["usage"]["image_tokens"] + expected["usage"]["video_tokens"]
+        assert s["cost"]["calls"] == expected["usage"]["requests"]
+        assert s["evidence_times"] == expected["evidence_times"]
+    assert got["ask"].structured_content["kind"] == "mcq" and got["ground"].structured_content["kind"] == "grounding"
+    for refused in (got["outside"], got["escape"]):
+        assert refused.is_error and "outside the media roots" in refused.content[0].text
+    hits = got["search"].structured_content["hits"]
+    assert [h["id"] for h in hits] == ["d1"] and hits[0]["category"] == "missed_event"
+    card = got["show"].structured_content
+    assert card["name"] == "uniform" and card["config"]["n_frames"] == 12 and "frames spread evenly" in card["skill"]
+
+
+def test_stdio(world):
+    w, memory = world
+    params = StdioServerParameters(command=sys.executable, args=["-m", "videvolve", *_args(w, memory)], env=env())
+
+    async def main() -> dict[str, Any]:
+        async with Client(params, read_timeout_seconds=300) as client:
+            return await _session(client, w)
+
+    _check(anyio.run(main), w)
+
+
+def test_streamable_http(world):
+    w, memory = world
+    port = free_port()
+    with videvolve_server([*_args(w, memory), "--http", "--port", str(port)], f"http://127.0.0.1:{port}/mcp"):
+        async def main() -> dict[str, Any]:
+            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=300) as client:
+                return await _session(client, w)
+
+        got = anyio.run(main)
+    _check(got, w)

@@ -1,0 +1,156 @@
+"""`videvolve serve`: the stock `openai` client against the real server on 127.0.0.1 answers as `videvolve ask`."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import http.server
+import json
+import threading
+
+import openai
+import pytest
+
+from tests.serving_support import option_lines, running, videvolve_server
+from videvolve.testing import free_port
+
+pytestmark = pytest.mark.slow
+KEY = "s3cret-for-tests"
+
+
+@pytest.fixture(scope="module")
+def world(serving_world):
+    (serving_world.root / "broken.mp4").write_bytes(b"not a video" * 100)
+    return serving_world
+
+
+@pytest.fixture(scope="module")
+def server(world):
+    root, harness = world.root, world.harness
+    port = free_port()
+    args = ["serve", str(harness), "--port", str(port), "--media-root", str(root), "--api-key-env", "SERVE_TEST_KEY",
+            "--backend", "sim", "--no-cache"]
+    with videvolve_server(args, f"http://127.0.0.1:{port}/health", {"SERVE_TEST_KEY": KEY}):
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+def _client(base: str, key: str = KEY) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base, api_key=key, max_retries=0, timeout=300)
+
+
+def _ask(client: openai.OpenAI, model: str, url: str, text: str, **extra):
+    return client.chat.completions.create(model=model, messages=[{"role": "user", "content": [
+        {"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": text}]}], **extra)
+
+
+def _same_as_ask(reply, asked: dict) -> None:
+    extra = reply.model_extra["videvolve"]
+    usage = asked["usage"]
+    assert extra["outcome"] == "ok" == asked["outcome"]
+    assert extra["cost"]["frames"] == usage["frames"] > 0
+    assert extra["cost"]["visual_tokens"] == usage["image_tokens"] + usage["video_tokens"]
+    assert extra["cost"]["calls"] == usage["requests"]
+    assert extra["cost"]["prompt_tokens"] == usage["cumulative_tokens"] == reply.usage.prompt_tokens
+    assert reply.usage.model_extra["frames"] == usage["frames"]
+    assert extra["evidence_times"] == asked["evidence_times"] == reply.usage.model_extra["evidence_times"]
+
+
+def test_mcq_and_grounding_answer_as_ask_does(world, server):
+    video = world.video
+    client = _client(server)
+    ids = [m.id for m in client.models.list().data]
+    assert ids[0] == "uniform" and len(ids) == 2  # the harness's name, then its version id
+
+    reply = _ask(client, "uniform", video.as_uri(), "\n".join([world.mcq.question, *option_lines(world.mcq)]))
+    assert reply.choices[0].message.content == world.asked_mcq["answer"]
+    _same_as_ask(reply, world.asked_mcq)
+    assert reply.model_extra["videvolve"]["kind"] == "mcq"
+
+    g = _ask(client, ids[1], video.as_uri(), world.grounding.question)  # by version id too
+    assert json.loads(g.choices[0].message.content) == world.asked_grounding["answer"]
+    _same_as_ask(g, world.asked_grounding)
+
+    # options and "grounding": true in the request: a grounding question, as `ask --grounding`
+    forced = _ask(client, "uniform", video.as_uri(), "\n".join([world.grounding.question, "A) yes", "B) no"]),
+                  extra_body={"grounding": True})
+    assert forced.model_extra["videvolve"]["kind"] == "grounding"
+    assert json.loads(forced.choices[0].message.content) == world.asked_grounding["answer"]
+
+
+def test_data_and_http_urls_answer_the_same(world, server):
+    root, video = world.root, world.video
+    client = _client(server)
+    q = world.grounding.question
+    local = _ask(client, "uniform", video.as_uri(), q)
+    data_url = "data:video/mp4;base64," + base64.b64encode(video.read_bytes()).decode()
+    by_data = _ask(client, "uniform", data_url, q)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        by_http = _ask(client, "uniform", f"http://127.0.0.1:{httpd.server_port}/videos/video000.mp4", q)
+        with pytest.raises(openai.BadRequestError, match="404"):
+            _ask(client, "uniform", f"http://127.0.0.1:{httpd.server_port}/videos/nope.mp4", q)
+    finally:
+        httpd.shutdown()
+    for other in (by_data, by_http):
+        assert other.choices[0].message.content == local.choices[0].message.content
+        assert other.model_extra["videvolve"]["cost"] == local.model_extra["videvolve"]["cost"]
+
+
+def test_errors_are_openai_errors_with_the_right_status(world, server):
+    root = world.root
+    video = (root / "videos" / "video000.mp4").as_uri()
+    client = _client(server)
+    with pytest.raises(openai.AuthenticationError):
+        _client(server, "wrong").models.list()
+    with pytest.raises(openai.NotFoundError, match="served models: uniform"):
+        _ask(client, "gpt-4o", video, "When does the red star appear?")
+    with pytest.raises(openai.PermissionDeniedError, match="outside the media roots"):
+        _ask(client, "uniform", "file:///etc/hostname", "When does the red star appear?")
+    with pytest.raises(openai.PermissionDeniedError, match="outside the media roots"):
+        _ask(client, "uniform", f"file://{root}/../../etc/hostname", "When does the red star appear?")
+    with pytest.raises(openai.BadRequestError, match="video_url"):
+        client.chat.completions.create(model="uniform", messages=[{"role": "user", "content": "When?"}])
+    with pytest.raises(openai.BadRequestError, match=r"broken\.mp4"):
+        _ask(client, "uniform", (root / "broken.mp4").as_uri(), "When does the red star appear?")
+    with pytest.raises(openai.BadRequestError, match="base64"):
+        _ask(client, "uniform", "data:video/mp4;base64,@@@", "When does the red star appear?")
+    with pytest.raises(openai.BadRequestError, match="streaming"):
+        _ask(client, "uniform", video, "When does the red star appear?", stream=True)
+
+
+def test_a_down_model_endpoint_is_503(world):
+    from videvolve.config import ModelSettings, RuntimeSettings
+    from videvolve.serving.agent import CatalogAgents, HarnessCatalog
+    from videvolve.serving.media import MediaRoots
+    from videvolve.serving.openai_api import ServerLimits, create_app
+
+    down = ModelSettings(backend="openai", base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", max_retries=0)
+    agents = CatalogAgents(HarnessCatalog.open(world.harness), down, RuntimeSettings(image_format="jpeg"))
+    with running(create_app(agents, MediaRoots([world.root]), ServerLimits())) as base, \
+            pytest.raises(openai.InternalServerError) as caught:
+        _ask(_client(f"{base}/v1", "x"), "uniform", world.video.as_uri(), world.grounding.question)
+    assert caught.value.status_code == 503 and "down" in str(caught.value)
+
+
+def test_a_model_endpoint_that_refuses_the_key_is_502(world, monkeypatch: pytest.MonkeyPatch):
+    from videvolve.cli import build_parser
+    from videvolve.cli.common import model_settings
+    from videvolve.config import RuntimeSettings
+    from videvolve.models.sim.server import create_app as sim_app
+    from videvolve.serving.agent import CatalogAgents, HarnessCatalog
+    from videvolve.serving.media import MediaRoots
+    from videvolve.serving.openai_api import ServerLimits, create_app
+
+    monkeypatch.setenv("SIM_KEY", "a-wrong-key")
+    with running(sim_app(api_key="the-right-key")) as sim:
+        args = build_parser().parse_args(["serve", str(world.harness), "--backend", "openai", "--base-url",
+                                          f"{sim}/v1", "--model", "simvlm", "--vlm-api-key-env", "SIM_KEY"])
+        settings = model_settings(args)
+        assert settings.api_key_env == "SIM_KEY" and args.server_api_key_env is None
+        agents = CatalogAgents(HarnessCatalog.open(world.harness), settings, RuntimeSettings(image_format="jpeg"))
+        with running(create_app(agents, MediaRoots([world.root]), ServerLimits())) as base, \
+                pytest.raises(openai.APIStatusError) as caught:
+            _ask(_client(f"{base}/v1", "x"), "uniform", world.video.as_uri(), world.grounding.question)
+    assert caught.value.status_code == 502 and "refuses" in str(caught.value) and "401" in str(caught.value)

@@ -1,0 +1,251 @@
+"""The serving parts without a harness run: question parsing, media confinement, the queue (429), error mapping."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.serving_support import running
+from videvolve.errors import EndpointError, InfraError
+from videvolve.serving.agent import AgentAnswer, Cost, answer_text, question_kind, split_question
+from videvolve.serving.media import BadVideoSource, MediaRoots, OutsideMediaRoots, video_file
+from videvolve.serving.openai_api import ApiError, ChatRequest, ServerLimits, create_app, read_question
+
+
+def test_split_question_reads_option_lines_in_order():
+    q, opts = split_question("What shape is the red glyph?\nA) circle\nB. square\n(C) star\nAnswer with the letter.")
+    assert q == "What shape is the red glyph? Answer with the letter."
+    assert opts == ["A) circle", "B) square", "C) star"]
+    assert split_question("When does the red star appear?") == ("When does the red star appear?", [])
+    # a line that merely starts like an option, out of order, stays in the question
+    assert split_question("B) is not first\nWhen?") == ("B) is not first When?", [])
+    assert question_kind(["A) x"]) == "mcq" and question_kind(["A) x"], grounding=True) == "grounding"
+    assert question_kind(None) == "grounding" == question_kind([])
+    assert answer_text("B") == "B" and answer_text([(1.0, 2.5)]) == "[[1.0, 2.5]]" and answer_text([]) == "[]"
+    assert answer_text(None) == ""
+
+
+def test_media_roots_confine_paths(tmp_path: Path):
+    root = tmp_path / "media"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "v.mp4").write_bytes(b"x")
+    (tmp_path / "secret.mp4").write_bytes(b"s")
+    (root / "link.mp4").symlink_to(tmp_path / "secret.mp4")
+    roots = MediaRoots([root])
+    assert roots.resolve(root / "sub" / "v.mp4") == (root / "sub" / "v.mp4").resolve()
+    assert roots.resolve("sub/v.mp4") == (root / "sub" / "v.mp4").resolve()
+    for outside in (tmp_path / "secret.mp4", "../secret.mp4", root / "sub" / ".." / ".." / "secret.mp4",
+                    root / "link.mp4"):
+        with pytest.raises(OutsideMediaRoots, match="outside the media roots"):
+            roots.resolve(outside)
+    with pytest.raises(FileNotFoundError, match="no video at"):
+        roots.resolve("sub/missing.mp4")
+    with pytest.raises(OutsideMediaRoots, match="--media-root"):
+        MediaRoots([]).resolve(root / "sub" / "v.mp4")
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        MediaRoots([tmp_path / "nope"])
+    with video_file((root / "sub" / "v.mp4").as_uri(), roots) as p:
+        assert p.read_bytes() == b"x"
+    with pytest.raises(OutsideMediaRoots), video_file("file:///etc/hostname", roots):
+        pass
+
+
+def test_data_urls_and_schemes(tmp_path: Path):
+    roots = MediaRoots([tmp_path])
+    with video_file("data:video/mp4;base64," + base64.b64encode(b"\x00video bytes").decode(), roots) as p:
+        assert p.read_bytes() == b"\x00video bytes"
+        kept = p
+    assert not kept.exists()  # the temporary copy is removed after the answer
+    with pytest.raises(OutsideMediaRoots, match="--no-fetch"), \
+            video_file("http://127.0.0.1:9/v.mp4", MediaRoots([tmp_path], fetch=False)):
+        pass
+    for bad, why in (("data:video/mp4;base64,@@@", "base64"), ("data:video/mp4,rawbytes", "base64"),
+                     ("ftp://host/v.mp4", "scheme")):
+        with pytest.raises(BadVideoSource, match=why), video_file(bad, roots):
+            pass
+
+
+def _req(content: Any, **extra: Any) -> ChatRequest:
+    return ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": content}], **extra})
+
+
+def test_read_question_refuses_what_it_cannot_answer():
+    video = {"type": "video_url", "video_url": {"url": "file:///v.mp4"}}
+    q = read_question(_req([video, {"type": "text", "text": "Which?\nA) red\nB) blue"}]))
+    assert (q.video, q.question, q.options, q.grounding) == ("file:///v.mp4", "Which?", ["A) red", "B) blue"], False)
+    assert read_question(_req([video, {"type": "text", "text": "When?"}], grounding=True)).grounding
+    for content, why in (("When?", "0 video_url"), ([video, video, {"type": "text", "text": "When?"}], "2 video_url"),
+                         ([video], "no question"),
+                         ([video, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "Q?"}],
+                          "unsupported content")):
+        with pytest.raises(ApiError, match=why) as caught:
+            read_question(_req(content))
+        assert caught.value.status == 400
+    with pytest.raises(ApiError, match="no user message"):
+        read_question(ChatRequest.model_validate({"model": "m", "messages": [{"role": "system", "content": "x"}]}))
+
+
+class FakeAgent:
+    """Blocks each question until released; answers as told, or raises as told."""
+
+    def __init__(self, outcome: str = "ok", raises: Exception | None = None) -> None:
+        self.started = threading.Semaphore(0)
+        self.release = threading.Event()
+        self.outcome, self.raises = outcome, raises
+
+    def ask(self, video: Any, question: str, options: list[str] | None = None,
+            grounding: bool = False) -> AgentAnswer:
+        self.started.release()
+        assert self.release.wait(60)
+        if self.raises is not None:
+            raise self.raises
+        return AgentAnswer(harness="fake@1", kind="mcq", outcome=self.outcome, answer="B" if self.outcome == "ok"
+                           else None, text="B" if self.outcome == "ok" else "", evidence_times=[1.5],
+                           cost=Cost(frames=3, visual_tokens=30, image_tokens=30, prompt_tokens=50, calls=1),
+                           error_kind=None if self.outcome == "ok" else "parse",
+                           error=None if self.outcome == "ok" else "no option letter")
+
+
+class FakeAgents:
+    def __init__(self, agent: FakeAgent) -> None:
+        self.the = agent
+
+    def ids(self) -> list[str]:
+        return ["fake"]
+
+    def agent(self, model_id: str) -> FakeAgent:
+        if model_id != "fake":
+            raise KeyError(model_id)
+        return self.the
+
+    def describe(self, model_id: str) -> str:
+        return "fake@1"
+
+
+def _ask_in_thread(client: openai.OpenAI, url: str, results: list[Any]) -> threading.Thread:
+    def go() -> None:
+        try:
+            results.append(client.chat.completions.create(model="fake", messages=[{"role": "user", "content": [
+                {"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": "Which?\nA) x\nB) y"}]}]))
+        except Exception as exc:
+            results.append(exc)
+    t = threading.Thread(target=go)
+    t.start()
+    return t
+
+
+def _running_or_queued(base: str, n: int) -> None:
+    for _ in range(500):
+        if httpx.get(f"{base}/health").json()["running_or_queued"] == n:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"never {n} questions admitted")
+
+
+def test_a_full_queue_is_429_and_frees_up(tmp_path: Path):
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    url = (tmp_path / "v.mp4").as_uri()
+    agent = FakeAgent()
+    app = create_app(FakeAgents(agent), MediaRoots([tmp_path]), ServerLimits(concurrency=1, queue=1))
+    with running(app) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        results: list[Any] = []
+        first = _ask_in_thread(client, url, results)
+        assert agent.started.acquire(timeout=30)  # the first is running
+        second = _ask_in_thread(client, url, results)
+        _running_or_queued(base, 2)  # the second waits in the queue
+        with pytest.raises(openai.RateLimitError, match="retry later"):
+            client.chat.completions.create(model="fake", messages=[{"role": "user", "content": [
+                {"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": "Which?\nA) x\nB) y"}]}])
+        agent.release.set()
+        first.join(30)
+        second.join(30)
+        assert [r.choices[0].message.content for r in results] == ["B", "B"]
+        _running_or_queued(base, 0)
+        third: list[Any] = []
+        _ask_in_thread(client, url, third).join(30)
+        assert third[0].choices[0].message.content == "B"
+        assert third[0].usage.model_extra["frames"] == 3 and third[0].model_extra["videvolve"]["harness"] == "fake@1"
+
+
+@pytest.mark.parametrize(("outcome", "raises", "status"), [
+    ("error", None, 200), ("ok", EndpointError("401 from the model server"), 502),
+    ("ok", InfraError("connection refused"), 503), ("ok", ZeroDivisionError("a bug"), 500)])
+def test_harness_failures_and_endpoint_failures(tmp_path: Path, outcome: str, raises: Exception | None, status: int):
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = FakeAgent(outcome, raises)
+    agent.release.set()
+    with running(create_app(FakeAgents(agent), MediaRoots([tmp_path]), ServerLimits())) as base:
+        r = httpx.post(f"{base}/v1/chat/completions", json={"model": "fake", "messages": [{"role": "user", "content": [
+            {"type": "video_url", "video_url": {"url": (tmp_path / "v.mp4").as_uri()}},
+            {"type": "text", "text": "Which?\nA) x\nB) y"}]}]}, timeout=60)
+    assert r.status_code == status
+    body = r.json()
+    if status == 200:  # the harness's own failure: an empty answer with its cost, never hidden as a wrong letter
+        assert body["choices"][0]["finish_reason"] == "error" and body["choices"][0]["message"]["content"] == ""
+        assert body["videvolve"]["error_kind"] == "parse" and body["usage"]["frames"] == 3
+    else:
+        assert body["error"]["code"] == status and str(raises) in body["error"]["message"]
+
+
+def test_catalog_of_a_seed_and_of_a_run(tmp_path: Path):
+    import shutil
+
+    from videvolve.serving.agent import HarnessCatalog
+    from videvolve.skill_library.harness import load_harness, seed_path
+
+    seed = HarnessCatalog.open("uniform")
+    version = load_harness(seed_path("uniform")).version_id
+    assert seed.ids() == ["uniform", version] and seed.load(version).harness.name == "uniform"
+    run = tmp_path / "myrun"
+    (run / "harnesses").mkdir(parents=True)
+    (run / "settings.json").write_text("{}")
+    for name in ("uniform", "scan_refine"):
+        shutil.copytree(seed_path(name), run / "harnesses" / load_harness(seed_path(name)).version_id)
+    shutil.copytree(seed_path("scan_refine"), run / "best")
+    catalog = HarnessCatalog.open(run)
+    assert catalog.ids()[0] == "myrun" and set(catalog.ids()[1:]) == {p.name for p in (run / "harnesses").iterdir()}
+    assert catalog.load("myrun").harness.name == "scan_refine"  # no mixture: the run's best
+    with pytest.raises(KeyError):
+        catalog.load("gpt-4o")
+
+
+def test_lmms_eval_model_arguments_and_visuals():
+    from videvolve.errors import UsageError
+    from videvolve.serving.lmms_eval_model import agent_from_args, video_of
+
+    assert video_of(["/v/a.mp4", "/v/b.mp4"]) == "/v/a.mp4" and video_of(Path("/v/c.mp4")) == "/v/c.mp4"
+    with pytest.raises(UsageError, match="doc_to_visual"):
+        video_of([object()])
+    with pytest.raises(UsageError, match="model="):
+        agent_from_args("uniform", base_url="http://127.0.0.1:9/v1")
+    agent = agent_from_args("uniform", base_url="http://127.0.0.1:9/v1", model="m", budget="32", no_cache="true")
+    assert agent.model.backend == "openai" and agent.runtime.budget == 32 and agent.cache is None
+    assert agent.runtime.image_format == "jpeg" and agent_from_args("uniform", no_cache=True).model.backend == "sim"
+
+
+@pytest.mark.slow
+def test_lmms_eval_model_generate_until_follows_the_documented_interface(serving_world):
+    """lmms-eval's model interface without lmms-eval: Instance.args = (context, gen_kwargs, doc_to_visual, doc_id,
+    task, split); the document is self.task_dict[task][split][doc_id] (the lmms-eval test proper is an integration
+    test in .venv-lmms)."""
+    from types import SimpleNamespace
+
+    from videvolve.serving.lmms_eval_model import VidevolveLMM
+
+    w = serving_world
+    model = VidevolveLMM(harness=str(w.harness), no_cache=True, batch_size=1, device="cpu")
+    model.task_dict = {"t": {"test": [{"video": str(w.video)}]}}
+    context = "\n".join([w.mcq.question, *[f"{chr(65 + i)}) {o}" for i, o in enumerate(w.mcq.options or [])]])
+    request = SimpleNamespace(args=(context, {"max_new_tokens": 16}, lambda doc: [doc["video"]], 0, "t", "test"))
+    assert model.generate_until([request]) == [w.asked_mcq["answer"]]
+    answer = model.answer(context, str(w.video))
+    assert answer.cost.frames == w.asked_mcq["usage"]["frames"] and answer.evidence_times == w.asked_mcq[
+        "evidence_times"]

@@ -1,0 +1,76 @@
+"""``videvolve tasks generate``: tasks with known answers from a folder of videos alone."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from videvolve.cli.common import add_model_args, model_settings, open_cache, stdout_console
+
+out = stdout_console()
+err = Console(stderr=True, soft_wrap=True)
+
+
+def register(tsub: argparse._SubParsersAction) -> None:
+    """Add ``tasks generate`` under ``tasks``."""
+    g = tsub.add_parser("generate", help="tasks with known answers from a folder of videos, no labels needed")
+    g.add_argument("videos_dir", type=Path)
+    g.add_argument("--out", type=Path, required=True, help="the tasks file to write")
+    g.add_argument("--sources", default="needles", help="comma-separated: needles, perceived (default: needles)")
+    g.add_argument("--questions-per-video", type=int, default=16)
+    g.add_argument("--fractions", default="train=0.7,selection=0.3", help="video-disjoint shares (no test: "
+                   "generated labels never make a test split)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--perceive-fps", type=float, default=1.0, help="perceived pass: frames per second described")
+    g.add_argument("--workers", type=int, default=None, help="videos processed at once (default: one per core)")
+    g.add_argument("--executor", choices=("local", "ray"), default="local")
+    g.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_model_args(g)
+    g.set_defaults(func=cmd_generate)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Generate, write, report each unreadable video by name."""
+    from videvolve.errors import UsageError
+    from videvolve.labelfree.generate import GenerateSettings, Perceiver, describe_sources, generate
+    from videvolve.media.check import list_videos
+    from videvolve.models import make_vlm
+    from videvolve.models.cost import cost_model
+    from videvolve.tasks import parse_fractions, summarize, write_tasks
+
+    settings = GenerateSettings(sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
+                                questions_per_video=args.questions_per_video,
+                                fractions=parse_fractions(args.fractions), seed=args.seed,
+                                perceive_fps=args.perceive_fps)
+    if not args.videos_dir.is_dir():
+        raise UsageError(f"not a folder of videos: {args.videos_dir}")
+    parts = args.out.with_name(args.out.name + ".parts")
+    perceiver = None
+    if "perceived" in settings.sources:
+        model = model_settings(args)
+        parts.mkdir(parents=True, exist_ok=True, mode=0o700)
+        perceiver = Perceiver(make_vlm(model), cost_model(model.family), open_cache(args), parts)
+    total = len(list_videos(args.videos_dir))
+    with Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as progress:
+        bar = progress.add_task("videos", total=total)
+        report = generate(args.videos_dir, settings, parts, perceiver, workers=args.workers,
+                          executor=args.executor, on_done=lambda _o: progress.advance(bar))
+    for o in report.errors:
+        err.print(f"[red]skipped[/] {o.path}: {o.error}", markup=True, highlight=False)
+    if not report.tasks:
+        raise UsageError(f"no tasks could be generated from {args.videos_dir}"
+                         + (f" ({len(report.errors)} unreadable video(s) listed above)" if report.errors else ""))
+    write_tasks(report.tasks, args.out)
+    summary = {**summarize(report.tasks), "labels": describe_sources(report.tasks),
+               "skipped": [{"video": o.path, "error": o.error} for o in report.errors], "out": str(args.out)}
+    if args.json:
+        out.print_json(json.dumps(summary))
+    else:
+        out.print(f"wrote {summary['tasks']} tasks about {summary['videos']} videos to {args.out} "
+                  f"(labels: {summary['labels']}; splits: {summary['by_split']})", highlight=False)
+    return 0

@@ -1,0 +1,107 @@
+"""``videvolve serve`` (an OpenAI-compatible server of harness versions) and ``videvolve mcp`` (an MCP server)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rich.console import Console
+
+from videvolve.cli.common import model_settings, open_cache, runtime_settings
+from videvolve.cli.flags import add_settings
+from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.errors import UsageError
+
+err = Console(stderr=True, soft_wrap=True)
+DEFAULT_MEMORY = Path.home() / ".videvolve" / "memory"
+
+
+def _agent_args(p: argparse.ArgumentParser) -> None:
+    """Model, runtime and cache flags, as ``ask`` has them; the model's key variable is ``--vlm-api-key-env``."""
+    g = p.add_argument_group("model (behind the harness)")
+    add_settings(g, ModelSettings, skip=("api_key_env",))
+    g.add_argument("--vlm-api-key-env", dest="ModelSettings.api_key_env", default=None, metavar="VAR",
+                   help="environment variable holding the model endpoint's key (default OPENAI_API_KEY)")
+    add_settings(p.add_argument_group("harness runtime"), RuntimeSettings)
+    c = p.add_argument_group("cache")
+    c.add_argument("--cache", type=Path, default=None, help="response cache file (default ~/.cache/videvolve)")
+    c.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
+    p.add_argument("--media-root", type=Path, action="append", default=[], metavar="DIR",
+                   help="a folder local videos may come from (repeat); none: no local files are served")
+    p.add_argument("--no-fetch", action="store_true", help="refuse http(s) video URLs (403): for a server others "
+                   "can reach, so that it cannot be made to fetch from hosts only it can reach")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``serve`` and ``mcp``."""
+    s = sub.add_parser("serve", help="an OpenAI-compatible server whose models are harness versions")
+    s.add_argument("harness", metavar="HARNESS_OR_RUN", help="seed name, harness folder or run directory")
+    s.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
+    s.add_argument("--port", type=int, default=8100)
+    s.add_argument("--api-key-env", dest="server_api_key_env", default=None, metavar="VAR",
+                   help="require Authorization: Bearer $VAR from clients (the variable must be set)")
+    s.add_argument("--queue", type=int, default=16, help="questions waiting beyond --concurrency before 429")
+    _agent_args(s)
+    s.set_defaults(func=cmd_serve)
+
+    m = sub.add_parser("mcp", help="a Model Context Protocol server: ask_video, ground_in_video, search_diagnoses, "
+                       "show_harness")
+    m.add_argument("--harness", default="scan_refine", help="seed name, harness folder or run directory")
+    m.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp (default: stdio)")
+    m.add_argument("--host", default="127.0.0.1")
+    m.add_argument("--port", type=int, default=8101)
+    m.add_argument("--memory", type=Path, default=DEFAULT_MEMORY, help="the diagnosis memory search_diagnoses reads")
+    _agent_args(m)
+    m.set_defaults(func=cmd_mcp)
+
+
+def _server_key(var: str | None) -> str | None:
+    if var is None:
+        return None
+    key = os.environ.get(var)
+    if not key:
+        raise UsageError(f"--api-key-env {var}: the variable is not set (export {var}=<a secret> first)")
+    return key
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``videvolve serve``."""
+    import uvicorn
+
+    from videvolve.serving.agent import CatalogAgents, HarnessCatalog
+    from videvolve.serving.media import MediaRoots
+    from videvolve.serving.openai_api import ServerLimits, create_app
+
+    if args.queue < 0:
+        raise UsageError("--queue must be 0 or more")
+    key = _server_key(args.server_api_key_env)
+    runtime = runtime_settings(args)
+    roots = MediaRoots(args.media_root, fetch=not args.no_fetch)
+    agents = CatalogAgents(HarnessCatalog.open(args.harness, runtime.budget), model_settings(args), runtime,
+                           cache=open_cache(args))
+    app = create_app(agents, roots, ServerLimits(api_key=key, concurrency=runtime.concurrency, queue=args.queue))
+    err.print(f"serving {', '.join(f'{i} ({agents.describe(i)})' for i in agents.ids())} at "
+              f"http://{args.host}:{args.port}/v1 (Ctrl-C stops)", highlight=False)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """``videvolve mcp``."""
+    from videvolve.api import load_harness
+    from videvolve.serving.agent import VideoAgent
+    from videvolve.serving.mcp_server import create_mcp
+    from videvolve.serving.media import MediaRoots
+
+    runtime = runtime_settings(args)
+    agent = VideoAgent(load_harness(args.harness, runtime.budget), model_settings(args), runtime,
+                       cache=open_cache(args))
+    server = create_mcp(agent, MediaRoots(args.media_root, fetch=not args.no_fetch), args.memory)
+    if args.http:
+        err.print(f"MCP server for {agent.version} at http://{args.host}:{args.port}/mcp (Ctrl-C stops)",
+                  highlight=False)
+        server.run("streamable-http", host=args.host, port=args.port)
+    else:
+        server.run("stdio")
+    return 0

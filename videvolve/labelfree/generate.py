@@ -1,0 +1,298 @@
+"""``tasks generate``: a video-disjoint task set from a folder of videos alone, one job per video.
+
+Each video is one job (scan, needle plan, questions; the perceived pass when asked), run on a thread pool or on Ray,
+its tasks kept in ``<out>.parts/<video>.json`` as soon as it is done so a rerun picks up where it stopped. A video
+that cannot be read is reported by name and the others are still processed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from videvolve.datasets.synthworld.questions import Draft
+from videvolve.errors import MediaError, UsageError
+from videvolve.labelfree.frames import PLAN_KEY
+from videvolve.labelfree.needles import NeedlePlan
+from videvolve.labelfree.perceived import cached_look, perceived_drafts
+from videvolve.labelfree.plan import glyph_drafts, plan_needles, text_drafts
+from videvolve.labelfree.scan import scan_video
+from videvolve.media.check import list_videos
+from videvolve.media.decode import frames_at
+from videvolve.media.info import file_key, probe
+from videvolve.models.base import VLM
+from videvolve.models.cache import ResponseCache
+from videvolve.models.cost import CostModel
+from videvolve.tasks import LETTERS, Interval, LabelSource, Task, split_by_video
+
+SOURCES = ("needles", "perceived", "teacher")
+DEFAULT_FRACTIONS = {"train": 0.7, "selection": 0.3}
+
+
+class GenerateSettings(BaseModel):
+    """What ``tasks generate`` does."""
+
+    sources: tuple[str, ...] = ("needles",)
+    questions_per_video: int = Field(16, ge=1)
+    fractions: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_FRACTIONS))
+    seed: int = 0
+    perceive_fps: float = Field(1.0, gt=0, description="perceived pass: frames per second shown to the model")
+
+
+@dataclass
+class VideoOutcome:
+    """One video's tasks, or why it has none."""
+
+    video_id: str
+    path: str
+    tasks: list[Task] = field(default_factory=list)
+    error: str | None = None
+    cached: bool = False
+
+
+@dataclass
+class GenerateReport:
+    """All outcomes, and the tasks with their splits."""
+
+    outcomes: list[VideoOutcome]
+    tasks: list[Task]
+
+    @property
+    def errors(self) -> list[VideoOutcome]:
+        """Videos that got no tasks because they could not be read."""
+        return [o for o in self.outcomes if o.error]
+
+
+def check_fractions(fractions: dict[str, float]) -> dict[str, float]:
+    """Generated labels train and select; a test split must be gold, from elsewhere."""
+    if fractions.get("test"):
+        raise UsageError("generated tasks never make a test split: measure on gold questions from elsewhere; "
+                         "use e.g. --fractions train=0.7,selection=0.3")
+    return fractions
+
+
+def video_ids(paths: Sequence[Path]) -> dict[str, Path]:
+    """A unique id per video: its file stem, with a short hash of its path when two stems collide."""
+    stems: dict[str, int] = {}
+    for p in paths:
+        stems[p.stem] = stems.get(p.stem, 0) + 1
+    return {(p.stem if stems[p.stem] == 1 else f"{p.stem}-{hashlib.sha1(str(p).encode()).hexdigest()[:6]}"): p
+            for p in paths}
+
+
+def letter_tasks(drafts: list[Draft], video_id: str, video: str, duration: float, rng: random.Random,
+                 label_source: LabelSource, prefix: str, meta: dict[str, Any] | None = None) -> list[Task]:
+    """Drafts (correct option first) to tasks; correct letters are dealt from shuffled blocks of A-D."""
+    letters: list[str] = []
+    tasks = []
+    for j, d in enumerate(drafts):
+        common: dict[str, Any] = {
+            "id": f"{video_id}-{prefix}{j:03d}", "video_id": video_id, "video": video, "question": d.question,
+            "duration": duration, "evidence": [Interval(start=a, end=b) for a, b in d.evidence],
+            "source": "labelfree", "label_source": label_source,
+            "meta": {"template": d.template, **{k: v for k, v in d.meta.items() if k != "sizes"}, **(meta or {})},
+        }
+        if d.kind == "grounding":
+            tasks.append(Task(kind="grounding", answer=[Interval(start=a, end=b) for a, b in d.answer], **common))
+            continue
+        if not letters:
+            letters = list(LETTERS[:4])
+            rng.shuffle(letters)
+        letter = letters.pop()
+        others = d.options[1:]
+        rng.shuffle(others)
+        k = LETTERS.index(letter)
+        tasks.append(Task(kind="mcq", options=[*others[:k], d.options[0], *others[k:]], answer=letter, **common))
+    return tasks
+
+
+def needle_tasks(path: Path, video_id: str, others: list[str], settings: GenerateSettings) -> list[Task]:
+    """Scan one video, plan its needles, write its needle questions (every task carries the plan)."""
+    rng = random.Random(f"{settings.seed}:{video_id}")
+    scan = scan_video(path, video_id)
+    plan = usable_splices(plan_needles(scan, rng, others), rng)
+    drafts = glyph_drafts(scan, plan, rng, settings.questions_per_video)
+    if not scan.synth:
+        drafts += text_drafts(plan, rng)
+    return letter_tasks(drafts, video_id, str(path.resolve()), scan.duration, rng, "needles", "n",
+                        {PLAN_KEY: plan.model_dump(mode="json")})
+
+
+def usable_splices(plan: NeedlePlan, rng: random.Random) -> NeedlePlan:
+    """The plan with each splice at a random offset its source decodes at, or without it (a damaged source)."""
+    kept = []
+    for n in plan.needles:
+        if n.kind == "splice" and n.source:
+            length = n.end - n.start
+            try:
+                room = max(0.0, probe(n.source).duration - length)
+                offset = rng.uniform(0.0, room)
+                frames_at(n.source, [offset, offset + length / 2, offset + length], max_side=64, clamp=True,
+                          cache=None)
+            except MediaError:
+                continue
+            n = n.model_copy(update={"offset": offset})
+        kept.append(n)
+    return plan.model_copy(update={"needles": tuple(kept)})
+
+
+VideoJob = Callable[[Path, str, list[str]], list[Task]]
+
+
+@dataclass
+class Perceiver:
+    """The model and its meter for the perceived pass (one cached pass per video)."""
+
+    vlm: VLM
+    cost: CostModel
+    cache: ResponseCache | None
+    parts: Path
+
+
+def video_tasks(path: Path, video_id: str, others: list[str], settings: GenerateSettings,
+                perceiver: Perceiver | None = None) -> list[Task]:
+    """Every generated task of one video, by the sources asked for."""
+    tasks: list[Task] = []
+    if "needles" in settings.sources:
+        tasks += needle_tasks(path, video_id, others, settings)
+    if "perceived" in settings.sources:
+        if perceiver is None:
+            raise UsageError("perceived tasks need a model: pass --backend (sim or openai)")
+        timeline = cached_look(perceiver.parts, str(path), video_id, perceiver.vlm, perceiver.cost,
+                               perceiver.cache, settings.perceive_fps)
+        rng = random.Random(f"{settings.seed}:{video_id}:perceived")
+        drafts = perceived_drafts(timeline, rng, settings.questions_per_video)
+        tasks += letter_tasks(drafts, video_id, str(path.resolve()), timeline.duration, rng, "perceived", "p",
+                              {"perceived": {"frames": timeline.frames, "prompt_tokens": timeline.prompt_tokens}})
+    return tasks
+
+
+def _part_path(parts: Path, video_id: str) -> Path:
+    return parts / f"{video_id}.json"
+
+
+def _stamp(path: Path, settings: GenerateSettings) -> str:
+    key = file_key(path)
+    return hashlib.sha1(json.dumps([key[1:], settings.model_dump(mode="json")]).encode()).hexdigest()
+
+
+def _load_part(parts: Path, video_id: str, stamp: str) -> list[Task] | None:
+    p = _part_path(parts, video_id)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if data.get("stamp") != stamp:
+        return None
+    return [Task.model_validate(t) for t in data["tasks"]]
+
+
+def _save_part(parts: Path, video_id: str, stamp: str, tasks: list[Task]) -> None:
+    p = _part_path(parts, video_id)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps({"stamp": stamp, "tasks": [t.model_dump(mode="json") for t in tasks]}),
+                   encoding="utf-8")
+    tmp.replace(p)
+
+
+def _ray_job(job: VideoJob, path: str, video_id: str, others: list[str]) -> str:
+    return json.dumps([t.model_dump(mode="json") for t in job(Path(path), video_id, others)])
+
+
+def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings, parts: Path, workers: int,
+             executor: str = "local", on_done: Callable[[VideoOutcome], None] | None = None) -> list[VideoOutcome]:
+    """Run ``job`` on every video not done before; media errors become that video's error, nothing else stops."""
+    parts.mkdir(parents=True, exist_ok=True, mode=0o700)
+    outcomes: dict[str, VideoOutcome] = {}
+    pending: list[tuple[str, Path, str]] = []
+    for vid, path in videos.items():
+        try:
+            stamp = _stamp(path, settings)
+        except (OSError, MediaError) as exc:
+            outcomes[vid] = VideoOutcome(vid, str(path), error=f"{path}: {exc}")
+            continue
+        stored = _load_part(parts, vid, stamp)
+        if stored is not None:
+            outcomes[vid] = VideoOutcome(vid, str(path), stored, cached=True)
+        else:
+            pending.append((vid, path, stamp))
+    for o in outcomes.values():
+        if on_done:
+            on_done(o)
+    all_paths = [str(p.resolve()) for p in videos.values()]
+
+    def finish(vid: str, path: Path, stamp: str, tasks: list[Task] | None, error: str | None) -> None:
+        if tasks is not None:
+            _save_part(parts, vid, stamp, tasks)
+        outcome = VideoOutcome(vid, str(path), tasks or [], error)
+        outcomes[vid] = outcome
+        if on_done:
+            on_done(outcome)
+
+    if executor == "ray":
+        from videvolve.evaluation.executors import ensure_ray
+
+        ray = ensure_ray()
+        remote = ray.remote(num_cpus=1)(_ray_job)
+        refs = {remote.remote(job, str(path), vid, [p for p in all_paths if p != str(path.resolve())]):
+                (vid, path, stamp) for vid, path, stamp in pending}
+        for ref, (vid, path, stamp) in refs.items():
+            try:
+                tasks = [Task.model_validate(t) for t in json.loads(ray.get(ref))]
+                finish(vid, path, stamp, tasks, None)
+            except ray.exceptions.RayTaskError as exc:
+                cause = getattr(exc, "cause", None)
+                if not isinstance(cause, MediaError):
+                    raise
+                finish(vid, path, stamp, None, str(cause))
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = {pool.submit(job, path, vid, [p for p in all_paths if p != str(path.resolve())]):
+                       (vid, path, stamp) for vid, path, stamp in pending}
+            for future in as_completed(futures):
+                vid, path, stamp = futures[future]
+                try:
+                    finish(vid, path, stamp, future.result(), None)
+                except MediaError as exc:
+                    finish(vid, path, stamp, None, str(exc))
+    return [outcomes[v] for v in videos if v in outcomes]
+
+
+def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceiver: Perceiver | None = None,
+             workers: int | None = None, executor: str = "local",
+             on_done: Callable[[VideoOutcome], None] | None = None) -> GenerateReport:
+    """Tasks for every readable video under ``videos_dir``, with video-disjoint train/selection splits."""
+    check_fractions(settings.fractions)
+    files = list_videos(videos_dir)
+    if not files:
+        raise UsageError(f"no videos found in {videos_dir}")
+    videos = video_ids([f.resolve() for f in files])
+    unknown = set(settings.sources) - set(SOURCES) - {"teacher"}
+    if unknown:
+        raise UsageError(f"unknown --sources {', '.join(sorted(unknown))}: use {', '.join(SOURCES)}")
+
+    def job(path: Path, vid: str, others: list[str]) -> list[Task]:
+        return video_tasks(path, vid, others, settings, perceiver)
+    workers = workers or min(len(videos), max(1, (os.cpu_count() or 1)))
+    outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done)
+    tasks = [t for o in outcomes for t in o.tasks]
+    if tasks:
+        tasks = split_by_video(tasks, settings.fractions, seed=settings.seed)
+    return GenerateReport(outcomes, tasks)
+
+
+def describe_sources(tasks: Sequence[Task]) -> str:
+    """'needles 40, perceived 12' -- which labels a set of tasks rests on."""
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t.label_source] = counts.get(t.label_source, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"

@@ -1,0 +1,141 @@
+"""Perceived tasks: one dense look at a video by the model, and questions written from what it said it saw.
+
+The model is shown every frame at a fixed rate, at full resolution, in batches, with the SDK's ``describe`` prompt
+(each request metered with the cost model, each reply cached). Its replies form a timeline; glyph names it reports
+on consecutive frames become appearances, and the world's question templates are drawn over them, the answers
+being what the model saw (a model that misses a glyph writes questions without it: these labels are only as good as
+the model's eyes, which is why each task records ``label_source = "perceived"``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from videvolve.datasets.synthworld import questions as q
+from videvolve.datasets.synthworld.palette import BACKGROUNDS, GLYPH_COLOURS, SHAPES
+from videvolve.datasets.synthworld.script import Event, Scene, VideoScript
+from videvolve.media.captions import frame_caption
+from videvolve.media.data_url import encode_data_url
+from videvolve.media.decode import frames_at
+from videvolve.media.info import probe
+from videvolve.models.base import VLM, Message
+from videvolve.models.cache import ResponseCache, complete
+from videvolve.models.cost import CostModel, text_tokens
+from videvolve.skill_library import prompts
+
+BATCH = 8
+"""Frames per describe request."""
+_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*s\s*[:\-]\s*(.+?)\s*$", re.M)
+_GLYPH = re.compile(rf"\b({'|'.join(GLYPH_COLOURS)})\s+({'|'.join(SHAPES)})\b", re.I)
+_BG = re.compile(rf"\b({'|'.join(BACKGROUNDS)})\s+background\b", re.I)
+
+
+class Timeline(BaseModel):
+    """What the model said about each frame it was shown, and what that cost."""
+
+    video_id: str
+    fps: float
+    duration: float
+    entries: list[tuple[float, str]]
+    requests: int
+    prompt_tokens: int
+    frames: int
+
+
+def look(path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None, fps: float,
+         image_format: str = "png") -> Timeline:
+    """Describe every frame at ``fps`` (full resolution), ``BATCH`` frames a request."""
+    info = probe(path)
+    n = max(1, int(info.duration * fps))
+    times = [k / fps for k in range(n)]
+    entries: list[tuple[float, str]] = []
+    requests = tokens = 0
+    for i in range(0, n, BATCH):
+        frames = frames_at(path, times[i : i + BATCH], clamp=True)
+        content: list[dict[str, object]] = []
+        for f in frames:
+            content += [{"type": "text", "text": frame_caption(f.requested)},
+                        {"type": "image_url", "image_url": {"url": encode_data_url(f.image, image_format)}}]
+            tokens += cost.image_tokens(*f.image.size)
+        instruction = prompts.render("describe")
+        content.append({"type": "text", "text": instruction})
+        tokens += text_tokens(instruction)
+        messages: list[Message] = [{"role": "user", "content": content}]
+        reply = complete(vlm, messages, None, cache)
+        requests += 1
+        said = {round(float(t), 2): text for t, text in _LINE.findall(reply.text)}
+        for f in frames:
+            entries.append((f.requested, said.get(round(f.requested, 2), "")))
+    return Timeline(video_id=video_id, fps=fps, duration=info.duration, entries=entries, requests=requests,
+                    prompt_tokens=tokens, frames=n)
+
+
+def cached_look(parts: Path, path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None,
+                fps: float) -> Timeline:
+    """:func:`look`, kept in ``parts/<video>.timeline.json`` (one pass per video, ever)."""
+    file = parts / f"{video_id}.timeline.json"
+    if file.is_file():
+        stored = Timeline.model_validate_json(file.read_text(encoding="utf-8"))
+        if stored.fps == fps:
+            return stored
+    timeline = look(path, video_id, vlm, cost, cache, fps)
+    file.write_text(timeline.model_dump_json(), encoding="utf-8")
+    return timeline
+
+
+@dataclass
+class Seen:
+    """Appearances and backgrounds as the model reported them."""
+
+    events: list[Event]
+    scenes: list[Scene]
+
+
+def appearances(timeline: Timeline) -> Seen:
+    """Consecutive frames naming the same glyph are one appearance, ``[first, last + 1/fps)``."""
+    step = 1 / timeline.fps
+    events: list[Event] = []
+    scenes: list[Scene] = []
+    run: list[float | str] | None = None
+    for t, text in timeline.entries:
+        g = _GLYPH.search(text)
+        kind = (g.group(1).lower(), g.group(2).lower()) if g else None
+        if events and kind is not None and events[-1].kind == kind and abs(events[-1].end - t) < 1e-6:
+            last = events[-1]
+            events[-1] = Event(last.start, t + step, last.colour, last.shape, 0, (0, 0), (0, 0))
+        elif kind is not None:
+            events.append(Event(t, t + step, kind[0], kind[1], 0, (0, 0), (0, 0)))
+        b = _BG.search(text)
+        bg = b.group(1).lower() if b else None
+        if bg and (run is None or run[2] != bg):
+            if run is not None:
+                scenes.append(Scene(float(run[0]), t, str(run[2])))
+            run = [t, t, bg]
+    if run is not None:
+        scenes.append(Scene(float(run[0]), timeline.duration, str(run[2])))
+    return Seen(events, scenes)
+
+
+def perceived_drafts(timeline: Timeline, rng: random.Random, n: int) -> list[q.Draft]:
+    """Grounding, count, identity and order questions over what the model saw (the world's templates)."""
+    seen = appearances(timeline)
+    if not seen.events:
+        return []
+    script = VideoScript(timeline.video_id, timeline.duration, max(1, round(timeline.fps)), 0, 0,
+                         tuple(seen.scenes), tuple(seen.events))
+    drafts = q.grounding(script, rng, max(1, n // 2))
+    mcqs = [d for t in (q.identity, q.order, q.count) for d in t(script, rng) if len(set(d.options)) == 4]
+    rng.shuffle(mcqs)
+    return drafts + mcqs[: max(0, n - len(drafts))]
+
+
+def timeline_summary(timeline: Timeline) -> str:
+    """One line for the log."""
+    return json.dumps({"video": timeline.video_id, "frames": timeline.frames, "requests": timeline.requests,
+                       "prompt_tokens": timeline.prompt_tokens})

@@ -1,0 +1,60 @@
+"""How the gate spends its level over a run: alpha-investing over decisions, O'Brien-Fleming over rungs.
+
+One selection set answers every decision of a run, so each decision is a test the search could overfit or read
+single answers from. Alpha-investing (Foster & Stine, 2008) makes the run's decisions one budget: the wealth starts at
+the gate's level; each candidate is judged at half of the wealth (never above the level); a rejected candidate costs
+``a / (1 - a)`` of it and an accepted one earns the level back. A search that keeps proposing changes that do not
+help runs out of wealth (its later decisions need overwhelming evidence), so neither noise nor probing pays; a
+search that finds real gains keeps its power. The wealth is a pure function of the run's history, so a resumed run
+continues where it stopped.
+
+Within one decision, multi-fidelity validation looks at nested rungs of the selection set; the decision's level is
+shared out over those looks by the Lan-DeMets O'Brien-Fleming spending function, so an early look accepts only an
+overwhelming winner and the full rung keeps almost all of the level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from scipy import stats
+
+from videvolve.search.history import GateEntry
+
+SHARE = 0.5
+"""The share of the current wealth one decision may spend."""
+
+
+def wealth(history: Iterable[GateEntry], level: float) -> float:
+    """The wealth left after the judged decisions of ``history`` (entries with a ``level``), in order."""
+    w = level
+    for e in history:
+        if e.level is None or e.decision not in ("accepted", "rejected"):
+            continue
+        if e.decision == "accepted":
+            w += level
+        else:
+            w -= e.level / (1 - e.level)
+    return max(0.0, w)
+
+
+def next_level(history: Iterable[GateEntry], level: float, spending: str = "investing") -> float:
+    """The level the next decision is judged at."""
+    if spending == "none":
+        return level
+    return min(level, SHARE * wealth(history, level))
+
+
+def look_levels(fractions: Sequence[float], level: float) -> list[float]:
+    """The level of each look at information fractions ``fractions`` (increasing, the last 1.0): O'Brien-Fleming.
+
+    The increments of the one-sided spending function 2 - 2 Phi(z_{1 - level/2} / sqrt(t)); they add up to ``level``.
+    """
+    z = float(stats.norm.ppf(1 - level / 2))
+    spent = 0.0
+    out = []
+    for t in fractions:
+        total = level if t >= 1 else float(2 - 2 * stats.norm.cdf(z / max(t, 1e-9) ** 0.5))
+        out.append(max(0.0, total - spent))
+        spent = max(spent, total)
+    return out

@@ -1,0 +1,104 @@
+"""An lmms-eval model whose ``generate_until`` runs a harness on each document's video.
+
+``lmms-eval --model videvolve --model_args harness=scan_refine,base_url=http://127.0.0.1:8000/v1,model=Qwen/...``
+(registered through the ``lmms_eval.models`` entry point, see :mod:`videvolve.serving.lmms_eval_entry`). Each
+request's context is split into the question and its "A) ..." option lines (options: mcq; none: grounding, as
+``videvolve ask`` decides); the first video of ``doc_to_visual(doc)`` is the video. The reply is the answer text;
+``costs=PATH`` appends each answer with its evidence times and cost to a JSON-lines file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from videvolve.api import load_harness
+from videvolve.config import ModelSettings, RuntimeSettings, default_cache_path
+from videvolve.errors import UsageError
+from videvolve.models.cache import ResponseCache
+from videvolve.serving.agent import AgentAnswer, VideoAgent, split_question
+
+try:
+    from lmms_eval.api.model import lmms
+except ImportError:  # lmms-eval is not installed: the module still imports (checks, docs); lmms-eval is what runs it
+    lmms = object
+
+
+def _flag(value: Any) -> bool:
+    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def agent_from_args(harness: str = "scan_refine", base_url: str | None = None, model: str | None = None,
+                    backend: str | None = None, family: str | None = None, budget: int | None = None,
+                    api_key_env: str | None = None, cache: str | None = None, no_cache: Any = False,
+                    timeout: float | None = None, max_retries: int | None = None) -> VideoAgent:
+    """The agent the model arguments describe: the sim backend unless a ``base_url`` is given."""
+    chosen = backend or ("openai" if base_url else "sim")
+    data: dict[str, Any] = {"backend": chosen}
+    if chosen != "sim" and not model:
+        raise UsageError("model_args: name the served model, e.g. model=Qwen/Qwen2.5-VL-7B-Instruct")
+    for key, value in (("model", model), ("base_url", base_url), ("family", family), ("api_key_env", api_key_env),
+                       ("timeout_s", timeout), ("max_retries", max_retries)):
+        if value is not None:
+            data[key] = value
+    settings = ModelSettings.model_validate(data)
+    runtime = RuntimeSettings(budget=None if budget in (None, "") else int(budget),
+                              image_format="png" if chosen == "sim" else "jpeg")
+    store = None if _flag(no_cache) else ResponseCache(Path(cache) if cache else default_cache_path())
+    return VideoAgent(load_harness(harness, runtime.budget), settings, runtime, cache=store)
+
+
+def video_of(visuals: Any) -> str:
+    """The first video path among a document's visuals."""
+    items = visuals if isinstance(visuals, list | tuple) else [visuals]
+    for item in items:
+        if isinstance(item, str | Path):
+            return str(item)
+    raise UsageError(f"the document has no video path among its visuals ({type(items[0]).__name__ if items else 'none'}"
+                     "): videvolve's harness decodes the video itself, so doc_to_visual must return its path")
+
+
+class VidevolveLMM(lmms):
+    """``--model videvolve``: a harness answering each document's question about its video."""
+
+    is_simple = True
+
+    def __init__(self, harness: str = "scan_refine", base_url: str | None = None, model: str | None = None,
+                 backend: str | None = None, family: str | None = None, budget: int | None = None,
+                 api_key_env: str | None = None, cache: str | None = None, no_cache: Any = False,
+                 timeout: float | None = None, max_retries: int | None = None, grounding: Any = False,
+                 costs: str | None = None, **lmms_eval_kwargs: Any) -> None:
+        """The model arguments (``--model_args``); what lmms-eval adds itself (batch_size, device) is ignored."""
+        super().__init__()
+        self.agent = agent_from_args(harness, base_url, model, backend, family, budget, api_key_env, cache, no_cache,
+                                     timeout, max_retries)
+        self.grounding = _flag(grounding)
+        self.costs = Path(costs) if costs else None
+
+    def answer(self, context: str, video: str) -> AgentAnswer:
+        """One document: the harness's answer to the context's question about the video."""
+        question, options = split_question(context)
+        return self.agent.ask(video, question, options or None, grounding=self.grounding)
+
+    def generate_until(self, requests: list[Any]) -> list[str]:
+        """The answer text of each request (an mcq letter, or grounding intervals as JSON)."""
+        out = []
+        for request in requests:
+            context, _gen_kwargs, doc_to_visual, doc_id, task, split = request.args
+            video = video_of(doc_to_visual(self.task_dict[task][split][doc_id]))
+            answer = self.answer(context, video)
+            if self.costs is not None:
+                with self.costs.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"task": task, "doc_id": doc_id, "video": video,
+                                         **answer.model_dump(mode="json")}) + "\n")
+            out.append(answer.text)
+        return out
+
+    def loglikelihood(self, requests: list[Any]) -> list[tuple[float, bool]]:
+        """Not offered: a harness answers, it does not score continuations."""
+        raise NotImplementedError("videvolve answers with generate_until tasks only (output_type: generate_until)")
+
+    def generate_until_multi_round(self, requests: list[Any]) -> list[str]:
+        """One round per document, as ``generate_until``."""
+        return self.generate_until(requests)

@@ -1,0 +1,139 @@
+"""``videvolve mcp``: a Model Context Protocol server (the official ``mcp`` SDK) over one harness.
+
+Tools: ``ask_video`` (a question, with options or not, as ``videvolve ask``), ``ground_in_video`` (every interval
+where a query happens), ``search_diagnoses`` (the Chroma memory of failure diagnoses) and ``show_harness``. Video
+paths are confined to the media roots; every answer carries its evidence times and its cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from videvolve.errors import EndpointError, InfraError, VidevolveError
+from videvolve.memory.store import DiagnosisStore
+from videvolve.serving.agent import AgentAnswer, VideoAgent
+from videvolve.serving.media import MediaRoots, video_file
+
+INSTRUCTIONS = ("Answers questions about long videos with an evolved harness around a vision-language model: the "
+                "harness decides which frames to look at. Videos are paths under the server's media roots.")
+
+
+class DiagnosisHit(BaseModel):
+    """One stored diagnosis of a past failure, with its similarity to the query."""
+
+    id: str
+    similarity: float
+    category: str
+    kind: str
+    hypothesis: str
+    applies_when: str
+    preserve: str
+    harness_id: str
+    run_id: str
+    video_id: str
+    outcome: str = Field(description="what the revision it led to became (pending when none yet)")
+
+
+class DiagnosisHits(BaseModel):
+    """The diagnoses nearest a query."""
+
+    memory: str
+    hits: list[DiagnosisHit]
+
+
+class ToolCard(BaseModel):
+    """One media tool of the harness."""
+
+    name: str
+    description: str
+
+
+class HarnessCard(BaseModel):
+    """The harness that answers: its identity, policy, tunables and tools."""
+
+    name: str
+    version_id: str
+    parent_id: str | None
+    task_kinds: list[str]
+    summary: str
+    skill: str = Field(description="SKILL.md: the policy")
+    config: dict[str, Any]
+    tools: list[ToolCard]
+    scores: dict[str, Any]
+
+
+def harness_card(agent: VideoAgent) -> HarnessCard:
+    """What ``show_harness`` returns."""
+    h = agent.harness.harness
+    m = h.manifest
+    return HarnessCard(name=h.name, version_id=h.version_id, parent_id=m.get("parent_id"),
+                       task_kinds=list(m.get("task_kinds", [])), summary=str(m.get("summary", "")), skill=h.skill,
+                       config=h.config, tools=[ToolCard(name=t.name, description=t.description) for t in h.tools],
+                       scores=dict(m.get("scores") or {}))
+
+
+def _answer(agent: VideoAgent, roots: MediaRoots, video: str, question: str, options: list[str] | None,
+            grounding: bool) -> AgentAnswer:
+    try:
+        with video_file(video, roots) as path:
+            return agent.ask(path, question, options, grounding)
+    except EndpointError as exc:
+        raise ToolError(f"the model endpoint behind the harness refuses us: {exc}") from None
+    except InfraError as exc:
+        raise ToolError(f"the model endpoint behind the harness is down: {exc}") from None
+    except (VidevolveError, OSError) as exc:  # outside the roots, missing, unreadable, undownloadable
+        raise ToolError(str(exc)) from None
+
+
+def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
+               open_memory: Callable[[Path], DiagnosisStore] | None = None) -> MCPServer:
+    """The server; ``open_memory`` opens the diagnosis memory on first use (default: the Chroma store)."""
+    server: MCPServer = MCPServer("videvolve", instructions=INSTRUCTIONS)
+    stores: dict[str, DiagnosisStore] = {}
+
+    @server.tool()
+    def ask_video(video: str, question: str, options: list[str] | None = None) -> AgentAnswer:
+        """Ask the harness a question about a video (a path under the media roots).
+
+        With options (e.g. ["A) red", "B) blue"]) it is multiple choice and the answer is a letter; without, it is a
+        'when does X happen?' question answered with every [start, end] interval in seconds. The reply carries the
+        evidence times and the cost (frames, visual tokens, model calls).
+        """
+        return _answer(agent, roots, video, question, options, grounding=False)
+
+    @server.tool()
+    def ground_in_video(video: str, query: str) -> AgentAnswer:
+        """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does."""
+        return _answer(agent, roots, video, query, None, grounding=True)
+
+    @server.tool()
+    def search_diagnoses(text: str, k: int = 5, category: str | None = None) -> DiagnosisHits:
+        """The stored diagnoses of past harness failures most similar to a text (e.g. 'missed short events')."""
+        if "store" not in stores:
+            if not memory.exists():
+                raise ToolError(f"no diagnosis memory at {memory}: run `videvolve evolve` first, or start the "
+                                "server with --memory DIR")
+            if open_memory is None:
+                from videvolve.memory import open_store
+
+                stores["store"] = open_store(memory)
+            else:
+                stores["store"] = open_memory(memory)
+        found = stores["store"].search(text, k=max(1, min(k, 50)), category=category)
+        return DiagnosisHits(memory=str(memory), hits=[DiagnosisHit(
+            id=d.id, similarity=round(s, 4), category=d.category, kind=d.kind, hypothesis=d.hypothesis,
+            applies_when=d.applies_when, preserve=d.preserve, harness_id=d.harness_id, run_id=d.run_id,
+            video_id=d.video_id, outcome=d.outcome.decision if d.outcome else "pending") for d, s in found])
+
+    @server.tool()
+    def show_harness() -> HarnessCard:
+        """The harness that answers: name, version, policy (SKILL.md), tunables, tools and scores."""
+        return harness_card(agent)
+
+    return server

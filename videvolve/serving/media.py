@@ -1,0 +1,116 @@
+"""Where a served video comes from: a file under a media root, an http(s) URL, or a data URL.
+
+Local paths are confined to the media roots the server was started with (after resolving symlinks and ``..``);
+downloads and data URLs are written to a private temporary folder, size-capped, and removed after the answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import httpx
+
+from videvolve.errors import InputNotFoundError, UsageError, VidevolveError
+
+MAX_VIDEO_BYTES = 2 * 1024**3
+"""The largest video a request may bring by URL or data URL."""
+_DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[\w-]+=[\w.-]+)*)(?P<b64>;base64)?,",
+                       re.I)
+
+
+class OutsideMediaRoots(VidevolveError, PermissionError):
+    """A local video path lies outside every media root the server was started with."""
+
+
+class BadVideoSource(UsageError):
+    """A video reference that is not a usable file path, file://, http(s) or data URL."""
+
+
+class VideoUnreachable(VidevolveError, ConnectionError):
+    """An http(s) video could not be downloaded."""
+
+
+class MediaRoots:
+    """The folders local videos may come from (none: no local video at all), and whether URLs may be fetched."""
+
+    def __init__(self, roots: Sequence[str | Path], fetch: bool = True) -> None:
+        self.fetch = fetch
+        """Whether http(s) videos are downloaded (off: a server reachable by others cannot be made to fetch from
+        the hosts it can reach)."""
+        self.roots = [Path(r).expanduser().resolve() for r in roots]
+        for root in self.roots:
+            if not root.is_dir():
+                raise InputNotFoundError(f"media root {root} is not a folder (check --media-root)")
+
+    def resolve(self, path: str | Path) -> Path:
+        """A local video inside a media root (a relative path is taken from the first root)."""
+        if not self.roots:
+            raise OutsideMediaRoots(f"local videos are not served: start the server with --media-root DIR "
+                                    f"(asked for {path})")
+        p = Path(path).expanduser()
+        p = (p if p.is_absolute() else self.roots[0] / p).resolve()
+        if not any(p.is_relative_to(root) for root in self.roots):
+            shown = ", ".join(map(str, self.roots))
+            raise OutsideMediaRoots(f"{path} is outside the media roots ({shown}); only videos under them are served")
+        if not p.is_file():
+            raise InputNotFoundError(f"no video at {p} (under the media roots)")
+        return p
+
+
+def _write_capped(chunks: Iterator[bytes], dest: Path, source: str) -> Path:
+    size = 0
+    with dest.open("wb") as fh:
+        for chunk in chunks:
+            size += len(chunk)
+            if size > MAX_VIDEO_BYTES:
+                raise BadVideoSource(f"the video at {source[:100]} is over {MAX_VIDEO_BYTES} bytes")
+            fh.write(chunk)
+    return dest
+
+
+def _from_data_url(url: str, dest: Path) -> Path:
+    m = _DATA_URL.match(url)
+    if m is None or not m.group("b64"):
+        raise BadVideoSource("a data URL video must be base64: data:video/mp4;base64,...")
+    try:
+        data = base64.b64decode(url[m.end():], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BadVideoSource(f"the data URL's base64 cannot be decoded: {exc}") from None
+    return _write_capped(iter([data]), dest, "data URL")
+
+
+def _download(url: str, dest: Path, timeout_s: float) -> Path:
+    try:
+        with httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True) as response:
+            if response.status_code != 200:
+                raise VideoUnreachable(f"fetching the video {url} answered HTTP {response.status_code}")
+            return _write_capped(response.iter_bytes(1 << 20), dest, url)
+    except httpx.HTTPError as exc:
+        raise VideoUnreachable(f"cannot fetch the video {url}: {type(exc).__name__}: {exc}") from None
+
+
+@contextmanager
+def video_file(url: str, roots: MediaRoots, timeout_s: float = 120.0) -> Iterator[Path]:
+    """A local file for a video reference, for the duration of the ``with`` block.
+
+    ``file:///abs/path`` and plain paths must lie under a media root; ``http(s)://`` is downloaded and
+    ``data:video/...;base64,`` decoded into a temporary folder removed afterwards.
+    """
+    scheme = urlparse(url).scheme.lower() if "://" in url or url.startswith("data:") else ""
+    if scheme in ("", "file"):
+        yield roots.resolve(unquote(urlparse(url).path) if scheme == "file" else url)
+        return
+    if scheme not in ("http", "https", "data"):
+        raise BadVideoSource(f"unsupported video URL scheme {scheme!r}: use file://, http(s):// or a data URL")
+    if scheme != "data" and not roots.fetch:
+        raise OutsideMediaRoots(f"this server does not fetch videos by URL (started with --no-fetch): {url[:100]}")
+    with tempfile.TemporaryDirectory(prefix="videvolve-serve-") as tmp:
+        dest = Path(tmp) / "video"
+        yield _from_data_url(url, dest) if scheme == "data" else _download(url, dest, timeout_s)

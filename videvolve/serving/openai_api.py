@@ -1,0 +1,242 @@
+"""``videvolve serve``: an OpenAI-compatible server whose models are harness versions.
+
+A chat request's user message carries a ``video_url`` part and a text part with the question (option lines such
+as ``A) red`` make it mcq; without options, or with ``"grounding": true`` in the request, it is a grounding
+question, as ``videvolve ask`` decides). The harness decodes the video itself. The reply's content is the answer
+text; ``usage`` and the extra field ``videvolve`` carry the evidence times and the cost. Errors are OpenAI-style
+JSON: 400 bad request, 401 bad key, 403 a path outside the media roots, 404 unknown model, 429 queue full,
+502/503 when the model endpoint behind the harness refuses or is down.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from videvolve.errors import EndpointError, InfraError, InputNotFoundError, MediaError, UsageError, VidevolveError
+from videvolve.serving.agent import AgentAnswer, split_question
+from videvolve.serving.media import OutsideMediaRoots, VideoUnreachable, video_file
+
+MAX_BODY_BYTES = 256 * 1024 * 1024
+log = logging.getLogger(__name__)
+
+
+class Answerer(Protocol):
+    """What answers one question about one local video (a :class:`~videvolve.serving.agent.VideoAgent`)."""
+
+    def ask(self, video: Any, question: str, options: list[str] | None = None,
+            grounding: bool = False) -> AgentAnswer:
+        """Answer, or raise MediaError / InfraError."""
+        ...
+
+
+class Agents(Protocol):
+    """The models a server offers: ids and the agent behind each."""
+
+    def ids(self) -> list[str]:
+        """Model ids, the default first."""
+        ...
+
+    def agent(self, model_id: str) -> Answerer:
+        """The agent of a model id (KeyError when unknown)."""
+        ...
+
+    def describe(self, model_id: str) -> str:
+        """name@version_id of the harness behind a model id."""
+        ...
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """How much the server takes at once, and who may ask."""
+
+    api_key: str | None = None
+    concurrency: int = 4
+    """Questions answered at once (each runs its own sandboxed harness)."""
+    queue: int = 16
+    """Questions waiting beyond those; one more is answered 429."""
+
+
+class ContentPart(BaseModel):
+    """One part of a message's content."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+    video_url: dict[str, Any] | str | None = None
+
+
+class ChatMessage(BaseModel):
+    """One message."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[ContentPart] | None = None
+
+
+class ChatRequest(BaseModel):
+    """The fields of a chat completion request that the server reads (others are accepted and ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str
+    messages: list[ChatMessage]
+    grounding: bool | None = None
+    """True: a grounding question even with option lines (as ``ask --grounding``)."""
+    stream: bool | None = False
+
+
+class ApiError(VidevolveError):
+    """An error reply: HTTP status, OpenAI error type, message."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind = status, kind
+
+    def response(self) -> JSONResponse:
+        """OpenAI-style error JSON."""
+        return JSONResponse(status_code=self.status, content={"error": {"message": str(self), "type": self.kind,
+                                                                         "param": None, "code": self.status}})
+
+
+@dataclass(frozen=True)
+class VideoQuestion:
+    """What a chat request asks."""
+
+    video: str
+    question: str
+    options: list[str]
+    grounding: bool
+
+
+def read_question(req: ChatRequest) -> VideoQuestion:
+    """The video URL and the question of the last user message (400 when either is missing)."""
+    user = [m for m in req.messages if m.role == "user"]
+    if not user:
+        raise ApiError(400, "invalid_request_error", "no user message: send one with a video_url part and the "
+                       "question as a text part")
+    content = user[-1].content
+    parts = [ContentPart(type="text", text=content)] if isinstance(content, str) else (content or [])
+    videos = [p.video_url for p in parts if p.type == "video_url"]
+    if len(videos) != 1 or videos[0] is None:
+        raise ApiError(400, "invalid_request_error", f"the user message has {len(videos)} video_url part(s); send "
+                       'exactly one: {"type": "video_url", "video_url": {"url": "file:///... | https://... | '
+                       'data:video/mp4;base64,..."}}')
+    url = videos[0] if isinstance(videos[0], str) else videos[0].get("url")
+    if not isinstance(url, str) or not url:
+        raise ApiError(400, "invalid_request_error", "the video_url part has no url")
+    others = sorted({p.type for p in parts} - {"text", "video_url"})
+    if others:
+        raise ApiError(400, "invalid_request_error", f"unsupported content part(s) {others}: the harness reads "
+                       "one video_url and text")
+    text = "\n".join(p.text or "" for p in parts if p.type == "text")
+    question, options = split_question(text)
+    if not question:
+        raise ApiError(400, "invalid_request_error", "no question: add a text part, e.g. 'When does the red "
+                       "star appear?' (with 'A) ...' lines for a multiple-choice question)")
+    return VideoQuestion(url, question, options, bool(req.grounding))
+
+
+def completion(model_id: str, harness: str, answer: AgentAnswer) -> dict[str, Any]:
+    """The chat completion object of an answer; a harness's own failure is an empty answer, its cost counted."""
+    cost = answer.cost
+    finish: Literal["stop", "error"] = "stop" if answer.outcome == "ok" else "error"
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+        "model": model_id,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text}, "finish_reason": finish,
+                     "logprobs": None}],
+        "usage": {"prompt_tokens": cost.prompt_tokens, "completion_tokens": 0, "total_tokens": cost.prompt_tokens,
+                  "frames": cost.frames, "visual_tokens": cost.visual_tokens, "calls": cost.calls,
+                  "evidence_times": answer.evidence_times},
+        "videvolve": {**answer.model_dump(mode="json"), "harness": harness},
+    }
+
+
+def _check(exc: Exception) -> ApiError:
+    """The reply for an error raised while answering."""
+    if isinstance(exc, OutsideMediaRoots):
+        return ApiError(403, "permission_error", str(exc))
+    if isinstance(exc, EndpointError):
+        return ApiError(502, "bad_gateway", f"the model endpoint behind the harness refuses us: {exc}")
+    if isinstance(exc, InfraError):
+        return ApiError(503, "service_unavailable", f"the model endpoint behind the harness is down: {exc}")
+    if isinstance(exc, MediaError | InputNotFoundError | UsageError | VideoUnreachable):
+        return ApiError(400, "invalid_request_error", str(exc))
+    log.exception("a bug in videvolve while answering")
+    return ApiError(500, "internal_error", f"a bug in videvolve, not in your request ({type(exc).__name__}: {exc}); "
+                    "the server log has the traceback")
+
+
+def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
+    """The app: ``agents`` answer, ``roots`` (:class:`~videvolve.serving.media.MediaRoots`) confine local paths."""
+    app = FastAPI(title="videvolve serve")
+    admitted = {"n": 0}
+    limiter = anyio.CapacityLimiter(limits.concurrency)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Any:
+        if limits.api_key is not None and request.url.path.startswith("/v1/"):
+            given = request.headers.get("authorization", "")
+            if not secrets.compare_digest(given.encode(), f"Bearer {limits.api_key}".encode()):
+                return ApiError(401, "authentication_error", "invalid API key: send Authorization: Bearer <key> "
+                                "(the value of the server's --api-key-env variable)").response()
+        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+            return ApiError(413, "invalid_request_error", f"request body over {MAX_BODY_BYTES} bytes: send the "
+                            "video as a file:// or https:// URL").response()
+        return await call_next(request)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "running_or_queued": admitted["n"]}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": i, "object": "model", "created": 0, "owned_by": "videvolve",
+                                            "harness": agents.describe(i)} for i in agents.ids()]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Any:
+        try:
+            req = ChatRequest.model_validate(await request.json())
+        except ValueError as exc:  # JSON or pydantic
+            detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
+                if isinstance(exc, ValidationError) else "the body is not JSON"
+            return ApiError(400, "invalid_request_error", detail).response()
+        if req.stream:
+            return ApiError(400, "invalid_request_error", "streaming is not supported: send stream=false").response()
+        try:
+            agent = agents.agent(req.model)
+        except KeyError:
+            return ApiError(404, "not_found_error", f"The model `{req.model}` does not exist; served models: "
+                            f"{', '.join(agents.ids())}").response()
+        try:
+            q = read_question(req)
+        except ApiError as exc:
+            return exc.response()
+        if admitted["n"] >= limits.concurrency + limits.queue:
+            return ApiError(429, "rate_limit_error", f"{admitted['n']} questions running or queued (--concurrency "
+                            f"{limits.concurrency}, --queue {limits.queue}); retry later").response()
+        admitted["n"] += 1
+        try:
+            answer = await anyio.to_thread.run_sync(_answer, agent, q, roots, limiter=limiter)
+        except Exception as exc:
+            return _check(exc).response()
+        finally:
+            admitted["n"] -= 1
+        return completion(req.model, agents.describe(req.model), answer)
+
+    return app
+
+
+def _answer(agent: Answerer, q: VideoQuestion, roots: Any) -> AgentAnswer:
+    with video_file(q.video, roots) as path:
+        return agent.ask(path, q.question, q.options or None, q.grounding)
