@@ -24,8 +24,8 @@ PROBES_PER_FAILURE = 2
 """The procedure investigator probes a failure at most twice (``investigator.procedure``)."""
 EDIT_EXTRA_CALLS = 1
 """A heuristic edit adds at most one model call per question (``add_refinement``'s match pass)."""
-FRAME_GROWTH = 1.1
-"""The largest frame-count growth of one heuristic edit (``denser_sampling``)."""
+FRAME_GROWTH = 1.7
+"""The largest frame-count growth of one heuristic edit (``grounding_lowres_denser``, ``mcq_lowres_denser``)."""
 SHOWN_SIDE = 320
 """The largest side a heuristic edit raises a frame's resolution to (``raise_resolution``)."""
 SECONDS = {"sim": (2.0, 0.3), "openai": (1.0, 4.0)}
