@@ -32,7 +32,7 @@ def test_eval_summary_counts_replies_from_the_cache(small_world, seed: Path, tmp
     rerun = run("b")  # results already in b/ are reused: no request at all
     assert replies_line(rerun) == (0, 0) and "3 result(s) reused from the output folder" in rerun
     off = json.loads(run("c", "--no-cache", "--json"))["cache_use"]
-    assert off == {"replies": replies, "from_cache": 0, "enabled": False, "reused_results": 0}
+    assert off == {"replies": replies, "from_cache": 0, "enabled": False, "reused_results": 0, "rerun_results": 0}
     task = [t for t in small_world.tasks if t.kind == "grounding"][-1]  # not among the three eval asked about
     ask = ["ask", task.video, task.question, "--harness", str(seed), "--cache", str(cache), "--grounding"]
     first, second = run_ask(ask, capsys), run_ask(ask, capsys)

@@ -63,9 +63,13 @@ def test_a_bug_prints_a_traceback_and_asks_for_a_report(monkeypatch, capsys, tmp
         raise KeyError("a bug")
 
     monkeypatch.setattr(run_cmds, "cmd_report", broken)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     parser_main = main(["report", "--run", str(tmp_path)])
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())
     assert parser_main == 70 and "KeyError" in err and "bug in videvolve" in err
+    assert "github.com" not in err  # main sent people to an issue tracker that does not exist
+    (crash,) = (tmp_path / "home" / ".cache" / "videvolve").glob("crash-*.log")
+    assert str(crash) in err and "KeyError: 'a bug'" in crash.read_text() and "report --run" in crash.read_text()
 
 
 @pytest.mark.slow

@@ -6,7 +6,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
+from typing import Any
 
+from videvolve import interrupt
 from videvolve.cli import (
     data_cmds,
     demo_cmd,
@@ -54,22 +56,74 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
 
     console = Console(stderr=True, soft_wrap=True)
-    try:
-        return int(args.func(args) or 0)
-    except VidevolveError as exc:
-        from rich.markup import escape  # a message may hold brackets ("pip install 'videvolve[speech]'")
+    with interrupt.installed():
+        try:
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()
+        except VidevolveError as exc:
+            from rich.markup import escape  # a message may hold brackets ("pip install 'videvolve[speech]'")
 
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
-        return 2
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]")
-        return 130
-    except Exception:
-        console.print_exception(max_frames=20)
-        console.print("[bold red]This is a bug in videvolve[/], not something you did: please report it with the "
-                      "traceback above and the command you ran (https://github.com/videvolve/videvolve/issues).",
-                      highlight=False)
-        return 70
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
+            return 2
+        except KeyboardInterrupt:
+            console.print("[yellow]interrupted[/]: every finished result is kept; rerun the same command (or "
+                          "`--resume` a run) to continue")
+            code = interrupt.INTERRUPTED
+        except BrokenPipeError:
+            if not stdout_closed():
+                return _bug(console, argv)
+            return closed_pipe_exit()
+        except Exception:
+            return _bug(console, argv)
+    if interrupt.STOP.is_set():  # Ctrl-C: leave without waiting for requests in flight (finished work is on disk)
+        interrupt.exit_now(code)
+    return code
+
+
+CLOSED_PIPE = 141
+"""Exit status when the reader of stdout went away (``| head``): 128 + SIGPIPE, as the shell's own tools end."""
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``videvolve ... | head -1``)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def closed_pipe_exit() -> int:
+    """A quiet end for a closed pipe: what is still buffered for stdout goes nowhere, no traceback."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return CLOSED_PIPE
+
+
+def _bug(console: Any, argv: Sequence[str]) -> int:
+    """A bug: the traceback on stderr and in a crash file, with what to do with it."""
+    import time
+    import traceback
+
+    from videvolve.config import default_cache_path
+
+    console.print_exception(max_frames=20)
+    where = default_cache_path().parent / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    try:
+        where.write_text(f"videvolve {version('videvolve')}, Python {sys.version.split()[0]}\n"
+                         f"command: videvolve {' '.join(argv)}\n\n{traceback.format_exc()}", encoding="utf-8")
+        saved = f"The traceback, the command and the version are saved in {where}"
+    except OSError:
+        saved = "Copy the traceback above and the command you ran"
+    console.print(f"[bold red]This is a bug in videvolve[/], not something you did. {saved}: please send it to "
+                  "whoever maintains your videvolve installation.", highlight=False)
+    return 70
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import time
 import tomllib
 from pathlib import Path
@@ -68,7 +67,6 @@ def _load_config(path: Path | None) -> dict[str, Any]:
 
 def build_context(args: argparse.Namespace) -> Any:
     """Settings from --config (or the run's settings.json on --resume), then the flags given explicitly."""
-    from videvolve.api import resolve_harness
     from videvolve.loop.context import Context
 
     run = args.run.resolve()
@@ -77,20 +75,15 @@ def build_context(args: argparse.Namespace) -> Any:
         if not (run / "settings.json").exists():
             raise UsageError(f"nothing to resume in {run} (no settings.json); drop --resume to start it")
         data = json.loads((run / "settings.json").read_text())
+        _refuse_changes(run, data, _resolved(flags))
         data.update({k: v for k, v in flags.items() if k in EXTENDABLE})
         return build(Context, data, str(run / "settings.json"))
     if (run / "settings.json").exists():
         raise UsageError(f"{run} already holds a run; pass --resume to continue it, or choose another --run")
-    data = _load_config(args.config)
-    data.update({"run_dir": str(run), "run_id": run.name, **flags})
+    data = _resolved({**_load_config(args.config), **flags})
+    data.update({"run_dir": str(run), "run_id": run.name})
     if "tasks" not in data:
         raise UsageError("--tasks is required (or a --config that names them)")
-    data["tasks"] = str(Path(data["tasks"]).resolve())
-    if "seed_harness" in data:  # a run directory given as the seed: its best harness (or its mixture's tier)
-        data["seed_harness"] = str(resolve_harness(data["seed_harness"]))
-    for key in ("memory", "cache"):
-        if data.get(key):
-            data[key] = str(Path(data[key]).expanduser().resolve())
     solver = model_settings(args)
     if given(args, ModelSettings) or "model" not in data:
         data["model"] = {**data.get("model", {}), **solver.model_dump(exclude_unset=True),
@@ -108,48 +101,91 @@ def build_context(args: argparse.Namespace) -> Any:
     return build(Context, data, str(args.config) if args.config else "the command line")
 
 
+def _resolved(data: dict[str, Any]) -> dict[str, Any]:
+    """Settings with their paths made absolute, and a run directory given as the seed replaced by its harness."""
+    from videvolve.api import resolve_harness
+
+    out = dict(data)
+    if out.get("tasks"):
+        out["tasks"] = str(Path(out["tasks"]).resolve())
+    if "seed_harness" in out:  # a run directory given as the seed: its best harness (or its mixture's tier)
+        out["seed_harness"] = str(resolve_harness(out["seed_harness"]))
+    for key in ("memory", "cache"):
+        if out.get(key):
+            out[key] = str(Path(out[key]).expanduser().resolve())
+    return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    pa, pb = Path(a), Path(b)
+    try:
+        return pa == pb or (pa.is_file() and pb.is_file() and pa.read_bytes() == pb.read_bytes())
+    except OSError:
+        return False
+
+
+def _refuse_changes(run: Path, stored: dict[str, Any], flags: dict[str, Any]) -> None:
+    """``--resume`` continues a run as it was started: a flag that would change it (other than EXTENDABLE) is refused.
+
+    A ``--tasks`` naming the run's own tasks file, or a file of identical content, is accepted.
+    """
+    from videvolve.loop.context import Context
+
+    before = build(Context, stored, str(run / "settings.json"))
+    after = build(Context, {**stored, **flags}, "the command line")
+    changed = [k for k in flags if k not in EXTENDABLE and getattr(before, k) != getattr(after, k)
+               and not (k == "tasks" and _same_file(before.tasks, after.tasks))]
+    if changed:
+        what = "; ".join(f"--{k.replace('_', '-')} {getattr(after, k)} (the run has {getattr(before, k)})"
+                         for k in changed)
+        raise UsageError(f"--resume continues {run} with the settings it started with, and these flags would change "
+                         f"them: {what}. Drop them to continue the run, or start a new run with another --run "
+                         f"(only {', '.join('--' + k.replace('_', '-') for k in EXTENDABLE)} may grow on --resume).")
+
+
 def _dry_run(ctx: Any) -> int:
     from videvolve.api import resolve_harness
+    from videvolve.errors import MediaError
+    from videvolve.graph.plan import estimate
+    from videvolve.media import probe
     from videvolve.skill_library.harness import load_harness
     from videvolve.tasks import read_tasks
 
     tasks = read_tasks(ctx.tasks)
-    train = sum(1 for t in tasks if t.split == "train")
-    selection = sum(1 for t in tasks if t.split == "selection")
     harness = load_harness(resolve_harness(ctx.seed_harness))
-    frames = int(harness.config.get("n_frames") or harness.config.get("frames") or 64)
-    calls_per_q = 1 if "n_frames" in harness.config else 3
-    k = ctx.children if ctx.search == "mcts" else 1
-    per_iter_q = ctx.batch + k * (ctx.smoke_tasks + selection)  # worst case: every candidate fully validated
-    rows = [("train / selection tasks", f"{train} / {selection}"),
-            (f"iterations x (batch + {k} candidate(s) x (smoke + selection))", f"{ctx.iterations} x {per_iter_q}")]
-    if ctx.validation == "multi-fidelity":
-        first = math.ceil(min(ctx.rungs) * selection)
-        typical = ctx.batch + k * (ctx.smoke_tasks + first) + selection - first
-        rows.append(("multi-fidelity: per iteration when one candidate is promoted to the full rung", f"{typical}"))
-    if ctx.budgets:
-        rows.append(("mixture at the end: per fully validated version",
-                     f"{len(ctx.budgets)} tiers x {selection} questions"))
-    questions = selection + ctx.iterations * per_iter_q
-    seconds_per_call = 0.5 if ctx.model.backend == "sim" else 4.0
-    hours = questions * calls_per_q * seconds_per_call / max(1, ctx.runtime.concurrency) / 3600
-    table = Table(title=f"plan of {ctx.run_id} (dry run: nothing is spent)")
+    try:
+        info = probe(tasks[0].video) if tasks else None
+        size = (info.width, info.height) if info else None
+    except MediaError:
+        size = None
+    plan = estimate(ctx, tasks, harness, size)
+    table = Table(title=f"plan of {ctx.run_id} (dry run: nothing is spent; worst case, nothing reused)")
     table.add_column("what")
     table.add_column("estimate", justify="right")
-    for what, v in [*rows,
-                 ("questions answered (worst case, nothing reused)", f"{questions:,}"),
-                 ("model calls", f"{questions * calls_per_q:,}"),
-                 ("frames shown", f"{questions * frames:,}"),
-                 ("visual tokens (about 70 per 320x180 frame)", f"{questions * frames * 70:,}"),
-                 ("hours", f"{hours:.2f}")]:
+    rows = [*plan.rows,
+            ("question runs (harness on one task)", f"{plan.questions:,}"),
+            ("model calls", f"{plan.model_calls:,}"),
+            ("frames shown", f"{plan.frames:,}"),
+            (f"visual tokens ({ctx.model.family} cost model, largest frame an edit may show)",
+             f"{plan.visual_tokens:,}"),
+            (f"time at --concurrency {ctx.runtime.concurrency} (rough)", _duration(plan.seconds))]
+    for what, v in rows:
         table.add_row(what, v)
     out.print(table)
-    gate_power(ctx, selection, out)
-    out.print(f"seed {harness.name} ({frames} frames/question); editor {ctx.editor}; investigator "
-              f"{ctx.investigator}; model {ctx.model.model} "
+    gate_power(ctx, sum(1 for t in tasks if t.split == "selection"), out)
+    for note in plan.notes:
+        out.print(f"note: {note}", highlight=False)
+    out.print(f"seed {harness.name}; editor {ctx.editor}; investigator {ctx.investigator}; model {ctx.model.model} "
               f"({ctx.model.backend}); search {ctx.search}; validation {ctx.validation}; executor {ctx.executor}; "
               f"memory {ctx.memory}")
     return 0
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3.4 hours``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} hours"
 
 
 def cmd_evolve(args: argparse.Namespace) -> int:

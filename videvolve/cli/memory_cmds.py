@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     def common(q: argparse.ArgumentParser) -> None:
         q.add_argument("--memory", type=Path, default=None,
                        help=f"memory workspace (default: the --run's own, else {DEFAULT_MEMORY})")
-        q.add_argument("--run", default=None, help="a run directory: its memory (and, for list, only its diagnoses)")
+        q.add_argument("--run", default=None, help="a run directory (or, for list, a run id): its memory, and for "
+                       "list only its diagnoses")
         q.add_argument("--json", action="store_true")
 
     ls = dsub.add_parser("list", help="every diagnosis (newest last)")
@@ -68,10 +69,23 @@ def memory_of(args: argparse.Namespace) -> Path:
     return DEFAULT_MEMORY
 
 
+def run_id_of(run: str) -> str:
+    """The id of the run ``--run`` names: a run directory's own ``run_id`` (its folder name may differ), or the id."""
+    settings = Path(run) / "settings.json"
+    if settings.is_file():
+        try:
+            return str(json.loads(settings.read_text(encoding="utf-8"))["run_id"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"cannot read the run id from {settings}: {exc}") from None
+    if Path(run).is_dir():
+        raise InputNotFoundError(f"{run} is not a run directory (no settings.json); pass a run directory or a run id")
+    return run
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """``diagnoses list``."""
     records = _store(args).records()
-    run = Path(args.run).name if args.run else None
+    run = run_id_of(args.run) if args.run else None
     records = [r for r in records if (run is None or r.run_id == run) and (args.category is None or
                                                                           r.category == args.category)]
     if args.json:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings, stdout_console
 from videvolve.errors import ErrorKind, InfraError
+from videvolve.interrupt import INTERRUPTED
 from videvolve.models.base import SIM_ONLY_NOTICE
 
 out = stdout_console()
@@ -155,6 +156,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             err.print(f"[bold red]run stopped:[/] {exc}\n{len(scores)} task result(s) are kept in {outdir}; "
                       "rerun the same command to continue.", highlight=False)
             return 3
+        except KeyboardInterrupt:
+            progress.stop()
+            err.print(f"[yellow]interrupted:[/] {len(scores)} task result(s) are kept in {outdir}; rerun the same "
+                      "command to continue.", highlight=False)
+            return INTERRUPTED
     summary = done.summary
     if args.json:
         print(json.dumps(summary, default=float))

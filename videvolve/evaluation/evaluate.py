@@ -15,7 +15,7 @@ from typing import Any
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.datasets.submissions import write_submissions
 from videvolve.errors import UsageError
-from videvolve.evaluation.results import TaskResult, load_result
+from videvolve.evaluation.results import Producer, TaskResult, read_result, reusable_result
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.evaluation.summary import summarize, write_summary
 from videvolve.models.base import VLM
@@ -63,11 +63,13 @@ def evaluate(harness_dir: Path, tasks: Sequence[Task], out_dir: Path, vlm: VLM, 
     and calling again with the same ``out_dir`` continues where it stopped.
     """
     harness = load_harness(copy_harness(harness_dir, out_dir / "harnesses"))
-    reused = {t.id for t in tasks if load_result(out_dir, t, harness.version_id) is not None}
+    producer = Producer.of(harness.version_id, vlm, runtime)
+    reused = {t.id for t in tasks if reusable_result(out_dir, t, producer) is not None}
+    rerun = sum(1 for t in tasks if t.id not in reused and read_result(out_dir, t.id) is not None)
     results = solve_tasks(harness, tasks, vlm, cost, runtime, out_dir, cache, on_result=on_result,
                           executor=executor, model=model, ray_address=ray_address)
     cache_use = CacheUse.of([r.usage.model_dump() for r in results if r.task_id not in reused], cache is not None,
-                            len(reused))
+                            len(reused), rerun)
     summary = {**summarize(tasks, results), "harness_id": harness.version_id, "cache_use": cache_use.model_dump(),
                **(meta or {})}
     write_summary(out_dir, summary)

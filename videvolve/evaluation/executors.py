@@ -36,8 +36,8 @@ def ensure_ray(address: str | None = None) -> Any:
     return ray
 
 
-def _remote_task(harness_dir: str, task_json: str, view_id: str, model_json: str, runtime_json: str, family: str,
-                 out_dir: str, cache_path: str | None) -> str:
+def _remote_task(harness_dir: str, task_json: str, view_id: str, key: str, model_json: str, runtime_json: str,
+                 family: str, out_dir: str, cache_path: str | None) -> str:
     from videvolve.evaluation.one_task import run_one
     from videvolve.models import make_vlm
     from videvolve.models.cache import ResponseCache
@@ -48,11 +48,13 @@ def _remote_task(harness_dir: str, task_json: str, view_id: str, model_json: str
     cache = ResponseCache(cache_path) if cache_path else None
     result = run_one(load_harness(harness_dir), Task.model_validate_json(task_json),
                      make_vlm(ModelSettings.model_validate_json(model_json)), cost_model(family),
-                     RuntimeSettings.model_validate_json(runtime_json), Path(out_dir), cache, view_id)
+                     RuntimeSettings.model_validate_json(runtime_json), Path(out_dir), cache, view_id,
+                     produced_by=key)
     return result.model_dump_json()
 
 
-def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str], model: ModelSettings,
+def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str], keys: dict[str, str],
+               model: ModelSettings,
                runtime: RuntimeSettings, out_dir: Path, cache_path: str | None, address: str | None,
                on_result: Callable[[Any], None] | None = None) -> list[Any]:
     """Evaluate tasks as Ray tasks; infrastructure errors are raised as themselves."""
@@ -60,7 +62,7 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
 
     ray = ensure_ray(address)
     remote = ray.remote(num_cpus=1)(_remote_task)
-    refs = [remote.remote(str(harness_dir), t.model_dump_json(), view_ids[t.id], model.model_dump_json(),
+    refs = [remote.remote(str(harness_dir), t.model_dump_json(), view_ids[t.id], keys[t.id], model.model_dump_json(),
                           runtime.model_dump_json(), model.family, str(out_dir), cache_path) for t in tasks]
     results: list[Any] = []
     pending = list(refs)
@@ -71,6 +73,11 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
             results.append(result)
             if on_result:
                 on_result(result)
+    except KeyboardInterrupt:  # Ctrl-C: stop the workers and the local cluster (finished results are on disk)
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        ray.shutdown()
+        raise
     except ray.exceptions.RayTaskError as exc:
         for ref in pending:
             ray.cancel(ref)

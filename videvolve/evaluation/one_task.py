@@ -22,11 +22,12 @@ from videvolve.tasks import Task
 
 def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: RuntimeSettings, out_dir: Path,
             cache: ResponseCache | None = None, view_id: str | None = None,
-            pool: WarmPool | None = None) -> TaskResult:
+            pool: WarmPool | None = None, produced_by: str | None = None) -> TaskResult:
     """Run and score one task, write its result; raises :class:`InfraError` without writing anything.
 
     ``view_id`` is the opaque id harness code sees instead of the task's (``evaluation.opaque_ids``); the result
-    carries the real one. ``pool``: sandboxes started ahead of time for this harness.
+    carries the real one. ``pool``: sandboxes started ahead of time for this harness. ``produced_by``: the
+    :class:`~videvolve.evaluation.results.Producer` key the result is stored under (None: never reused).
     """
     trace = TraceWriter(out_dir / "traces" / f"{result_path(out_dir, task.id).stem}.jsonl")
     view = task.view().model_copy(update={"id": view_id or OpaqueIds(out_dir).of(task.id)})
@@ -37,7 +38,7 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
     score = task_score(task, prediction) if run.outcome == "ok" else 0.0
     result = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
                         outcome=run.outcome, error_kind=run.error_kind, error=run.error, prediction=prediction,
-                        score=score, usage=run.usage, wall_s=run.wall_s)
+                        score=score, usage=run.usage, wall_s=run.wall_s, produced_by=produced_by)
     trace.write("result", outcome=result.outcome, error_kind=result.error_kind, score=score,
                 frames=result.frames)
     write_result(out_dir, result)

@@ -1,13 +1,51 @@
-"""One harness version's result on one task, and where results live on disk (one JSON file per task)."""
+"""One harness version's result on one task, and where results live on disk (one JSON file per task).
+
+A stored result names what produced it (:class:`Producer`: harness version, backend, model, decoding and the
+runtime settings that change replies, and the task's content); it is reused only by the same producer, and never
+when it is an error a rerun may cure (a video that was missing or unreadable: ``media``).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from videvolve.config import RuntimeSettings
+from videvolve.errors import ErrorKind
+from videvolve.models.base import VLM
 from videvolve.tasks import Prediction, Task
 from videvolve.usage import TaskUsage
+
+RETRIED_ON_RERUN = frozenset({ErrorKind.MEDIA})
+"""Errors caused by inputs that can change (a missing or unreadable video): tried again, never reused."""
+REPLY_SETTINGS = ("budget", "image_format", "jpeg_quality", "clip_mode")
+"""Runtime settings that change what the model is shown, so a result made under others is not reused."""
+
+
+class Producer(BaseModel):
+    """Everything that decides a result besides the task: a stored result is reused only by the same producer."""
+
+    harness_id: str
+    backend: str = Field(description="the model client's class (SimVLM, ChatModelVLM, ...)")
+    model: str
+    revision: str
+    decoding: dict[str, Any]
+    runtime: dict[str, Any] = Field(description="the REPLY_SETTINGS of the run")
+
+    @classmethod
+    def of(cls, harness_id: str, vlm: VLM, runtime: RuntimeSettings) -> Producer:
+        """The producer of results of ``harness_id`` answered by ``vlm`` under ``runtime``."""
+        return cls(harness_id=harness_id, backend=type(vlm).__qualname__, model=vlm.name, revision=vlm.revision,
+                   decoding=vlm.decoding(), runtime=runtime.model_dump(include=set(REPLY_SETTINGS)))
+
+    def key(self, task: Task) -> str:
+        """The id of this producer's result on ``task`` (its whole content: question, options, answer, video)."""
+        payload = {"producer": self.model_dump(mode="json"), "task": task.model_dump(mode="json")}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 class TaskResult(BaseModel):
@@ -25,6 +63,8 @@ class TaskResult(BaseModel):
     score: float = Field(description="1/0 for mcq, interval-set IoU for grounding; 0 for an error")
     usage: TaskUsage = Field(default_factory=TaskUsage, description="frames, tokens, calls, observed times")
     wall_s: float = 0.0
+    produced_by: str | None = Field(None, description="Producer.key of what produced it (None: before keys existed, "
+                                    "never reused)")
 
     @property
     def frames(self) -> int:
@@ -38,16 +78,27 @@ def result_path(out_dir: Path, task_id: str) -> Path:
     return out_dir / "results" / f"{safe}.json"
 
 
-def load_result(out_dir: Path, task: Task, harness_id: str) -> TaskResult | None:
-    """A stored result of this harness version on this task, if any."""
-    path = result_path(out_dir, task.id)
+def read_result(out_dir: Path, task_id: str) -> TaskResult | None:
+    """Whatever result is stored for a task id, whoever produced it."""
+    path = result_path(out_dir, task_id)
     if not path.is_file():
         return None
     try:
-        result = TaskResult.model_validate_json(path.read_text(encoding="utf-8"))
+        return TaskResult.model_validate_json(path.read_text(encoding="utf-8"))
     except ValueError:
         return None
-    return result if result.harness_id == harness_id else None
+
+
+def load_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult | None:
+    """A stored result of this producer on this task (this very task content), if any."""
+    result = read_result(out_dir, task.id)
+    return result if result is not None and result.produced_by == producer.key(task) else None
+
+
+def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult | None:
+    """A stored result a rerun may take instead of running the task: this producer's, and no input error."""
+    result = load_result(out_dir, task, producer)
+    return None if result is None or result.error_kind in RETRIED_ON_RERUN else result
 
 
 def write_result(out_dir: Path, result: TaskResult) -> None:

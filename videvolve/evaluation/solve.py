@@ -1,9 +1,10 @@
 """The solve engine: run a harness on tasks with bounded concurrency, keep every result on disk as it arrives.
 
 Each (harness version, task) result is written to ``<out>/results/<task_id>.json`` when it exists, with the
-task's trace in ``<out>/traces/<task_id>.jsonl``; a rerun skips what is done. In every aggregate a harness is
-judged by, an error scores 0 and its frames still count, so failing on hard questions never looks cheaper or
-better. An infrastructure error stops the run after the running tasks finish; nothing finished is lost.
+task's trace in ``<out>/traces/<task_id>.jsonl``; a rerun skips what the same producer (harness version, backend,
+model, decoding, task content) finished, except input errors (``media``), which it tries again. In every
+aggregate a harness is judged by, an error scores 0 and its frames still count, so failing on hard questions never
+looks cheaper or better. An infrastructure error stops the run after the running tasks finish; nothing finished is lost.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from videvolve import interrupt
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import ErrorKind, MediaError, UsageError
 from videvolve.evaluation.one_task import run_one
 from videvolve.evaluation.opaque_ids import OpaqueIds
-from videvolve.evaluation.results import TaskResult, load_result, write_result
+from videvolve.evaluation.results import Producer, TaskResult, reusable_result, write_result
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
@@ -38,10 +40,12 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
     ``executor="ray"`` runs the pending tasks as Ray tasks (``model`` says how workers reach the model).
     """
     out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # results hold the gold answers
+    producer = Producer.of(harness.version_id, vlm, settings)
+    keys = {t.id: producer.key(t) for t in tasks}  # of the tasks as given (a probed duration changes nothing)
     done: dict[str, TaskResult] = {}
     pending = []
     for task in tasks:
-        stored = load_result(out_dir, task, harness.version_id)
+        stored = reusable_result(out_dir, task, producer)
         if stored is not None:
             done[task.id] = stored
             if on_result:
@@ -55,7 +59,7 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
         except MediaError as exc:
             failed = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
                                 outcome="error", error_kind=ErrorKind.MEDIA, error=str(exc), score=0.0,
-                                usage={"frames": 0})
+                                usage={"frames": 0}, produced_by=keys[task.id])
             write_result(out_dir, failed)
             done[task.id] = failed
             if on_result:
@@ -68,13 +72,14 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
 
         if model is None:
             raise UsageError("the ray executor needs the model settings to rebuild the client in its workers")
-        for r in run_on_ray(harness.path, pending, view_ids, model, settings, out_dir,
+        for r in run_on_ray(harness.path, pending, view_ids, keys, model, settings, out_dir,
                             str(cache.path) if cache else None, ray_address, on_result):
             done[r.task_id] = r
         return [done[t.id] for t in tasks]
     with _warm_pool(harness, settings, len(pending)) as warm:
         _run_local(pending, lambda task: run_one(harness, task, vlm, cost, settings, out_dir, cache,
-                                                 view_ids[task.id], warm), settings.concurrency, done, on_result)
+                                                 view_ids[task.id], warm, keys[task.id]), settings.concurrency, done,
+                   on_result)
     return [done[t.id] for t in tasks]
 
 
@@ -85,9 +90,19 @@ def _warm_pool(harness: Harness, settings: RuntimeSettings, tasks: int) -> conte
     return WarmPool(harness, settings, size=settings.concurrency, total=tasks)
 
 
+INTERRUPT_GRACE_S = 2.5
+"""Seconds the tasks in flight get to finish after a KeyboardInterrupt."""
+CONSOLE_GRACE_S = 1.0
+"""The same after the console's Ctrl-C, whose bound is 5 s (waits between retries have ended already)."""
+
+
 def _run_local(pending: Sequence[Task], run: Callable[[Task], TaskResult], concurrency: int,
                done: dict[str, TaskResult], on_result: Callable[[TaskResult], None] | None) -> None:
-    """Run tasks on ``concurrency`` threads; an exception stops the rest and is raised once the running ones end."""
+    """Run tasks on ``concurrency`` threads; an exception stops the rest and is raised once the running ones end.
+
+    On ``KeyboardInterrupt`` no task starts; the running ones get ``INTERRUPT_GRACE_S`` to finish (their results are
+    kept), then it is raised (the console then exits without waiting for requests still in flight).
+    """
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -101,13 +116,20 @@ def _run_local(pending: Sequence[Task], run: Callable[[Task], TaskResult], concu
                 on_result(result)
         return result
 
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
         futures: list[Future[TaskResult | None]] = [pool.submit(work, t) for t in pending]
         finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failure = next((f.exception() for f in finished if f.exception() is not None), None)
-        if failure is not None:
-            stop.set()
-            for f in futures:
-                f.cancel()
-            wait(futures)
-            raise failure
+    except BaseException:  # Ctrl-C: nothing new starts; the tasks in flight get a short grace to finish
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        wait(futures, timeout=CONSOLE_GRACE_S if interrupt.STOP.is_set() else INTERRUPT_GRACE_S)
+        raise
+    failure = next((f.exception() for f in finished if f.exception() is not None), None)
+    if failure is not None:
+        stop.set()
+        for f in futures:
+            f.cancel()
+    pool.shutdown(wait=True)
+    if failure is not None:
+        raise failure

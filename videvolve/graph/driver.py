@@ -24,13 +24,14 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None
 
     A finished run whose settings now allow more (``iterations``, ``hours``, ...) is extended. The run's services
     are built here once (or given: ``services``, with fakes) and handed to every node as the graph's runtime
-    context; those built here are closed here.
+    context; those built here are closed here. They are opened before the run's directory is written, so a start
+    they refuse (a bad tasks file, settings that cannot run) leaves nothing behind.
     """
     root = ctx.root
+    run = services if services is not None else open_run(ctx)
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o700)  # evaluations and traces hold the answers of the selection set
     (root / "settings.json").write_text(ctx.model_dump_json(indent=2))
-    run = services if services is not None else open_run(ctx)
     conn = sqlite3.connect(str(root / "checkpoints.sqlite"), check_same_thread=False)
     try:
         graph = build_graph().compile(checkpointer=SqliteSaver(conn))

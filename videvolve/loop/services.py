@@ -21,7 +21,7 @@ from videvolve.editing.base import Editor
 from videvolve.editing.command import CommandSpec, check_command
 from videvolve.errors import UsageError
 from videvolve.evaluation.evaluate import with_proxies
-from videvolve.evaluation.results import TaskResult, load_result
+from videvolve.evaluation.results import Producer, TaskResult, load_result
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.context import Context
 from videvolve.memory.embedders import Embedder, HashingEmbedder, MiniLMEmbedder, default_embedder
@@ -84,7 +84,7 @@ class Run:
 
     def stored(self, version: str, task: Task, split: str) -> TaskResult | None:
         """A stored result, without running anything."""
-        return load_result(self.eval_dir(version, split), task, version)
+        return load_result(self.eval_dir(version, split), task, Producer.of(version, self.vlm, self.ctx.runtime))
 
     def batch(self, iteration: int) -> list[Task]:
         """The training batch of an iteration (deterministic in the seed and the iteration)."""

@@ -83,14 +83,17 @@ class CacheUse(BaseModel):
     enabled: bool = True
     reused_results: int = 0
     """Results read back from an earlier run's output (no request made for them now)."""
+    rerun_results: int = 0
+    """Stored results not taken: made by another producer (harness, backend, model, settings, task) or input errors."""
 
     @classmethod
-    def of(cls, usages: Iterable[Mapping[str, Any]], enabled: bool, reused_results: int = 0) -> CacheUse:
+    def of(cls, usages: Iterable[Mapping[str, Any]], enabled: bool, reused_results: int = 0,
+           rerun_results: int = 0) -> CacheUse:
         """Sum the ``requests`` and ``cache_hits`` of task usages."""
         rows = list(usages)
         return cls(replies=int(sum(u.get("requests", 0) for u in rows)),
                    from_cache=int(sum(u.get("cache_hits", 0) for u in rows)), enabled=enabled,
-                   reused_results=reused_results)
+                   reused_results=reused_results, rerun_results=rerun_results)
 
     def line(self) -> str:
         """``12 of 40 replies from the response cache (--no-cache to disable)``."""
@@ -100,6 +103,9 @@ class CacheUse(BaseModel):
             text = f"{self.from_cache} of {self.replies} replies from the response cache (--no-cache to disable)"
         if self.reused_results:
             text += f"; {self.reused_results} result(s) reused from the output folder without asking the model"
+        if self.rerun_results:
+            text += (f"; {self.rerun_results} stored result(s) run again (made by another harness version, backend, "
+                     "model, settings or task text, or a video that could not be read)")
         return text
 
 

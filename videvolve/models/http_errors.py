@@ -6,7 +6,8 @@
   to fix (:class:`EndpointError`), never scoring every task as an error.
 - connection errors, timeouts, 408, 409, 429, 5xx: retried with exponential backoff (honouring ``Retry-After``)
   for a window (10 minutes by default, so a vLLM restart does not end an overnight run), then the clean stop for
-  ``--resume`` (:class:`InfraError`).
+  ``--resume`` (:class:`InfraError`). The first failure of an endpoint says on stderr, at once, what is retried and
+  until when (:class:`OutageNotice`); a wait between retries ends at once on Ctrl-C (:mod:`videvolve.interrupt`).
 - a reply the client cannot read (``APIResponseValidationError``, any other ``openai.APIError``, or a 200 whose
   body is not a chat completion, which langchain reports as ``ValueError`` / ``TypeError``): not retried; that
   request's error (:class:`UnreadableResponse`, a ``ModelRequestError``).
@@ -16,6 +17,8 @@ No ``openai`` exception leaves this module's :func:`call_with_retries`.
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -25,6 +28,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential_jitter
 
+from videvolve import interrupt
 from videvolve.errors import ContextTooLong, EndpointError, InfraError, RequestRejected, UnreadableResponse
 
 __all__ = ["ContextTooLong", "EndpointError", "RequestRejected", "UnreadableResponse", "call_with_retries",
@@ -86,20 +90,74 @@ def describe(exc: BaseException) -> str:
     return str(exc).rstrip(".") or type(exc).__name__
 
 
+class OutageNotice:
+    """One stderr line when an endpoint starts failing (what is retried, until when), one when it answers again.
+
+    Printed once per outage of an endpoint however many tasks wait on it, on a terminal or not.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._down: dict[str, float] = {}
+
+    def _say(self, text: str) -> None:
+        try:
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # stderr closed: the run goes on
+            pass
+
+    def failing(self, where: str, model: str, exc: BaseException | None, window_s: float, spent: float,
+                max_retries: int | None) -> None:
+        """An attempt failed and will be retried."""
+        with self._lock:
+            if where in self._down:
+                return
+            self._down[where] = time.monotonic()
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + max(0.0, window_s - spent)))
+        limit = f", at most {max_retries} retries" if max_retries is not None else ""
+        self._say(f"model endpoint {where or '?'} (model {model}) is failing ({describe(exc) if exc else '?'}): "
+                  f"retrying until {until} (--retry-window {window_s:.0f} s{limit}), then the run stops cleanly "
+                  "and a rerun (evolve: --resume) continues it. Ctrl-C stops now; finished work is kept.")
+
+    def answered(self, where: str) -> None:
+        """A request succeeded."""
+        if where not in self._down:  # the common case, without the lock
+            return
+        with self._lock:
+            since = self._down.pop(where, None)
+        if since is not None:
+            self._say(f"model endpoint {where} answers again (after {time.monotonic() - since:.0f} s)")
+
+
+NOTICE = OutageNotice()
+
+
 def call_with_retries(fn: Callable[[], T], where: str, model: str, window_s: float,
-                      max_retries: int | None = None, sleep: Callable[[float], None] = time.sleep) -> T:
-    """``fn()``, with transient failures retried for ``window_s`` seconds; every failure mapped to our errors."""
+                      max_retries: int | None = None, sleep: Callable[[float], None] = interrupt.sleep) -> T:
+    """``fn()``, with transient failures retried for ``window_s`` seconds; every failure mapped to our errors.
+
+    The default ``sleep`` ends at once on Ctrl-C (:class:`~videvolve.interrupt.Interrupted`, an infrastructure stop).
+    """
     stop: stop_base = stop_after_delay(window_s)
     if max_retries is not None:
         stop = stop_any(stop, stop_after_attempt(max_retries + 1))
     started = time.monotonic()
-    retrying = Retrying(retry=retry_if_exception(transient), stop=stop, wait=_Wait(), reraise=True, sleep=sleep)
+
+    def before_sleep(state: RetryCallState) -> None:
+        NOTICE.failing(where, model, state.outcome.exception() if state.outcome else None, window_s,
+                       time.monotonic() - started, max_retries)
+
+    retrying = Retrying(retry=retry_if_exception(transient), stop=stop, wait=_Wait(), reraise=True, sleep=sleep,
+                        before_sleep=before_sleep)
     attempts = 0
     try:
         for attempt in retrying:
             with attempt:
                 attempts += 1
-                return fn()
+                reply = fn()
+                NOTICE.answered(where)
+                return reply
     except openai.APIStatusError as exc:
         raise classify(exc, where, model, attempts, time.monotonic() - started) from exc
     except openai.APIConnectionError as exc:

@@ -1,0 +1,142 @@
+"""An endpoint that is down says so at once (also off a terminal), and Ctrl-C ends `eval` within 5 s (issue 20)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "COLUMNS": "200"}
+BOUND_S = 5.0
+
+
+def eval_args(world, seed: Path, out: Path, base: str) -> list[str]:
+    return [sys.executable, "-m", "videvolve", "eval", "--tasks", str(world.tasks_path), "--split", "all", "--harness",
+            str(seed), "--limit", "3", "--out", str(out), "--concurrency", "2", "--backend", "openai", "--base-url",
+            base, "--model", "simvlm", "--no-cache"]
+
+
+def start_eval(world, seed: Path, out: Path, base: str) -> subprocess.Popen[str]:
+    """`videvolve eval` against ``base``, stderr a pipe (not a terminal)."""
+    return subprocess.Popen(eval_args(world, seed, out, base), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+
+
+def read_until(proc: subprocess.Popen[str], text: str, timeout: float) -> str:
+    """stderr read line by line until a line holds ``text`` (the process keeps running)."""
+    assert proc.stderr is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sel.select(timeout=0.2):
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen += line
+            if text in line:
+                return seen
+    raise AssertionError(f"{text!r} not on stderr within {timeout} s: {seen[-2000:]}")
+
+
+def interrupt(proc: subprocess.Popen[str]) -> tuple[float, int, str]:
+    """SIGINT, then the seconds until the process ended, its status and the rest of stderr."""
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    return time.monotonic() - sent, proc.returncode, rest
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def blackhole() -> Iterator[tuple[str, socket.socket]]:
+    """A port on 127.0.0.1 that accepts connections and never answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        yield f"http://127.0.0.1:{s.getsockname()[1]}/v1", s
+
+
+def test_an_unreachable_endpoint_is_announced_at_once_and_ctrl_c_ends_eval(small_world, seed: Path, tmp_path: Path):
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    proc = start_eval(small_world, seed, tmp_path / "e", base)
+    try:
+        seen = read_until(proc, "retrying until", timeout=60)  # main: nothing at all for up to 600 s
+    except AssertionError:
+        proc.kill()
+        raise
+    assert base in seen and "--retry-window 600 s" in seen and "Ctrl-C" in seen
+    took, code, rest = interrupt(proc)
+    assert took < BOUND_S, (took, rest)
+    assert code == 130 and "interrupted" in rest and str(tmp_path / "e") in rest and "Traceback" not in rest
+
+
+def test_ctrl_c_ends_eval_while_requests_hang_on_a_blackhole(small_world, seed: Path, tmp_path: Path):
+    with blackhole() as (base, listener):
+        proc = start_eval(small_world, seed, tmp_path / "e", base)
+        listener.settimeout(60)
+        try:
+            conn, _ = listener.accept()  # a request is in flight, and will never be answered
+        except TimeoutError:
+            proc.kill()
+            raise
+        with conn:
+            took, code, rest = interrupt(proc)  # main: the first Ctrl-C was ignored, the process lived ~9 min
+    assert took < BOUND_S, (took, rest)
+    assert code == 130 and "interrupted" in rest and "Traceback" not in rest
+    assert not list((tmp_path / "e").glob("results/*.json"))  # nothing unanswered became a result
+
+
+def test_ctrl_c_ends_evolve_with_the_resume_command(small_world, seed: Path, tmp_path: Path):
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    proc = subprocess.Popen([sys.executable, "-m", "videvolve", "evolve", "--tasks", str(small_world.tasks_path),
+                             "--run", str(tmp_path / "run"), "--seed-harness", str(seed), "--memory",
+                             str(tmp_path / "memory"), "--embedder", "hashing", "--iterations", "1", "--batch", "2",
+                             "--backend", "openai", "--base-url", base, "--model", "simvlm", "--no-cache"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        read_until(proc, "retrying until", timeout=90)
+    except AssertionError:
+        proc.kill()
+        raise
+    took, code, rest = interrupt(proc)
+    assert took < BOUND_S, (took, rest)
+    assert code == 130 and f"videvolve evolve --run {tmp_path / 'run'} --resume" in rest and "Traceback" not in rest
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_what_finished_and_a_rerun_continues(small_world, seed: Path, tmp_path: Path):
+    from videvolve.testing import serve_sim
+
+    out = tmp_path / "e"
+    with serve_sim("--latency-ms", "1500") as base:
+        proc = start_eval(small_world, seed, out, base)
+        deadline = time.monotonic() + 120
+        while not list(out.glob("results/*.json")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        took, code, rest = interrupt(proc)
+        kept = len(list(out.glob("results/*.json")))
+        assert took < BOUND_S and code == 130, (took, code, rest)
+        assert 1 <= kept < 3 and f"{kept} task result(s) are kept" in " ".join(rest.split())
+        rerun = subprocess.run([*eval_args(small_world, seed, out, base), "--json"], capture_output=True, text=True,
+                               env=ENV, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f'"reused_results": {kept}' in rerun.stdout and len(list(out.glob("results/*.json"))) == 3

@@ -1,0 +1,89 @@
+"""A stored result is reused only by what produced it, and an input error is tried again on a rerun (issue 20)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.evaluation.evaluate import Evaluation, evaluate
+from videvolve.evaluation.results import Producer
+from videvolve.models.cost import cost_model
+from videvolve.models.openai_backend import openai_vlm
+from videvolve.models.sim import SimVLM
+from videvolve.models.sim.server import create_app
+from videvolve.tasks import Task, read_tasks, write_tasks
+from videvolve.testing import serve_app
+
+RUNTIME = RuntimeSettings(concurrency=2, warm_sandboxes=False)
+
+
+def run(seed: Path, tasks: list[Task], out: Path, vlm=None, runtime: RuntimeSettings = RUNTIME) -> Evaluation:
+    return evaluate(seed, tasks, out, vlm or SimVLM(), cost_model("qwen2.5-vl"), runtime)
+
+
+def reused(done: Evaluation) -> int:
+    return int(done.summary["cache_use"]["reused_results"])
+
+
+def test_sim_results_are_not_reused_by_the_openai_backend_against_serve_sim(small_world, seed: Path, tmp_path: Path):
+    tasks = [t for t in small_world.tasks if t.split == "test"][:3]
+    out = tmp_path / "e"
+    run(seed, tasks, out)
+    app = create_app()
+    with serve_app(app) as base:
+        vlm = openai_vlm(ModelSettings(backend="openai", model="simvlm", base_url=base, retry_window_s=5))
+        rehearsal = run(seed, tasks, out, vlm)
+        served = app.state.stats["requests"]
+    assert reused(rehearsal) == 0  # main: "3 result(s) reused from the output folder without asking the model"
+    assert rehearsal.summary["cache_use"]["rerun_results"] == len(tasks)  # and the summary says why they ran
+    assert served >= len(tasks)
+    again = run(seed, tasks, out, vlm)  # the same producer reuses its own results (no server needed any more)
+    assert reused(again) == len(tasks) and again.summary["score"] == rehearsal.summary["score"]
+
+
+def test_reuse_follows_the_runtime_and_the_task_content(small_world, seed: Path, tmp_path: Path):
+    tasks = [t for t in small_world.tasks if t.split == "test"][:2]
+    out = tmp_path / "e"
+    first = run(seed, tasks, out)
+    assert reused(first) == 0
+    assert reused(run(seed, tasks, out)) == 2
+    assert reused(run(seed, tasks, out, runtime=RUNTIME.model_copy(update={"budget": 8}))) == 0  # shows fewer frames
+    assert reused(run(seed, tasks, out)) == 0  # back to the first settings: the budget-8 results are not its own
+    assert reused(run(seed, tasks, out, runtime=RUNTIME.model_copy(update={"concurrency": 1}))) == 2  # same replies
+    changed = [tasks[0].model_copy(update={"question": tasks[0].question + " (reworded)"}), tasks[1]]
+    assert reused(run(seed, changed, out)) == 1  # only the unchanged task is reused
+
+
+def test_a_media_error_is_tried_again_once_the_video_is_back(small_world, seed: Path, tmp_path: Path):
+    task = next(t for t in read_tasks(small_world.tasks_path) if t.split == "test")
+    video = tmp_path / "videos" / "v.mp4"
+    tasks_file = write_tasks([task.model_copy(update={"video": str(video), "duration": None})],
+                             tmp_path / "tasks.jsonl")
+    tasks = read_tasks(tasks_file)
+    out = tmp_path / "e"
+    missing = run(seed, tasks, out)
+    assert missing.results[0].error_kind == "media" and missing.summary["score"] == 0.0
+    video.parent.mkdir()
+    shutil.copy(task.video, video)
+    restored = run(seed, tasks, out)  # main: the media error was reused and the score stayed 0.000
+    assert restored.results[0].outcome == "ok" and reused(restored) == 0
+
+
+def test_the_producer_key_names_backend_model_decoding_and_task(small_world):
+    task = small_world.tasks[0]
+
+    class Other(SimVLM):
+        pass
+
+    def key(vlm, harness: str = "h1", runtime: RuntimeSettings = RUNTIME, t: Task = task) -> str:
+        return Producer.of(harness, vlm, runtime).key(t)
+
+    hotter = openai_vlm(ModelSettings(backend="openai", model="simvlm", base_url="http://127.0.0.1:9/v1",
+                                      temperature=0.7))
+    cold = openai_vlm(ModelSettings(backend="openai", model="simvlm", base_url="http://127.0.0.1:9/v1"))
+    elsewhere = openai_vlm(ModelSettings(backend="openai", model="simvlm", base_url="http://127.0.0.1:10/v1"))
+    assert key(SimVLM()) == key(SimVLM())
+    assert len({key(SimVLM()), key(Other()), key(cold), key(hotter), key(SimVLM(), "h2"),
+                key(SimVLM(), t=task.model_copy(update={"video": task.video + ".other.mp4"}))}) == 6
+    assert key(cold) == key(elsewhere)  # the endpoint's address is not what produced a reply
