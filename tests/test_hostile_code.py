@@ -1,0 +1,203 @@
+"""Untrusted code cannot hang or crash a run: each attack of issue 20 (items 1-8) ends as that task's error.
+
+Every test here hung, crashed the parent or took minutes before the fixes; each uses short timeouts, so a hang
+fails quickly instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from videvolve.config import RuntimeSettings
+from videvolve.datasets.transcripts import Segment, Transcript
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.skill_library.harness import Harness, content_hash
+from videvolve.skill_library.runner import RunOutcome, run_task
+from videvolve.skill_library.services import TaskServices
+from videvolve.skill_library.trace import TraceWriter
+from videvolve.tasks import TaskView
+from videvolve.testing import make_index_video
+
+MCQ = TaskView(id="t", kind="mcq", question="What colour is the star that appears on the navy background?",
+               options=("red", "blue", "green", "pink"), duration=20.0)
+
+
+@pytest.fixture(scope="module")
+def video(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(make_index_video(tmp_path_factory.mktemp("hostile") / "v.mp4", seconds=4, fps=10, gop=10,
+                                width=64, height=48))
+
+
+def run_source(source: str, video: str, tmp: Path, timeout: float = 4.0, transcript: Transcript | None = None,
+               static_check: bool = True, view: TaskView = MCQ) -> tuple[RunOutcome, Path]:
+    """Run one harness source on one task in the real sandbox; (outcome, its trace file)."""
+    d = tmp / "harness"
+    d.mkdir(exist_ok=True)
+    (d / "solver.py").write_text(source)
+    harness = Harness(path=d, version_id=content_hash(d), manifest={}, skill="", config={}, solver_source=source)
+    settings = RuntimeSettings(budget=32, wall_seconds=timeout, memory_bytes=1024**3)
+    trace = tmp / "trace.jsonl"
+    services = TaskServices(view, video, SimVLM(), cost_model("qwen2.5-vl"), settings, trace=TraceWriter(trace),
+                            transcript=transcript)
+    return run_task(harness, services, static_check=static_check), trace
+
+
+def in_thread(fn, seconds: float):  # type: ignore[no-untyped-def]
+    """``fn()``'s value, or fail the test when it takes longer than ``seconds`` (a hang ends the test, not CI)."""
+    box: list[object] = []
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            box.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    worker = threading.Thread(target=target, daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        pytest.fail(f"still running after {seconds} s (hung)")
+    if errors:
+        raise errors[0]
+    return box[0], time.monotonic() - started
+
+
+# ---- 1. the write deadlock ----
+
+DEADLOCK = '''
+def solve(task, ctx):
+    big = "[" + "1," * 1900000 + "1]"
+    try:
+        ctx.parse_match(big)
+    except Exception:
+        pass
+    while True:
+        ctx.log("x" * 1000)
+'''
+
+
+def test_a_reply_the_child_never_reads_ends_within_the_timeout(video: str, tmp_path: Path) -> None:
+    from videvolve.skill_library.runner import TIMEOUT_MARGIN_S
+
+    (out, _), took = in_thread(lambda: run_source(DEADLOCK, video, tmp_path, timeout=3.0), 30.0)
+    assert out.outcome == "error" and out.error_kind in ("timeout", "invalid", "crash")
+    assert took <= 3.0 + TIMEOUT_MARGIN_S
+
+
+# ---- 2. deep JSON ----
+
+DEEP_LOG = '''
+def solve(task, ctx):
+    d = []
+    for _ in range(986):
+        d = [d]
+    ctx.log("d", d=d)
+    return "A"
+'''
+
+DEEP_RAW = '''
+def solve(task, ctx):
+    ctx.log("d", d=json.loads("[" * 990 + "]" * 990))
+    return "A"
+'''
+
+
+def test_deep_json_from_the_child_is_the_task_error_not_the_runs(video: str, tmp_path: Path) -> None:
+    (out, _), _ = in_thread(lambda: run_source(DEEP_LOG, video, tmp_path), 30.0)
+    # refused by the SDK (the child's own side) or by the parent: either way the task ends, the run goes on
+    assert out.outcome in ("ok", "error")
+    if out.outcome == "error":
+        assert out.error_kind in ("crash", "invalid")
+
+
+def test_the_parent_refuses_deep_or_huge_messages_before_decoding() -> None:
+    from videvolve.skill_library.sdk import MAX_MESSAGE_VALUES, MAX_NESTING, message_problem
+
+    assert message_problem(json.dumps({"op": "log", "args": {"d": [[[1]]]}})) is None
+    deep = '{"op": "log", "args": {"d": ' + "[" * 986 + "]" * 986 + "}}"
+    assert "nested" in (message_problem(deep) or "")
+    assert message_problem('{"op": "log", "args": {"d": ' + "[" * (MAX_NESTING - 3) + "]" * (MAX_NESTING - 3)
+                           + "}}") is None
+    wide = '{"op": "log", "args": {"d": [' + ",".join(["[]"] * (MAX_MESSAGE_VALUES + 1)) + "]}}"
+    assert "values" in (message_problem(wide) or "")
+    # brackets and commas inside strings are text, not structure
+    assert message_problem(json.dumps({"op": "ask", "args": {"prompt": "[" * 5000 + ",\\\"" * 70000}})) is None
+
+
+# ---- 3. parsers in linear time ----
+
+ADVERSARIAL = ["1" * 1_000_000, "1 " * 500_000, "1." * 500_000, "{" * 1_000_000, "[" * 1_000_000,
+               "[1," * 333_333, "answer " * 140_000, "(A " * 330_000, "A" * 1_000_000, " " * 999_999 + "x",
+               "\n" * 1_000_000, "(A." + " " * 999_990 + "\n", "1-" * 500_000, "1 second" * 120_000,
+               "1" * 999_990 + "-second", "[1.0-2.0 s] " * 80_000, "[1" * 500_000, "<think>" * 140_000,
+               "1:00" * 250_000, "0:0" * 333_333, "{\"yes\": [" * 100_000, "A) " + "x " * 499_990 + "\nB) y",
+               "answer" + " " * 999_990, "1" + " " * 999_990 + "-x", "[" * 500_000 + "]" * 500_000, "[]" * 500_000,
+               "red" + " " * 999_990, "[1-2 s] x" + " " * 999_990 + "y", "[frame at 1" * 90_000,
+               "1" + "\t" * 999_990 + "second"]
+
+
+def _parsers() -> list[object]:
+    from videvolve.media.captions import parse_caption, parse_said
+    from videvolve.models.parsing import parse_intervals, parse_letter, parse_match, parse_times, strip_think
+    from videvolve.models.sim import grammar
+
+    return [lambda s: parse_intervals(s, 100.0), lambda s: parse_letter(s, 4), parse_match, parse_times,
+            strip_think, parse_said, parse_caption, grammar.parse_question, grammar.parse_heard,
+            grammar.parse_target, grammar.parse_duration, grammar.request_type]
+
+
+def _sweep(scale: float, bound_s: float) -> None:
+    for text in ADVERSARIAL:
+        text = text[: int(len(text) * scale)]
+        for parse in _parsers():
+            started = time.process_time()  # CPU time: the test machine is shared
+            parse(text)  # type: ignore[operator]
+            took = time.process_time() - started
+            assert took < bound_s, f"{parse} took {took:.2f} s of CPU on {text[:20]!r}... ({len(text)} chars)"
+
+
+def test_every_parser_is_linear_on_100_kb_of_adversarial_text() -> None:
+    """Before: 29 s for parse_intervals on 10 KB of digits, 11 s for SimVLM's duration rule."""
+    _sweep(0.1, 0.25)
+
+
+@pytest.mark.slow
+def test_every_parser_takes_under_a_second_on_a_megabyte_of_adversarial_text() -> None:
+    _sweep(1.0, 1.0)
+
+
+def test_simvlm_answers_a_megabyte_prompt_in_under_a_second() -> None:
+    vlm = SimVLM()
+    for text in ("1" * 1_000_000, "A) " + "x " * 499_990, "1 second" * 120_000, "[1.0-2.0 s] " * 80_000):
+        started = time.process_time()
+        vlm.complete([{"role": "user", "content": [{"type": "text", "text": text}]}])
+        assert time.process_time() - started < 1.0
+
+
+def test_linear_parsers_still_read_what_models_say() -> None:
+    from videvolve.media.captions import parse_said
+    from videvolve.models.parsing import parse_intervals, parse_letter, parse_match
+    from videvolve.models.sim import grammar
+
+    assert parse_intervals("From 00:01:05 to 00:01:20 and 12 - 20 s", 1000) == [(12.0, 20.0), (65.0, 80.0)]
+    assert parse_intervals("[[3, 5], [1, 2]]", 10) == [(1.0, 2.0), (3.0, 5.0)]
+    assert parse_intervals("It never appears.") == []
+    assert parse_letter("The answer is (C).", 4) == "C"
+    assert parse_letter("B) a cat", 4) == "B"
+    assert parse_letter("I think it is D, not A", 4) == "A"
+    assert parse_match('Sure: {"yes": [1, 2.5], "maybe": [4]} done') == {"yes": [1.0, 2.5], "maybe": [4.0]}
+    assert parse_said("[1.0-2.5 s] Meet Bruno.  \nx\n[3-4 s] hi") == [(1.0, 2.5, "Meet Bruno."), (3.0, 4.0, "hi")]
+    assert grammar.parse_duration("a 1500-second video") == 1500.0
+    assert grammar.parse_duration("The video is 12.5 seconds long") == 12.5
+    q = grammar.parse_question("Which of these appears first?\n(A) red star\nB. blue circle\n  C: pink square.  \n")
+    assert q is not None and q.options == {"A": "red star", "B": "blue circle", "C": "pink square"}
