@@ -72,12 +72,22 @@ def _json_candidates(s: str) -> Iterator[Any]:
             depth -= 1
             if depth == 0:
                 tried += 1
-                try:
-                    yield json.loads(s[i : end + 1])
-                except (json.JSONDecodeError, RecursionError):
-                    pass
+                obj = _loads(s[i : end + 1])
+                if obj is not _INVALID:
+                    yield obj
                 if tried >= MAX_JSON_SPANS:
                     return
+
+
+_INVALID = object()
+
+
+def _loads(text: str) -> Any:
+    """``text`` as JSON, or :data:`_INVALID` (not JSON, or nested too deep to decode)."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return _INVALID
 
 
 def _as_pairs(obj: Any) -> list[tuple[float, float]] | None:
