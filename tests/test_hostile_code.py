@@ -7,14 +7,16 @@ fails quickly instead of stalling the suite.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from videvolve.config import RuntimeSettings
-from videvolve.datasets.transcripts import Transcript
+from videvolve.datasets.transcripts import Segment, Transcript
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import Harness, content_hash
@@ -257,3 +259,135 @@ def test_linear_parsers_still_read_what_models_say() -> None:
     assert grammar.parse_duration("The video is 12.5 seconds long") == 12.5
     q = grammar.parse_question("Which of these appears first?\n(A) red star\nB. blue circle\n  C: pink square.  \n")
     assert q is not None and q.options == {"A": "red star", "B": "blue circle", "C": "pink square"}
+
+
+# ---- 6. the trace cannot fill the disk; 8. reading is never free ----
+
+def test_every_event_counts_against_the_trace_cap(tmp_path: Path) -> None:
+    """Before: only log and tool notes were capped; a loop of searches wrote 15 MB in 20 s."""
+    from videvolve.skill_library.trace import MAX_TRACE_BYTES, iter_trace
+
+    trace = TraceWriter(tmp_path / "t.jsonl")
+    for _ in range(150_000):
+        trace.write("search_transcript", text="x" * 60, hits=0)
+    trace.write("error", kind="timeout", error="the harness did not finish within 900 s")
+    size = (tmp_path / "t.jsonl").stat().st_size
+    assert MAX_TRACE_BYTES - 1000 < size <= MAX_TRACE_BYTES + 1000
+    steps = list(iter_trace(tmp_path / "t.jsonl"))
+    assert [s["event"] for s in steps[-2:]] == ["trace_capped", "error"]  # the task's end is always written
+
+
+def test_a_trace_is_read_as_a_stream_whatever_is_in_it(tmp_path: Path) -> None:
+    from videvolve.skill_library.trace import MAX_LINE_BYTES, read_trace
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"event": "a"}\n' + b"x" * (3 * MAX_LINE_BYTES) + b"\n[1]\n" + b"[" * 5000
+                     + b'\n{"event": "b"}\n')
+    assert [s["event"] for s in read_trace(path)] == ["a", "b"]
+    assert read_trace(tmp_path / "missing.jsonl") == []
+
+
+SPEECH = Transcript(segments=[Segment(start=2.0, end=3.0, text="Meet Bruno, our guide."),
+                              Segment(start=8.0, end=9.0, text="And now meet Alice."),
+                              Segment(start=12.0, end=13.0, text="Bruno again.")])
+
+
+def test_search_transcript_meters_the_segments_it_matches(video: str, tmp_path: Path) -> None:
+    """Before: answering from searches alone cost nothing (1.000 on `mentioned` at cost 0)."""
+    source = ("def solve(task, ctx):\n    hits = ctx.search_transcript('bruno') + ctx.search_transcript('Bruno')\n"
+              "    return 'A' if len(hits) == 4 else 'B'\n")
+    out, _ = run_source(source, video, tmp_path, transcript=SPEECH)
+    assert out.outcome == "ok" and out.prediction is not None and out.prediction.answer == "A"
+    from videvolve.models.cost import text_tokens
+
+    assert out.usage["transcript_tokens"] == text_tokens(SPEECH.segments[0].text) + text_tokens(
+        SPEECH.segments[2].text)  # each matched segment once, as ctx.transcript meters it
+
+
+def test_search_transcript_is_capped_per_task(video: str, tmp_path: Path) -> None:
+    from videvolve.skill_library.reading import MAX_SEARCHES
+
+    source = "def solve(task, ctx):\n    while True:\n        ctx.search_transcript('x' * 200)\n"
+    (out, _), _ = in_thread(lambda: run_source(source, video, tmp_path, transcript=SPEECH, timeout=20.0), 40.0)
+    assert out.outcome == "error" and str(MAX_SEARCHES) in (out.error or ""), out.error
+    assert out.wall_s < 15
+
+
+# ---- 4. folders of any depth ----
+
+@pytest.fixture()
+def deep_tmp(tmp_path: Path) -> Iterator[Path]:
+    """``tmp_path``, emptied at the end with the iterative removal (pytest's own would recurse on what is left)."""
+    from videvolve.editing.safefs import remove_tree
+
+    yield tmp_path
+    for child in tmp_path.iterdir():
+        remove_tree(child)
+
+
+def make_deep(root: Path, levels: int) -> None:
+    """``root/a/a/.../a/f`` ``levels`` folders deep (made through descriptors: the path is too long to name)."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir("a", dir_fd=fd)
+            nxt = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+        os.mkdir("empty", dir_fd=fd)
+        os.symlink("/etc", "link", dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def test_walks_of_a_1100_level_folder_are_refused_or_stop_not_crash(deep_tmp: Path) -> None:
+    """Before: RecursionError in safefs.walk, exit 70 for `evolve` and again on `--resume`."""
+    from videvolve.editing.safefs import MAX_DEPTH, PathRefused, open_dir, walk
+
+    make_deep(deep_tmp / "ws" / "candidate" / "references", 1100)
+    with open_dir(deep_tmp / "ws", "") as top, pytest.raises(PathRefused, match="folders deep"):
+        list(walk(top))
+    with open_dir(deep_tmp / "ws", "") as top:
+        seen = [rel for rel, _, _ in walk(top, strict=False)]
+    assert max(rel.count("/") + 1 for rel in seen) == MAX_DEPTH
+    assert len(os.listdir("/proc/self/fd")) < 64  # every descriptor closed
+
+
+def test_what_a_command_leaves_1100_levels_deep_is_removed_and_refused_cleanly(deep_tmp: Path) -> None:
+    from videvolve.editing.command import drop_set_id, unsafe_candidate
+
+    ws = deep_tmp / "ws"
+    make_deep(ws / "candidate" / "references", 1100)
+    (ws / "candidate" / "solver.py").write_text("def solve(task, ctx):\n    return 'A'\n")
+    drop_set_id(ws)  # cut at the depth no walk enters
+    assert unsafe_candidate(ws / "candidate") is None
+    make_deep(ws / "candidate" / "more", 1100)
+    assert "folders deep" in (unsafe_candidate(ws / "candidate") or "")
+
+
+@pytest.mark.parametrize("levels", [1100, 3000])
+def test_remove_tree_removes_any_depth_and_never_follows_a_link(deep_tmp: Path, levels: int) -> None:
+    """Before: shutil.rmtree recursed (RecursionError) in build_workspace on `--resume`."""
+    from videvolve.editing.safefs import remove_tree
+
+    outside = deep_tmp / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    make_deep(deep_tmp / "ws", levels)
+    (deep_tmp / "ws" / "out").symlink_to(outside)
+    remove_tree(deep_tmp / "ws")
+    assert not (deep_tmp / "ws").exists()
+    assert (outside / "keep.txt").read_text() == "keep"
+    remove_tree(deep_tmp / "ws")  # nothing there: nothing to do
+
+
+def test_a_workspace_is_rebuilt_over_a_1100_level_folder(deep_tmp: Path, seed: Path) -> None:
+    from videvolve.editing.base import EditorInput, read_files
+    from videvolve.editing.workspace import EditorLimits, build_workspace
+
+    make_deep(deep_tmp / "ws" / "candidate" / "references", 1100)
+    inp = EditorInput(incumbent="v", files=read_files(seed), diagnoses=[])
+    root = build_workspace(deep_tmp / "ws", seed, inp, [], EditorLimits(images=0), "TOOLS-DOC")
+    assert not (root / "candidate" / "references").exists() and (root / "candidate" / "solver.py").exists()
