@@ -391,3 +391,140 @@ def test_a_workspace_is_rebuilt_over_a_1100_level_folder(deep_tmp: Path, seed: P
     inp = EditorInput(incumbent="v", files=read_files(seed), diagnoses=[])
     root = build_workspace(deep_tmp / "ws", seed, inp, [], EditorLimits(images=0), "TOOLS-DOC")
     assert not (root / "candidate" / "references").exists() and (root / "candidate" / "solver.py").exists()
+
+
+# ---- 5. no door in the static check ----
+
+ROUTES = {
+    "fields name store, then replace": '''
+import dataclasses
+@dataclasses.dataclass
+class P:
+    x: int = 0
+def solve(task, ctx):
+    dataclasses.fields(P)[0].name = "_channel"
+    return str(dataclasses.replace(ctx))
+''',
+    "fields name store, from import": '''
+from dataclasses import dataclass, fields
+@dataclass
+class P:
+    name: str = ""
+def solve(task, ctx):
+    f = fields(P)[0]
+    f.name = "_channel"
+    return "A"
+''',
+    "replace": "from dataclasses import replace\ndef solve(task, ctx):\n    return str(replace(ctx))\n",
+    "asdict reaches deepcopy": "import dataclasses\ndef solve(task, ctx):\n    return str(dataclasses.asdict(ctx))\n",
+    "astuple": "from dataclasses import astuple\ndef solve(task, ctx):\n    return str(astuple(ctx))\n",
+    "functional Enum": '''
+from enum import Enum
+def f(*a):
+    return a
+def solve(task, ctx):
+    Spy = Enum("Spy", {"__reduce_ex__": f, "A": 1})
+    return "A"
+''',
+    "functional Enum, module attribute": '''
+import enum
+def solve(task, ctx):
+    return str(enum.Enum("Spy", "A B"))
+''',
+    "functional form of an empty subclass": '''
+from enum import Enum
+class Base(Enum):
+    pass
+def solve(task, ctx):
+    return str(Base("Spy", {"__reduce_ex__": print}))
+''',
+    "an enum class passed on": '''
+from enum import IntEnum as E
+def make(kind):
+    return kind("Spy", {"__reduce_ex__": print})
+def solve(task, ctx):
+    return str(make(E))
+''',
+    "store on the context": 'def solve(task, ctx):\n    ctx.task = None\n    return "A"\n',
+    "store of a known attribute on a declared name": '''
+class Box:
+    name = ""
+def solve(task, ctx):
+    ctx.name = "x"
+    return "A"
+''',
+    "store through a rebound self": '''
+from dataclasses import dataclass, fields
+@dataclass
+class P:
+    x: int = 0
+class Q:
+    def go(self):
+        self = fields(P)[0]
+        self.name = "_channel"
+def solve(task, ctx):
+    return "A"
+''',
+    "dunder store on self": '''
+class Q:
+    def go(self, other):
+        self.__class__ = other
+def solve(task, ctx):
+    return "A"
+''',
+}
+
+
+@pytest.mark.parametrize("name", list(ROUTES))
+def test_every_route_past_the_static_check_is_refused(name: str) -> None:
+    """Each of these was admitted before (a harness printed ``ctx._channel`` through the first)."""
+    from videvolve.skill_library.static_check import check_source
+
+    assert check_source(ROUTES[name], "solver.py"), f"{name} was admitted"
+
+
+def test_the_first_route_is_refused_before_it_runs_and_cannot_run_without_the_check(video: str,
+                                                                                  tmp_path: Path) -> None:
+    out, _ = run_source(ROUTES["fields name store, then replace"], video, tmp_path)
+    assert (out.outcome, out.error_kind) == ("error", "static")
+    out, _ = run_source(ROUTES["asdict reaches deepcopy"], video, tmp_path, static_check=False)
+    assert (out.outcome, out.error_kind) == ("error", "crash") and "asdict" in (out.error or "")
+
+
+def test_ordinary_classes_enums_and_dataclasses_still_pass() -> None:
+    from tests.sandbox_cases import LEGITIMATE
+    from videvolve.skill_library.static_check import check_source
+
+    ordinary = '''
+from dataclasses import dataclass, field, fields
+from enum import Enum, IntEnum
+class Colour(Enum):
+    RED = 1
+    BLUE = 2
+class Level(IntEnum):
+    LOW = 1
+@dataclass
+class Track:
+    start: float
+    hits: list = field(default_factory=list)
+    def extend(self, t):
+        self.start = min(self.start, t)
+        self.hits.append(t)
+class Counter2:
+    total = 0
+    def add(self, n):
+        self.total += n
+        self.last = n
+def solve(task, ctx):
+    t = Track(1.0)
+    t.extend(0.5)
+    t.start = 0.25
+    c = Counter2()
+    c.add(2)
+    names = [f.name for f in fields(Track)]
+    picked = Colour("red".upper() and 1)
+    ok = isinstance(picked, Colour) and picked in Colour and Colour["RED"] == Colour.RED and len(Colour) == 2
+    return {"answer": "A", "raw": str((names, [m.name for m in Colour], ok, Level.LOW + 1, c.last))}
+'''
+    assert check_source(ordinary, "solver.py") == []
+    assert check_source(LEGITIMATE, "solver.py") == []

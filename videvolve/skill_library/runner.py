@@ -304,10 +304,10 @@ class _Attempt:
                     spawned = None
                 if line is None:
                     break
-                msg, why = _decode(line)
+                msg, broken = _decode(line)
                 if msg is None:
-                    outcome = RunOutcome("error", ErrorKind.CRASH, why)
-                    services.trace.write("error", kind=ErrorKind.CRASH, error=why)
+                    outcome = RunOutcome("error", ErrorKind.CRASH, broken)
+                    services.trace.write("error", kind=ErrorKind.CRASH, error=broken)
                     break
                 op, args = msg["op"], msg.get("args", {})
                 if op == "final":
@@ -369,8 +369,8 @@ def _decode(line: bytes) -> tuple[dict[str, Any] | None, str]:
         msg = json.loads(text)
     except (ValueError, RecursionError):
         return None, "the harness broke the protocol (not a JSON request)"
-    if not isinstance(msg, dict) or "op" not in msg:
-        return None, "the harness broke the protocol (not a JSON request)"
+    if not isinstance(msg, dict) or "op" not in msg or not isinstance(msg.get("args", {}), dict):
+        return None, "the harness broke the protocol (not a JSON request with an op and an object of args)"
     return msg, ""
 
 
