@@ -528,3 +528,37 @@ def solve(task, ctx):
 '''
     assert check_source(ordinary, "solver.py") == []
     assert check_source(LEGITIMATE, "solver.py") == []
+
+
+# ---- the soak: hostile and honest harnesses at once ----
+
+def test_hostile_harnesses_at_concurrency_8_end_in_time_and_leave_honest_results_alone(video: str) -> None:
+    """Every task ends within its timeout plus the margin, the batch within (tasks / concurrency) rounds of that,
+    honest results are those of a calm run, and the parent stays under 400 MB (measured: about 165 MB)."""
+    import math
+    import subprocess
+    import sys
+
+    from tests.hostile_soak import HOSTILE
+    from videvolve.skill_library.runner import TIMEOUT_MARGIN_S
+
+    timeout, concurrency = 4.0, 8
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "tests.hostile_soak", video, str(timeout), str(concurrency)],
+                          capture_output=True, text=True, timeout=120, cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    tasks = got["tasks"]
+    assert got["wall_s"] <= math.ceil(len(tasks) / concurrency) * (timeout + TIMEOUT_MARGIN_S)
+    for name, task in tasks.items():
+        assert task["wall_s"] <= timeout + TIMEOUT_MARGIN_S, (name, task)
+    for name in ("write_deadlock", "trace_flood", "busy_loop"):
+        assert (tasks[name]["outcome"], tasks[name]["kind"]) == ("error", "timeout"), (name, tasks[name])
+    for name in ("search_flood", "observation_flood"):
+        assert (tasks[name]["outcome"], tasks[name]["kind"]) == ("error", "invalid"), (name, tasks[name])
+    assert set(HOSTILE) < set(tasks)
+    for name, calm in got["calm"].items():
+        same = ("outcome", "kind", "answer", "frames")  # not the wall time, nor the trace's timings
+        assert calm["outcome"] == "ok" and {k: tasks[name][k] for k in same} == {k: calm[k] for k in same}, name
+    assert got["peak_rss_mb"] < 400
