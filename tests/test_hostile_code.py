@@ -562,3 +562,22 @@ def test_hostile_harnesses_at_concurrency_8_end_in_time_and_leave_honest_results
         same = ("outcome", "kind", "answer", "frames")  # not the wall time, nor the trace's timings
         assert calm["outcome"] == "ok" and {k: tasks[name][k] for k in same} == {k: calm[k] for k in same}, name
     assert got["peak_rss_mb"] < 400
+
+
+def test_failing_requests_log_a_capped_number_of_tracebacks(monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """Before: every failing request logged a full traceback, without a cap."""
+    import logging
+
+    from videvolve.skill_library import runner
+
+    monkeypatch.setattr(runner, "_logged", iter(range(3)))
+    with caplog.at_level(logging.WARNING, logger=runner.__name__):
+        for _ in range(50):
+            try:
+                raise ValueError("x" * 10_000)
+            except ValueError as exc:
+                runner._log_failure("ask", "t", exc)
+    assert len(caplog.records) == 50
+    assert sum(r.exc_info is not None for r in caplog.records) == 3
+    assert max(len(r.getMessage()) for r in caplog.records) < 1000
