@@ -7,6 +7,7 @@ time of the whole batch, the calm (one at a time) results of the honest harnesse
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -75,10 +76,13 @@ def main(video: str, timeout: float, concurrency: int) -> dict[str, object]:
                       "answer": None if out.prediction is None else out.prediction.model_dump(mode="json"),
                       "frames": out.usage.get("frames"), "trace_bytes": (d / "trace.jsonl").stat().st_size}
 
-    calm = dict(one(f"honest_{i}") for i in range(4))
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        stormy = dict(pool.map(one, list(jobs)))
+    try:
+        calm = dict(one(f"honest_{i}") for i in range(4))
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            stormy = dict(pool.map(one, list(jobs)))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     return {"wall_s": time.monotonic() - started, "tasks": stormy, "calm": calm, "peak_rss_mb": peak_rss_mb()}
 
 

@@ -532,23 +532,15 @@ def solve(task, ctx):
 
 # ---- the soak: hostile and honest harnesses at once ----
 
-def test_hostile_harnesses_at_concurrency_8_end_in_time_and_leave_honest_results_alone(video: str) -> None:
+def check_soak(stdout: str, timeout: float, concurrency: int) -> None:
     """Every task ends within its timeout plus the margin, the batch within (tasks / concurrency) rounds of that,
     honest results are those of a calm run, and the parent stays under 400 MB (measured: about 165 MB)."""
     import math
-    import subprocess
-    import sys
 
     from tests.hostile_soak import HOSTILE
     from videvolve.skill_library.runner import TIMEOUT_MARGIN_S
 
-    timeout, concurrency = 4.0, 8
-    repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "tests.hostile_soak", video, str(timeout), str(concurrency)],
-                          capture_output=True, text=True, timeout=120, cwd=repo,
-                          env={**os.environ, "PYTHONPATH": str(repo)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout)
+    got = json.loads(stdout.strip().splitlines()[-1])
     tasks = got["tasks"]
     assert got["wall_s"] <= math.ceil(len(tasks) / concurrency) * (timeout + TIMEOUT_MARGIN_S)
     for name, task in tasks.items():
@@ -562,6 +554,56 @@ def test_hostile_harnesses_at_concurrency_8_end_in_time_and_leave_honest_results
         same = ("outcome", "kind", "answer", "frames")  # not the wall time, nor the trace's timings
         assert calm["outcome"] == "ok" and {k: tasks[name][k] for k in same} == {k: calm[k] for k in same}, name
     assert got["peak_rss_mb"] < 400
+
+
+SOAK = (4.0, 8)
+"""Timeout and concurrency of the soak."""
+
+
+def test_hostile_harnesses_at_concurrency_8_end_in_time_and_leave_honest_results_alone(video: str) -> None:
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(repo / "tests" / "hostile_soak.py"), video, *map(str, SOAK)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_soak(proc.stdout, *SOAK)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to switch to an "
+                    "unprivileged user (run as a normal user, the test above already is unprivileged)")
+def test_the_soak_as_an_unprivileged_user(video: str) -> None:
+    import shutil
+    import subprocess
+    import sysconfig
+
+    from tests.test_sandbox import _system_python
+
+    python = _system_python()
+    if python is None or shutil.which("setpriv") is None:
+        pytest.skip("no system Python of this version (or no setpriv) to run as an unprivileged user")
+    import tempfile
+
+    repo = Path(__file__).resolve().parents[1]
+    shared = Path(tempfile.mkdtemp(prefix="videvolve-soak-video-"))
+    shared.chmod(0o755)  # the video, readable by the unprivileged user
+    shutil.copy(video, shared / "v.mp4")
+    (shared / "v.mp4").chmod(0o644)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp",
+           "PYTHONPATH": f"{repo}{os.pathsep}{sysconfig.get_paths()['purelib']}"}
+    try:
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python,
+                            str(repo / "tests" / "hostile_soak.py"), str(shared / "v.mp4"), *map(str, SOAK)],
+                           capture_output=True, text=True, env=env, timeout=120)
+    finally:
+        shutil.rmtree(shared)
+    if r.returncode != 0 and ("Permission denied" in r.stderr and ("site-packages" in r.stderr
+                                                                   or str(repo) in r.stderr)):
+        pytest.skip("the virtual environment or the checkout is not readable by an unprivileged user here")
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_soak(r.stdout, *SOAK)
 
 
 def test_failing_requests_log_a_capped_number_of_tracebacks(monkeypatch: pytest.MonkeyPatch,
