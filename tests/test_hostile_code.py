@@ -547,8 +547,9 @@ def check_soak(stdout: str, timeout: float, concurrency: int) -> None:
         assert task["wall_s"] <= timeout + TIMEOUT_MARGIN_S, (name, task)
     for name in ("write_deadlock", "trace_flood", "busy_loop"):
         assert (tasks[name]["outcome"], tasks[name]["kind"]) == ("error", "timeout"), (name, tasks[name])
-    for name in ("search_flood", "observation_flood"):
-        assert (tasks[name]["outcome"], tasks[name]["kind"]) == ("error", "invalid"), (name, tasks[name])
+    assert (tasks["observation_flood"]["outcome"], tasks["observation_flood"]["kind"]) == ("error", "invalid")
+    # 257 searches take about 1 s; on a loaded machine the timeout may come first (the cap has its own test)
+    assert tasks["search_flood"]["outcome"] == "error" and tasks["search_flood"]["kind"] in ("invalid", "timeout")
     assert set(HOSTILE) < set(tasks)
     for name, calm in got["calm"].items():
         same = ("outcome", "kind", "answer", "frames")  # not the wall time, nor the trace's timings
