@@ -624,3 +624,34 @@ def test_failing_requests_log_a_capped_number_of_tracebacks(monkeypatch: pytest.
     assert len(caplog.records) == 50
     assert sum(r.exc_info is not None for r in caplog.records) == 3
     assert max(len(r.getMessage()) for r in caplog.records) < 1000
+
+
+def test_decoding_one_message_costs_the_parent_a_few_mb_at_most() -> None:
+    """Before: a 4 MB ``[[],[],...]`` log message cost the parent about 45 MB to decode (x concurrency)."""
+    import tracemalloc
+
+    from videvolve.skill_library.runner import _decode
+    from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES
+
+    wide = ('{"op": "log", "args": {"message": "w", "data": {"d": [' + "[]," * (MAX_MESSAGE_BYTES // 3 - 100)
+            + "[]]}}}").encode()
+    assert len(wide) < MAX_MESSAGE_BYTES
+    tracemalloc.start()
+    try:
+        msg, why = _decode(wide)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert msg is None and "values" in why
+    assert peak < 4 * len(wide)  # the text and a copy or two of it (12.5 MB here), never the decoded lists
+
+
+def test_a_reply_over_the_cap_is_refused_as_the_requests_error() -> None:
+    from videvolve.skill_library.runner import _encode_reply
+    from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES
+
+    reply = json.loads(_encode_reply({"id": 7, "ok": True, "result": {"yes": [1.0] * 2_000_000}}, "parse"))
+    assert reply["id"] == 7 and not reply["ok"] and reply["kind"] == "invalid" and "cap" in reply["error"]
+    small = {"id": 8, "ok": True, "result": {"yes": [1.0], "maybe": []}}
+    assert json.loads(_encode_reply(small, "parse")) == small
+    assert len(_encode_reply(small, "parse")) < MAX_MESSAGE_BYTES
