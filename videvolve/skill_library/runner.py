@@ -258,14 +258,18 @@ class _Attempt:
 
     def run(self) -> None:
         try:
-            self.outcome = self._run()
+            outcome = self._run()
         except InfraError as exc:
             self.raised = exc
-        except BaseException as exc:
+            return
+        except BaseException as exc:  # never the run's: the task's crash, with the reason
             log.warning("task %s: %s while serving its harness", self.services.view.id, _short(exc))
-            self.outcome = RunOutcome("error", ErrorKind.CRASH, f"the harness's task failed in the parent: "
-                                                                f"{_short(exc)}")
-            self.services.trace.write("error", kind=ErrorKind.CRASH, error=self.outcome.error)
+            outcome = RunOutcome("error", ErrorKind.CRASH, f"the harness's task failed in the parent: {_short(exc)}")
+            self.services.trace.write("error", kind=ErrorKind.CRASH, error=outcome.error)
+        if self._expired and outcome.error_kind != ErrorKind.TIMEOUT:  # what the watchdog's kill caused
+            outcome = RunOutcome("error", ErrorKind.TIMEOUT, self.why_late())
+            self.services.trace.write("error", kind=ErrorKind.TIMEOUT, error=outcome.error)
+        self.outcome = outcome
 
     def _run(self) -> RunOutcome:
         harness, services, timeout = self.harness, self.services, self.timeout
