@@ -630,7 +630,7 @@ def test_decoding_one_message_costs_the_parent_a_few_mb_at_most() -> None:
     """Before: a 4 MB ``[[],[],...]`` log message cost the parent about 45 MB to decode (x concurrency)."""
     import tracemalloc
 
-    from videvolve.skill_library.runner import _decode
+    from videvolve.skill_library.channel import decode_request
     from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES
 
     wide = ('{"op": "log", "args": {"message": "w", "data": {"d": [' + "[]," * (MAX_MESSAGE_BYTES // 3 - 100)
@@ -638,7 +638,7 @@ def test_decoding_one_message_costs_the_parent_a_few_mb_at_most() -> None:
     assert len(wide) < MAX_MESSAGE_BYTES
     tracemalloc.start()
     try:
-        msg, why = _decode(wide)
+        msg, why = decode_request(wide)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -647,11 +647,11 @@ def test_decoding_one_message_costs_the_parent_a_few_mb_at_most() -> None:
 
 
 def test_a_reply_over_the_cap_is_refused_as_the_requests_error() -> None:
-    from videvolve.skill_library.runner import _encode_reply
+    from videvolve.skill_library.channel import encode_reply
     from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES
 
-    reply = json.loads(_encode_reply({"id": 7, "ok": True, "result": {"yes": [1.0] * 2_000_000}}, "parse"))
+    reply = json.loads(encode_reply({"id": 7, "ok": True, "result": {"yes": [1.0] * 2_000_000}}, "parse"))
     assert reply["id"] == 7 and not reply["ok"] and reply["kind"] == "invalid" and "cap" in reply["error"]
     small = {"id": 8, "ok": True, "result": {"yes": [1.0], "maybe": []}}
-    assert json.loads(_encode_reply(small, "parse")) == small
-    assert len(_encode_reply(small, "parse")) < MAX_MESSAGE_BYTES
+    assert json.loads(encode_reply(small, "parse")) == small
+    assert len(encode_reply(small, "parse")) < MAX_MESSAGE_BYTES

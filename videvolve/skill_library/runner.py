@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import selectors
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,6 +20,7 @@ from typing import Any
 
 from videvolve.errors import ErrorKind, HarnessError, InfraError, RequestRefused
 from videvolve.models.parsing import parse_intervals, parse_letter
+from videvolve.skill_library.channel import Pipe, decode_request, encode_reply
 from videvolve.skill_library.harness import Harness, content_hash
 from videvolve.skill_library.pool import (
     STDERR_TAIL,
@@ -34,7 +32,6 @@ from videvolve.skill_library.pool import (
     signal_child,
     start_child,
 )
-from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES, message_problem
 from videvolve.skill_library.services import TaskServices
 from videvolve.skill_library.static_check import check_source
 from videvolve.tasks import Interval, Prediction, TaskView
@@ -99,60 +96,6 @@ def _final(prediction: Prediction | None, why: str | None, notice: str | None) -
     if notice is not None:
         return RunOutcome("error", ErrorKind.UNSUPPORTED.value, notice)
     return RunOutcome("error", ErrorKind.PARSE, why)
-
-
-class _Pipe:
-    """Both ends of the child's channel, each with a deadline: newline-delimited reads with a size cap, and writes.
-
-    The parent's end of the child's stdin is non-blocking, so a child that stops reading (its own stdout full) cannot
-    hold the parent in a write: the write waits for room until the task's deadline, then the task times out.
-    """
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None and proc.stdin is not None
-        self.fd = proc.stdout.fileno()
-        self.out = proc.stdin.fileno()
-        os.set_blocking(self.out, False)
-        self.buf = b""
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(self.fd, selectors.EVENT_READ)
-        self.wsel = selectors.DefaultSelector()
-        self.wsel.register(self.out, selectors.EVENT_WRITE)
-
-    def close(self) -> None:
-        """Forget the descriptors (the caller closes them)."""
-        self.sel.close()
-        self.wsel.close()
-
-    def readline(self, deadline: float) -> bytes | None:
-        while b"\n" not in self.buf:
-            if len(self.buf) > MAX_MESSAGE_BYTES:
-                raise HarnessError(f"a message from the harness exceeds the size cap of {MAX_MESSAGE_BYTES} bytes")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            if not self.sel.select(timeout=left):
-                continue
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                return None
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line
-
-    def write(self, data: bytes, deadline: float) -> None:
-        """Write all of ``data`` before ``deadline`` (TimeoutError), or BrokenPipeError when the child is gone."""
-        view = memoryview(data)
-        while view:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            if not self.wsel.select(timeout=left):
-                continue
-            try:
-                view = view[os.write(self.out, view[:65536]):]
-            except BlockingIOError:
-                continue
 
 
 def code_problems(harness: Harness) -> list[str]:
@@ -298,7 +241,7 @@ class _Attempt:
         outcome: RunOutcome | None = None
         last_error_kind: str | None = None
         deadline = self.started + timeout
-        pipe = _Pipe(proc)
+        pipe = Pipe(proc)
         try:
             pipe.write((json.dumps({"task": services.view.model_dump(mode="json")}) + "\n").encode(), deadline)
             while outcome is None:
@@ -308,7 +251,7 @@ class _Attempt:
                     spawned = None
                 if line is None:
                     break
-                msg, broken = _decode(line)
+                msg, broken = decode_request(line)
                 if msg is None:
                     outcome = RunOutcome("error", ErrorKind.CRASH, broken)
                     services.trace.write("error", kind=ErrorKind.CRASH, error=broken)
@@ -340,7 +283,7 @@ class _Attempt:
                     if not reply["ok"]:
                         last_error_kind = reply["kind"]
                     if "id" in msg:
-                        pipe.write(_encode_reply(reply, op), deadline)
+                        pipe.write(encode_reply(reply, op), deadline)
         except TimeoutError:
             outcome = RunOutcome("error", ErrorKind.TIMEOUT, f"the harness did not finish within {timeout:.0f} s")
         except InfraError:
@@ -358,35 +301,6 @@ class _Attempt:
             outcome = RunOutcome("error", kind, f"the harness process {why} without an answer. {tail}".strip())
             services.trace.write("error", kind=kind, error=outcome.error)
         return outcome
-
-
-def _decode(line: bytes) -> tuple[dict[str, Any] | None, str]:
-    """A child's request, or None and why it breaks the protocol (checked for size and shape before decoding)."""
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        return None, "the harness broke the protocol (a message that is not UTF-8)"
-    why = message_problem(text)
-    if why is not None:
-        return None, f"the harness sent a message the parent refuses: {why}"
-    try:
-        msg = json.loads(text)
-    except (ValueError, RecursionError):
-        return None, "the harness broke the protocol (not a JSON request)"
-    if not isinstance(msg, dict) or "op" not in msg or not isinstance(msg.get("args", {}), dict):
-        return None, "the harness broke the protocol (not a JSON request with an op and an object of args)"
-    return msg, ""
-
-
-def _encode_reply(reply: dict[str, Any], op: Any) -> bytes:
-    """A reply as one line; one over the child's cap is refused as the request's error (the child could not read it)."""
-    data = (json.dumps(reply) + "\n").encode()
-    if len(data) <= MAX_MESSAGE_BYTES:
-        return data
-    refused = {"id": reply.get("id"), "ok": False, "kind": "invalid",
-               "error": f"the reply to {str(op)[:100]!r} would be {len(data):,} bytes, over the cap of "
-                        f"{MAX_MESSAGE_BYTES:,}; ask for less at once"}
-    return (json.dumps(refused) + "\n").encode()
 
 
 MAX_LOGGED_TRACEBACKS = 20

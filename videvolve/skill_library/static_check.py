@@ -40,6 +40,7 @@ import threading
 from collections.abc import Iterator
 
 from videvolve.skill_library import sdk
+from videvolve.skill_library.ast_names import bad_format_fields, called_name, dotted
 from videvolve.skill_library.bootstrap import ALLOWED_MODULES, SAFE_BUILTINS, allowed_names
 
 _A = ast
@@ -220,7 +221,7 @@ class _Checker:
                 self.defined.add(node.rest)
             elif isinstance(node, ast.Global | ast.Nonlocal):
                 self.defined.update(node.names)
-            elif isinstance(node, ast.Call) and _called_name(node) in ("namedtuple", "NamedTuple"):
+            elif isinstance(node, ast.Call) and called_name(node) in ("namedtuple", "NamedTuple"):
                 self.defined.update(_field_words(node))
 
     def _classes(self) -> None:
@@ -228,7 +229,7 @@ class _Checker:
         for node in ast.walk(self.tree):
             for child in ast.iter_child_nodes(node):
                 self.parents[id(child)] = node
-            if isinstance(node, ast.Call) and _called_name(node) in ("namedtuple", "NamedTuple"):
+            if isinstance(node, ast.Call) and called_name(node) in ("namedtuple", "NamedTuple"):
                 self.declared.update(_field_words(node))
             if not isinstance(node, ast.ClassDef):
                 continue
@@ -251,7 +252,7 @@ class _Checker:
             grew = False
             for node in ast.walk(self.tree):
                 if isinstance(node, ast.ClassDef) and node.name not in self.enums and any(
-                        _dotted(b) in self.enums for b in node.bases):
+                        dotted(b) in self.enums for b in node.bases):
                     self.enums.add(node.name)
                     grew = True
 
@@ -283,7 +284,7 @@ class _Checker:
                    "class, or attributes your classes declare (never a dataclass field's own attributes)")
 
     def _is_enum(self, node: ast.Name | ast.Attribute) -> bool:
-        return isinstance(node.ctx, ast.Load) and _dotted(node) in self.enums
+        return isinstance(node.ctx, ast.Load) and dotted(node) in self.enums
 
     def _enum_use(self, node: ast.AST) -> Iterator[str]:
         """Refuse an enum class used other than for its members, as a base, in a comparison or ``isinstance``."""
@@ -297,14 +298,14 @@ class _Checker:
         if isinstance(parent, ast.Call) and parent.func is node and len(parent.args) <= 1 and not parent.keywords \
                 and not any(isinstance(a, ast.Starred) for a in parent.args):
             return
-        if isinstance(parent, ast.Call) and _called_name(parent) in ("isinstance", "issubclass", "list", "tuple",
+        if isinstance(parent, ast.Call) and called_name(parent) in ("isinstance", "issubclass", "list", "tuple",
                                                                      "set", "len", "sorted", "iter", "reversed") \
                 and isinstance(parent.func, ast.Name) and parent.args and parent.args[-1] is node \
                 and not parent.keywords:
             return
         if isinstance(parent, ast.For | ast.comprehension) and parent.iter is node:
             return
-        yield (f"the enum {_dotted(node)} may be used only as a base, for its members, in a comparison or "
+        yield (f"the enum {dotted(node)} may be used only as a base, for its members, in a comparison or "
                "isinstance (no functional Enum(name, members) form, no passing it on)")
 
     def _import_from(self, node: ast.ImportFrom) -> Iterator[str]:
@@ -361,43 +362,11 @@ class _Checker:
         if not (isinstance(base, ast.Constant) and isinstance(base.value, str)):
             yield f"{func.attr} is only allowed on a string literal"
             return
-        bad = _bad_format_fields(base.value)
+        bad = bad_format_fields(base.value)
         if bad is not None:
             yield f"format field {bad!r} is not allowed (only plain names or positions)"
             return
         self.format_nodes.add(id(func))
-
-
-def _bad_format_fields(template: str, depth: int = 0) -> str | None:
-    """The first field that reaches into its argument (``{0.attr}``, ``{0[key]}``), or None."""
-    try:
-        parsed = list(string.Formatter().parse(template))
-    except ValueError as exc:
-        return str(exc)
-    for _text, field, spec, _conversion in parsed:
-        if field is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|\d*", field):
-            return field
-        if field is not None and field.startswith("_"):
-            return field
-        if spec and depth < 2:
-            inner = _bad_format_fields(spec, depth + 1)
-            if inner is not None:
-                return inner
-    return None
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """``name`` or ``module.name`` of a Name or a one-level Attribute, else None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        return f"{node.value.id}.{node.attr}"
-    return None
-
-
-def _called_name(node: ast.Call) -> str | None:
-    f = node.func
-    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
 
 
 def _field_words(node: ast.Call) -> set[str]:
