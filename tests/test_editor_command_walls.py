@@ -144,3 +144,28 @@ def test_no_set_id_file_of_the_run_user_is_left_for_others(small_world, tmp_path
     for name in ("user_shell", "group_shell"):
         assert (tools.root / name).stat().st_mode & (stat.S_ISUID | stat.S_ISGID) == 0
     assert stat.S_IMODE(tools.root.stat().st_mode) == 0o700
+
+
+@needs_bwrap
+def test_a_folder_1100_levels_deep_ends_neither_the_proposal_nor_the_next_workspace(small_world, tmp_path, seed):
+    """Issue 20: a RecursionError in the walk after the command ended `evolve` (exit 70), and again on --resume."""
+    from videvolve.editing.safefs import remove_tree
+    from videvolve.editing.workspace import EditorLimits, build_workspace
+
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    body = '''printf '\\nBe brief.\\n' >> candidate/SKILL.md
+(cd candidate && mkdir references && cd references && i=0 &&
+ while [ $i -lt 1100 ]; do mkdir a && cd a || exit 1; i=$((i+1)); done; echo deep > f)
+bin/submit "deep folder" > submit.out 2>&1; echo $? > submit.status
+echo DONE'''
+    editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=120))
+    editor.open = lambda inp, resume=False: tools
+    try:
+        proposal = editor.propose(tools.inp)
+        assert (tools.root / "submit.status").read_text().strip() == "1"  # refused while the tree was there
+        assert "folders deep" in (tools.root / "submit.out").read_text()
+        assert proposal is not None and "Be brief." in (proposal.edits.get("SKILL.md") or "")  # the rest is taken
+        rebuilt = build_workspace(tools.root, seed, tools.inp, [], EditorLimits(images=0), "TOOLS-DOC")
+        assert not (rebuilt / "candidate" / "references").exists()
+    finally:
+        remove_tree(tools.root)  # pytest's own clean-up recurses

@@ -34,7 +34,15 @@ from typing import IO
 from pydantic import BaseModel, Field
 
 from videvolve.editing.base import EditorInput, Proposal, Workspaces
-from videvolve.editing.safefs import PathRefused, copy_tree, open_dir, walk, write_bytes
+from videvolve.editing.safefs import (
+    MAX_DEPTH,
+    PathRefused,
+    copy_tree,
+    open_dir,
+    remove_tree_at,
+    walk,
+    write_bytes,
+)
 from videvolve.editing.tools import EditorTools
 from videvolve.editing.toolserver import ToolServer, install_bin, journal, serve_tools
 from videvolve.editing.workspace import candidate_edits
@@ -233,10 +241,13 @@ def drop_set_id(root: Path) -> None:
     """Clear the set-user-ID and set-group-ID bits of the files the command left.
 
     On the host they belong to the run's user (root, where the run runs as root): one would run a shell as that user.
+    A folder :data:`~videvolve.editing.safefs.MAX_DEPTH` levels down is removed with all it holds (no walk enters it).
     """
     with open_dir(root, "") as top:
-        for _, entry, dir_fd in walk(top, strict=False):
-            if entry.is_file(follow_symlinks=False):
+        for rel, entry, dir_fd in walk(top, strict=False):
+            if entry.is_dir(follow_symlinks=False) and rel.count("/") + 1 >= MAX_DEPTH:
+                remove_tree_at(dir_fd, entry.name)  # deeper than any walk enters: nothing of it is taken back
+            elif entry.is_file(follow_symlinks=False):
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if mode & (stat.S_ISUID | stat.S_ISGID):
                     os.chmod(entry.name, stat.S_IMODE(mode) & ~(stat.S_ISUID | stat.S_ISGID), dir_fd=dir_fd)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +22,10 @@ from videvolve.errors import VidevolveError
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_ENTRIES = 5000
 """Files and folders a copied tree may hold."""
+MAX_DEPTH = 64
+"""Folder levels a walk enters (a strict walk refuses a deeper folder)."""
+MAX_OPEN = 64
+"""Descriptors :func:`remove_tree` holds at once, one per level."""
 
 
 class PathRefused(VidevolveError, PermissionError):
@@ -102,30 +107,124 @@ def write_bytes(root: Path, rel: str, data: bytes, append: bool = False) -> None
         fh.write(data)
 
 
+def _entries(dir_fd: int) -> list[os.DirEntry[str]]:
+    with os.scandir(dir_fd) as it:
+        return sorted(it, key=lambda e: e.name)
+
+
 def walk(dir_fd: int, prefix: str = "", strict: bool = True) -> Iterator[tuple[str, os.DirEntry[str], int]]:
     """(relative path, entry, its folder's descriptor) of everything under a folder, sorted, never through a link.
 
-    ``strict``: a link or a special file is refused; otherwise a link is listed and not entered.
+    ``strict``: a link, a special file or a folder deeper than :data:`MAX_DEPTH` is refused; otherwise a link is
+    listed and not entered, and neither is a folder at that depth. Iterative: one descriptor per level, no recursion.
     """
-    with os.scandir(dir_fd) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for entry in entries:
-        rel, is_dir = f"{prefix}{entry.name}", entry.is_dir(follow_symlinks=False)
-        if strict and (entry.is_symlink() or not (is_dir or entry.is_file(follow_symlinks=False))):
-            raise PathRefused(f"{rel} is a symbolic link" if entry.is_symlink() else f"{rel} is not a regular file")
-        yield rel, entry, dir_fd
-        if not is_dir:
-            continue
-        try:
-            sub = os.open(entry.name, DIR_FLAGS, dir_fd=dir_fd)
-        except OSError as exc:
-            if strict or exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
-                raise PathRefused(f"{rel} changed into a link while it was read") from None
-            continue
-        try:
-            yield from walk(sub, rel + "/", strict)
-        finally:
-            os.close(sub)
+    stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = [(dir_fd, prefix, iter(_entries(dir_fd)))]
+    try:
+        while stack:
+            fd, pre, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                if stack:
+                    os.close(fd)
+                continue
+            rel, is_dir = f"{pre}{entry.name}", entry.is_dir(follow_symlinks=False)
+            if strict and (entry.is_symlink() or not (is_dir or entry.is_file(follow_symlinks=False))):
+                raise PathRefused(f"{rel} is a symbolic link" if entry.is_symlink() else f"{rel} is not a regular file")
+            yield rel, entry, fd
+            if not is_dir:
+                continue
+            if len(stack) >= MAX_DEPTH:
+                if strict:
+                    raise PathRefused(f"{rel} is more than {MAX_DEPTH} folders deep")
+                continue
+            try:
+                sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if strict or exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                    raise PathRefused(f"{rel} changed into a link while it was read") from None
+                continue
+            try:
+                stack.append((sub, rel + "/", iter(_entries(sub))))
+            except BaseException:
+                os.close(sub)
+                raise
+    finally:
+        for fd, _, _ in stack[1:]:
+            os.close(fd)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` and everything under it, at any depth, never through a link (a link itself is removed).
+
+    Iterative, with at most :data:`MAX_OPEN` descriptors: a folder deeper than that is first moved up to the top
+    folder, so a tree of any depth goes without recursion or running out of descriptors.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(mode):
+        path.unlink()
+        return
+    parent = os.open(path.parent, DIR_FLAGS)
+    try:
+        remove_tree_at(parent, path.name)
+    finally:
+        os.close(parent)
+
+
+def remove_tree_at(parent_fd: int, name: str) -> None:
+    """:func:`remove_tree` of the folder ``name`` in the folder open as ``parent_fd``."""
+    top = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    stack: list[tuple[int, str, list[str]]] = []
+    try:
+        stack.append((top, name, _clear(top)))
+        while stack:
+            fd, here, subs = stack[-1]
+            if not subs:
+                stack.pop()
+                os.close(fd)
+                with suppress(FileNotFoundError):
+                    os.rmdir(here, dir_fd=stack[-1][0] if stack else parent_fd)
+                continue
+            sub = subs.pop()
+            if len(stack) >= MAX_OPEN:  # too deep to hold a descriptor per level: move it up to the top folder
+                moved = f".removing-{secrets.token_hex(8)}"
+                os.rename(sub, moved, src_dir_fd=fd, dst_dir_fd=top)
+                stack[0][2].append(moved)
+                continue
+            try:
+                sub_fd = os.open(sub, DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # became a link or a file: remove that
+                    os.unlink(sub, dir_fd=fd)
+                    continue
+                if exc.errno == errno.ENOENT:
+                    continue
+                raise
+            try:
+                stack.append((sub_fd, sub, _clear(sub_fd)))
+            except BaseException:
+                os.close(sub_fd)
+                raise
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
+
+
+def _clear(dir_fd: int) -> list[str]:
+    """Remove everything in a folder but its folders; their names."""
+    with suppress(OSError):
+        os.fchmod(dir_fd, 0o700)  # a folder left without write permission
+    folders = []
+    for entry in _entries(dir_fd):
+        if entry.is_dir(follow_symlinks=False):
+            folders.append(entry.name)
+        else:
+            with suppress(FileNotFoundError):
+                os.unlink(entry.name, dir_fd=dir_fd)
+    return folders
 
 
 def copy_tree(root: Path, rel: str, dest: Path | None, limit: int, text: tuple[str, ...]) -> None:

@@ -11,8 +11,8 @@ turns its arguments into the tool's JSON arguments, POSTs them over the socket a
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
 import tempfile
 import threading
 import time
@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from videvolve.editing.safefs import remove_tree
 from videvolve.editing.tools import TOOLS, EditorTools, tool_schemas
 
 SOCKET_NAME = "tools.sock"
@@ -118,7 +119,8 @@ def serve_tools(server: ToolServer) -> Iterator[Path]:
         server.close()
         userver.should_exit = True
         thread.join(timeout=30)
-        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(folder)
 
 
 CLIENT = '''#!/usr/bin/env python3

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from videvolve.editing.base import EditorInput, read_files
+from videvolve.editing.safefs import remove_tree
 from videvolve.editing.taskdoc import task_md
 from videvolve.evaluation.results import TaskResult
 from videvolve.media import contact_sheet, frames_at
@@ -161,7 +162,7 @@ def lineage_lines(inp: EditorInput, diffs: dict[str, str]) -> str:
 def build_workspace(root: Path, parent_dir: Path, inp: EditorInput, items: list[TraceItem], limits: EditorLimits,
                     tools_doc: str, diffs: dict[str, str] | None = None) -> Path:
     """Write a fresh workspace for one proposal; returns its folder."""
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tree(root)  # whatever an editor left there, at any depth
     root.mkdir(parents=True)
     shutil.copytree(parent_dir, root / "candidate", ignore=shutil.ignore_patterns("__pycache__"))
     for p in (root / "candidate").rglob("*"):

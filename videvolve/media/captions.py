@@ -36,10 +36,10 @@ def video_caption(start: float, end: float, times: Sequence[float]) -> str:
     return f"[clip {start:.2f}-{end:.2f} s as video: {len(times)} frames at (s): {_times(times)}]"
 
 
-_FRAME = re.compile(r"\[frame at (\d+(?:\.\d+)?) s\]")
+_FRAME = re.compile(r"\[frame at (\d++(?:\.\d++)?+) s\]")
 _SHEET = re.compile(
     r"\[contact sheet: (\d+) columns x (\d+) rows; cells (\d+)x(\d+) px, each with a (\d+) px time label below, "
-    r"(\d+) px gaps; cell times in reading order \(s\): ([\d., ]*)\]"
+    r"(\d+) px gaps; cell times in reading order \(s\): ([\d., ]*+)\]"
 )
 
 
@@ -55,7 +55,8 @@ def parse_caption(text: str) -> float | SheetLayout | None:
     return max(found, key=lambda x: x[0])[1] if found else None
 
 
-_SAID = re.compile(r"^\[(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?) s\] (.+?)\s*$", re.M)
+_SAID = re.compile(r"^\[(\d++(?:\.\d++)?+)-(\d++(?:\.\d++)?+) s\] [^\S\n]*+(\S(?:.*\S)?)", re.M)
+"""One transcript line; linear: no lazy tail before ``\\s*$`` (harness prompts are parsed with it)."""
 
 
 def said_caption(start: float, end: float, text: str) -> str:

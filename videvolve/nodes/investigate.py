@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -16,6 +15,7 @@ from videvolve.loop.state import State
 from videvolve.memory.records import Diagnosis
 from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM
+from videvolve.skill_library.trace import read_trace
 from videvolve.usage import Spend
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,7 @@ def investigate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
         if result is None:
             continue
         trace_path = out_dir / "traces" / f"{result_path(out_dir, task_id).stem}.jsonl"
-        trace = [json.loads(x) for x in trace_path.read_text().splitlines() if x.strip()] if trace_path.exists() \
-            else []
+        trace = read_trace(trace_path)
         if agent is None:
             diagnoses.append(inv.diagnose(task, result, trace, ctx.run_id, it))
             continue

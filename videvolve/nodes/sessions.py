@@ -19,6 +19,7 @@ from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.services import Run
 from videvolve.loop.state import State
 from videvolve.skill_library.harness import Harness
+from videvolve.skill_library.trace import read_trace
 from videvolve.tasks import Task
 from videvolve.usage import Spend
 
@@ -33,7 +34,7 @@ def limits_of(run: Run) -> EditorLimits:
 def _trace(run: Run, version: str, task_id: str) -> list[dict[str, Any]]:
     out_dir = run.eval_dir(version, "train")
     path = out_dir / "traces" / f"{result_path(out_dir, task_id).stem}.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+    return read_trace(path)
 
 
 def editor_env(run: Run, parent: str, batch: list[Task]) -> EditorEnv:

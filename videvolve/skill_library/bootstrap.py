@@ -48,7 +48,8 @@ ALLOWED_MODULES: dict[str, frozenset[str] | None] = {
                      "escape", "IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X", "Pattern",
                      "Match", "error"}),
     "collections": frozenset({"Counter", "defaultdict", "deque", "OrderedDict", "namedtuple", "ChainMap"}),
-    "dataclasses": frozenset({"dataclass", "field", "asdict", "astuple", "replace", "fields"}),
+    # not asdict, astuple or replace: they read and set attributes by name (copy.deepcopy reconstructs with setattr)
+    "dataclasses": frozenset({"dataclass", "field", "fields"}),
     "typing": frozenset({"Any", "Optional", "Union", "List", "Dict", "Tuple", "Set", "Sequence", "Iterable",
                          "Iterator", "Callable", "Literal", "Mapping", "NamedTuple", "TypedDict", "cast",
                          "TYPE_CHECKING"}),

@@ -24,6 +24,9 @@ MAX_HELD_TIMES = 65536
 """Timestamps all of a task's handles may hold together (a sheet handle holds up to 400)."""
 MAX_REQUESTS = 512
 """Model requests one task may make (an agentic harness makes a few dozen)."""
+MAX_REQUEST_OBSERVATIONS = 256
+"""Observations one model request may show (the same one twice counts twice): 20,000 copies of one tiny frame
+cost SimVLM 11 s."""
 MAX_OBSERVATION_PIXELS = 64 * 1024 * 1024
 """Pixels one observation decodes (frames of a clip or a sheet's cells, plus the sheet): 192 MB of RGB."""
 MAX_REQUEST_PIXELS = 96 * 1024 * 1024
@@ -80,6 +83,13 @@ def distinct_frames_at_least(times: Iterable[float], fps: float) -> int:
             count += 1
             last = t
     return count
+
+
+def check_observation_count(count: int) -> None:
+    """Refuse a model request that shows more than :data:`MAX_REQUEST_OBSERVATIONS` observations."""
+    if count > MAX_REQUEST_OBSERVATIONS:
+        raise CapExceeded(f"this request shows {count} observations (cap {MAX_REQUEST_OBSERVATIONS}); show fewer, "
+                          "or put many frames in one contact sheet")
 
 
 def check_request(shapes: list[Shape], info: VideoInfo, budget: int | None) -> None:

@@ -22,6 +22,8 @@ class Meter:
     transcript_tokens: int = 0
     """Text tokens of the distinct transcript segments the harness read (never frames)."""
     transcript_segments: set[int] = field(default_factory=set)
+    transcript_searches: int = 0
+    """``search_transcript`` requests (capped per task; the segments they match are metered as read)."""
     ocr_calls: int = 0
     ocr_tokens: int = 0
     """The visual tokens of the images OCR read (the gate counts them as visual cost)."""

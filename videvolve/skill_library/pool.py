@@ -199,6 +199,13 @@ def kill_process(proc: subprocess.Popen[bytes]) -> None:
                 stream.close()
 
 
+def signal_child(child: Child) -> None:
+    """Kill the child's process group from any thread; its pipes stay open for the thread that reads them."""
+    if child.proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.proc.pid, signal.SIGKILL)
+
+
 def kill_child(child: Child) -> None:
     """Kill the child's whole process group, close its pipes, collect its stderr."""
     kill_process(child.proc)

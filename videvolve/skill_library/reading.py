@@ -2,7 +2,8 @@
 
 ``transcript(start, end)`` returns the segments overlapping a window and meters their text tokens once per distinct
 segment (``transcript_tokens``; never frames); ``search_transcript(text)`` returns the windows where the text is said
-(case-folded plain matching, free: it returns times, not text). A task without a transcript gets empty results.
+(case-folded plain matching) and meters the segments it matched the same way (where a name is said is read from
+them), at most :data:`MAX_SEARCHES` times per task. A task without a transcript gets empty results.
 ``ocr(observation)`` reads the text in a frame or contact sheet: one ``ocr_calls``, the image's visual tokens in
 ``ocr_tokens`` (the gate counts them as visual cost), and its frames count against the frame budget like frames shown.
 """
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 MAX_OCR_CALLS = 64
 """OCR requests one task may make (each runs a detector and a recogniser on the parent's CPU)."""
 MAX_SEARCH_CHARS = 500
+MAX_SEARCHES = 256
+"""Transcript searches one task may make."""
 MAX_SEGMENTS = 1000
 """Segments one transcript request returns (a long video's whole transcript comes in windows)."""
 
@@ -61,9 +64,7 @@ class ReadingServices:
         out: list[dict[str, Any]] = []
         for k, seg in enumerate(self.transcript.segments):
             if seg.end >= lo and seg.start <= hi and len(out) < MAX_SEGMENTS:
-                if k not in self.meter.transcript_segments:
-                    self.meter.transcript_segments.add(k)
-                    self.meter.transcript_tokens += text_tokens(seg.text)
+                self._read_segment(k, seg.text)
                 out.append({"start": seg.start, "end": seg.end, "text": seg.text})
         self.trace.write("transcript", start=lo, end=hi if hi != float("inf") else None, segments=len(out),
                          transcript_tokens=self.meter.transcript_tokens)
@@ -73,9 +74,25 @@ class ReadingServices:
         """``[start, end]`` of each segment where ``text`` is said (plain case-folded matching, no model)."""
         if not isinstance(text, str) or len(text) > MAX_SEARCH_CHARS:
             raise RequestRefused("invalid", f"search_transcript takes a text of at most {MAX_SEARCH_CHARS} characters")
-        hits = [[s.start, s.end] for s in self.transcript.search(text)] if self.transcript else []
-        self.trace.write("search_transcript", text=text[:200], hits=len(hits))
+        self.meter.transcript_searches += 1
+        if self.meter.transcript_searches > MAX_SEARCHES:
+            raise RequestRefused("invalid", f"this task already made {MAX_SEARCHES} transcript searches (the cap)")
+        hits: list[list[float]] = []
+        segments = self.transcript.segments if self.transcript else []
+        found = {id(s) for s in self.transcript.search(text)} if self.transcript else set()
+        for k, seg in enumerate(segments):
+            if id(seg) in found:
+                self._read_segment(k, seg.text)
+                hits.append([seg.start, seg.end])
+        self.trace.write("search_transcript", text=text[:200], hits=len(hits),
+                         transcript_tokens=self.meter.transcript_tokens)
         return hits
+
+    def _read_segment(self, k: int, text: str) -> None:
+        """Meter segment ``k`` as read: its text tokens, once per task."""
+        if k not in self.meter.transcript_segments:
+            self.meter.transcript_segments.add(k)
+            self.meter.transcript_tokens += text_tokens(text)
 
     def op_ocr(self, handle: str) -> list[dict[str, Any]]:
         """The text lines in a frame or contact-sheet observation."""

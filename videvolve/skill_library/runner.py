@@ -13,23 +13,37 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import selectors
-import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from videvolve.errors import ErrorKind, HarnessError, InfraError, RequestRefused
 from videvolve.models.parsing import parse_intervals, parse_letter
+from videvolve.skill_library.channel import Pipe, decode_request, encode_reply
 from videvolve.skill_library.harness import Harness, content_hash
-from videvolve.skill_library.pool import STDERR_TAIL, WarmPool, kill_child, pool_key, prepare_message, start_child
-from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES
+from videvolve.skill_library.pool import (
+    STDERR_TAIL,
+    Child,
+    WarmPool,
+    kill_child,
+    pool_key,
+    prepare_message,
+    signal_child,
+    start_child,
+)
 from videvolve.skill_library.services import TaskServices
 from videvolve.skill_library.static_check import check_source
 from videvolve.tasks import Interval, Prediction, TaskView
 
 log = logging.getLogger(__name__)
+
+WATCHDOG_S = 1.0
+"""Seconds past its timeout after which the watchdog kills a task's child (the protocol's own deadline is first)."""
+WATCHDOG_GRACE_S = 1.0
+"""Seconds the watchdog then waits for the task's thread before the task ends without it."""
+TIMEOUT_MARGIN_S = WATCHDOG_S + WATCHDOG_GRACE_S + 1.0
+"""A task ends within its timeout plus this, whatever its harness does (the last second: ending the thread)."""
 
 
 @dataclass
@@ -84,33 +98,6 @@ def _final(prediction: Prediction | None, why: str | None, notice: str | None) -
     return RunOutcome("error", ErrorKind.PARSE, why)
 
 
-class _Pipe:
-    """Reads newline-delimited messages from the child with a deadline and a size cap."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        self.fd = proc.stdout.fileno()
-        self.buf = b""
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(self.fd, selectors.EVENT_READ)
-
-    def readline(self, deadline: float) -> bytes | None:
-        while b"\n" not in self.buf:
-            if len(self.buf) > MAX_MESSAGE_BYTES:
-                raise HarnessError("message from the harness exceeds the size cap")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            if not self.sel.select(timeout=left):
-                continue
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                return None
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line
-
-
 def code_problems(harness: Harness) -> list[str]:
     """The static check of every file of harness code."""
     problems = check_source(harness.solver_source, "solver.py")
@@ -135,6 +122,10 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     With a ``pool`` started for this harness and these limits, the interpreter is one of its children, started
     ahead of time and never used before; otherwise it is started now.
 
+    Whatever the child does, the task ends within ``timeout`` plus :data:`TIMEOUT_MARGIN_S`: the protocol runs in
+    a thread of its own, and a watchdog here kills the child at ``timeout + WATCHDOG_S`` and gives up on the thread
+    (a request of the child's still being served) :data:`WATCHDOG_GRACE_S` later.
+
     ``static_check=False`` exists only so tests can show that the runtime walls hold on their own.
     """
     started = time.monotonic()
@@ -144,81 +135,190 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
             services.trace.write("error", kind="static", error="; ".join(problems))
             return RunOutcome("error", ErrorKind.STATIC, "refused before running: " + "; ".join(problems),
                               usage=services.meter.to_dict())
-    settings = services.settings
-    timeout = timeout or settings.wall_seconds
+    timeout = timeout or services.settings.wall_seconds
     if content_hash(harness.path) != harness.version_id:
         raise HarnessError(f"harness {harness.path} changed on disk since it was loaded (expected "
                            f"{harness.version_id}); harness versions are immutable")
-    asked = time.perf_counter()
-    if pool is not None and pool.key == pool_key(harness, settings, timeout):
-        child = pool.take()
-    else:
-        prepare = prepare_message(harness, settings, timeout)
-        child = start_child(settings, (json.dumps(prepare) + "\n").encode())
-    proc, stderr = child.proc, child.stderr
-    spawned: float | None = asked  # "sandbox_start": what this task waited for its sandbox
-    outcome: RunOutcome | None = None
-    last_error_kind: str | None = None
+    attempt = _Attempt(harness, services, timeout, pool, started)
+    worker = threading.Thread(target=attempt.run, name=f"videvolve-task-{services.view.id}"[:60], daemon=True)
+    worker.start()
     try:
-        assert proc.stdin is not None
-        proc.stdin.write((json.dumps({"task": services.view.model_dump(mode="json")}) + "\n").encode())
-        proc.stdin.flush()
-        pipe = _Pipe(proc)
-        deadline = started + timeout
-        while outcome is None:
-            line = pipe.readline(deadline)
-            if spawned is not None:  # the sandbox is up and the harness has asked for something
-                services.meter.spend("sandbox_start", time.perf_counter() - spawned)
-                spawned = None
-            if line is None:
-                break
-            try:
-                msg = json.loads(line)
-                op, args = msg["op"], msg.get("args", {})
-            except (ValueError, KeyError, TypeError):
-                outcome = RunOutcome("error", ErrorKind.CRASH, "the harness broke the protocol (not a JSON request)")
-                break
-            if op == "final":
-                try:
-                    prediction, why = _to_prediction(services.view, args.get("result"))
-                except (ValueError, TypeError, OverflowError, AttributeError) as exc:
-                    prediction, why = None, f"the answer could not be read: {type(exc).__name__}: {exc}"
-                services.trace.write("final", answer=str(args.get("result"))[:2000], parsed=why is None)
-                outcome = _final(prediction, why, services.meter.notice)
-            elif op == "fail":
-                kind = _child_kind(args.get("kind"))
-                if kind == ErrorKind.BAD_REQUEST and last_error_kind in (
-                        ErrorKind.BUDGET, ErrorKind.BAD_REQUEST, ErrorKind.MEDIA, ErrorKind.INVALID, ErrorKind.PARSE):
-                    kind = ErrorKind(last_error_kind)
-                elif kind == ErrorKind.BAD_REQUEST:
-                    kind = ErrorKind.CRASH
-                services.trace.write("error", kind=kind, error=str(args.get("error"))[:3000])
-                outcome = RunOutcome("error", kind, str(args.get("error"))[:3000])
-            else:
-                reply = _serve(services, msg, op, args)
-                if not reply["ok"]:
-                    last_error_kind = reply["kind"]
-                if "id" in msg:
-                    proc.stdin.write((json.dumps(reply) + "\n").encode())
-                    proc.stdin.flush()
-    except TimeoutError:
-        outcome = RunOutcome("error", ErrorKind.TIMEOUT, f"the harness did not finish within {timeout:.0f} s")
-    except InfraError:
+        worker.join(timeout + WATCHDOG_S)
+        if worker.is_alive():
+            attempt.expire()
+            worker.join(WATCHDOG_GRACE_S)
+    except BaseException:  # Ctrl-C while waiting: the child goes with the task
+        attempt.expire()
         raise
-    except (BrokenPipeError, HarnessError) as exc:
-        outcome = RunOutcome("error", ErrorKind.CRASH, str(exc) or "the harness closed its channel")
-    finally:
-        kill_child(child)
-    if outcome is None:
-        tail = b"".join(stderr).decode(errors="replace")[-STDERR_TAIL:]
-        code = proc.returncode
-        why = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-        kind = ErrorKind.MEMORY if "MemoryError" in tail else ErrorKind.CRASH
-        outcome = RunOutcome("error", kind, f"the harness process {why} without an answer. {tail}".strip())
-        services.trace.write("error", kind=kind, error=outcome.error)
-    outcome.usage = services.meter.to_dict()
+    if worker.is_alive():  # still serving one of the child's requests: the task ends without it
+        services.trace.write("error", kind=ErrorKind.TIMEOUT, error=attempt.why_late())
+        services.trace.seal()
+        outcome = RunOutcome("error", ErrorKind.TIMEOUT, attempt.why_late(), usage=_usage(services))
+    elif attempt.raised is not None:
+        raise attempt.raised
+    else:
+        assert attempt.outcome is not None
+        outcome = attempt.outcome
+        outcome.usage = _usage(services)
     outcome.wall_s = round(time.monotonic() - started, 3)
     return outcome
+
+
+def _usage(services: TaskServices) -> dict[str, Any]:
+    """The meter's reading (retried: a request still being served may change it while it is read)."""
+    for _ in range(5):
+        try:
+            return services.meter.to_dict()
+        except RuntimeError:  # a set changed size during iteration
+            time.sleep(0.01)
+    return {}
+
+
+class _Attempt:
+    """One task's protocol with its child, run in a thread of its own so that the watchdog can end it."""
+
+    def __init__(self, harness: Harness, services: TaskServices, timeout: float, pool: WarmPool | None,
+                 started: float) -> None:
+        self.harness, self.services, self.timeout, self.pool, self.started = harness, services, timeout, pool, started
+        self.child: Child | None = None
+        self.outcome: RunOutcome | None = None
+        self.raised: BaseException | None = None
+        self.serving: str | None = None
+        self._lock = threading.Lock()
+        self._expired = False
+
+    def expire(self) -> None:
+        """The watchdog: kill the child's process group (its descriptors stay with the thread that uses them)."""
+        with self._lock:
+            self._expired = True
+            child = self.child
+        if child is not None:
+            signal_child(child)
+
+    def why_late(self) -> str:
+        doing = f" (the parent was still serving its {self.serving!r} request)" if self.serving else ""
+        return f"the harness did not finish within {self.timeout:.0f} s{doing}"
+
+    def run(self) -> None:
+        try:
+            outcome = self._run()
+        except InfraError as exc:
+            self.raised = exc
+            return
+        except BaseException as exc:  # never the run's: the task's crash, with the reason
+            log.warning("task %s: %s while serving its harness", self.services.view.id, _short(exc))
+            outcome = RunOutcome("error", ErrorKind.CRASH, f"the harness's task failed in the parent: {_short(exc)}")
+            self.services.trace.write("error", kind=ErrorKind.CRASH, error=outcome.error)
+        if self._expired and outcome.error_kind != ErrorKind.TIMEOUT:  # what the watchdog's kill caused
+            outcome = RunOutcome("error", ErrorKind.TIMEOUT, self.why_late())
+            self.services.trace.write("error", kind=ErrorKind.TIMEOUT, error=outcome.error)
+        self.outcome = outcome
+
+    def _run(self) -> RunOutcome:
+        harness, services, timeout = self.harness, self.services, self.timeout
+        settings = services.settings
+        asked = time.perf_counter()
+        pool = self.pool
+        if pool is not None and pool.key == pool_key(harness, settings, timeout):
+            child = pool.take()
+        else:
+            prepare = prepare_message(harness, settings, timeout)
+            child = start_child(settings, (json.dumps(prepare) + "\n").encode())
+        with self._lock:
+            self.child = child
+            expired = self._expired
+        if expired:
+            signal_child(child)
+        try:
+            return self._converse(child, asked)
+        finally:
+            kill_child(child)
+
+    def _converse(self, child: Child, asked: float) -> RunOutcome:
+        services, timeout = self.services, self.timeout
+        proc, stderr = child.proc, child.stderr
+        spawned: float | None = asked  # "sandbox_start": what this task waited for its sandbox
+        outcome: RunOutcome | None = None
+        last_error_kind: str | None = None
+        deadline = self.started + timeout
+        pipe = Pipe(proc)
+        try:
+            pipe.write((json.dumps({"task": services.view.model_dump(mode="json")}) + "\n").encode(), deadline)
+            while outcome is None:
+                line = pipe.readline(deadline)
+                if spawned is not None:  # the sandbox is up and the harness has asked for something
+                    services.meter.spend("sandbox_start", time.perf_counter() - spawned)
+                    spawned = None
+                if line is None:
+                    break
+                msg, broken = decode_request(line)
+                if msg is None:
+                    outcome = RunOutcome("error", ErrorKind.CRASH, broken)
+                    services.trace.write("error", kind=ErrorKind.CRASH, error=broken)
+                    break
+                op, args = msg["op"], msg.get("args", {})
+                if op == "final":
+                    try:
+                        prediction, why = _to_prediction(services.view, args.get("result"))
+                    except (ValueError, TypeError, OverflowError, AttributeError, RecursionError) as exc:
+                        prediction, why = None, f"the answer could not be read: {type(exc).__name__}: {exc}"
+                    services.trace.write("final", answer=str(args.get("result"))[:2000], parsed=why is None)
+                    outcome = _final(prediction, why, services.meter.notice)
+                elif op == "fail":
+                    kind = _child_kind(args.get("kind"))
+                    if kind == ErrorKind.BAD_REQUEST and last_error_kind in (
+                            ErrorKind.BUDGET, ErrorKind.BAD_REQUEST, ErrorKind.MEDIA, ErrorKind.INVALID,
+                            ErrorKind.PARSE):
+                        kind = ErrorKind(last_error_kind)
+                    elif kind == ErrorKind.BAD_REQUEST:
+                        kind = ErrorKind.CRASH
+                    services.trace.write("error", kind=kind, error=str(args.get("error"))[:3000])
+                    outcome = RunOutcome("error", kind, str(args.get("error"))[:3000])
+                else:
+                    self.serving = str(op)[:100]
+                    reply = _serve(services, msg, op, args)
+                    self.serving = None
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError
+                    if not reply["ok"]:
+                        last_error_kind = reply["kind"]
+                    if "id" in msg:
+                        pipe.write(encode_reply(reply, op), deadline)
+        except TimeoutError:
+            outcome = RunOutcome("error", ErrorKind.TIMEOUT, f"the harness did not finish within {timeout:.0f} s")
+        except InfraError:
+            raise
+        except (BrokenPipeError, HarnessError) as exc:
+            outcome = RunOutcome("error", ErrorKind.CRASH, str(exc) or "the harness closed its channel")
+        finally:
+            pipe.close()
+        if outcome is None:
+            kill_child(child)
+            tail = b"".join(stderr).decode(errors="replace")[-STDERR_TAIL:]
+            code = proc.returncode
+            why = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+            kind = ErrorKind.MEMORY if "MemoryError" in tail else ErrorKind.CRASH
+            outcome = RunOutcome("error", kind, f"the harness process {why} without an answer. {tail}".strip())
+            services.trace.write("error", kind=kind, error=outcome.error)
+        return outcome
+
+
+MAX_LOGGED_TRACEBACKS = 20
+"""Failed requests logged with a traceback per process; later ones get one line each (the trace has them all)."""
+_logged = iter(range(MAX_LOGGED_TRACEBACKS))
+
+
+def _log_failure(op: str, task_id: str, exc: BaseException) -> None:
+    """Log a request our code could not serve: a traceback for the first few, then one capped line."""
+    if next(_logged, None) is not None:
+        log.warning("request %r of task %s failed: %s", op, task_id, _short(exc), exc_info=exc)
+    else:
+        log.warning("request %r of task %s failed: %s (traceback not logged: more than %d so far)", op, task_id,
+                    _short(exc), MAX_LOGGED_TRACEBACKS)
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:500]}"
 
 
 def _serve(services: TaskServices, msg: dict[str, Any], op: Any, args: Any) -> dict[str, Any]:
@@ -233,7 +333,7 @@ def _serve(services: TaskServices, msg: dict[str, Any], op: Any, args: Any) -> d
     except TypeError as exc:
         return {"id": msg.get("id"), "ok": False, "kind": "invalid", "error": f"bad arguments to {op!r}: {exc}"}
     except Exception as exc:  # a request our code or the model could not serve: the harness's error, not the run's
-        log.warning("request %r of task %s failed: %s", op, services.view.id, exc, exc_info=True)
+        _log_failure(str(op)[:100], services.view.id, exc)
         services.trace.write("request_error", op=str(op)[:100], error=f"{type(exc).__name__}: {exc}"[:2000])
         return {"id": msg.get("id"), "ok": False, "kind": "invalid",
                 "error": f"the request {str(op)[:100]!r} failed: {type(exc).__name__}: {exc}"[:3000]}

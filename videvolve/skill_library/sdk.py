@@ -13,6 +13,7 @@ library (whose frames hold real globals) travels with them.
 from __future__ import annotations
 
 import json
+import re
 
 TYPE_CHECKING = False  # typing is not imported at run time: a sandboxed child starts faster without it
 if TYPE_CHECKING:
@@ -20,6 +21,30 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+MAX_NESTING = 32
+"""Lists and objects in one message nest at most this deep (both sides check, before the parent decodes it)."""
+MAX_MESSAGE_VALUES = 65536
+"""Lists, objects and separated values in one message: decoding one costs the parent at most a few MB."""
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*+"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
+
+
+def message_problem(text: str) -> str | None:
+    """Why a JSON message is refused before it is decoded (nested too deep, too many values), or None.
+
+    Linear: strings are cut out first (brackets and commas in text are not structure), then the rest is counted.
+    """
+    bare = _JSON_STRING.sub("", text)
+    values = bare.count(",") + bare.count("[") + bare.count("{")
+    if values > MAX_MESSAGE_VALUES:
+        return f"a message holds more than {MAX_MESSAGE_VALUES} values (about {values}); send less per request"
+    depth = deepest = 0
+    for ch in _NOT_BRACKET.sub("", bare):
+        depth += 1 if ch in "[{" else -1
+        deepest = max(deepest, depth)
+    if deepest > MAX_NESTING:
+        return f"a message nested {deepest} levels deep (at most {MAX_NESTING}); flatten the data"
+    return None
 
 
 class SDKError(Exception):
@@ -105,6 +130,9 @@ class Channel:
             raise SDKError("request arguments must be plain JSON (numbers, strings, lists, dicts)")
         if len(data) > MAX_MESSAGE_BYTES:
             raise SDKError(f"request too large ({len(data)} bytes)")
+        why = message_problem(data)
+        if why is not None:
+            raise SDKError(why)
         failed = False
         try:
             self._writer.write(data + "\n")

@@ -154,6 +154,12 @@ class TaskServices(ReadingServices):
         """Show observations with a prompt (after ``context``, e.g. a transcript, when given); the model's text."""
         if mode not in ("answer", "match", "describe"):
             raise ServiceError("invalid", f"mode must be answer, match or describe, not {mode!r}")
+        if not isinstance(handles, list):
+            raise ServiceError("invalid", "ask takes a list of observations")
+        try:
+            limits.check_observation_count(len(handles))
+        except limits.CapExceeded as exc:
+            raise ServiceError(exc.kind, str(exc)) from None
         content: list[dict[str, Any]] = []
         for h in handles:
             content += self._observation_parts(h)
@@ -334,6 +340,10 @@ class TaskServices(ReadingServices):
             raise ServiceError("invalid", f"this task already made {limits.MAX_REQUESTS} model requests (the cap)")
         refs = [p["handle"] for m in messages if isinstance(m.get("content"), list)
                 for p in m["content"] if p.get("type") == "observation_ref"]
+        try:
+            limits.check_observation_count(len(refs))
+        except limits.CapExceeded as exc:
+            raise ServiceError(exc.kind, str(exc)) from None
         specs = [self._spec(h) for h in refs]
         try:  # from the arguments, before anything is decoded or composited
             limits.check_request([s for h in refs if (s := self._handles[h].shape) is not None], probe(self.video),

@@ -13,7 +13,14 @@ first wall and it admits only what it knows:
   ``_`` name, a frame, generator, traceback or code attribute (``gi_frame``, ``f_back``, ``tb_frame``,
   ``co_code``...) or ``mro``; a module's attributes only if allowlisted for that module;
 - **format strings**: ``.format``/``.format_map`` only on a string literal whose fields are plain names or
-  positions (no ``{0.__class__}`` or ``{0[x]}``).
+  positions (no ``{0.__class__}`` or ``{0[x]}``);
+- **stores**: an attribute is set or deleted only as ``self.x`` in a method of the harness's own class, or when a
+  class of the harness declares ``x`` and ``x`` is not an attribute of a dataclass field (``fields(P)[0].name = "_x"``
+  would make the dataclass machinery read ``_x`` by name); ``dataclasses.asdict``/``astuple``/``replace`` are not
+  importable at all;
+- **enums**: an enum class (``Enum``, ``IntEnum``, or the harness's own subclass) is used as a base, for its members
+  (``Colour.RED``, ``Colour["RED"]``, ``Colour(1)``), in a comparison or an ``isinstance``; never called with names
+  (the functional ``Enum("Spy", {"__reduce_ex__": f})`` defines dunders a class body may not) nor passed on.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import threading
 from collections.abc import Iterator
 
 from videvolve.skill_library import sdk
+from videvolve.skill_library.ast_names import bad_format_fields, called_name, dotted
 from videvolve.skill_library.bootstrap import ALLOWED_MODULES, SAFE_BUILTINS, allowed_names
 
 _A = ast
@@ -70,6 +78,12 @@ DENIED_ATTRIBUTES = frozenset({"mro", "format", "format_map", "with_traceback", 
                                "func_globals", "func_code", "im_func", "im_self", "cell_contents", "f_back"})
 DENIED_PREFIXES = ("_", "gi_", "cr_", "ag_", "f_", "tb_", "co_", "func_")
 NAMEDTUPLE_PRIVATE = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults"})
+
+
+FIELD_ATTRIBUTES = frozenset(n for n in dir(dataclasses.Field) if not n.startswith("_")) | frozenset(
+    dataclasses.Field.__slots__) - {"_field_type"}
+"""A ``dataclasses.Field``'s attributes (``name``, ``type``, ``default``...): the dataclass machinery reads and sets
+attributes by the names they hold, so a store to one is refused unless it is ``self.x`` in the harness's own class."""
 
 
 def _public(*types_: type) -> set[str]:
@@ -147,9 +161,14 @@ class _Checker:
         self.modules: dict[str, str] = {}  # local alias -> allowlisted module
         self.defined: set[str] = set()
         self.format_nodes: set[int] = set()
+        self.declared: set[str] = set()  # attributes the harness's classes declare (body names, self.x stores)
+        self.self_stores: set[int] = set()  # ``self.x = ...`` nodes in methods of the harness's classes
+        self.parents: dict[int, ast.AST] = {}
+        self.enums: set[str] = set()  # names bound to enum classes (imported or the harness's own)
 
     def problems(self) -> Iterator[tuple[int, str]]:
         yield from self._collect()
+        self._classes()
         for node in ast.walk(self.tree):
             line = getattr(node, "lineno", 0)
             if type(node) not in ALLOWED_NODES:
@@ -157,8 +176,14 @@ class _Checker:
                 yield line, _WHY_NOT.get(name, f"{name} is not allowed in a harness")
             elif isinstance(node, ast.Name):
                 yield from ((line, r) for r in self._name(node.id))
+                if self._is_enum(node):
+                    yield from ((line, r) for r in self._enum_use(node))
             elif isinstance(node, ast.Attribute):
+                if not isinstance(node.ctx, ast.Load):
+                    yield from ((line, r) for r in self._store(node))
                 yield from ((line, r) for r in self._attribute(node))
+                if self._is_enum(node):
+                    yield from ((line, r) for r in self._enum_use(node))
             elif isinstance(node, ast.FunctionDef | ast.ClassDef):
                 yield from ((line, r) for r in self._definition(node))
             elif isinstance(node, ast.arg) and (node.arg.startswith("__") or node.arg in FORBIDDEN_NAMES):
@@ -186,8 +211,6 @@ class _Checker:
                 yield from ((line, r) for r in self._import_from(node))
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 self.defined.add(node.id)
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                self.defined.add(node.attr)
             elif isinstance(node, ast.FunctionDef | ast.ClassDef):
                 self.defined.add(node.name)
             elif isinstance(node, ast.arg):
@@ -198,8 +221,92 @@ class _Checker:
                 self.defined.add(node.rest)
             elif isinstance(node, ast.Global | ast.Nonlocal):
                 self.defined.update(node.names)
-            elif isinstance(node, ast.Call) and _called_name(node) in ("namedtuple", "NamedTuple"):
+            elif isinstance(node, ast.Call) and called_name(node) in ("namedtuple", "NamedTuple"):
                 self.defined.update(_field_words(node))
+
+    def _classes(self) -> None:
+        """What the harness's classes declare, its ``self.x`` stores, its enum classes, and every node's parent."""
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[id(child)] = node
+            if isinstance(node, ast.Call) and called_name(node) in ("namedtuple", "NamedTuple"):
+                self.declared.update(_field_words(node))
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for stmt in node.body:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+                    stmt, ast.AnnAssign | ast.AugAssign) else []
+                self.declared.update(t.id for t in targets if isinstance(t, ast.Name))
+                if isinstance(stmt, ast.FunctionDef):
+                    self.declared.add(stmt.name)
+                    self._method(stmt)
+        for alias, module in self.modules.items():
+            if module == "enum":
+                self.enums.add(f"{alias}.Enum")
+                self.enums.add(f"{alias}.IntEnum")
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "enum":
+                self.enums.update(a.asname or a.name for a in node.names if a.name in ("Enum", "IntEnum"))
+        grew = True
+        while grew:  # the harness's own enum classes, and theirs
+            grew = False
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.ClassDef) and node.name not in self.enums and any(
+                        dotted(b) in self.enums for b in node.bases):
+                    self.enums.add(node.name)
+                    grew = True
+
+    def _method(self, fn: ast.FunctionDef) -> None:
+        """Note ``self.x`` stores of a method whose first parameter is never rebound."""
+        params = [*fn.args.posonlyargs, *fn.args.args]
+        if not params:
+            return
+        me = params[0].arg
+        rebound = any((isinstance(n, ast.Name) and n.id == me and not isinstance(n.ctx, ast.Load))
+                      or (isinstance(n, ast.arg) and n.arg == me and n is not params[0]) for n in ast.walk(fn))
+        if rebound:
+            return
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name) \
+                    and n.value.id == me:
+                self.self_stores.add(id(n))
+                self.declared.add(n.attr)
+                self.defined.add(n.attr)
+
+    def _store(self, node: ast.Attribute) -> Iterator[str]:
+        attr = node.attr
+        if attr.startswith("_"):
+            yield f"a store to attribute {attr!r} is not allowed"
+        elif id(node) in self.self_stores:
+            return
+        elif attr not in self.declared or attr in FIELD_ATTRIBUTES:
+            yield (f"a store to attribute {attr!r} is not allowed: set only self.{attr} in a method of your own "
+                   "class, or attributes your classes declare (never a dataclass field's own attributes)")
+
+    def _is_enum(self, node: ast.Name | ast.Attribute) -> bool:
+        return isinstance(node.ctx, ast.Load) and dotted(node) in self.enums
+
+    def _enum_use(self, node: ast.AST) -> Iterator[str]:
+        """Refuse an enum class used other than for its members, as a base, in a comparison or ``isinstance``."""
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.ClassDef) and node in parent.bases:
+            return
+        if isinstance(parent, ast.Attribute | ast.Subscript) and parent.value is node:
+            return
+        if isinstance(parent, ast.Compare):
+            return
+        if isinstance(parent, ast.Call) and parent.func is node and len(parent.args) <= 1 and not parent.keywords \
+                and not any(isinstance(a, ast.Starred) for a in parent.args):
+            return
+        if isinstance(parent, ast.Call) and called_name(parent) in ("isinstance", "issubclass", "list", "tuple",
+                                                                     "set", "len", "sorted", "iter", "reversed") \
+                and isinstance(parent.func, ast.Name) and parent.args and parent.args[-1] is node \
+                and not parent.keywords:
+            return
+        if isinstance(parent, ast.For | ast.comprehension) and parent.iter is node:
+            return
+        yield (f"the enum {dotted(node)} may be used only as a base, for its members, in a comparison or "
+               "isinstance (no functional Enum(name, members) form, no passing it on)")
 
     def _import_from(self, node: ast.ImportFrom) -> Iterator[str]:
         if node.module == "__future__" and not node.level:
@@ -255,34 +362,11 @@ class _Checker:
         if not (isinstance(base, ast.Constant) and isinstance(base.value, str)):
             yield f"{func.attr} is only allowed on a string literal"
             return
-        bad = _bad_format_fields(base.value)
+        bad = bad_format_fields(base.value)
         if bad is not None:
             yield f"format field {bad!r} is not allowed (only plain names or positions)"
             return
         self.format_nodes.add(id(func))
-
-
-def _bad_format_fields(template: str, depth: int = 0) -> str | None:
-    """The first field that reaches into its argument (``{0.attr}``, ``{0[key]}``), or None."""
-    try:
-        parsed = list(string.Formatter().parse(template))
-    except ValueError as exc:
-        return str(exc)
-    for _text, field, spec, _conversion in parsed:
-        if field is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|\d*", field):
-            return field
-        if field is not None and field.startswith("_"):
-            return field
-        if spec and depth < 2:
-            inner = _bad_format_fields(spec, depth + 1)
-            if inner is not None:
-                return inner
-    return None
-
-
-def _called_name(node: ast.Call) -> str | None:
-    f = node.func
-    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
 
 
 def _field_words(node: ast.Call) -> set[str]:

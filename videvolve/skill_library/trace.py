@@ -1,8 +1,9 @@
-"""A task's trace: one JSON line per step, with the harness's own notes capped in number and size."""
+"""A task's trace: one JSON line per step, capped in bytes for every event, with the harness's notes capped too."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,25 +11,53 @@ MAX_NOTES = 1000
 """Log and tool notes a harness may leave per task; later ones are dropped (one line says so)."""
 MAX_NOTE_CHARS = 4000
 """A note's data, as JSON, is cut to this many characters."""
+MAX_TRACE_BYTES = 8 * 1024 * 1024
+"""Bytes of one task's trace: past them, steps are dropped (one line says so); the task's end is always written."""
+MAX_LINE_BYTES = 64 * 1024
+"""Bytes of one step; a longer one keeps its event and says it was cut."""
+ENDING_EVENTS = frozenset({"final", "error"})
+"""Steps written past the cap: what ended the task (each is small: its texts are cut where they are written)."""
 
 
 class TraceWriter:
-    """Appends one JSON line per step to a task's trace file."""
+    """Appends one JSON line per step to a task's trace file (at most :data:`MAX_TRACE_BYTES`)."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.step = 0
         self.notes = 0
+        self.bytes = 0
+        self.dropped = 0
+        self.sealed = False
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("")
 
     def write(self, event: str, **data: Any) -> None:
-        """One step."""
+        """One step (dropped past the byte cap, unless it ends the task)."""
+        if self.sealed:
+            return
         self.step += 1
-        if self.path is not None:
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"step": self.step, "event": event, **data}, default=str) + "\n")
+        if self.path is None:
+            return
+        line = json.dumps({"step": self.step, "event": event, **data}, default=str) + "\n"
+        if len(line) > MAX_LINE_BYTES:
+            line = json.dumps({"step": self.step, "event": event, "cut": f"a step of {len(line):,} bytes (cap "
+                                                                         f"{MAX_LINE_BYTES:,})"}) + "\n"
+        if self.bytes + len(line) > MAX_TRACE_BYTES and event not in ENDING_EVENTS:
+            self.dropped += 1
+            if self.dropped > 1:
+                return
+            line = json.dumps({"step": self.step, "event": "trace_capped",
+                               "error": f"this task's trace reached {MAX_TRACE_BYTES:,} bytes; later steps "
+                                        "are dropped"}) + "\n"
+        self.bytes += len(line)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+
+    def seal(self) -> None:
+        """Write nothing more (the task ended without the thread that was still serving it)."""
+        self.sealed = True
 
     def note(self, event: str, **data: Any) -> None:
         """A step the harness asked for (``log``, ``tool``): at most :data:`MAX_NOTES`, each size-capped."""
@@ -37,6 +66,41 @@ class TraceWriter:
             if self.notes == MAX_NOTES + 1:
                 self.write("notes_capped", error=f"more than {MAX_NOTES} log or tool notes; later ones dropped")
             return
-        clipped = {k: v if len(text := json.dumps(v, default=str)) <= MAX_NOTE_CHARS else text[:MAX_NOTE_CHARS]
+        clipped = {k: v if len(text := _dumps(v)) <= MAX_NOTE_CHARS else text[:MAX_NOTE_CHARS]
                    for k, v in data.items()}
         self.write(event, **clipped)
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, default=str)
+    except (ValueError, RecursionError):
+        return "<not JSON>"
+
+
+def iter_trace(path: Path, max_bytes: int = MAX_TRACE_BYTES + MAX_LINE_BYTES) -> Iterator[dict[str, Any]]:
+    """A trace's steps read as a stream: at most ``max_bytes`` of it, lines that are not JSON objects skipped."""
+    if not path.exists():
+        return
+    read, skipping = 0, False
+    with path.open("rb") as fh:
+        while read < max_bytes:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            read += len(raw)
+            whole = raw.endswith(b"\n")
+            if skipping or (not whole and len(raw) > MAX_LINE_BYTES):  # an over-long line: skipped to its end
+                skipping = not whole
+                continue
+            try:
+                step = json.loads(raw)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(step, dict):
+                yield step
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    """A trace's steps (empty when there is none), read as :func:`iter_trace` does."""
+    return list(iter_trace(path))

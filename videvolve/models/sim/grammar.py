@@ -2,6 +2,8 @@
 
 SimVLM reads questions the way a model reads text, from the request only; it never looks at annotations. Transcript
 lines in the request (``[12.0-14.0 s] Meet Bruno.``) are words heard at a time, read like a picture's caption.
+Prompts are written by harnesses, so every pattern runs in linear time (no lazy tails, possessive runs, numbers
+only where no digit precedes them).
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ PATTERNS = {
 }
 GROUNDING_TEMPLATES = ("grounding", "mentioned", "on_screen")
 _INTRO = re.compile(rf"\bmeet ({_N})\b", re.I)
-_OPTION = re.compile(r"^\s*\(?([A-Z])[.):]\s*(.+?)\s*$", re.M)
-_TARGET = re.compile(rf"\b({_C})\s+({_S})\b|\b({_C})\s+glyph\b|\b({_S})\b", re.I)
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)[- ]second", re.I)
+_OPTION = re.compile(r"^[^\S\n]*+\(?([A-Z])[.):][^\S\n]*+(\S(?:.*\S)?)", re.M)  # linear: no lazy tail
+_TARGET = re.compile(rf"\b({_C})\s++({_S})\b|\b({_C})\s++glyph\b|\b({_S})\b", re.I)
+_DURATION = re.compile(r"(?<![\d.])(\d++(?:\.\d++)?+)[- ]second", re.I)
 
 
 @dataclass
