@@ -6,7 +6,8 @@ sheets are cut into cells and every cell perceived. Three request types: a final
 intervals built from which observed times show the target, with boundaries halfway to the nearest observation
 that clearly does not), a match ('which of these images show X?') and a describe. Transcript lines in the request
 are words heard over a time span, read by the same rule as a picture's caption: a name introduced while a glyph is
-seen belongs to that glyph (:func:`identify`). When nothing it saw answers an
+seen belongs to that glyph (:func:`identify`). Among readings that disagree the most frequent wins, a tie the one
+seen first (:func:`most_seen`: never a set's hash order). When nothing it saw answers an
 mcq question it guesses from a hash of the request's text: the same request, the same letter, and no option favoured
 (chance over many questions, checked by ``tests/test_blind_baseline.py``). Pictures that are not SynthWorld frames
 and questions outside SynthWorld's grammar get :data:`SIM_ONLY_NOTICE`. It never opens a file and never chooses
