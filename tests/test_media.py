@@ -228,3 +228,33 @@ def test_parallel_groups_return_the_same_frames(long_gop_video: Path, monkeypatc
     monkeypatch.setattr(decode, "DECODE_WORKERS", 2)
     parallel = [read_index(f.image) for f in frames_at(long_gop_video, times, cache=None)]
     assert serial == parallel == [expected(t, 30, 360) for t in times]
+
+
+def test_pixels_at_a_time_do_not_depend_on_what_was_decoded_before_or_alongside(index_video: Path, monkeypatch):
+    """The same times give the same frames, pixel for pixel, after any cache history, grouping or concurrent decode."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from videvolve.media import decode
+
+    rng = random.Random(7)
+    wanted = [20.0 * (i + 0.5) / 48 for i in range(48)]
+
+    def shown(cache: FrameCache | None) -> list[tuple[float, bytes]]:
+        return [(f.time, f.image.tobytes()) for f in frames_at(index_video, wanted, 64, cache=cache)]
+
+    monkeypatch.setattr(decode, "DECODE_WORKERS", 1)
+    reference = shown(None)
+    assert [t for t, _ in reference] == [expected(t) / FPS for t in wanted]
+    monkeypatch.setattr(decode, "MIN_PARALLEL_FRAMES", 1)
+    for workers in (1, 3):
+        monkeypatch.setattr(decode, "DECODE_WORKERS", workers)
+        cache = FrameCache(max_bytes=64 * 36 * 3 * 40)  # room for 40 small frames: evictions happen
+        histories = [[rng.uniform(0.0, 20.0) for _ in range(rng.randint(1, 60))] for _ in range(6)]
+        histories += [[round(rng.uniform(0.0, 20.0) * 25) / 25 + d for d in (-1e-7, 0.0, 0.0399)] for _ in range(4)]
+        with ThreadPoolExecutor(max_workers=2) as pool:  # other tasks decoding the same video into the same cache
+            others = [pool.submit(frames_at, index_video, times, side, clamp=True, cache=cache)
+                      for times in histories for side in (64, 32)]
+            mine = [pool.submit(shown, cache) for _ in range(3)]
+            assert all(m.result() == reference for m in mine)
+            assert all(len(o.result()) > 0 for o in others)
+        assert shown(cache) == reference

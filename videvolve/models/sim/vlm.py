@@ -6,7 +6,8 @@ sheets are cut into cells and every cell perceived. Three request types: a final
 intervals built from which observed times show the target, with boundaries halfway to the nearest observation
 that clearly does not), a match ('which of these images show X?') and a describe. Transcript lines in the request
 are words heard over a time span, read by the same rule as a picture's caption: a name introduced while a glyph is
-seen belongs to that glyph (:func:`identify`). When nothing it saw answers an
+seen belongs to that glyph (:func:`identify`). Among readings that disagree the most frequent wins, a tie the one
+seen first (:func:`most_seen`: never a set's hash order). When nothing it saw answers an
 mcq question it guesses from a hash of the request's text: the same request, the same letter, and no option favoured
 (chance over many questions, checked by ``tests/test_blind_baseline.py``). Pictures that are not SynthWorld frames
 and questions outside SynthWorld's grammar get :data:`SIM_ONLY_NOTICE`. It never opens a file and never chooses
@@ -19,6 +20,7 @@ import base64
 import hashlib
 import io
 import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,8 +207,16 @@ def ground(seen: list[Seen], slots: tuple[str, ...], duration: float | None) -> 
 
 def identify(seen: list[Seen], heard: Heard) -> str | None:
     """The glyph a name belongs to: the one seen clearly while the name is said (the most seen, if several)."""
-    names = [s.percept.name for s in seen if heard.start <= s.time <= heard.end and s.percept.name]
-    return max(set(names), key=names.count) if names else None
+    return most_seen([s.percept.name for s in seen if heard.start <= s.time <= heard.end and s.percept.name])
+
+
+def most_seen(values: list[str]) -> str | None:
+    """The value seen most often; a tie goes to the one seen first (``values`` in time order), never to chance.
+
+    Not ``max(set(values), key=values.count)``: a set of strings iterates in an order that changes with each
+    process's hash seed, so a tie would answer differently from one run to the next on the same pixels.
+    """
+    return Counter(values).most_common(1)[0][0] if values else None
 
 
 def ground_spoken(seen: list[Seen], heard: list[Heard], q: Question,
@@ -241,12 +251,12 @@ def choose(seen: list[Seen], q: Question, heard: list[Heard] | None = None) -> s
         value = _spoken_value(seen, q, heard or [])
     elif q.template == "identity_colour":
         shape, bg = q.slots
-        hits = [s.percept.colour for s in clear if s.percept.shape == shape and s.percept.background == bg]
-        value = max(set(hits), key=hits.count) if hits else None
+        value = most_seen([str(s.percept.colour) for s in clear
+                           if s.percept.shape == shape and s.percept.background == bg])
     elif q.template == "identity_shape":
         colour, bg = q.slots
-        hits = [s.percept.shape for s in clear if s.percept.colour == colour and s.percept.background == bg]
-        value = max(set(hits), key=hits.count) if hits else None
+        value = most_seen([str(s.percept.shape) for s in clear
+                           if s.percept.colour == colour and s.percept.background == bg])
     elif q.template == "order":
         firsts = {text: next((s.time for s in clear if s.percept.name == text), None) for text in q.options.values()}
         known = {k: v for k, v in firsts.items() if v is not None}
