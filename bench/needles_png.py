@@ -9,7 +9,7 @@ import sys
 
 from PIL import Image, ImageDraw
 
-from videvolve.labelfree.frames import NeedleFrames, plan_of
+from videvolve.needles.frames import NeedleFrames, plan_of
 from videvolve.tasks import read_tasks
 
 

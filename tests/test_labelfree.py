@@ -20,13 +20,13 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
 from videvolve.datasets.synthworld.palette import BACKGROUNDS
 from videvolve.evaluation.solve import solve_tasks
-from videvolve.labelfree.frames import NeedleFrames, PlainFrames, plan_of
 from videvolve.labelfree.generate import GenerateSettings, generate, letter_tasks
-from videvolve.labelfree.plan import glyph_drafts, plan_needles
-from videvolve.labelfree.scan import VideoScan
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.models.sim.perception import perceive
+from videvolve.needles.frames import NeedleFrames, PlainFrames, plan_of
+from videvolve.needles.plan import glyph_drafts, plan_needles
+from videvolve.needles.scan import VideoScan
 from videvolve.skill_library.harness import load_harness
 from videvolve.skill_library.services import TaskServices
 from videvolve.tasks import Task, check_video_disjoint, read_tasks

@@ -181,10 +181,11 @@ def test_memory_outcomes_steer_the_choice():
                                                                                 operator="add_refinement")})
     good = diag("missed_event", 8).model_copy(update={"outcome": RevisionOutcome(decision="accepted",
                                                                                  operator="denser_sampling")})
-    steered = HeuristicEditor().propose(inp(["boundary_error", "missed_event"],
+    routes = ["grounding_lowres_denser", "mcq_lowres_denser", "refine_mcq_only"]  # set aside: these two compete
+    steered = HeuristicEditor().propose(inp(["boundary_error", "missed_event"], tried=routes,
                                             similar=[PastDiagnosis(diagnosis=bad, similarity=1.0),
                                                      PastDiagnosis(diagnosis=good, similarity=1.0)]))
-    plain = HeuristicEditor().propose(inp(["boundary_error", "missed_event"]))
+    plain = HeuristicEditor().propose(inp(["boundary_error", "missed_event"], tried=routes))
     assert plain.operator == "add_refinement" and steered.operator == "denser_sampling"
     assert HeuristicEditor().propose(inp(["boundary_error"], tried=["add_refinement"])).operator != "add_refinement"
 

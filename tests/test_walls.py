@@ -128,7 +128,7 @@ def _no_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the parent decoded before refusing")
 
-    monkeypatch.setattr("videvolve.skill_library.services.frames_at", refuse)
+    monkeypatch.setattr("videvolve.needles.frames.frames_at", refuse)
     monkeypatch.setattr("videvolve.skill_library.services.contact_sheet", refuse)
 
 

@@ -8,11 +8,11 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
 from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import TaskResult, result_path, write_result
-from videvolve.labelfree.frames import frame_source
 from videvolve.metrics import task_score
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
+from videvolve.needles.frames import frame_source
 from videvolve.skill_library.harness import Harness
 from videvolve.skill_library.pool import WarmPool
 from videvolve.skill_library.runner import run_task

@@ -21,17 +21,17 @@ from pydantic import BaseModel, Field
 
 from videvolve.datasets.synthworld.questions import Draft
 from videvolve.errors import MediaError, UsageError
-from videvolve.labelfree.frames import PLAN_KEY
-from videvolve.labelfree.needles import NeedlePlan
 from videvolve.labelfree.perceived import cached_look, perceived_drafts
-from videvolve.labelfree.plan import glyph_drafts, plan_needles, text_drafts
-from videvolve.labelfree.scan import scan_video
 from videvolve.media.check import list_videos
 from videvolve.media.decode import frames_at
 from videvolve.media.info import file_key, probe
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
+from videvolve.needles.frames import PLAN_KEY
+from videvolve.needles.needles import NeedlePlan
+from videvolve.needles.plan import glyph_drafts, plan_needles, text_drafts
+from videvolve.needles.scan import scan_video
 from videvolve.tasks import LETTERS, Interval, LabelSource, Task, split_by_video
 
 SOURCES = ("needles", "perceived", "teacher")

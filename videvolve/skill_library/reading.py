@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
     from videvolve.config import RuntimeSettings
     from videvolve.datasets.transcripts import Transcript
-    from videvolve.labelfree.frames import FrameSource
     from videvolve.models.cost import CostModel
+    from videvolve.needles.frames import FrameSource
     from videvolve.skill_library.meter import Meter
     from videvolve.skill_library.trace import TraceWriter
     from videvolve.tasks import TaskView

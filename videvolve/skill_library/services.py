@@ -22,7 +22,6 @@ from PIL import Image
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import Transcript
 from videvolve.errors import MediaError, ModelRequestError, RequestRefused
-from videvolve.labelfree.frames import FrameSource, PlainFrames
 from videvolve.media import contact_sheet, probe
 from videvolve.media.captions import frame_caption, sheet_caption, video_caption
 from videvolve.media.data_url import data_url_cache
@@ -32,6 +31,7 @@ from videvolve.models.base import SIM_ONLY_NOTICE, VLM, Message, Tool
 from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
 from videvolve.models.parsing import parse_match
+from videvolve.needles.frames import FrameSource, PlainFrames
 from videvolve.skill_library import limits, prompts
 from videvolve.skill_library.meter import Meter
 from videvolve.skill_library.reading import ReadingServices
@@ -40,9 +40,7 @@ from videvolve.tasks import TaskView
 
 __all__ = ["Meter", "ServiceError", "TaskServices", "TraceWriter"]
 
-MAX_SHEET_CELLS = 400
-MAX_CLIP_FRAMES = 256
-MAX_CLIP_FPS = 120.0
+MAX_SHEET_CELLS, MAX_CLIP_FRAMES, MAX_CLIP_FPS = 400, 256, 120.0
 
 
 class ServiceError(RequestRefused):

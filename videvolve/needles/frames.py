@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from videvolve.labelfree.needles import NeedlePlan, paint
 from videvolve.media.decode import Frame, frames_at
+from videvolve.needles.needles import NeedlePlan, paint
 
 if TYPE_CHECKING:
     from videvolve.tasks import Task

@@ -16,8 +16,8 @@ from collections import Counter
 from videvolve.datasets.synthworld import questions as q
 from videvolve.datasets.synthworld.palette import GLYPH_COLOURS, SHAPES
 from videvolve.datasets.synthworld.script import SIZES, Event, Scene, VideoScript
-from videvolve.labelfree.needles import Needle, NeedlePlan
-from videvolve.labelfree.scan import VideoScan
+from videvolve.needles.needles import Needle, NeedlePlan
+from videvolve.needles.scan import VideoScan
 
 COUNTS = (3, 2, 1, 1, 1, 1)
 """Occurrences per needle kind: one kind of each count 1..3 at least, so count questions span 0..3."""
