@@ -34,7 +34,8 @@ from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.search.gate import cost_of, group_of, paired_rule
-from videvolve.search.history import entries
+from videvolve.search.history import GateEntry, entries
+from videvolve.search.screening import screen
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
 
@@ -111,8 +112,15 @@ def run_one(seed: int, harness: str, iterations: int) -> dict[str, Any]:
                                                                                        "dropped")),
             "selection_evaluations": sum(1 for _ in (root / "run").glob("evals/*/selection/results/*.json")),
             "test_would_reject": test_rejects, "test_questions": len(test),
-            "operators": [f"{e.operator}:{e.decision}" for e in history],
+            "operators": [f"{e.operator}:{e.decision}" for e in history], "mf": mf_agreement(root / "run"),
             "minutes": (time.time() - started) / 60}
+
+
+def _mf(r: dict[str, Any]) -> str:
+    m = r.get("mf")
+    if not m:
+        return ""
+    return (f"{m['same']} / {m['decisions']} ({m['evaluations_full']:,} / {m['evaluations_mf']:,})")
 
 
 def verdict(r: dict[str, Any]) -> str:
@@ -131,7 +139,8 @@ def table(rows: list[dict[str, Any]]) -> Table:
     """One row per world and seed harness."""
     t = Table(title="evolved vs seed on the held-out test split (paired), SimVLM, heuristic editor, paired gate")
     for col in ("world", "seed", "score seed -> evolved [p]", "per kind / evidence: seed -> evolved [p]",
-                "tokens ratio", "accepted / proposed", "selection evals", "test would reject", "verdict", "min"):
+                "tokens ratio", "accepted / proposed", "selection evals", "test would reject",
+                "multi-fidelity = full (evals full / mf)", "verdict", "min"):
         t.add_column(col, justify="right")
     for r in rows:
         groups = "; ".join(f"{g['group']} {g['seed']:.3f}->{g['evolved']:.3f} [{g['p']:.3f}]" for g in r["groups"])
@@ -139,7 +148,7 @@ def table(rows: list[dict[str, Any]]) -> Table:
         t.add_row(str(r["world"]), r["seed_harness"],
                   f"{r['score_seed']:.3f} -> {r['score_evolved']:.3f} [{r['score_p']:.3f}]", groups,
                   f"{ratio:.2f}x", f"{r['accepted']} / {r['proposed']}", f"{r['selection_evaluations']:,}",
-                  f"{r['test_would_reject']} / {r['accepted']}", verdict(r), f"{r['minutes']:.0f}")
+                  f"{r['test_would_reject']} / {r['accepted']}", _mf(r), verdict(r), f"{r['minutes']:.0f}")
     return t
 
 
@@ -163,3 +172,45 @@ def protocol(worlds: list[int], harnesses: list[str], iterations: int) -> int:
                   f"of {len(scan)} cheaper without loss or better at <= 1.0x -> "
                   f"{'PASS' if ok_uni and ok_scan else 'FAIL'}")
     return 0 if ok_uni and ok_scan else 1
+
+
+def mf_agreement(run_dir: Path) -> dict[str, int]:
+    """Multi-fidelity against full validation on a finished run's own candidates, replayed from stored results.
+
+    Candidates screened out on a partial rung are evaluated on the rest of the selection set first (evaluation is
+    deterministic); each decision is then made again both ways at the level the run gave it.
+    """
+    from gate_null import Replay
+
+    settings = json.loads((run_dir / "settings.json").read_text())
+    ctx = Context.model_validate(settings)
+    selection = [t for t in read_tasks(ctx.tasks) if t.split == "selection"]
+    history = _gated(run_dir)
+    vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
+    same = evaluations_mf = evaluations_full = 0
+    for k, e in enumerate(history):
+        assert e.candidate is not None
+        results = {v: solve_tasks(load_harness(run_dir / "harnesses" / v), selection, vlm, cost, runtime,
+                                  run_dir / "evals" / v / "selection") for v in (e.parent, e.candidate)}
+        decisions = {}
+        for mode in ("multi-fidelity", "full"):
+            replay = Replay(ctx.model_copy(update={"validation": mode}), selection, results)
+            (entry,), _ = screen(replay, e.parent, [e.candidate], {}, e.iteration, history=history[:k])
+            decisions[mode] = entry.decision
+            n = len(replay.evaluated[e.candidate])
+            evaluations_mf += n if mode == "multi-fidelity" else 0
+            evaluations_full += n if mode == "full" else 0
+        same += decisions["multi-fidelity"] == decisions["full"]
+    return {"decisions": len(history), "same": same, "evaluations_mf": evaluations_mf,
+            "evaluations_full": evaluations_full}
+
+
+def _gated(run_dir: Path) -> list[GateEntry]:
+    """The run's judged candidates, in order (from its checkpointed history, as the lineage records them)."""
+    out = []
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e.get("node") == "gate" and e.get("event") in ("accepted", "rejected") and e.get("candidate"):
+            fields = {k: v for k, v in e.items() if k in GateEntry.model_fields}
+            out.append(GateEntry(**{**fields, "decision": e["event"]}))
+    return out
