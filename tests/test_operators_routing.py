@@ -48,7 +48,7 @@ def test_cost_cuts_of_scan_refine_and_the_lowres_route(tmp_path: Path) -> None:
     cells = config_of(read_files(_apply("smaller_cells", "scan_refine", tmp_path)))
     assert cells["cell_width"] == 160
     scan = config_of(read_files(_apply("sparser_scan", "scan_refine", tmp_path)))
-    assert scan["scan_share"] == 0.7
+    assert scan["scan_share"] == 0.6
     low = config_of(read_files(_apply("grounding_lowres_denser", "uniform", tmp_path)))
     assert low["grounding"] == {"max_side": 120, "n_frames": 435}
 
