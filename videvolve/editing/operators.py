@@ -244,8 +244,9 @@ def _smaller_cells(files: Files, cfg: dict[str, Any]) -> Files | None:
 
 
 def _fewer_sheet_frames(files: Files, cfg: dict[str, Any]) -> Files | None:
-    """A sparser contact-sheet scan (scan_share down by 0.25, about the gate's 20 % cost cut when the sheets are most
-    of the cost): the budget left goes to refining candidates.
+    """A sparser contact-sheet scan, scan_share down by 0.25; the budget left goes to refining candidates.
+
+    About the gate's 20 % cost cut when the sheets are most of the cost.
     """
     if "scan_share" not in cfg or float(cfg["scan_share"]) < 0.5:
         return None
