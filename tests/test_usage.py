@@ -10,7 +10,7 @@ from typing import Any, get_type_hints
 import pytest
 
 from videvolve.editing.workspace import TraceItem, write_trace
-from videvolve.evaluation.results import TaskResult, cost_of, load_result, result_path
+from videvolve.evaluation.results import TaskResult, cost_of, read_result, result_path
 from videvolve.loop.state import State
 from videvolve.nodes.common import spent
 from videvolve.nodes.record import _stop_reason
@@ -80,7 +80,7 @@ def test_a_result_stored_before_requests_were_counted_still_loads(tmp_path: Path
     path = result_path(tmp_path, "t1")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(old))
-    result = load_result(tmp_path, _task(), "h")
+    result = read_result(tmp_path, "t1")
     assert result is not None
     assert (result.usage.requests, result.usage.model_calls, result.usage.cache_hits) == (3, 2, 1)
     assert result.frames == 8 and result.usage.observed_times == [1.5, 3.0]
