@@ -159,9 +159,8 @@ def test_a_folder_1100_levels_deep_ends_neither_the_proposal_nor_the_next_worksp
 bin/submit "deep folder" > submit.out 2>&1; echo $? > submit.status
 echo DONE'''
     editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=120))
-    editor.open = lambda inp, resume=False: tools
     try:
-        proposal = editor.propose(tools.inp)
+        proposal = editor.propose(tools.inp, OneWorkspace(tools))
         assert (tools.root / "submit.status").read_text().strip() == "1"  # refused while the tree was there
         assert "folders deep" in (tools.root / "submit.out").read_text()
         assert proposal is not None and "Be brief." in (proposal.edits.get("SKILL.md") or "")  # the rest is taken
