@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from videvolve.skill_library.harness import seed_path
 from videvolve.tasks import Task
-from videvolve.testing import free_port
+from videvolve.testing import serve_app
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,17 +116,6 @@ def videvolve_server(args: list[str], health_url: str, extra_env: dict[str, str]
 
 @contextlib.contextmanager
 def running(app: Any) -> Iterator[str]:
-    """The app served by uvicorn on 127.0.0.1 in a thread; yields its base URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(500):
-        if server.started:
-            break
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    """The app served by uvicorn on 127.0.0.1 in a thread; yields its base URL (without ``/v1``)."""
+    with serve_app(app) as base:
+        yield base.removesuffix("/v1")
