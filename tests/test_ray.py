@@ -89,4 +89,4 @@ def test_resumed_ray_evolve_pays_for_no_evaluation_twice(small_world, harness, t
     assert resumed["incumbent"] == whole["incumbent"]
     assert [(h.get("candidate"), h["decision"]) for h in resumed["history"]] == \
         [(h.get("candidate"), h["decision"]) for h in whole["history"]]
-    assert rows(tmp_path / "resumed.sqlite") == rows(tmp_path / "whole.sqlite")  # no model call paid twice
+    assert rows(tmp_path / "resumed-cache.sqlite") == rows(tmp_path / "whole-cache.sqlite")  # nothing paid twice
