@@ -115,8 +115,11 @@ from videvolve.skill_library.harness import load_harness
 import os
 
 try:
-    solve_tasks(load_harness(sys.argv[2]), _tasks(Path(sys.argv[1]), 12), _SlowA(0.4), cost_model("qwen2.5-vl"),
+    # 80 tasks of 0.4 s: the run cannot end on its own while the test, however loaded the machine, looks for the
+    # sandboxes and sends the signal (with 12 it once did, and there was nothing left to interrupt)
+    solve_tasks(load_harness(sys.argv[2]), _tasks(Path(sys.argv[1]), 80), _SlowA(0.4), cost_model("qwen2.5-vl"),
                 RuntimeSettings(concurrency=2), Path(sys.argv[3]), on_result=lambda r: print("result", flush=True))
+    print("finished before the interrupt", flush=True)
 except KeyboardInterrupt:
     print("left", len(sandbox_children(os.getpid())), flush=True)
 '''
