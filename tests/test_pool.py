@@ -105,7 +105,9 @@ def test_the_pool_can_be_turned_off(index_video: Path, seed: Path, tmp_path: Pat
 
 
 INTERRUPTED = '''
+import signal
 import sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job of a shell starts with SIGINT ignored
 from pathlib import Path
 from tests.test_pool import _SlowA, _tasks, sandbox_children
 from videvolve.config import RuntimeSettings
