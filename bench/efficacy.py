@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from protocol import WORLDS, protocol
+from protocol import WORLDS, protocol, stored
 from rich.console import Console
 from rich.table import Table
 
@@ -62,7 +62,12 @@ def main() -> int:
     parser.add_argument("--worlds", type=int, nargs="+", default=list(WORLDS))
     parser.add_argument("--harness", nargs="+", default=["uniform", "scan_refine"])
     parser.add_argument("--no-trials", action="store_true", help="--compare seed with the editor's first guesses")
+    parser.add_argument("--from-results", type=Path, nargs="+", metavar="JSON",
+                        help="--compare protocol: print the table and verdict of stored results files (runs of "
+                             "different worlds made side by side)")
     args = parser.parse_args()
+    if args.compare == "protocol" and args.from_results:
+        return stored(args.from_results)
     if args.compare == "protocol":
         return protocol(args.worlds, args.harness, args.iterations)
     if args.compare == "editors":

@@ -155,23 +155,40 @@ def table(rows: list[dict[str, Any]]) -> Table:
 def protocol(worlds: list[int], harnesses: list[str], iterations: int) -> int:
     """Run every world and seed harness; print the table after each; write results.json."""
     rows: list[dict[str, Any]] = []
-    out = CACHE / f"results-{'-'.join(harnesses)}.json"
+    tag = "-".join(harnesses) + ("" if tuple(worlds) == WORLDS else "-" + "-".join(map(str, worlds)))
+    out = CACHE / f"results-{tag}.json"  # runs of other worlds, side by side, write their own files
     for harness in harnesses:
         for seed in worlds:
             rows.append(run_one(seed, harness, iterations))
             console.print(table(rows))
             CACHE.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(rows, indent=1, default=float))
+    return summary(rows)
+
+
+def summary(rows: list[dict[str, Any]]) -> int:
+    """The verdict over the rows against the issue's targets (0 when they are met)."""
     uni = [r for r in rows if r["seed_harness"] == "uniform"]
     scan = [r for r in rows if r["seed_harness"] == "scan_refine"]
     ok_uni = sum(verdict(r) == "gain" for r in uni) >= min(4, len(uni)) and not any(
         verdict(r) == "significant loss" for r in uni)
     ok_scan = sum(verdict(r) in ("gain", "cheaper, no loss") for r in scan) >= min(3, len(scan))
+    mf = [r["mf"] for r in rows if r.get("mf")]
+    full, fewer = sum(m["evaluations_full"] for m in mf), sum(m["evaluations_mf"] for m in mf)
     console.print(f"uniform: {sum(verdict(r) == 'gain' for r in uni)} of {len(uni)} worlds with a significant gain "
                   f"at <= 1.1x tokens; scan_refine: {sum(verdict(r) in ('gain', 'cheaper, no loss') for r in scan)} "
-                  f"of {len(scan)} cheaper without loss or better at <= 1.0x -> "
+                  f"of {len(scan)} cheaper without loss or better at <= 1.0x; multi-fidelity: "
+                  f"{sum(m['same'] for m in mf)} / {sum(m['decisions'] for m in mf)} decisions as full validation, "
+                  f"{full / max(1, fewer):.2f}x fewer selection evaluations -> "
                   f"{'PASS' if ok_uni and ok_scan else 'FAIL'}")
     return 0 if ok_uni and ok_scan else 1
+
+
+def stored(paths: list[Path]) -> int:
+    """The table and the verdict of runs stored in results files (``--from-results``)."""
+    rows = [r for p in paths for r in json.loads(p.read_text())]
+    console.print(table(rows))
+    return summary(rows)
 
 
 def mf_agreement(run_dir: Path) -> dict[str, int]:

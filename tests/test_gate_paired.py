@@ -11,7 +11,7 @@ from videvolve.loop.context import Context
 from videvolve.search.gate import gate_rule, paired_rule
 from videvolve.search.history import GateEntry
 from videvolve.search.screening import screen
-from videvolve.search.significance import min_detectable_gain, questions_for_gain, sign_flip_p
+from videvolve.search.significance import agreement_floor, min_detectable_gain, questions_for_gain, sign_flip_p
 from videvolve.search.spending import look_levels, next_level, wealth
 from videvolve.tasks import Interval, Task
 from videvolve.testing import FakeRun
@@ -79,6 +79,15 @@ def test_cost_cuts_must_be_non_inferior_and_no_kind_may_lose():
     mixed = [0.0 if i < 80 and i % 2 else (1.0 if i >= 80 else s) for i, s in enumerate(parent)]
     d = paired_rule(tasks, _results(tasks, parent), _results(tasks, mixed), level=0.025)
     assert not d.accept and "grounding questions lose significantly" in d.reason
+
+
+def test_a_cut_that_changes_nothing_on_few_questions_is_not_certain():
+    small = _tasks(20)
+    parent = [float(i % 2) for i in range(20)]
+    cut = paired_rule(small, _results(small, parent), _results(small, parent, cost=70.0), level=0.025)
+    assert not cut.accept and "loss may reach" in cut.reason  # 20 agreeing questions cannot show a loss <= 0.02
+    assert agreement_floor(20, 0.025) == pytest.approx(1 - 0.025 ** (1 / 20))
+    assert agreement_floor(224, 0.025) < 0.02 < agreement_floor(120, 0.05)
 
 
 def test_alpha_investing_spends_on_rejections_and_earns_on_acceptances():

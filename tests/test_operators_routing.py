@@ -53,9 +53,28 @@ def test_cost_cuts_of_scan_refine_and_the_lowres_route(tmp_path: Path) -> None:
     assert low["grounding"] == {"max_side": 120, "n_frames": 435}
 
 
+def test_the_final_look_of_scan_refine_resends_the_scan_only_where_it_flagged_something(tmp_path: Path,
+                                                                                          small_world) -> None:
+    out = _apply("final_look_flagged", "scan_refine", tmp_path)
+    cfg = config_of(read_files(out))
+    assert cfg["mcq"] == {"final_look": "flagged_sheets", "boundary_frames": 0}
+    assert cfg["grounding"] == {"final_look": "near_cells", "final_near_cells": 2}
+    assert OPERATORS["final_look_flagged"].apply(read_files(out), cfg) is None  # applied once
+    tasks = [t for t in small_world.tasks if t.split == "train"]
+    two = [next(t for t in tasks if t.kind == k and t.answer) for k in ("mcq", "grounding")]
+    cost = cost_model("qwen2.5-vl")
+    base = solve_tasks(load_harness(seed_path("scan_refine")), two, SimVLM(), cost,
+                       RuntimeSettings(concurrency=1), tmp_path / "base")
+    cut = solve_tasks(load_harness(out), two, SimVLM(), cost, RuntimeSettings(concurrency=1), tmp_path / "cut")
+    assert all(r.outcome == "ok" for r in cut), [r.error for r in cut]
+    for b, c in zip(base, cut, strict=True):  # the same frames decoded, fewer tokens sent
+        assert c.usage.visual_tokens < b.usage.visual_tokens, (c.kind, c.usage, b.usage)
+
+
 def test_the_editor_tries_a_cost_cut_beside_what_the_diagnoses_call_for() -> None:
     files = read_files(seed_path("scan_refine"))
     d = Diagnosis(id="d1", run_id="r", iteration=0, harness_id="h", task_id="t", video_id="v", kind="mcq",
                   category="misperception", hypothesis="h", applies_when="a", preserve="p")
     names = [op.name for _, op in candidates(EditorInput(incumbent="h", files=files, diagnoses=[d]), width=3)]
     assert len(names) >= 2 and OPERATORS[names[-1]].cost_cut and not any(OPERATORS[n].cost_cut for n in names[:-1])
+    assert names[-1] == "final_look_flagged"  # the cut that keeps every frame the seed decodes comes first

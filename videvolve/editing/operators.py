@@ -253,6 +253,56 @@ def _fewer_sheet_frames(files: Files, cfg: dict[str, Any]) -> Files | None:
     return {"config.toml": set_key(files["config.toml"], "scan_share", round(float(cfg["scan_share"]) - 0.25, 2))}
 
 
+FINAL_ANCHOR = "    reply = ctx.ask(seen, context="
+FINAL_LOOK = '''    look = str(cfg.get("final_look", "all"))
+    if look != "all" and candidates:  # the final look: the scan where it flagged something, and the refinement
+        seen = _final_sheets(ctx, cfg, look, sheets, scan_times, candidates, step, per_sheet, cols) + seen[len(sheets):]
+'''
+FINAL_SHEETS = '''
+
+def _final_sheets(ctx, cfg, look, sheets, scan_times, candidates, step, per_sheet, cols):
+    """The contact sheets of the final look: those holding a flagged moment, or a sheet of the cells near one."""
+    if look == "flagged_sheets":
+        spans = [(scan_times[i] - step, scan_times[min(len(scan_times), i + per_sheet) - 1] + step)
+                 for i in range(0, len(scan_times), per_sheet)]
+        return [s for s, (lo, hi) in zip(sheets, spans) if any(lo <= c <= hi for c in candidates)]
+    reach = float(cfg.get("final_near_cells", 3)) * step
+    near = [t for t in scan_times if any(abs(t - c) <= reach for c in candidates)]
+    return [ctx.sheet(near[i:i + per_sheet], cols=cols, cell_width=int(cfg.get("cell_width", 160)))
+            for i in range(0, len(near), per_sheet)]
+'''
+FINAL_LOOKS = {"mcq": ("flagged_sheets", None), "grounding": ("near_cells", 2)}
+"""The final look per question kind: an mcq question (order, counting, what comes next) keeps every contact sheet
+that holds a flagged moment, whole; a grounding question keeps only the scan cells within 2 of a flagged moment, in
+a new smaller sheet: enough to pin the boundaries, which refinement already sampled densely."""
+HITS_ASK = '''        hits = ctx.parse_match(ctx.ask(window, mode="match", target=_target(task)))["yes"]
+        b = int(cfg.get("boundary_frames", 2))
+'''
+HITS_IF_USED = '''        b = int(cfg.get("boundary_frames", 2))
+        hits = ctx.parse_match(ctx.ask(window, mode="match", target=_target(task)))["yes"] if b > 0 else []
+'''
+
+
+def _final_look_flagged(files: Files, cfg: dict[str, Any]) -> Files | None:
+    """The final look re-sends the scan only where it flagged something (the match pass already read the rest)."""
+    solver = files.get("solver.py", "")
+    if FINAL_ANCHOR not in solver or "_final_sheets(" in solver or "scan_times" not in solver:
+        return None
+    body = solver.replace(FINAL_ANCHOR, FINAL_LOOK + FINAL_ANCHOR, 1).replace(HITS_ASK, HITS_IF_USED, 1)
+    body = body.rstrip("\n") + "\n" + FINAL_SHEETS
+    route = routed({**files, "solver.py": body})
+    if route is None:
+        return None
+    text = files["config.toml"]
+    for kind, (look, cells) in FINAL_LOOKS.items():
+        text = set_key(text, f"{kind}.final_look", look)
+        if cells is not None:
+            text = set_key(text, f"{kind}.final_near_cells", cells)
+    if HITS_IF_USED in body:  # boundaries pin intervals: an mcq answer has none
+        text = set_key(text, "mcq.boundary_frames", 0)
+    return {"solver.py": route.get("solver.py", body), "config.toml": text}
+
+
 CATALOGUE: tuple[Operator, ...] = (
     Operator("raise_resolution", "show frames (or sheet cells) at 1.5x the resolution, same frame count",
              {"misperception": 1.0, "unresolved": 0.2}, _raise_resolution),
@@ -276,6 +326,11 @@ CATALOGUE: tuple[Operator, ...] = (
     Operator("mcq_lowres_denser", "route by question kind: mcq frames at 3/4 of the side and 1.7x as many, so "
              "short events are not missed (counting, order, what comes next)", {"missed_event": 1.0},
              _lowres_denser(("mcq",)), kinds=("mcq",)),
+    Operator("final_look_flagged", "route by question kind: the final look re-sends the contact sheets only "
+             "where the scan flagged something (mcq: the sheets holding a flagged moment; grounding: the cells within "
+             "2 of one, in a smaller sheet), with the refinement frames, and mcq questions skip the boundary pass "
+             "(an mcq answer has no interval to pin) (a cost cut: the match pass already read the rest)",
+             {"budget_exhausted": 0.6}, _final_look_flagged, kinds=("mcq", "grounding"), cost_cut=True),
     Operator("sparser_sampling", "20 % fewer frames (a cost cut)", {"budget_exhausted": 1.0, "crash": 0.2},
              scale_frames(0.8), cost_cut=True),
     Operator("smaller_cells", "contact-sheet cells at 2/3 of their width (a cost cut: what they blur is refined "

@@ -40,16 +40,25 @@ def sign_flip_p(d: Sequence[float], seed: int = 0) -> float:
 
 
 def t_bounds(d: Sequence[float], level: float) -> tuple[float, float]:
-    """One-sided (1 - level) lower and upper Student t bounds of the mean difference (the mean when all agree)."""
+    """One-sided (1 - level) lower and upper Student t bounds of the mean difference (floored, see below)."""
     x = np.asarray(d, dtype=np.float64)
     if len(x) == 0:
         return -math.inf, math.inf
     mean = float(x.mean())
     sd = float(x.std(ddof=1)) if len(x) > 1 else math.inf
-    if sd == 0:
-        return mean, mean
-    half = float(stats.t.ppf(1 - level, len(x) - 1)) * sd / math.sqrt(len(x))
-    return mean - half, mean + half
+    half = float(stats.t.ppf(1 - level, len(x) - 1)) * sd / math.sqrt(len(x)) if sd > 0 else 0.0
+    return mean - max(half, agreement_floor(len(x), level)), mean + max(half, agreement_floor(len(x), level))
+
+
+def agreement_floor(n: int, level: float) -> float:
+    """The least half-width a bound on n paired questions may have: what n questions that all agree can show.
+
+    When no answer changed on n questions, the share of questions a change affects is still up to
+    ``1 - level ** (1 / n)`` (the exact one-sided binomial bound for zero events), and each such question can move
+    the score by up to 1. Without this floor the t bound of an all-agreeing sample has zero width, and a cut that
+    happens to change nothing on 20 questions would look certain.
+    """
+    return 1 - level ** (1 / n) if 0 < level < 1 else 0.0
 
 
 @dataclass(frozen=True)
