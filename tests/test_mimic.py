@@ -25,7 +25,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.http_errors import ContextTooLong, EndpointError, RequestRejected
 from videvolve.models.openai_backend import openai_vlm
 from videvolve.models.sim import qwen_rules
-from videvolve.models.sim.mimic import MimicSettings
+from videvolve.models.sim.mimic import Faults, MimicSettings
 from videvolve.models.sim.server import create_app
 from videvolve.skill_library.harness import load_harness, seed_path
 from videvolve.testing import make_index_video, serve_app
@@ -376,3 +376,13 @@ def test_context_edge_dead_engine_and_health():
         assert dead.status_code == 500 and "retry-after" not in {k.lower() for k in dead.headers}
         assert dead.json()["error"]["message"] == "The server had an error while processing your request."
         assert httpx.get(f"{root}/health").status_code == 200 and post("hi").status_code == 200
+
+
+def test_a_restart_window_opens_at_the_next_request_not_at_the_call():
+    """A client slow to start (a loaded machine) still meets the whole window: it starts by request, not by clock."""
+    faults = Faults()
+    faults.open_window(0.2)
+    time.sleep(0.3)  # longer than the window: opened at the call, it would be over
+    assert faults.fail_now() and faults.fail_now() and faults.failed == 2
+    time.sleep(0.3)
+    assert not faults.fail_now()

@@ -64,6 +64,8 @@ class Faults:
         self._lock = threading.Lock()
         self.burst = fail_first
         self.down_until = 0.0
+        self.armed = 0.0
+        """A restart window's length, opened by the next chat request (0: none armed)."""
         self.failed = 0
         self.rejects: list[int] = []
         """Statuses the next requests get (after counting, before decoding): a 422 or 413 on demand."""
@@ -71,9 +73,13 @@ class Faults:
         """Chat requests still to answer as a dead engine (500; ``/health`` 503 meanwhile)."""
 
     def open_window(self, seconds: float) -> None:
-        """Answer 503 for the next ``seconds`` seconds (the server is restarting)."""
+        """Answer 503 for ``seconds`` seconds from the next chat request on (the server is restarting).
+
+        The window starts with a request, not with this call, so a client that is slow to start still meets all
+        of it: a fault window started by the clock makes tests flaky on a loaded machine.
+        """
         with self._lock:
-            self.down_until = time.monotonic() + seconds
+            self.armed = seconds
 
     def reject_now(self) -> int | None:
         """A status queued for this request, if any."""
@@ -96,6 +102,8 @@ class Faults:
                 self.burst -= 1
                 self.failed += 1
                 return True
+            if self.armed:
+                self.down_until, self.armed = time.monotonic() + self.armed, 0.0
             if time.monotonic() < self.down_until:
                 self.failed += 1
                 return True

@@ -1,9 +1,9 @@
 """The HTTP app of ``serve-sim --mimic vllm``: vLLM 0.34's routes, auth, errors and usage, over any VLM.
 
-Besides vLLM's routes it serves ``GET /mimic/stats`` (requests, prompt tokens, the frames each video was decoded
-to) and ``POST /mimic/faults`` (``{"unavailable_s": 20}`` opens a restart window of 503s, ``{"burst": 3}`` fails
-the next three requests, ``{"status": 422, "count": 1}`` rejects the next one, ``{"dead": 2}`` answers the next two
-chat requests as a dead engine does: 500 with ``EngineDeadError.CLIENT_MESSAGE`` while ``/health`` answers 503,
+Besides vLLM's routes it serves ``GET /mimic/stats`` (requests, prompt tokens, the frames each video was decoded to) and
+``POST /mimic/faults`` (``{"unavailable_s": 20}`` opens a restart window of 503s from the next request on, ``{"burst":
+3}`` fails the next three requests, ``{"status": 422, "count": 1}`` rejects the next one, ``{"dead": 2}`` answers the
+next two chat requests as a dead engine does: 500 with ``EngineDeadError.CLIENT_MESSAGE`` while ``/health`` answers 503,
 entrypoints/serve/instrumentator/health.py:23-33), unauthenticated like vLLM's ``/health``. vLLM itself sends no
 ``Retry-After`` anywhere; ``MimicSettings.retry_after`` adds one only to test a proxy that does.
 """
