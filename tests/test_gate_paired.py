@@ -11,7 +11,14 @@ from videvolve.loop.context import Context
 from videvolve.search.gate import gate_rule, paired_rule
 from videvolve.search.history import GateEntry
 from videvolve.search.screening import screen
-from videvolve.search.significance import agreement_floor, min_detectable_gain, questions_for_gain, sign_flip_p
+from videvolve.search.significance import (
+    agreement_floor,
+    changed_share_for_margin,
+    min_detectable_gain,
+    power_note,
+    questions_for_gain,
+    sign_flip_p,
+)
 from videvolve.search.spending import look_levels, next_level, wealth
 from videvolve.tasks import Interval, Task
 from videvolve.testing import FakeRun
@@ -115,6 +122,11 @@ def test_power_of_a_selection_set():
     assert min_detectable_gain(60, 0.025) > 0.1  # what the old demo's 60 questions could see
     n = questions_for_gain(0.05, 0.025)
     assert min_detectable_gain(n, 0.025) <= 0.05 < min_detectable_gain(n - 20, 0.025)
+    # a cost cut with no mean loss is kept at margin 0.02 only if it changes about 1 % of 224 answers
+    share = changed_share_for_margin(224, 0.025, 0.02)
+    assert 0.008 < share < 0.015 and changed_share_for_margin(224, 0.025, 0.04) == pytest.approx(4 * share)
+    text, warn = power_note(224, 0.025, 0.02)
+    assert "at most about 1.1% of the answers" in text and warn  # +0.066 is coarser than +0.05
 
 
 def test_sequential_rungs_stop_losers_early_and_decide_as_full_validation():

@@ -52,7 +52,8 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     console.rule("1. SynthWorld: long videos of short events, questions of both kinds")
     world = generate_world(out / "world", videos=videos, minutes=minutes, seed=seed, questions=DEMO_QUESTIONS)
     console.print(stats_table(world_stats(world.tasks)))
-    text, warn = power_note(sum(1 for t in world.tasks if t.split == "selection"), next_level([], 0.05))
+    text, warn = power_note(sum(1 for t in world.tasks if t.split == "selection"), next_level([], 0.05),
+                            Context.model_fields["gate_margin"].default)
     console.print(("warning: " if warn else "") + text, highlight=False)
 
     console.rule(f"2. evolve: {iterations} iterations from the uniform seed (SimVLM, heuristic editor)")

@@ -250,7 +250,7 @@ def gate_power(ctx: Any, n_selection: int, console: Console) -> None:
         console.print(f"gate: video-rsi (any gain at <= (1+{ctx.alpha}) C; cost cuts within eps {eps:.3f}): it takes "
                       "noise for gains; --gate paired tells them apart", highlight=False)
         return
-    text, warn = power_note(n_selection, next_level([], ctx.gate_level, ctx.gate_spending))
+    text, warn = power_note(n_selection, next_level([], ctx.gate_level, ctx.gate_spending), ctx.gate_margin)
     console.print(f"gate: paired, level <= {ctx.gate_level:g} ({ctx.gate_spending}); "
                   + (f"[yellow]warning:[/] {text}" if warn else text), highlight=False)
 

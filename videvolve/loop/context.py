@@ -78,8 +78,8 @@ class Context(BaseModel):
         "gate guide); video-rsi: the paper's rule, any positive difference at <= (1+alpha) C (takes noise for gains)")
     gate_level: float = Field(0.05, gt=0, lt=0.5, description="the paired gate's level: the most any decision is "
                               "judged at, and the run's starting alpha-wealth")
-    gate_margin: float = Field(0.02, ge=0, description="the paired gate's non-inferiority margin: a cost cut is kept "
-                               "only if the upper bound of its score loss is at most this")
+    gate_margin: float = Field(0.02, ge=0, description="the paired gate's non-inferiority margin: a cost "
+                               "cut is kept only if the upper bound of its score loss is at most this")
     gate_spending: Literal["investing", "none"] = Field(
         "investing", description="investing: each decision spends half the run's alpha-wealth (a rejection costs, "
         "an acceptance earns), so the search cannot overfit the selection set by trying many things; none: every "

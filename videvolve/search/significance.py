@@ -111,16 +111,35 @@ POWER_TARGET = 0.05
 """The gain a selection set should let the gate detect (80 % power); smaller sets are warned about."""
 
 
-def power_note(n_selection: int, level: float) -> tuple[str, bool]:
-    """What the selection set can detect at the gate's level, and whether that is too coarse (a warning)."""
+def changed_share_for_margin(n: int, level: float, margin: float, power: float = 0.8) -> float:
+    """The largest share of answers a cost cut with no mean loss may change and still be shown within ``margin``.
+
+    A cut that flips a share f of answers each way (mcq: +1 or -1) has a per-question sd of about sqrt(f); its upper
+    loss bound falls within ``margin`` with ``power`` when (z_level + z_power) sqrt(f / n) <= margin.
+    """
+    z = float(stats.norm.ppf(1 - level) + stats.norm.ppf(power))
+    return min(1.0, n * (margin / z) ** 2)
+
+
+def power_note(n_selection: int, level: float, margin: float | None = None) -> tuple[str, bool]:
+    """What the selection set can detect at the gate's level, and whether that is too coarse (a warning).
+
+    With ``margin`` (the gate's non-inferiority margin) it also says how few answers a cost cut may change to be
+    kept: a cut that reshuffles more of them cannot be told from a loss of ``margin``.
+    """
     if n_selection < 2:
         return f"the selection set has {n_selection} question(s): the gate cannot detect any gain", True
     mdg = min_detectable_gain(n_selection, level)
     need = questions_for_gain(POWER_TARGET, level)
     text = (f"selection set: {n_selection} questions; the smallest gain the gate detects with 80 % power at its first "
             f"decision's level ({level:g}) is {mdg:+.3f} in mean score per question")
+    if margin is not None:
+        share = changed_share_for_margin(n_selection, level, margin)
+        text += (f"; a cost cut is kept when its loss is bounded within {margin:g}, which at this size needs a cut "
+                 f"that changes at most about {share:.1%} of the answers (a larger --gate-margin, or more "
+                 "selection questions, lets cuts that reshuffle more through)")
     if mdg > POWER_TARGET:
-        return (text + f", coarser than {POWER_TARGET:+.2f}: about {need} selection questions are needed (more "
-                "questions per video, e.g. `synth --questions`, or more selection videos); smaller real gains "
-                "will be rejected as noise"), True
+        return (text + f"; the gain is coarser than {POWER_TARGET:+.2f}: about {need} selection questions are needed "
+                "(more questions per video, e.g. `synth --questions`, or more selection videos); smaller real "
+                "gains will be rejected as noise"), True
     return text, False
