@@ -8,7 +8,7 @@ import logging
 import time
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -30,6 +30,9 @@ NEXT = {"prepare": "solving a training batch", "solve": "investigating failures"
 
 # the run's own place and the models are set from other flags; everything else is a Context field's own flag
 NOT_FLAGS = ("run_dir", "run_id")
+
+if TYPE_CHECKING:
+    from videvolve.loop.context import Context
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,7 +68,7 @@ def _load_config(path: Path | None) -> dict[str, Any]:
         raise UsageError(f"cannot read {path}: {exc}") from None
 
 
-def build_context(args: argparse.Namespace) -> Any:
+def build_context(args: argparse.Namespace) -> Context:
     """Settings from --config (or the run's settings.json on --resume), then the flags given explicitly."""
     from videvolve.loop.context import Context
 
@@ -143,7 +146,7 @@ def _refuse_changes(run: Path, stored: dict[str, Any], flags: dict[str, Any]) ->
                          f"(only {', '.join('--' + k.replace('_', '-') for k in EXTENDABLE)} may grow on --resume).")
 
 
-def _dry_run(ctx: Any) -> int:
+def _dry_run(ctx: Context) -> int:
     from videvolve.api import resolve_harness
     from videvolve.errors import MediaError
     from videvolve.graph.plan import estimate
@@ -240,7 +243,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     return _silent_editor(ctx, entries(final.get("history") or []))
 
 
-def gate_power(ctx: Any, n_selection: int, console: Console) -> None:
+def gate_power(ctx: Context, n_selection: int, console: Console) -> None:
     """The gate's rule and what its selection set can detect (a warning when it is coarser than +0.05)."""
     from videvolve.search.significance import power_note
     from videvolve.search.spending import next_level
@@ -264,7 +267,7 @@ SILENT_EDITOR = 4
 """Exit code of a run whose model-driven editor never produced a usable revision."""
 
 
-def _silent_editor(ctx: Any, history: list[GateEntry]) -> int:
+def _silent_editor(ctx: Context, history: list[GateEntry]) -> int:
     """Warn when no iteration proposed anything; a model-driven editor that never did is an error (exit 4)."""
     if not history or any(e.candidate for e in history):
         return 0
