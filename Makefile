@@ -55,7 +55,7 @@ demo: $(VENV)/.installed sandbox
 	$(BIN)/videvolve demo --out demo
 
 test: $(VENV)/.installed-dev sandbox espeak browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=40
 
 # the edit-test cycle: everything but the tests marked slow (full loops, CLI round trips); under 2 minutes
 test-fast: $(VENV)/.installed-dev sandbox espeak browser
