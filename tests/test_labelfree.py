@@ -176,7 +176,8 @@ def test_simvlm_is_at_chance_on_a_blank_frame(needle_world):
 
 
 @pytest.mark.slow
-def test_generate_on_the_real_samples_names_the_damaged_file_and_keeps_the_others(tmp_path: Path, capsys):
+def test_generate_on_the_real_samples_names_the_damaged_file_and_keeps_the_others(tmp_path: Path, capsys,
+                                                                                  monkeypatch: pytest.MonkeyPatch):
     videos = sample("videos")
     out = tmp_path / "tasks.jsonl"
     assert main(["tasks", "generate", str(videos), "--out", str(out), "--workers", "1"]) == 0
@@ -191,6 +192,20 @@ def test_generate_on_the_real_samples_names_the_damaged_file_and_keeps_the_other
     # resumable: a second run reuses every video's stored part
     assert main(["tasks", "generate", str(videos), "--out", str(out), "--workers", "1"]) == 0
     assert [t.id for t in read_tasks(out)] == [t.id for t in tasks]
+    capsys.readouterr()
+    # evolve on them through an OpenAI-compatible server as vLLM answers: SimVLM cannot see real footage, so every
+    # answer is an error; the run still completes, and says why its scores are 0
+    from videvolve.testing import serve_sim
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    with serve_sim("--mimic", "vllm") as base:
+        code = main(["evolve", "--run", str(tmp_path / "r"), "--tasks", str(out), "--seed-harness", "uniform",
+                     "--iterations", "1", "--batch", "2", "--memory", str(tmp_path / "m"), "--embedder", "hashing",
+                     "--no-trials", "--backend", "openai", "--base-url", base, "--model", "simvlm"])
+    captured = capsys.readouterr()
+    said = " ".join((captured.out + captured.err).split())
+    assert code == 0 and "labels: train needles" in said and "iteration 1:" in said, said[-2000:]
+    assert "selection answers of the best harness are errors" in said and "SimVLM understands only SynthWorld" in said
 
 
 def test_generated_tasks_refuse_a_test_split(tmp_path: Path, capsys):

@@ -240,7 +240,31 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}, "
               f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {ctx.root / 'best'}")
     out.print(f"spent: {_ledger(final.get('spent') or {})}", highlight=False)
+    failing = _errors_note(ctx, final.get("incumbent"))
+    if failing:
+        err.print(f"[yellow]warning:[/] {failing}", highlight=False)
     return _silent_editor(ctx, entries(final.get("history") or []))
+
+
+def _errors_note(ctx: Context, version: str | None) -> str | None:
+    """When most of the best harness's selection answers are errors: how many, and the commonest message.
+
+    A run whose model cannot see the videos (SimVLM on real footage, a server that drops images) still completes;
+    its scores of 0 would otherwise read as a harness that answers badly.
+    """
+    from collections import Counter
+
+    from videvolve.evaluation.results import TaskResult
+
+    folder = ctx.root / "evals" / str(version) / "selection" / "results"
+    results = [TaskResult.model_validate_json(p.read_text()) for p in sorted(folder.glob("*.json"))] \
+        if version else []
+    errors = [r for r in results if r.outcome == "error"]
+    if not results or 2 * len(errors) < len(results):
+        return None
+    message, n = Counter(((r.error or "").splitlines() or [""])[0][:300] for r in errors).most_common(1)[0]
+    return (f"{len(errors)} of {len(results)} selection answers of the best harness are errors (scored 0); "
+            f"the commonest, {n} time(s): {message}")
 
 
 def gate_power(ctx: Context, n_selection: int, console: Console) -> None:
