@@ -20,7 +20,7 @@ LAYERS: dict[str, float] = {
     "media": 1,
     "tasks": 2, "usage": 2,
     "metrics": 3, "datasets": 3, "models": 4, "memory": 4,
-    "needles": 4.5,
+    "needles": 4.5, "rundir": 4.2,
     "skill_library": 5,
     "labelfree": 6.5,
     "evaluation": 6,

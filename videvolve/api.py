@@ -15,7 +15,8 @@ from videvolve.models import make_vlm
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import cost_model
-from videvolve.search.mixture import is_run_dir, resolve_run_harness
+from videvolve.rundir import EvalDir, RunDir
+from videvolve.search.mixture import resolve_run_harness
 from videvolve.skill_library.harness import Harness, find_harness
 from videvolve.skill_library.harness import load_harness as _load
 from videvolve.skill_library.runner import run_task
@@ -86,7 +87,7 @@ def evaluate(harness: str | Path, tasks: str | Path, split: str = "test", out: s
     model = model or ModelSettings()
     runtime = runtime or RuntimeSettings()
     chosen = select(read_tasks(tasks), split, limit, str(tasks))
-    out_dir = Path(out) if out else Path("evals") / f"{Path(harness).name}-{split}"
+    out_dir = Path(out) if out else EvalDir.default(Path(harness).name, split).path
     return run_evaluation(resolve_harness(harness, runtime.budget), chosen, out_dir, make_vlm(model),
                           cost_model(model.family), runtime, cache, model,
                           meta={"harness": Path(harness).name, "split": split, "backend": model.backend,
@@ -95,7 +96,7 @@ def evaluate(harness: str | Path, tasks: str | Path, split: str = "test", out: s
 
 def resolve_harness(name_or_dir: str | Path, budget: int | None = None) -> Path:
     """A seed name, a harness directory, or a run directory (its mixture's tier for ``budget``, or its best)."""
-    if is_run_dir(Path(name_or_dir)):
+    if RunDir(Path(name_or_dir)).is_run():
         return resolve_run_harness(Path(name_or_dir), budget)
     return find_harness(name_or_dir)
 

@@ -17,6 +17,7 @@ from videvolve.cli.common import add_model_args, model_settings, runtime_setting
 from videvolve.cli.flags import add_settings, build, given
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import InputNotFoundError, UsageError
+from videvolve.rundir import RunDir
 from videvolve.search.history import GateEntry, entries
 from videvolve.usage import Spend
 
@@ -73,15 +74,16 @@ def build_context(args: argparse.Namespace) -> Context:
     from videvolve.loop.context import Context
 
     run = args.run.resolve()
+    settings = RunDir(run).settings
     flags = given(args, Context)
     if args.resume:
-        if not (run / "settings.json").exists():
-            raise UsageError(f"nothing to resume in {run} (no settings.json); drop --resume to start it")
-        data = json.loads((run / "settings.json").read_text())
+        if not settings.exists():
+            raise UsageError(f"nothing to resume in {run} (no {settings.name}); drop --resume to start it")
+        data = json.loads(settings.read_text())
         _refuse_changes(run, data, _resolved(flags))
         data.update({k: v for k, v in flags.items() if k in EXTENDABLE})
-        return build(Context, data, str(run / "settings.json"))
-    if (run / "settings.json").exists():
+        return build(Context, data, str(settings))
+    if settings.exists():
         raise UsageError(f"{run} already holds a run; pass --resume to continue it, or choose another --run")
     data = _resolved({**_load_config(args.config), **flags})
     data.update({"run_dir": str(run), "run_id": run.name})
@@ -134,7 +136,7 @@ def _refuse_changes(run: Path, stored: dict[str, Any], flags: dict[str, Any]) ->
     """
     from videvolve.loop.context import Context
 
-    before = build(Context, stored, str(run / "settings.json"))
+    before = build(Context, stored, str(RunDir(run).settings))
     after = build(Context, {**stored, **flags}, "the command line")
     changed = [k for k in flags if k not in EXTENDABLE and getattr(before, k) != getattr(after, k)
                and not (k == "tasks" and _same_file(before.tasks, after.tasks))]
@@ -238,7 +240,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         return 130
     out.print(f"stopped after {final.get('iteration')} iteration(s): {final.get('stop_reason') or 'already done'}")
     out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}, "
-              f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {ctx.root / 'best'}")
+              f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {RunDir(ctx.root).best}")
     out.print(f"spent: {_ledger(final.get('spent') or {})}", highlight=False)
     failing = _errors_note(ctx, final.get("incumbent"))
     if failing:
@@ -300,9 +302,10 @@ def _silent_editor(ctx: Context, history: list[GateEntry]) -> int:
               highlight=False)
     if ctx.editor == "heuristic":
         return 0
-    where = (f"the command's output in {ctx.root / 'workspaces'}/*/command.log and the reasons in "
-             f"{ctx.root / 'events.jsonl'} (event 'no proposal')" if ctx.editor == "command" else
-             f"the editor model's replies in {ctx.root / 'events.jsonl'} (event 'no proposal') and its endpoint "
+    folder = RunDir(ctx.root)
+    where = (f"the command's output in {folder.workspaces}/*/command.log and the reasons in "
+             f"{folder.events} (event 'no proposal')" if ctx.editor == "command" else
+             f"the editor model's replies in {folder.events} (event 'no proposal') and its endpoint "
              "with `videvolve doctor`")
     err.print(f"[bold red]error:[/] the {ctx.editor} editor never produced a usable revision; check {where}.",
               highlight=False)

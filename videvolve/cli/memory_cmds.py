@@ -11,6 +11,7 @@ from rich.table import Table
 
 from videvolve.cli.common import stdout_console
 from videvolve.errors import InputNotFoundError, UsageError
+from videvolve.rundir import RunDir
 
 if TYPE_CHECKING:
     from videvolve.memory.store import ChromaStore
@@ -63,7 +64,7 @@ def memory_of(args: argparse.Namespace) -> Path:
     """``--memory``, else the memory a run directory given as ``--run`` was started with, else the default."""
     if args.memory is not None:
         return Path(args.memory)
-    settings = Path(args.run) / "settings.json" if args.run else None
+    settings = RunDir(Path(args.run)).settings if args.run else None
     if settings is not None and settings.is_file():
         return Path(json.loads(settings.read_text())["memory"])
     return DEFAULT_MEMORY
@@ -71,14 +72,15 @@ def memory_of(args: argparse.Namespace) -> Path:
 
 def run_id_of(run: str) -> str:
     """The id of the run ``--run`` names: a run directory's own ``run_id`` (its folder name may differ), or the id."""
-    settings = Path(run) / "settings.json"
+    settings = RunDir(Path(run)).settings
     if settings.is_file():
         try:
             return str(json.loads(settings.read_text(encoding="utf-8"))["run_id"])
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"cannot read the run id from {settings}: {exc}") from None
     if Path(run).is_dir():
-        raise InputNotFoundError(f"{run} is not a run directory (no settings.json); pass a run directory or a run id")
+        raise InputNotFoundError(f"{run} is not a run directory (no {settings.name}); pass a run directory or a "
+                                 "run id")
     return run
 
 

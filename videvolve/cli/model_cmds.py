@@ -129,6 +129,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from videvolve.models import make_vlm
     from videvolve.models.cache import CacheUse
     from videvolve.models.cost import cost_model
+    from videvolve.rundir import EvalDir
     from videvolve.tasks import read_tasks
 
     ms, rs = model_settings(args), runtime_settings(args)
@@ -136,7 +137,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     tasks = with_proxies(tasks, args.proxy, lambda v: err.print(f"making a proxy of {v} (once)", highlight=False))
     src = resolve_harness(args.harness, rs.budget)
     name = Path(args.harness).name
-    outdir = args.out or Path("evals") / f"{name}-{args.split}"
+    outdir = args.out or EvalDir.default(name, args.split).path
     scores: list[float] = []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn())

@@ -11,6 +11,9 @@ from rich.table import Table
 
 from videvolve.cli.common import stdout_console
 from videvolve.errors import InputNotFoundError, UsageError
+from videvolve.memory.lineage import LineageRecord
+from videvolve.rundir import RunDir
+from videvolve.skill_library.harness import read_manifest
 
 out = stdout_console()
 
@@ -39,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.set_defaults(func=cmd_export)
     mix = hsub.add_parser("mixture", help="the mixture of harnesses by frame budget (evolve --budgets)")
     mix.add_argument("--run", type=Path, required=True)
-    mix.add_argument("--json", action="store_true", help="print mixture.json")
+    mix.add_argument("--json", action="store_true", help="print the mixture as JSON")
     mix.set_defaults(func=cmd_mixture)
     r = sub.add_parser("report", help="HTML report with plots and a trace viewer (RUN/report/index.html)")
     r.add_argument("--run", type=Path, required=True)
@@ -47,41 +50,38 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _version_dir(run: Path, version: str) -> Path:
+    folder = RunDir(run)
     if version == "best":
-        return run / "best"
-    matches = [p for p in (run / "harnesses").glob(f"{version}*") if p.is_dir()]
+        return folder.best
+    matches = [p for p in folder.harnesses.glob(f"{version}*") if p.is_dir()]
     if len(matches) != 1:
-        raise UsageError(f"{'no' if not matches else 'more than one'} harness version {version!r} in {run}/harnesses "
-                         "(see `videvolve harness list`)")
+        raise UsageError(f"{'no' if not matches else 'more than one'} harness version {version!r} in "
+                         f"{folder.harnesses} (see `videvolve harness list`)")
     return matches[0]
 
 
-def _iteration(version: dict) -> str:
+def _iteration(version: LineageRecord) -> str:
     """The iteration as the log and the report count it: the seed 0, the first revision 1."""
-    if version.get("decision") == "seed":
+    if version.decision == "seed":
         return "0"
-    return str(int(version["iteration"]) + 1) if isinstance(version.get("iteration"), int) else ""
+    return str(version.iteration + 1) if version.iteration is not None else ""
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``harness list``."""
-    path = args.run / "lineage.jsonl"
-    if not path.exists():
+    folder = RunDir(args.run)
+    if not folder.lineage_file.exists():
         raise InputNotFoundError(f"no lineage in {args.run}: is it a run directory?")
-    merged: dict[str, dict] = {}
-    for line in path.read_text().splitlines():
-        rec = json.loads(line)
-        merged[rec["version"]] = {**merged.get(rec["version"], {}), **rec}
+    merged = folder.lineage()
     if args.json:
-        print(json.dumps(list(merged.values())))
+        print(json.dumps([v.as_dict() for v in merged.values()]))
         return 0
     table = Table(title=f"harness versions of {args.run.name}")
     for col in ("version", "parent", "iteration", "operator", "decision", "score", "cost", "reason"):
         table.add_column(col, overflow="fold")
     for v in merged.values():
-        table.add_row(v["version"], v.get("parent") or "", _iteration(v), v.get("operator") or "",
-                      v.get("decision", ""), f"{v.get('score') or 0:.3f}", f"{v.get('cost') or 0:.1f}",
-                      (v.get("reason") or "")[:80])
+        table.add_row(v.version, v.parent or "", _iteration(v), v.operator or "", v.decision or "",
+                      f"{v.score or 0:.3f}", f"{v.cost or 0:.1f}", (v.reason or "")[:80])
     out.print(table)
     return 0
 
@@ -89,7 +89,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     """``harness show``."""
     d = _version_dir(args.run, args.version)
-    manifest = json.loads((d / "manifest.json").read_text()) if (d / "manifest.json").exists() else {}
+    manifest = read_manifest(d)
     revision = manifest.pop("revision", None)
     out.print_json(data=manifest)
     if revision:
@@ -121,7 +121,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_mixture(args: argparse.Namespace) -> int:
     """``harness mixture``."""
-    path = args.run / "mixture.json"
+    path = RunDir(args.run).mixture
     if not path.exists():
         raise InputNotFoundError(f"no mixture in {args.run}: run `videvolve evolve ... --budgets 16,32,64,128`")
     mixture = json.loads(path.read_text())

@@ -8,7 +8,6 @@ and the gate's aggregate history.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 import shutil
 import tempfile
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
 
 from videvolve.errors import HarnessError
 from videvolve.memory.records import Diagnosis
-from videvolve.skill_library.harness import content_hash
+from videvolve.skill_library.harness import content_hash, read_manifest, write_manifest
 
 EDITABLE = re.compile(r"^(SKILL\.md|config\.toml|solver\.py|references/[A-Za-z0-9_-]+\.md|"
                       r"tools/[A-Za-z0-9_-]+/tool\.(json|py))$")
@@ -147,8 +146,7 @@ def write_candidate(incumbent_dir: Path, harnesses_dir: Path, proposal: Proposal
                 target.write_text(content, encoding="utf-8")
         after = read_files(work)
         version = content_hash(work)
-        manifest = json.loads((incumbent_dir / "manifest.json").read_text()) if \
-            (incumbent_dir / "manifest.json").exists() else {}
+        manifest = read_manifest(incumbent_dir)
         manifest.update({
             "version_id": version, "parent_id": content_hash(incumbent_dir),
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -157,7 +155,7 @@ def write_candidate(incumbent_dir: Path, harnesses_dir: Path, proposal: Proposal
                          "applies_when": proposal.applies_when, "preserve": proposal.preserve,
                          "diagnoses": proposal.diagnoses, "diff": unified_diff(before, after)},
         })
-        (work / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        write_manifest(work, manifest)
         dest = harnesses_dir / version
         if not dest.exists():
             shutil.copytree(work, dest)

@@ -51,11 +51,6 @@ class TraceItem:
     trace: list[dict[str, Any]]
 
 
-def workspaces_root(run_root: Path) -> Path:
-    """Where a run keeps its workspaces."""
-    return run_root / "workspaces"
-
-
 def gold_text(task: Task) -> str:
     """The gold answer as a person reads it."""
     if task.kind == "mcq" and isinstance(task.answer, str):

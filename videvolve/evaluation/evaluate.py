@@ -21,6 +21,7 @@ from videvolve.evaluation.summary import summarize, write_summary
 from videvolve.models.base import VLM
 from videvolve.models.cache import CacheUse, ResponseCache
 from videvolve.models.cost import CostModel
+from videvolve.rundir import EvalDir
 from videvolve.skill_library.harness import Harness, copy_harness, load_harness
 from videvolve.tasks import Task
 
@@ -62,7 +63,7 @@ def evaluate(harness_dir: Path, tasks: Sequence[Task], out_dir: Path, vlm: VLM, 
     Raises :class:`~videvolve.errors.InfraError` when the endpoint fails for good; every finished result is kept,
     and calling again with the same ``out_dir`` continues where it stopped.
     """
-    harness = load_harness(copy_harness(harness_dir, out_dir / "harnesses"))
+    harness = load_harness(copy_harness(harness_dir, EvalDir(out_dir).harnesses))
     producer = Producer.of(harness.version_id, vlm, runtime)
     reused = {t.id for t in tasks if reusable_result(out_dir, t, producer) is not None}
     rerun = sum(1 for t in tasks if t.id not in reused and read_result(out_dir, t.id) is not None)

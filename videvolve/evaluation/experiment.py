@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.config import RuntimeSettings
+from videvolve.errors import UsageError
 from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.evaluation.summary import summarize
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.models.base import VLM
 from videvolve.models.cost import CostModel
-from videvolve.skill_library.harness import load_harness
+from videvolve.rundir import RunDir
+from videvolve.skill_library.harness import load_harness, read_manifest
 from videvolve.tasks import read_tasks
 
 
@@ -35,20 +37,30 @@ class Comparison:
                 "score_p": self.score_p, "score_diff": self.score_diff}
 
 
+def compared_versions(run: RunDir) -> tuple[str, str]:
+    """The run's seed version (from its lineage, merged) and its best version (the incumbent's copy)."""
+    seed = next((v for v, rec in run.lineage().items() if rec.decision == "seed"), None)
+    if seed is None:
+        raise UsageError(f"{run.lineage_file} names no seed version: is {run.root} a run `videvolve evolve` started?")
+    best = read_manifest(run.best).get("version_id")
+    if not best:
+        raise UsageError(f"{run.best} has no manifest with a version id: resume the run (`videvolve evolve --run "
+                         f"{run.root} --resume`) to write its best harness")
+    return seed, str(best)
+
+
 def compare_on_test(run_dir: Path, vlm: VLM, cost: CostModel, runtime: RuntimeSettings) -> Comparison:
     """Evaluate the run's seed and best harness on the test split of its tasks file.
 
     The comparison is also written to ``RUN/test/comparison.json``, where the run's report finds it.
     """
-    settings = json.loads((run_dir / "settings.json").read_text())
-    tasks = [t for t in read_tasks(settings["tasks"]) if t.split == "test"]
-    lineage = [json.loads(x) for x in (run_dir / "lineage.jsonl").read_text().splitlines()]
-    seed_version = next(v["version"] for v in lineage if v.get("decision") == "seed")
-    best_version = json.loads((run_dir / "best" / "manifest.json").read_text())["version_id"]
+    run = RunDir(run_dir)
+    tasks = [t for t in read_tasks(run.read_settings()["tasks"]) if t.split == "test"]
+    seed_version, best_version = compared_versions(run)
     results: dict[str, list[TaskResult]] = {}
     for name, version in (("seed", seed_version), ("best", best_version)):
-        harness = load_harness(run_dir / "harnesses" / version)
-        results[name] = solve_tasks(harness, tasks, vlm, cost, runtime, run_dir / "test" / version)
+        harness = load_harness(run.harness(version))
+        results[name] = solve_tasks(harness, tasks, vlm, cost, runtime, run.test_evals(version).path)
     s, b = results["seed"], results["best"]
     g = [(x.score, y.score) for x, y in zip(s, b, strict=True) if x.kind == "grounding"]
     m = [(x.score == 1, y.score == 1) for x, y in zip(s, b, strict=True) if x.kind == "mcq"]
@@ -60,6 +72,6 @@ def compare_on_test(run_dir: Path, vlm: VLM, cost: CostModel, runtime: RuntimeSe
         grounding_p=paired_bootstrap([x for x, _ in g], [y for _, y in g]).p_value if g else None,
         mcq_p=mcnemar([x for x, _ in m], [y for _, y in m]).p_value if m else None,
         score_p=overall.p_value, score_diff=overall.diff)
-    (run_dir / "test").mkdir(exist_ok=True)
-    (run_dir / "test" / "comparison.json").write_text(json.dumps(comparison.to_dict(), indent=1, default=float))
+    run.test.mkdir(exist_ok=True)
+    run.comparison.write_text(json.dumps(comparison.to_dict(), indent=1, default=float))
     return comparison

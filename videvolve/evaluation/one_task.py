@@ -7,12 +7,13 @@ from pathlib import Path
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
 from videvolve.evaluation.opaque_ids import OpaqueIds
-from videvolve.evaluation.results import TaskResult, result_path, write_result
+from videvolve.evaluation.results import TaskResult, write_result
 from videvolve.metrics import task_score
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.needles.frames import frame_source
+from videvolve.rundir import EvalDir
 from videvolve.skill_library.harness import Harness
 from videvolve.skill_library.pool import WarmPool
 from videvolve.skill_library.runner import run_task
@@ -29,7 +30,7 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
     carries the real one. ``pool``: sandboxes started ahead of time for this harness. ``produced_by``: the
     :class:`~videvolve.evaluation.results.Producer` key the result is stored under (None: never reused).
     """
-    trace = TraceWriter(out_dir / "traces" / f"{result_path(out_dir, task.id).stem}.jsonl")
+    trace = TraceWriter(EvalDir(out_dir).trace(task.id))
     view = task.view().model_copy(update={"id": view_id or OpaqueIds(out_dir).of(task.id)})
     services = TaskServices(view, task.video, vlm, cost, settings, skill=harness.skill, cache=cache, trace=trace,
                             transcript=load_transcript(task), frames=frame_source(task))

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from videvolve.config import RuntimeSettings
 from videvolve.errors import ErrorKind
 from videvolve.models.base import VLM
+from videvolve.rundir import EvalDir
 from videvolve.tasks import Prediction, Task
 from videvolve.usage import TaskUsage
 
@@ -73,9 +74,8 @@ class TaskResult(BaseModel):
 
 
 def result_path(out_dir: Path, task_id: str) -> Path:
-    """Where one task's result lives."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
-    return out_dir / "results" / f"{safe}.json"
+    """Where one task's result lives (``out_dir`` is an :class:`~videvolve.rundir.EvalDir`'s folder)."""
+    return EvalDir(out_dir).result(task_id)
 
 
 def read_result(out_dir: Path, task_id: str) -> TaskResult | None:

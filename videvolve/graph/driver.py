@@ -27,12 +27,12 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None
     context; those built here are closed here. They are opened before the run's directory is written, so a start
     they refuse (a bad tasks file, settings that cannot run) leaves nothing behind.
     """
-    root = ctx.root
     run = services if services is not None else open_run(ctx)
-    root.mkdir(parents=True, exist_ok=True)
-    root.chmod(0o700)  # evaluations and traces hold the answers of the selection set
-    (root / "settings.json").write_text(ctx.model_dump_json(indent=2))
-    conn = sqlite3.connect(str(root / "checkpoints.sqlite"), check_same_thread=False)
+    folder = run.dir
+    folder.root.mkdir(parents=True, exist_ok=True)
+    folder.root.chmod(0o700)  # evaluations and traces hold the answers of the selection set
+    folder.settings.write_text(ctx.model_dump_json(indent=2))
+    conn = sqlite3.connect(str(folder.checkpoints), check_same_thread=False)
     try:
         graph = build_graph().compile(checkpointer=SqliteSaver(conn))
         config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}

@@ -23,12 +23,13 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from videvolve.editing.probe import ProbeArgs, leaks_gold, run_probe
-from videvolve.evaluation.results import TaskResult, result_path
+from videvolve.evaluation.results import TaskResult
 from videvolve.investigator.procedure import Investigator, new_diagnosis, trace_observations
 from videvolve.memory.records import CATEGORIES, Category, Diagnosis, Evidence
 from videvolve.models.base import ToolCall
 from videvolve.models.cache import MeteredVLM
 from videvolve.models.toolloop import ToolLoop
+from videvolve.rundir import task_stem
 from videvolve.tasks import LETTERS, Task
 
 SYSTEM = """You investigate why an executable harness, which lets a frozen vision-language model answer questions
@@ -182,7 +183,7 @@ class AgentInvestigator:
                  iteration: int) -> Diagnosis:
         """The model's diagnosis, or the procedure's with why in ``fallback``."""
         before = {**self.ledger, "agent_calls": int(self.model.ledger["calls"])}
-        folder = self.root / str(iteration + 1) / result_path(self.root, task.id).stem  # numbered from 1
+        folder = self.root / str(iteration + 1) / task_stem(task.id)  # numbered from 1
         folder.mkdir(parents=True, exist_ok=True)
         session = Session(self.procedure, task, folder, max_probes=self.rounds)
         loop: ToolLoop[DiagnoseArgs] = ToolLoop(self.model, schemas(), self.rounds, who="investigator",

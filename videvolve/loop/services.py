@@ -8,11 +8,9 @@ with fakes where it wants them (``editor``), and passes them in.
 
 from __future__ import annotations
 
-import json
 import random
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from videvolve.models import make_vlm
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel, cost_model
+from videvolve.rundir import RunDir
 from videvolve.search.services import RunServices
 from videvolve.skill_library.harness import Harness, load_harness
 from videvolve.tasks import Task, read_tasks
@@ -49,9 +48,10 @@ class Run:
     cost: CostModel
     cache: ResponseCache | None
     memory: ChromaStore
+    dir: RunDir
+    """The run folder: every path of the run, its lineage and events."""
     editor: Editor | None = None
     """The editor to use instead of the one the settings ask for (tests inject fakes here)."""
-    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __enter__(self) -> Run:
         return self
@@ -62,11 +62,11 @@ class Run:
     @property
     def root(self) -> Path:
         """The run directory."""
-        return self.ctx.root
+        return self.dir.root
 
     def harness_dir(self, version: str) -> Path:
         """Where a harness version lives."""
-        return self.root / "harnesses" / version
+        return self.dir.harness(version)
 
     def harness(self, version: str) -> Harness:
         """A harness version of this run."""
@@ -74,7 +74,7 @@ class Run:
 
     def eval_dir(self, version: str, split: str) -> Path:
         """Results of one version on one split (``selection`` is read by the gate alone)."""
-        return self.root / "evals" / version / split
+        return self.dir.evals(version, split).path
 
     def evaluate(self, version: str, tasks: list[Task], split: str) -> list[TaskResult]:
         """Results of a version on tasks (finished ones are reused from disk)."""
@@ -98,32 +98,17 @@ class Run:
         self.memory.close()
 
     def event(self, iteration: int, node: str, event: str, **data: Any) -> None:
-        """One line in ``events.jsonl``."""
-        line = json.dumps({"ts": round(time.time(), 3), "iteration": iteration, "node": node, "event": event, **data},
-                          default=str)
-        with self._lock, (self.root / "events.jsonl").open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
-
-    # ---- lineage: one JSON line per version, the last line of an id wins ----
+        """One line in the run's events."""
+        self.dir.append_event({"ts": round(time.time(), 3), "iteration": iteration, "node": node, "event": event,
+                               **data})
 
     def lineage(self) -> dict[str, dict[str, Any]]:
-        """Every version with its parent, scores, decision and reason."""
-        path = self.root / "lineage.jsonl"
-        out: dict[str, dict[str, Any]] = {}
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    rec = json.loads(line)
-                    out[rec["version"]] = {**out.get(rec["version"], {}), **rec}
-        return out
+        """Every version's merged lineage entry as stored (the search's protocol; typed: ``self.dir.lineage()``)."""
+        return {v: rec.as_dict() for v, rec in self.dir.lineage().items()}
 
     def record_lineage(self, version: str, **data: Any) -> None:
         """Add or update one version's lineage entry (idempotent)."""
-        current = self.lineage().get(version, {})
-        merged = {**current, "version": version, **data}
-        if merged != current:
-            with self._lock, (self.root / "lineage.jsonl").open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(merged, default=float) + "\n")
+        self.dir.record_lineage(version, **data)
 
 
 def _embedder(name: str) -> Embedder:
@@ -164,7 +149,8 @@ def open_run(ctx: Context) -> Run:
     probe = make_vlm(ctx.investigator_model) if ctx.investigator_model else vlm
     cache = None if ctx.no_cache else ResponseCache(ctx.cache or default_cache_path())
     return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded, vlm=vlm, probe_vlm=probe,
-               cost=cost_model(ctx.model.family), cache=cache, memory=ChromaStore(ctx.memory, _embedder(ctx.embedder)))
+               cost=cost_model(ctx.model.family), cache=cache, memory=ChromaStore(ctx.memory, _embedder(ctx.embedder)),
+               dir=RunDir(ctx.root))
 
 
 def command_spec(ctx: Context, videos: list[str]) -> CommandSpec:

@@ -92,7 +92,7 @@ def edit(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
             break
         inp = inp.model_copy(update={"tried": [*inp.tried, proposal.operator]})
         try:
-            version = write_candidate(run.harness_dir(parent), run.root / "harnesses", proposal)
+            version = write_candidate(run.harness_dir(parent), run.dir.harnesses, proposal)
         except HarnessError as exc:
             run.event(it, "edit", "refused", operator=proposal.operator, reason=str(exc))
             dropped.append({"candidate": None, "operator": proposal.operator, "reason": str(exc)})

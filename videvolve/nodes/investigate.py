@@ -7,7 +7,6 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from videvolve.evaluation.results import result_path
 from videvolve.investigator import Investigator
 from videvolve.investigator.agent import AgentInvestigator
 from videvolve.loop.services import Run
@@ -36,17 +35,16 @@ def investigate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     it = state["iteration"]
     by_id = {t.id: t for t in run.train}
     inv = Investigator(run.probe_vlm, run.cost, ctx.probe_frames, run.cache, ctx.runtime.image_format)
-    agent = AgentInvestigator(investigator_model(run), inv, run.root / "investigations", ctx.investigator_rounds) \
+    agent = AgentInvestigator(investigator_model(run), inv, run.dir.investigations, ctx.investigator_rounds) \
         if ctx.investigator == "agent" else None
-    out_dir = run.eval_dir(state["parent"], "train")
+    evals = run.dir.evals(state["parent"], "train")
     diagnoses: list[Diagnosis] = []
     for task_id in state.get("failures", []):
         task = by_id[task_id]
         result = run.stored(state["parent"], task, "train")
         if result is None:
             continue
-        trace_path = out_dir / "traces" / f"{result_path(out_dir, task_id).stem}.jsonl"
-        trace = read_trace(trace_path)
+        trace = read_trace(evals.trace(task_id))
         if agent is None:
             diagnoses.append(inv.diagnose(task, result, trace, ctx.run_id, it))
             continue

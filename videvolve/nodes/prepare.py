@@ -20,14 +20,14 @@ def prepare(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """The seed becomes the incumbent and the root of the search tree."""
     run = runtime.context
     ctx = run.ctx
-    seed = copy_harness(find_harness(ctx.seed_harness), run.root / "harnesses", summary="seed")
+    seed = copy_harness(find_harness(ctx.seed_harness), run.dir.harnesses, summary="seed")
     version = seed.name
     results = run.evaluate(version, run.selection, "selection")
     score, cost = aggregate(results, ctx.cost_metric, ctx.text_token_weight)
     run.record_lineage(version, parent=None, iteration=0, operator=None, decision="seed", reason="the seed harness",
                        score=score, cost=cost, frames=mean_frames(results))
-    shutil.rmtree(run.root / "best", ignore_errors=True)
-    shutil.copytree(seed, run.root / "best")
+    shutil.rmtree(run.dir.best, ignore_errors=True)
+    shutil.copytree(seed, run.dir.best)
     run.event(0, "prepare", "baseline", harness=version, score=score, cost=cost, selection=len(run.selection))
     return {"started_at": time.time(), "iteration": 0, "incumbent": version, "incumbent_score": score,
             "incumbent_cost": cost, "parent": version, "history": [], "spent": spent(results),

@@ -19,7 +19,7 @@ from videvolve.usage import Spend
 def _stop_reason(run: Run, state: State, iteration: int) -> str | None:
     ctx = run.ctx
     spent = Spend.from_state(state.get("spent"))
-    if (run.root / "STOP").exists():
+    if run.dir.stop_file.exists():
         return "STOP file"
     if iteration >= ctx.iterations:
         return f"{ctx.iterations} iterations"
@@ -39,8 +39,8 @@ def _promote(run: Run, state: State, best: GateEntry | None) -> dict[str, Any]:
     if run.ctx.search == "mcts" and ((best.cand_score or 0.0), -(best.cand_cost or 0.0)) <= (
             state["incumbent_score"], -state["incumbent_cost"]):
         return {}
-    shutil.rmtree(run.root / "best", ignore_errors=True)
-    shutil.copytree(run.harness_dir(best.candidate), run.root / "best")
+    shutil.rmtree(run.dir.best, ignore_errors=True)
+    shutil.copytree(run.harness_dir(best.candidate), run.dir.best)
     return {"incumbent": best.candidate, "incumbent_score": best.cand_score, "incumbent_cost": best.cand_cost}
 
 

@@ -13,12 +13,12 @@ from typing import Any
 from videvolve.editing import PastDiagnosis
 from videvolve.editing.base import EditorInput
 from videvolve.editing.tools import EditorEnv, EditorTools, tools_doc
-from videvolve.editing.workspace import EditorLimits, TraceItem, build_workspace, workspaces_root
-from videvolve.evaluation.results import TaskResult, result_path
+from videvolve.editing.workspace import EditorLimits, TraceItem, build_workspace
+from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.services import Run
 from videvolve.loop.state import State
-from videvolve.skill_library.harness import Harness
+from videvolve.skill_library.harness import MANIFEST, Harness, revision_diff
 from videvolve.skill_library.trace import read_trace
 from videvolve.tasks import Task
 from videvolve.usage import Spend
@@ -32,9 +32,7 @@ def limits_of(run: Run) -> EditorLimits:
 
 
 def _trace(run: Run, version: str, task_id: str) -> list[dict[str, Any]]:
-    out_dir = run.eval_dir(version, "train")
-    path = out_dir / "traces" / f"{result_path(out_dir, task_id).stem}.jsonl"
-    return read_trace(path)
+    return read_trace(run.dir.evals(version, "train").trace(task_id))
 
 
 def editor_env(run: Run, parent: str, batch: list[Task]) -> EditorEnv:
@@ -68,7 +66,7 @@ class Sessions:
         self.batch = [by_id[i] for i in state.get("batch", []) if i in by_id]
         self.limits = limits_of(run)
         self.opened: list[EditorTools] = []
-        root = workspaces_root(run.root)
+        root = run.dir.workspaces
         self.repair = self._failed_workspace(root) if state.get("feedback") else None
         self.base = len(list(root.glob(f"{self.folder}-*"))) if state.get("feedback") else 0
 
@@ -88,7 +86,7 @@ class Sessions:
             tools.resumed = True
             (self.repair / "submitted.json").unlink(missing_ok=True)
         else:
-            root = workspaces_root(self.run.root) / f"{self.folder}-{self.base + len(self.opened)}"
+            root = self.run.dir.workspaces / f"{self.folder}-{self.base + len(self.opened)}"
             items = [TraceItem(t, env.parent_results.get(t.id), _trace(self.run, self.parent, t.id))
                      for t in self.batch]
             build_workspace(root, env.parent_dir, inp, items, self.limits, tools_doc(), self._diffs(inp))
@@ -100,9 +98,8 @@ class Sessions:
         out: dict[str, str] = {}
         for h in inp.history:
             cand = h.get("candidate")
-            manifest = self.run.harness_dir(cand) / "manifest.json" if cand else None
-            if cand and manifest is not None and manifest.exists():
-                out[cand] = json.loads(manifest.read_text()).get("revision", {}).get("diff", "")
+            if cand and (self.run.harness_dir(cand) / MANIFEST).exists():
+                out[cand] = revision_diff(self.run.harness_dir(cand))
         return out
 
     def spent(self) -> Spend:

@@ -13,11 +13,10 @@ from jinja2 import Environment, StrictUndefined
 from videvolve.report import plots
 from videvolve.report.proposals import proposals
 from videvolve.report.traces import traces
+from videvolve.rundir import RunDir
 from videvolve.search.history import GateEntry
+from videvolve.skill_library.harness import MANIFEST, revision_diff
 from videvolve.usage import TaskUsage
-
-COMPARISON = "comparison.json"
-"""Written by ``evaluation.experiment.compare_on_test`` into ``RUN/test/``; shown when present."""
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -25,21 +24,21 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
         else []
 
 
-def _versions(run: Path) -> list[dict[str, Any]]:
-    merged: dict[str, dict[str, Any]] = {}
-    for rec in _jsonl(run / "lineage.jsonl"):
-        merged[rec["version"]] = {**merged.get(rec["version"], {}), **rec}
-    for v in merged.values():
-        manifest = run / "harnesses" / v["version"] / "manifest.json"
-        if manifest.exists():
-            v["diff"] = json.loads(manifest.read_text()).get("revision", {}).get("diff", "")
-    return list(merged.values())
+def versions(run: RunDir) -> list[dict[str, Any]]:
+    """The run's lineage, merged, each version with its revision's diff (when its folder has a manifest)."""
+    out = []
+    for version, rec in run.lineage().items():
+        v = rec.as_dict()
+        if (run.harness(version) / MANIFEST).exists():
+            v["diff"] = revision_diff(run.harness(version))
+        out.append(v)
+    return out
 
 
-def _history(run: Path) -> list[GateEntry]:
+def _history(run: RunDir) -> list[GateEntry]:
     """The gate's entries of a run, from its events (a resumed run may repeat a node's events: the last wins)."""
     seen: dict[tuple[Any, Any], GateEntry] = {}
-    for e in _jsonl(run / "events.jsonl"):
+    for e in run.read_events():
         if e["node"] == "gate" or (e["node"] == "record" and e["event"] in ("dropped", "none")):
             fields = {k: v for k, v in e.items() if k in GateEntry.model_fields and k not in ("iteration", "decision")}
             fields.setdefault("parent", "?")
@@ -49,10 +48,10 @@ def _history(run: Path) -> list[GateEntry]:
     return sorted(seen.values(), key=lambda h: h.iteration)
 
 
-def _token_ledger(run: Path) -> dict[str, int]:
+def _token_ledger(run: RunDir) -> dict[str, int]:
     """Prompt tokens of every evaluation of the run: our formula's (metered) and the server's, where it reported."""
     metered = reported = results = 0
-    for path in run.glob("evals/*/*/results/*.json"):
+    for path in run.result_files():
         usage = TaskUsage.model_validate(json.loads(path.read_text()).get("usage", {}))
         if usage.reported_prompt_tokens:
             metered += usage.cumulative_tokens
@@ -61,27 +60,27 @@ def _token_ledger(run: Path) -> dict[str, int]:
     return {"metered": metered, "reported": reported, "results": results}
 
 
-def _compare_commands(run: Path, settings: dict[str, Any], seed_version: str) -> list[str]:
+def _compare_commands(run: RunDir, settings: dict[str, Any], seed_version: str) -> list[str]:
     """How to get the held-out comparison this report shows when ``RUN/test/comparison.json`` exists."""
     model = settings.get("model") or {}
     backend = "" if model.get("backend", "sim") == "sim" else \
         f" --backend openai --base-url {model.get('base_url')} --model {model.get('model')}"
-    return [f"videvolve eval --tasks {settings['tasks']} --split test --harness {run / 'harnesses' / seed_version}"
-            f"{backend} --out {run / 'heldout' / 'seed'}",
-            f"videvolve eval --tasks {settings['tasks']} --split test --harness {run / 'best'}{backend} "
-            f"--out {run / 'heldout' / 'best'}"]
+    return [f"videvolve eval --tasks {settings['tasks']} --split test --harness {run.harness(seed_version)}"
+            f"{backend} --out {run.heldout('seed')}",
+            f"videvolve eval --tasks {settings['tasks']} --split test --harness {run.best}{backend} "
+            f"--out {run.heldout('best')}"]
 
 
 def build_report(run: str | Path) -> Path:
     """Write the report of a run directory; returns the HTML file."""
-    run = Path(run)
-    settings = json.loads((run / "settings.json").read_text())
-    out = run / "report"
+    rundir = RunDir(Path(run))
+    settings = rundir.read_settings()
+    out = rundir.report
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    versions = _versions(run)
-    history = _history(run)
-    seed = next((v for v in versions if v.get("decision") == "seed"), {"score": 0.0, "cost": 0.0})
+    lineage = versions(rundir)
+    history = _history(rundir)
+    seed = next((v for v in lineage if v.get("decision") == "seed"), {"score": 0.0, "cost": 0.0})
     memory = Path(settings["memory"]) / "diagnoses.jsonl"
     latest: dict[str, dict[str, Any]] = {}
     for d in _jsonl(memory):
@@ -89,18 +88,18 @@ def build_report(run: str | Path) -> Path:
             latest[d["id"]] = d
     diagnoses = sorted(latest.values(), key=lambda d: (d["iteration"], d["task_id"]))
     plots.progress(history, seed, out / "progress.png")
-    plots.lineage(versions, out / "lineage.png", iterations=max((h.number for h in history), default=0))
+    plots.lineage(lineage, out / "lineage.png", iterations=max((h.number for h in history), default=0))
     plots.categories(diagnoses, out / "categories.png")
-    accepted = [v for v in versions if v.get("decision") in ("seed", "accepted")]
+    accepted = [v for v in lineage if v.get("decision") in ("seed", "accepted")]
     best = accepted[-1] if accepted else seed
     env = Environment(autoescape=True, undefined=StrictUndefined)
     template = env.from_string((resources.files("videvolve.report") / "templates" / "report.html").read_text())
-    comparison = run / "test" / COMPARISON
+    comparison = rundir.comparison
     heldout = json.loads(comparison.read_text()) if comparison.is_file() else None
-    html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=versions,
-                           heldout=heldout, tokens=_token_ledger(run), proposals=proposals(run, out),
-                           diagnoses=diagnoses, traces=traces(run, settings, out), best=best.get("version", "?"),
-                           compare_cmds=_compare_commands(run, settings, str(seed.get("version", "SEED"))),
+    html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=lineage,
+                           heldout=heldout, tokens=_token_ledger(rundir), proposals=proposals(rundir, out),
+                           diagnoses=diagnoses, traces=traces(rundir, settings, out), best=best.get("version", "?"),
+                           compare_cmds=_compare_commands(rundir, settings, str(seed.get("version", "SEED"))),
                            best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)
     (out / "index.html").write_text(html, encoding="utf-8")
     return out / "index.html"

@@ -11,6 +11,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from videvolve.rundir import RunDir
+from videvolve.skill_library.harness import revision_diff
+
 MAX_RESULT = 600
 MAX_TOOL_RESULT = 20_000
 """A tool's result (a trial's JSON, a file read) is shown whole up to this size, scrolling inside its cell."""
@@ -66,17 +69,15 @@ def _step(entry: dict[str, Any]) -> dict[str, str]:
             "result": str(entry.get("why") or entry.get("reason") or "")[:MAX_RESULT], "ok": ""}
 
 
-def proposals(run: Path, out: Path) -> list[dict[str, Any]]:
+def proposals(run: RunDir, out: Path) -> list[dict[str, Any]]:
     """Every workspace of a run, in order, with probe images copied under ``out/workspaces/``."""
     shown = []
-    folders = sorted((run / "workspaces").glob("*-*"),
+    folders = sorted(run.workspaces.glob("*-*"),
                      key=lambda p: tuple(int(x) if x.isdigit() else 0 for x in p.name.split("-")))
     for ws in folders:
         submitted = json.loads((ws / "submitted.json").read_text()) if (ws / "submitted.json").exists() else {}
         version = submitted.get("version")
-        manifest = run / "harnesses" / str(version) / "manifest.json"
-        diff = json.loads(manifest.read_text()).get("revision", {}).get("diff", "") if version and \
-            manifest.exists() else ""
+        diff = revision_diff(run.harness(str(version))) if version else ""
         trials = [json.loads(p.read_text()) for p in sorted((ws / "trials").glob("*.json"))]
         probes = []
         for p in sorted((ws / "probes").glob("*/probe.json")):
@@ -85,10 +86,11 @@ def proposals(run: Path, out: Path) -> list[dict[str, Any]]:
             for rel in probe.get("images", [])[:MAX_PROBE_IMAGES]:
                 src = ws / rel
                 if src.is_file():
-                    dest = out / "workspaces" / ws.name / rel
+                    mirrored = f"{ws.relative_to(run.root).as_posix()}/{rel}"  # the report mirrors the run's path
+                    dest = out / mirrored
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(src, dest)
-                    images.append(f"workspaces/{ws.name}/{rel}")
+                    images.append(mirrored)
             probes.append({**probe, "images": images})
         iteration, _, n = ws.name.partition("-")
         shown.append({"name": ws.name, "iteration": int(iteration) if iteration.isdigit() else iteration,

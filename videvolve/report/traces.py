@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.media import contact_sheet, frames_at
+from videvolve.rundir import EvalDir, RunDir
 from videvolve.tasks import Task, read_tasks
 from videvolve.usage import TaskUsage
 
@@ -109,15 +110,15 @@ def _step(task: Task, step: dict[str, Any], stem: str, out: Path) -> dict[str, A
             "reply": _readable(step.get("reply", "")) if step.get("reply") else ""}
 
 
-def traces(run: Path, settings: dict[str, Any], out: Path) -> list[dict[str, Any]]:
+def traces(run: RunDir, settings: dict[str, Any], out: Path) -> list[dict[str, Any]]:
     """The latest training traces of the run (one per task, at most ``MAX_TRACES``), thumbnails written to ``out``."""
     tasks = {t.id: t for t in read_tasks(settings["tasks"]) if t.split == "train"}
-    evals = sorted((run / "evals").glob("*/train/results/*.json"), key=lambda p: p.stat().st_mtime)
+    evals = sorted(run.result_files("train"), key=lambda p: p.stat().st_mtime)
     shown: list[dict[str, Any]] = []
     for result_file in reversed(evals):
         result = json.loads(result_file.read_text())
         task = tasks.get(result["task_id"])
-        trace = result_file.parent.parent / "traces" / f"{result_file.stem}.jsonl"
+        trace = EvalDir(result_file.parent.parent).trace(result["task_id"])
         if task is None or not trace.exists() or any(s["task_id"] == task.id for s in shown):
             continue
         lines = [json.loads(x) for x in trace.read_text(encoding="utf-8").splitlines() if x.strip()]

@@ -19,7 +19,8 @@ from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.models import make_vlm
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
-from videvolve.search.mixture import is_run_dir
+from videvolve.rundir import RunDir
+from videvolve.skill_library.harness import MANIFEST
 
 Kind = Literal["mcq", "grounding"]
 _OPTION = re.compile(r"^\s*\(?([A-Z])[).:]\s+(\S.*)$")
@@ -151,10 +152,10 @@ class HarnessCatalog:
     def open(cls, harness_or_run: str | Path, budget: int | None = None) -> HarnessCatalog:
         """The catalog of a seed name, a harness folder or a run directory."""
         path = Path(harness_or_run)
-        if is_run_dir(path):
+        if (run := RunDir(path)).is_run():
             chosen = resolve_harness(path, budget)
             paths = {path.resolve().name: chosen}
-            for version in sorted(p for p in (path / "harnesses").iterdir() if (p / "manifest.json").is_file()):
+            for version in sorted(p for p in run.harnesses.iterdir() if (p / MANIFEST).is_file()):
                 paths[version.name] = version
             return cls(paths, path.resolve().name)
         loaded = load_harness(harness_or_run, budget)

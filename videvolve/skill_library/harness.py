@@ -24,10 +24,29 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.errors import HarnessError
+from videvolve.rundir import RunDir
 from videvolve.skill_library.static_check import check_source
 
 HASHED_SUFFIXES = (".py", ".md", ".toml", ".json")
 MAX_FILE_BYTES = 256 * 1024
+MANIFEST = "manifest.json"
+"""A version's manifest: name, ids, creation time, summary and, for a revision, its operator, rationale and diff."""
+
+
+def read_manifest(harness_dir: Path) -> dict[str, Any]:
+    """A harness folder's manifest (empty when it has none)."""
+    path = harness_dir / MANIFEST
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def write_manifest(harness_dir: Path, manifest: dict[str, Any]) -> None:
+    """Write a harness folder's manifest (only while the folder is being made: versions are immutable)."""
+    (harness_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def revision_diff(harness_dir: Path) -> str:
+    """The unified diff a revision made to its parent, from its manifest ("" for a seed or no manifest)."""
+    return str(read_manifest(harness_dir).get("revision", {}).get("diff", ""))
 
 
 @dataclass(frozen=True)
@@ -61,7 +80,7 @@ class Harness:
 
 def _content_files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in HASHED_SUFFIXES
-                  and p.name != "manifest.json" and "__pycache__" not in p.parts)
+                  and p.name != MANIFEST and "__pycache__" not in p.parts)
 
 
 def content_hash(path: str | Path) -> str:
@@ -116,8 +135,7 @@ def load_harness(path: str | Path) -> Harness:
     reason = validate_harness(path)
     if reason:
         raise HarnessError(f"harness {path} is not valid: {reason}")
-    manifest_path = path / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
+    manifest = read_manifest(path)
     config = tomllib.loads((path / "config.toml").read_text(encoding="utf-8")) if (path / "config.toml").exists() \
         else {}
     tools = []
@@ -145,9 +163,9 @@ def seed_path(name: str) -> Path:
 def find_harness(name_or_dir: str | Path) -> Path:
     """A seed name or a harness directory (run directories are resolved at the edge: ``videvolve.api``)."""
     p = Path(name_or_dir)
-    if p.is_dir() and (p / "settings.json").exists() and (p / "harnesses").is_dir():
-        raise HarnessError(f"{p} is a run directory, not a harness: use {p / 'best'} or a version under "
-                           f"{p / 'harnesses'} (the CLI and videvolve.load_harness accept run directories)")
+    if (run := RunDir(p)).is_run():
+        raise HarnessError(f"{p} is a run directory, not a harness: use {run.best} or a version under "
+                           f"{run.harnesses} (the CLI and videvolve.load_harness accept run directories)")
     if p.is_dir():
         return p
     if str(name_or_dir) in SEEDS:
@@ -165,10 +183,10 @@ def copy_harness(src: str | Path, dest_root: str | Path, parent_id: str | None =
         tmp = dest_root / f".{version}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        old = json.loads((src / "manifest.json").read_text()) if (src / "manifest.json").exists() else {}
+        old = read_manifest(src)
         manifest = {**old, "version_id": version, "parent_id": parent_id,
                     "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "summary": summary or
                     old.get("summary", "")}
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        write_manifest(tmp, manifest)
         tmp.rename(dest)
     return dest
