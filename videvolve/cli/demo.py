@@ -23,6 +23,7 @@ from videvolve.loop.context import Context
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.report import build_report
+from videvolve.rundir import RunDir
 from videvolve.search.history import GateEntry, entries
 from videvolve.search.significance import power_note
 from videvolve.search.spending import next_level
@@ -65,7 +66,7 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
                   seed=seed, runtime=RuntimeSettings(concurrency=2), validation="multi-fidelity",
                   cache=str((out / "cache.sqlite").resolve()))
     final = evolve(ctx, lambda node, values, state: _line(node, values, state, started))
-    console.print(f"stopped: {final.get('stop_reason')}; best harness {final['incumbent']} -> {run / 'best'}")
+    console.print(f"stopped: {final.get('stop_reason')}; best harness {final['incumbent']} -> {RunDir(run).best}")
 
     console.rule("3. the held-out test split, which neither the editor nor the gate ever saw")
     cmp = compare_on_test(run, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2))
@@ -80,7 +81,7 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     console.print(f"paired tests: mean score {cmp.score_diff:+.3f} (bootstrap p = {cmp.score_p:.4f}); grounding "
                   f"bootstrap p = {cmp.grounding_p:.4f}; mcq McNemar p = {cmp.mcq_p:.4f}")
     report = build_report(run)
-    console.print(f"report, with this comparison: {report} (plots: {run / 'report' / 'progress.png'})")
+    console.print(f"report, with this comparison: {report} (plots: {RunDir(run).report / 'progress.png'})")
     console.rule("what this showed")
     for sentence in summary_sentences(cmp.to_dict(), entries(final.get("history") or [])):
         console.print(sentence, highlight=False)

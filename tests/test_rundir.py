@@ -1,0 +1,202 @@
+"""The run folder has one owner (``videvolve/rundir.py``) and its lineage one merge (``memory/lineage.py``)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from videvolve.cli import main
+from videvolve.errors import UsageError
+from videvolve.evaluation.experiment import compared_versions
+from videvolve.memory.lineage import LineageStore
+from videvolve.report.build import versions
+from videvolve.rundir import EvalDir, RunDir
+
+PACKAGE = Path(__file__).resolve().parents[1] / "videvolve"
+
+# A seed written, a candidate written pending and rewritten by a later line with only what changed, a blank line,
+# and the seed rewritten by a resumed run: every reader must see the same two merged versions.
+LINEAGE = [
+    {"version": "s0", "parent": None, "iteration": 0, "operator": None, "decision": "seed",
+     "reason": "the seed harness", "score": 0.5, "cost": 100.0, "frames": 16.0},
+    {"version": "c1", "parent": "s0", "iteration": 0, "operator": "denser_sampling", "decision": "pending",
+     "reason": "", "score": None, "cost": None, "legacy_field": "kept"},
+    None,
+    {"version": "c1", "decision": "accepted", "reason": "gain", "score": 0.75, "cost": 90.0},
+    {"version": "s0", "parent": None, "iteration": 0, "operator": None, "decision": "seed",
+     "reason": "the seed harness", "score": 0.55, "cost": 100.0, "frames": 16.0},
+]
+MERGED = [
+    {"version": "s0", "parent": None, "iteration": 0, "operator": None, "decision": "seed",
+     "reason": "the seed harness", "score": 0.55, "cost": 100.0, "frames": 16.0},
+    {"version": "c1", "parent": "s0", "iteration": 0, "operator": "denser_sampling", "decision": "accepted",
+     "reason": "gain", "score": 0.75, "cost": 90.0, "legacy_field": "kept"},
+]
+
+
+def _run_with_lineage(tmp_path: Path) -> RunDir:
+    run = RunDir(tmp_path / "run")
+    run.harnesses.mkdir(parents=True)
+    run.best.mkdir()
+    (run.best / "manifest.json").write_text(json.dumps({"version_id": "c1"}))
+    run.lineage_file.write_text("".join("\n" if rec is None else json.dumps(rec) + "\n" for rec in LINEAGE))
+    return run
+
+
+def test_report_cli_and_experiment_read_one_merge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _run_with_lineage(tmp_path)
+    assert [r.as_dict() for r in run.lineage().values()] == MERGED
+
+    assert versions(run) == MERGED  # the report (no manifest in harnesses/: no diff)
+
+    capsys.readouterr()
+    assert main(["harness", "list", "--run", str(run.root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == MERGED
+
+    assert compared_versions(run) == ("s0", "c1")  # the held-out comparison: merged lineage, best's manifest
+
+
+def test_harness_list_counts_iterations_from_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _run_with_lineage(tmp_path)
+    capsys.readouterr()
+    assert main(["harness", "list", "--run", str(run.root)]) == 0
+    rows = {line.split("│")[1].strip(): line for line in capsys.readouterr().out.splitlines() if "│" in line}
+    assert rows["c1"].split("│")[3].strip() == "1" and rows["s0"].split("│")[3].strip() == "0"
+    assert "accepted" in rows["c1"] and "0.750" in rows["c1"]
+
+
+def test_a_torn_lineage_line_names_the_file_and_line(tmp_path: Path) -> None:
+    run = _run_with_lineage(tmp_path)
+    with run.lineage_file.open("a") as fh:
+        fh.write('{"version": "c2", "decis')  # a run killed mid-write
+    with pytest.raises(UsageError, match=r"lineage\.jsonl:6: not a lineage entry"):
+        run.lineage()
+
+
+def test_recording_an_unchanged_entry_writes_nothing(tmp_path: Path) -> None:
+    store = LineageStore(tmp_path / "lineage.jsonl")
+    store.record("a", parent=None, decision="seed", score=0.5)
+    store.record("a", decision="seed", score=0.5)  # a resumed run repeating a node: idempotent
+    assert len(store.path.read_text().splitlines()) == 1
+    store.record("a", score=0.6)
+    assert len(store.path.read_text().splitlines()) == 2
+    assert store.read()["a"].score == 0.6 and store.read()["a"].decision == "seed"
+
+
+def test_the_layout_is_the_one_existing_runs_have(tmp_path: Path) -> None:
+    """No migration: the paths are those every run so far was written with."""
+    run = RunDir(tmp_path)
+    assert run.evals("v1", "train").result("a/b") == tmp_path / "evals/v1/train/results/a_b.json"
+    assert run.evals("v1", "train").trace("a/b") == tmp_path / "evals/v1/train/traces/a_b.jsonl"
+    assert run.test_evals("v1").path == tmp_path / "test/v1"
+    assert (run.settings, run.checkpoints, run.events, run.lineage_file) == (
+        tmp_path / "settings.json", tmp_path / "checkpoints.sqlite", tmp_path / "events.jsonl",
+        tmp_path / "lineage.jsonl")
+    assert (run.harness("v1"), run.best, run.workspaces, run.comparison, run.mixture, run.stop_file) == (
+        tmp_path / "harnesses/v1", tmp_path / "best", tmp_path / "workspaces", tmp_path / "test/comparison.json",
+        tmp_path / "mixture.json", tmp_path / "STOP")
+    assert EvalDir.default("uniform", "test").path == Path("evals/uniform-test")
+
+
+# ---- the run folder's names appear in rundir.py only ----
+
+RUN_NAMES = {"settings.json", "checkpoints.sqlite", "events.jsonl", "lineage.jsonl", "mixture.json", "STOP",
+             "harnesses", "best", "evals", "results", "traces", "test", "workspaces", "investigations", "report",
+             "heldout", "comparison.json", "manifest.json"}
+FILE_NAMES = {n for n in RUN_NAMES if "." in n}
+"""Names distinctive enough to be flagged as any string constant; the others only where a path is built."""
+
+OWNER = "rundir.py"
+EXCEPTIONS: dict[str, tuple[set[str], str]] = {
+    "skill_library/harness.py": ({"manifest.json"}, "the harness format owns its manifest (MANIFEST, read_manifest)"),
+    "editing/workspace.py": ({"traces"}, "the editor workspace's own traces/ folder, not the run's"),
+    "search/mixture.py": ({"mixture.json", "settings.json", "harnesses", "best"},
+                          "search/ was being changed by another engineer when RunDir came; move it to "
+                          "RunDir.mixture / RunDir.is_run / RunDir.harness / RunDir.best"),
+}
+
+
+def _segments(text: str) -> set[str]:
+    return {s for s in text.split("/") if s}
+
+
+def path_literals(source: str) -> set[str]:
+    """Run-folder names in a module's code: in a path built with ``/``, ``Path()``, ``joinpath`` or a glob pattern,
+    and the distinctive file names in any string constant (docstrings, help texts and descriptions are prose)."""
+    tree = ast.parse(source)
+    prose: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body \
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            prose.add(id(node.body[0].value))
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):  # attribute docstrings
+            prose.add(id(node.value))
+        if isinstance(node, ast.keyword) and node.arg in ("help", "description"):
+            prose.update(id(n) for n in ast.walk(node.value))
+    found: set[str] = set()
+
+    def strings(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, ast.JoinedStr):
+            return [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+        return []
+
+    for node in ast.walk(tree):
+        built: list[ast.AST] = []
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            built = [node.left, node.right]
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else \
+                node.func.id if isinstance(node.func, ast.Name) else ""
+            if name in ("Path", "joinpath", "glob", "rglob"):
+                built = list(node.args)
+        for operand in built:
+            for text in strings(operand):
+                found |= _segments(text) & RUN_NAMES
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            found |= {n for n in FILE_NAMES if n in _segments(node.value) and not node.value.startswith("~")}
+    return found
+
+
+def literals_outside_rundir(package: Path) -> dict[str, set[str]]:
+    out = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        if rel == OWNER or "seeds" in path.parts:
+            continue
+        found = path_literals(path.read_text(encoding="utf-8")) - EXCEPTIONS.get(rel, (set(), ""))[0]
+        if found:
+            out[rel] = found
+    return out
+
+
+def test_the_run_folder_names_appear_only_in_rundir() -> None:
+    found = literals_outside_rundir(PACKAGE)
+    assert not found, ("run-folder paths built outside videvolve/rundir.py (use RunDir / EvalDir, or add an "
+                       f"explained exception): {found}")
+
+
+def test_every_exception_is_still_needed() -> None:
+    """An exception nobody needs any more is removed, so the list only shrinks."""
+    for rel, (names, _why) in EXCEPTIONS.items():
+        assert path_literals((PACKAGE / rel).read_text(encoding="utf-8")) & names, f"{rel} needs no exception"
+
+
+def test_the_literal_check_can_fail() -> None:
+    old = '''
+def f(run, out_dir, task):
+    """Reads lineage.jsonl (prose is fine)."""
+    a = run / "lineage.jsonl"
+    b = out_dir / "traces" / f"{task}.jsonl"
+    c = sorted(run.glob("evals/*/train/results/*.json"))
+    d = Path("evals") / "x"
+    MIXTURE = "mixture.json"
+    e = {"best": 1, "split": "test"}
+    p.add_argument("--x", help="print settings.json")
+    cfg = "~/.claude/settings.json"
+'''
+    assert path_literals(old) == {"lineage.jsonl", "traces", "evals", "results", "mixture.json"}
