@@ -14,6 +14,7 @@ from videvolve.evaluation.results import TaskResult, cost_of, read_result, resul
 from videvolve.loop.state import State
 from videvolve.nodes.common import spent
 from videvolve.nodes.record import _stop_reason
+from videvolve.rundir import RunDir
 from videvolve.search.gate import aggregate
 from videvolve.tasks import Task
 from videvolve.usage import Spend, TaskUsage, add_spend
@@ -34,7 +35,7 @@ def _result(**usage: Any) -> TaskResult:
 
 def _stop(tmp_path: Path, state: dict[str, Any], **limits: Any) -> str | None:
     ctx = SimpleNamespace(**{"iterations": 99, "hours": None, "max_calls": None, "max_visual_tokens": None, **limits})
-    return _stop_reason(SimpleNamespace(ctx=ctx, root=tmp_path), state, 1)  # type: ignore[arg-type]
+    return _stop_reason(SimpleNamespace(ctx=ctx, dir=RunDir(tmp_path)), state, 1)  # type: ignore[arg-type]
 
 
 def test_ocr_and_transcript_tokens_count_the_same_everywhere(tmp_path: Path) -> None:
