@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.set_defaults(func=cmd_export)
     mix = hsub.add_parser("mixture", help="the mixture of harnesses by frame budget (evolve --budgets)")
     mix.add_argument("--run", type=Path, required=True)
-    mix.add_argument("--json", action="store_true", help="print the mixture as JSON")
+    mix.add_argument("--json", action="store_true", help="print mixture.json")
     mix.set_defaults(func=cmd_mixture)
     r = sub.add_parser("report", help="HTML report with plots and a trace viewer (RUN/report/index.html)")
     r.add_argument("--run", type=Path, required=True)
