@@ -258,7 +258,7 @@ def _errors_note(ctx: Context, version: str | None) -> str | None:
 
     from videvolve.evaluation.results import TaskResult
 
-    folder = ctx.root / "evals" / str(version) / "selection" / "results"
+    folder = RunDir(ctx.root).evals(str(version), "selection").results
     results = [TaskResult.model_validate_json(p.read_text()) for p in sorted(folder.glob("*.json"))] \
         if version else []
     errors = [r for r in results if r.outcome == "error"]
