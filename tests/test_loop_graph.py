@@ -38,7 +38,8 @@ class Recording:
     """The heuristic editor, recording every input it is given."""
 
     def __init__(self, ctx: Context) -> None:
-        self.inner = HeuristicEditor(trials=not ctx.no_trials, operators=ctx.trial_operators, tasks=ctx.trial_batch)
+        self.inner = HeuristicEditor(trials=not ctx.editor.no_trials, operators=ctx.editor.trial_operators,
+                                     tasks=ctx.editor.trial_batch)
         self.seen: list[str] = []
         self.last_failure: str | None = None
 

@@ -133,7 +133,7 @@ def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung(
     run = FakeRun(ctx, scores)
     entries, _ = screen(run, "p", ["worse", "good", "slightly"], {"worse": "w", "good": "g", "slightly": "s"}, 0)
     by = {e.candidate: e.model_dump() for e in entries}
-    first = rungs(run.selection, ctx.rungs, ctx.seed, "multi-fidelity")[0]
+    first = rungs(run.selection, ctx.gate.rungs, ctx.seed, "multi-fidelity")[0]
     assert by["worse"]["decision"] == "rejected" and "screened out at rung 1" in by["worse"]["reason"]
     assert run.evaluated["worse"] == {t.id for t in first}  # paid for the first rung only
     assert by["good"]["decision"] == "accepted" and by["good"]["rung"] == by["good"]["rungs"] == 3

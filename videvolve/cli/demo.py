@@ -19,7 +19,7 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world, world_stats
 from videvolve.evaluation.experiment import compare_on_test
 from videvolve.graph.driver import evolve
-from videvolve.loop.context import Context
+from videvolve.loop.context import Context, GateSettings, StopSettings
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.report import build_report
@@ -54,7 +54,7 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     world = generate_world(out / "world", videos=videos, minutes=minutes, seed=seed, questions=DEMO_QUESTIONS)
     console.print(stats_table(world_stats(world.tasks)))
     text, warn = power_note(sum(1 for t in world.tasks if t.split == "selection"), next_level([], 0.05),
-                            Context.model_fields["gate_margin"].default)
+                            GateSettings.model_fields["margin"].default)
     console.print(("warning: " if warn else "") + text, highlight=False)
 
     console.rule(f"2. evolve: {iterations} iterations from the uniform seed (SimVLM, heuristic editor)")
@@ -62,9 +62,9 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     shutil.rmtree(run, ignore_errors=True)
     shutil.rmtree(out / "memory", ignore_errors=True)
     ctx = Context(run_dir=str(run.resolve()), run_id="demo", tasks=str(world.tasks_path.resolve()),
-                  seed_harness="uniform", memory=str((out / "memory").resolve()), iterations=iterations, batch=8,
-                  seed=seed, runtime=RuntimeSettings(concurrency=2), validation="multi-fidelity",
-                  cache=str((out / "cache.sqlite").resolve()))
+                  seed_harness="uniform", memory=str((out / "memory").resolve()), batch=8, seed=seed,
+                  runtime=RuntimeSettings(concurrency=2), stop=StopSettings(iterations=iterations),
+                  gate=GateSettings(validation="multi-fidelity"), cache=str((out / "cache.sqlite").resolve()))
     final = evolve(ctx, lambda node, values, state: _line(node, values, state, started))
     console.print(f"stopped: {final.get('stop_reason')}; best harness {final['incumbent']} -> {RunDir(run).best}")
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from videvolve.cli.common import add_model_args, model_settings, runtime_settings
-from videvolve.cli.flags import add_settings, build, given
+from videvolve.cli.flags import add_sections, build, flag_name, given, merged, section_of
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import InputNotFoundError, UsageError
 from videvolve.rundir import RunDir
@@ -23,7 +23,8 @@ from videvolve.usage import Spend
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
-EXTENDABLE = ("iterations", "hours", "max_calls", "max_visual_tokens")
+EXTENDABLE = "stop"
+"""The section of settings that may grow on ``--resume`` (iterations, hours, call and token budgets)."""
 NEXT = {"prepare": "solving a training batch", "solve": "investigating failures", "investigate": "editing",
         "edit": "validating the candidate", "validate": "gating on the selection set", "gate": "recording",
         "record": "solving the next batch"}
@@ -42,13 +43,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("evolve", help="improve a harness on training tasks, gated on a video-disjoint selection set")
     p.add_argument("--run", type=Path, required=True, help="run directory (its name is the run id)")
-    add_settings(p.add_argument_group("run settings"), Context, skip=NOT_FLAGS)
-    g = p.add_argument_group("editor and investigator models (default: the solver's)")
-    g.add_argument("--editor-model", default=None, help="model name of the editor")
-    g.add_argument("--editor-base-url", default=None, help="endpoint of the editor model")
-    g.add_argument("--investigator-model", default=None, help="model name of the investigator's probes")
-    g.add_argument("--investigator-agent-model", default=None, help="model name of the agent investigator")
-    g.add_argument("--investigator-agent-base-url", default=None, help="endpoint of the agent investigator")
+    groups = add_sections(p, Context, "run settings", skip=NOT_FLAGS)
+    editor, investigator = groups["editor"], groups["investigator"]
+    editor.add_argument("--editor-model", default=None, help="model name of the editor (default: the solver's)")
+    editor.add_argument("--editor-base-url", default=None, help="endpoint of the editor model")
+    investigator.add_argument("--investigator-model", default=None, help="model name of the investigator's probes "
+                              "(default: the solver's)")
+    investigator.add_argument("--investigator-agent-model", default=None, help="model name of the agent "
+                              "investigator (default: the solver's)")
+    investigator.add_argument("--investigator-agent-base-url", default=None, help="endpoint of the agent investigator")
     p.add_argument("--config", type=Path, default=None, help="TOML or JSON of settings (a run's settings.json works)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost, spend nothing")
     p.add_argument("--resume", action="store_true", help="continue the run in --run where it stopped")
@@ -71,7 +74,7 @@ def _load_config(path: Path | None) -> dict[str, Any]:
 
 def build_context(args: argparse.Namespace) -> Context:
     """Settings from --config (or the run's settings.json on --resume), then the flags given explicitly."""
-    from videvolve.loop.context import Context
+    from videvolve.loop.context import Context, nest
 
     run = args.run.resolve()
     settings = RunDir(run).settings
@@ -79,13 +82,12 @@ def build_context(args: argparse.Namespace) -> Context:
     if args.resume:
         if not settings.exists():
             raise UsageError(f"nothing to resume in {run} (no {settings.name}); drop --resume to start it")
-        data = json.loads(settings.read_text())
+        data = nest(json.loads(settings.read_text()))  # a run from before the grouping stored flat keys
         _refuse_changes(run, data, _resolved(flags))
-        data.update({k: v for k, v in flags.items() if k in EXTENDABLE})
-        return build(Context, data, str(settings))
+        return build(Context, merged(data, {k: v for k, v in flags.items() if k == EXTENDABLE}), str(settings))
     if settings.exists():
         raise UsageError(f"{run} already holds a run; pass --resume to continue it, or choose another --run")
-    data = _resolved({**_load_config(args.config), **flags})
+    data = _resolved(merged(nest(_load_config(args.config)), flags))
     data.update({"run_dir": str(run), "run_id": run.name})
     if "tasks" not in data:
         raise UsageError("--tasks is required (or a --config that names them)")
@@ -95,14 +97,15 @@ def build_context(args: argparse.Namespace) -> Context:
                          **given(args, ModelSettings)}
     data["runtime"] = {**data.get("runtime", {}), **given(args, RuntimeSettings)}
     data["runtime"].setdefault("image_format", runtime_settings(args).image_format)
-    for key, (name, url) in {"editor_model": (args.editor_model, args.editor_base_url),
-                             "investigator_agent_model": (args.investigator_agent_model,
-                                                          args.investigator_agent_base_url)}.items():
+    for (section, key), (name, url) in {("editor", "model"): (args.editor_model, args.editor_base_url),
+                                        ("investigator", "agent_model"): (args.investigator_agent_model,
+                                                                          args.investigator_agent_base_url)}.items():
         if name or url:  # the solver's settings on another endpoint or model
             update = {"backend": "openai", "model": name or solver.model, "base_url": url or solver.base_url}
-            data[key] = solver.model_copy(update=update).model_dump()
+            data.setdefault(section, {})[key] = solver.model_copy(update=update).model_dump()
     if args.investigator_model:
-        data["investigator_model"] = solver.model_copy(update={"model": args.investigator_model}).model_dump()
+        data.setdefault("investigator", {})["model"] = solver.model_copy(
+            update={"model": args.investigator_model}).model_dump()
     return build(Context, data, str(args.config) if args.config else "the command line")
 
 
@@ -134,18 +137,29 @@ def _refuse_changes(run: Path, stored: dict[str, Any], flags: dict[str, Any]) ->
 
     A ``--tasks`` naming the run's own tasks file, or a file of identical content, is accepted.
     """
-    from videvolve.loop.context import Context
+    from videvolve.loop.context import Context, StopSettings
 
     before = build(Context, stored, str(RunDir(run).settings))
-    after = build(Context, {**stored, **flags}, "the command line")
-    changed = [k for k in flags if k not in EXTENDABLE and getattr(before, k) != getattr(after, k)
-               and not (k == "tasks" and _same_file(before.tasks, after.tasks))]
+    after = build(Context, merged(stored, flags), "the command line")
+    changed = _changes(before, after, {k: v for k, v in flags.items() if k != EXTENDABLE})
     if changed:
-        what = "; ".join(f"--{k.replace('_', '-')} {getattr(after, k)} (the run has {getattr(before, k)})"
-                         for k in changed)
+        grow = ", ".join(flag_name(k, f) for k, f in StopSettings.model_fields.items())
         raise UsageError(f"--resume continues {run} with the settings it started with, and these flags would change "
-                         f"them: {what}. Drop them to continue the run, or start a new run with another --run "
-                         f"(only {', '.join('--' + k.replace('_', '-') for k in EXTENDABLE)} may grow on --resume).")
+                         f"them: {'; '.join(changed)}. Drop them to continue the run, or start a new run with another "
+                         f"--run (only {grow} may grow on --resume).")
+
+
+def _changes(before: Any, after: Any, flags: dict[str, Any]) -> list[str]:
+    """``--flag new (the run has old)`` for each given flag whose setting differs (sections compared field by field)."""
+    out = []
+    for name, value in flags.items():
+        field = type(before).model_fields[name]
+        old, new = getattr(before, name), getattr(after, name)
+        if section_of(field) is not None and isinstance(value, dict):
+            out += _changes(old, new, value)
+        elif old != new and not (name == "tasks" and _same_file(old, new)):
+            out.append(f"{flag_name(name, field)} {new} (the run has {old})")
+    return out
 
 
 def _dry_run(ctx: Context) -> int:
@@ -180,8 +194,9 @@ def _dry_run(ctx: Context) -> int:
     gate_power(ctx, sum(1 for t in tasks if t.split == "selection"), out)
     for note in plan.notes:
         out.print(f"note: {note}", highlight=False)
-    out.print(f"seed {harness.name}; editor {ctx.editor}; investigator {ctx.investigator}; model {ctx.model.model} "
-              f"({ctx.model.backend}); search {ctx.search}; validation {ctx.validation}; executor {ctx.executor}; "
+    out.print(f"seed {harness.name}; editor {ctx.editor.kind}; investigator {ctx.investigator.kind}; model "
+              f"{ctx.model.model} ({ctx.model.backend}); search {ctx.search}; validation {ctx.gate.validation}; "
+              f"executor {ctx.executor}; "
               f"memory {ctx.memory}")
     return 0
 
@@ -220,11 +235,11 @@ def cmd_evolve(args: argparse.Namespace) -> int:
                     done_at.append(time.time())
                 it = int(state.get("iteration", 0))
                 eta = ""
-                if len(done_at) >= 1 and it < ctx.iterations:
+                if len(done_at) >= 1 and it < ctx.stop.iterations:
                     per = (done_at[-1] - started) / len(done_at)
-                    eta = f", ETA {per * (ctx.iterations - it) / 60:.0f} min"
-                shown = min(it + 1, ctx.iterations)  # the iteration under way, counted from 1
-                status.update(f"iteration {shown}/{ctx.iterations}: {NEXT.get(node, node)}; incumbent "
+                    eta = f", ETA {per * (ctx.stop.iterations - it) / 60:.0f} min"
+                shown = min(it + 1, ctx.stop.iterations)  # the iteration under way, counted from 1
+                status.update(f"iteration {shown}/{ctx.stop.iterations}: {NEXT.get(node, node)}; incumbent "
                               f"{state.get('incumbent')} score {state.get('incumbent_score', 0):.3f} cost "
                               f"{state.get('incumbent_cost', 0):,.0f}; {_ledger(state.get('spent') or {})}; "
                               f"{time.time() - started:.0f} s{eta}")
@@ -240,7 +255,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         return 130
     out.print(f"stopped after {final.get('iteration')} iteration(s): {final.get('stop_reason') or 'already done'}")
     out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}, "
-              f"{final.get('incumbent_cost', 0):.1f} {ctx.cost_metric}/question) -> {RunDir(ctx.root).best}")
+              f"{final.get('incumbent_cost', 0):.1f} {ctx.gate.cost_metric}/question) -> {RunDir(ctx.root).best}")
     out.print(f"spent: {_ledger(final.get('spent') or {})}", highlight=False)
     failing = _errors_note(ctx, final.get("incumbent"))
     if failing:
@@ -274,13 +289,14 @@ def gate_power(ctx: Context, n_selection: int, console: Console) -> None:
     from videvolve.search.significance import power_note
     from videvolve.search.spending import next_level
 
-    if ctx.gate == "video-rsi":
-        eps = ctx.eps if ctx.eps is not None else 1 / max(1, n_selection)
-        console.print(f"gate: video-rsi (any gain at <= (1+{ctx.alpha}) C; cost cuts within eps {eps:.3f}): it takes "
+    gate = ctx.gate
+    if gate.rule == "video-rsi":
+        eps = gate.eps if gate.eps is not None else 1 / max(1, n_selection)
+        console.print(f"gate: video-rsi (any gain at <= (1+{gate.alpha}) C; cost cuts within eps {eps:.3f}): it takes "
                       "noise for gains; --gate paired tells them apart", highlight=False)
         return
-    text, warn = power_note(n_selection, next_level([], ctx.gate_level, ctx.gate_spending), ctx.gate_margin)
-    console.print(f"gate: paired, level <= {ctx.gate_level:g} ({ctx.gate_spending}); "
+    text, warn = power_note(n_selection, next_level([], gate.level, gate.spending), gate.margin)
+    console.print(f"gate: paired, level <= {gate.level:g} ({gate.spending}); "
                   + (f"[yellow]warning:[/] {text}" if warn else text), highlight=False)
 
 
@@ -300,14 +316,14 @@ def _silent_editor(ctx: Context, history: list[GateEntry]) -> int:
     reasons = sorted({e.reason for e in history})
     err.print(f"[bold yellow]warning:[/] no iteration of this run proposed a revision: {'; '.join(reasons)[:800]}",
               highlight=False)
-    if ctx.editor == "heuristic":
+    if ctx.editor.kind == "heuristic":
         return 0
     folder = RunDir(ctx.root)
     where = (f"the command's output in {folder.workspaces}/*/command.log and the reasons in "
-             f"{folder.events} (event 'no proposal')" if ctx.editor == "command" else
+             f"{folder.events} (event 'no proposal')" if ctx.editor.kind == "command" else
              f"the editor model's replies in {folder.events} (event 'no proposal') and its endpoint "
              "with `videvolve doctor`")
-    err.print(f"[bold red]error:[/] the {ctx.editor} editor never produced a usable revision; check {where}.",
+    err.print(f"[bold red]error:[/] the {ctx.editor.kind} editor never produced a usable revision; check {where}.",
               highlight=False)
     return SILENT_EDITOR
 

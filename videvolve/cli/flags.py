@@ -1,8 +1,10 @@
 """Command-line flags generated from the settings models, so that a setting is written once.
 
-Each field of a pydantic settings model becomes ``--field-name`` (or the name in its ``json_schema_extra["flag"]``)
-with the field's type, its choices when it is a ``Literal``, and its description as the help. Every flag defaults
-to ``None`` so that only what the user typed overrides a ``--config`` file or a resumed run's settings.
+Each field of a pydantic settings model becomes ``--field-name`` (or the name in its ``json_schema_extra["flag"]``
+or ``["flat"]``) with the field's type, its choices when it is a ``Literal``, and its description as the help.
+Every flag defaults to ``None`` so that only what the user typed overrides a ``--config`` file or a resumed run's
+settings. A field marked ``json_schema_extra["section"]`` holds a settings model of its own: its flags form an
+argument group, and :func:`given` returns them nested under the field's name.
 """
 
 from __future__ import annotations
@@ -19,10 +21,22 @@ from pydantic.fields import FieldInfo
 from videvolve.errors import UsageError
 
 
+def _extra(field: FieldInfo) -> dict[str, Any]:
+    return field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+
+
 def flag_name(name: str, field: FieldInfo) -> str:
-    """``--field-name``, or the field's own ``flag``."""
-    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    return str(extra.get("flag") or "--" + name.replace("_", "-"))
+    """``--field-name``, the field's own ``flag``, or ``--flat-name`` of a field that has a ``flat`` name."""
+    extra = _extra(field)
+    return str(extra.get("flag") or "--" + str(extra.get("flat") or name).replace("_", "-"))
+
+
+def section_of(field: FieldInfo) -> type[BaseModel] | None:
+    """The settings model of a field marked as a section of flags, else None."""
+    tp = field.annotation
+    if _extra(field).get("section") and isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    return None
 
 
 def _strip_optional(tp: Any) -> Any:
@@ -84,13 +98,44 @@ def add_settings(parser: argparse.ArgumentParser | Any, model: type[BaseModel], 
                             help=_help(field), **kwargs)
 
 
+def add_sections(parser: argparse.ArgumentParser, model: type[BaseModel], title: str,
+                 skip: Iterable[str] = ()) -> dict[str, Any]:
+    """The flags of ``model``'s own fields in a group ``title``, then a group per section; the groups by section name.
+
+    The groups print in this order in ``--help``, so the flags read in sections.
+    """
+    add_settings(parser.add_argument_group(title), model, skip)
+    groups = {}
+    for name, field in model.model_fields.items():
+        section = section_of(field)
+        if section is not None and name not in skip:
+            groups[name] = parser.add_argument_group(f"{name} settings", field.description)
+            add_settings(groups[name], section)
+    return groups
+
+
 def given(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:
-    """The fields of ``model`` the user gave on the command line."""
-    out = {}
-    for name in model.model_fields:
+    """The fields of ``model`` the user gave on the command line (those of a section nested under its name)."""
+    out: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        section = section_of(field)
+        if section is not None:
+            inner = given(args, section)
+            if inner:
+                out[name] = inner
+            continue
         value = getattr(args, f"{model.__name__}.{name}", None)
         if value is not None:
             out[name] = value
+    return out
+
+
+def merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``update`` laid over it, nested dicts merged key by key (a section's other keys kept)."""
+    out = dict(base)
+    for key, value in update.items():
+        old = out.get(key)
+        out[key] = merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
     return out
 
 

@@ -42,7 +42,7 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None
         if snapshot.values:
             inputs = None
             if not snapshot.next:
-                finished = snapshot.values.get("iteration", 0) >= ctx.iterations
+                finished = snapshot.values.get("iteration", 0) >= ctx.stop.iterations
                 if not finished:
                     graph.update_state(config, {"stop_reason": None}, as_node="record")
         state: dict[str, Any] = dict(snapshot.values or {})

@@ -70,7 +70,7 @@ def calls_per_question(harness: Harness) -> int:
 
 def _frames(harness: Harness, ctx: Context) -> int:
     frames = int(harness.config.get("n_frames") or harness.config.get("frames") or 64)
-    grown = math.ceil(frames * FRAME_GROWTH ** ctx.iterations)
+    grown = math.ceil(frames * FRAME_GROWTH ** ctx.stop.iterations)
     return min(grown, ctx.runtime.budget) if ctx.runtime.budget else grown
 
 
@@ -91,28 +91,28 @@ def estimate(ctx: Context, tasks: list[Task], harness: Harness, video_size: tupl
     selection = sum(1 for t in tasks if t.split == "selection")
     batch = min(ctx.batch, train)
     k = ctx.children if ctx.search == "mcts" else 1
-    proposals = k if k > 1 else 1 + ctx.repair_rounds  # a lone invalid candidate goes back to the editor
+    proposals = k if k > 1 else 1 + ctx.editor.repair_rounds  # a lone invalid candidate goes back to the editor
     trial_runs = 0
-    if ctx.editor == "heuristic" and not ctx.no_trials:  # each operator, and a cheaper variant of each
-        trial_runs = min(ctx.editor_trial_tasks, 2 * ctx.trial_operators * min(ctx.trial_batch, batch))
-    elif ctx.editor in ("agent", "command"):
-        trial_runs = ctx.editor_trial_tasks
-    smoke = min(ctx.smoke_tasks, batch)
-    if ctx.validation == "multi-fidelity":  # nested rungs: each rung's evaluation counts all of its questions
-        gate = sum(min(selection, math.ceil(r * selection)) for r in ctx.rungs)
+    if ctx.editor.kind == "heuristic" and not ctx.editor.no_trials:  # each operator, and a cheaper variant of each
+        trial_runs = min(ctx.editor.trial_tasks, 2 * ctx.editor.trial_operators * min(ctx.editor.trial_batch, batch))
+    elif ctx.editor.kind in ("agent", "command"):
+        trial_runs = ctx.editor.trial_tasks
+    smoke = min(ctx.editor.smoke_tasks, batch)
+    if ctx.gate.validation == "multi-fidelity":  # nested rungs: each rung's evaluation counts all of its questions
+        gate = sum(min(selection, math.ceil(r * selection)) for r in ctx.gate.rungs)
     else:
         gate = selection
     parent = selection if ctx.search == "mcts" else 0  # an expanded child's own selection results may be partial
     per_iter = batch + proposals * (trial_runs + smoke) + k * gate + parent
-    versions = 1 + ctx.iterations * k
+    versions = 1 + ctx.stop.iterations * k
     mixture = len(ctx.budgets) * versions * selection
-    questions = selection + ctx.iterations * per_iter + mixture
+    questions = selection + ctx.stop.iterations * per_iter + mixture
     cpq = calls_per_question(harness)
-    investigator = batch * (PROBES_PER_FAILURE if ctx.investigator == "procedure"
-                            else 2 * ctx.investigator_rounds)
-    editor = {"heuristic": 0, "llm": 1, "agent": ctx.editor_rounds + ctx.editor_probes,
-              "command": ctx.editor_probes}[ctx.editor] * proposals
-    calls = questions * cpq + ctx.iterations * (investigator + editor)
+    investigator = batch * (PROBES_PER_FAILURE if ctx.investigator.kind == "procedure"
+                            else 2 * ctx.investigator.rounds)
+    editor = {"heuristic": 0, "llm": 1, "agent": ctx.editor.rounds + ctx.editor.probes,
+              "command": ctx.editor.probes}[ctx.editor.kind] * proposals
+    calls = questions * cpq + ctx.stop.iterations * (investigator + editor)
     frames = _frames(harness, ctx)
     tokens = questions * frames * _frame_tokens(harness, ctx, video_size)
     per_question_s, per_call_s = SECONDS.get(ctx.model.backend, SECONDS["openai"])
@@ -127,8 +127,8 @@ def estimate(ctx: Context, tasks: list[Task], harness: Harness, video_size: tupl
         rows.append(("mixture at the end: tiers x versions x selection questions",
                      f"{len(ctx.budgets)} x {versions} x {selection}"))
     notes = []
-    if ctx.editor in ("llm", "agent", "command"):
-        notes.append(f"the {ctx.editor} editor writes its own code: the bound assumes its harnesses ask at most "
+    if ctx.editor.kind in ("llm", "agent", "command"):
+        notes.append(f"the {ctx.editor.kind} editor writes its own code: the bound assumes its harnesses ask at most "
                      f"{cpq} times per question; --max-calls caps the run whatever they do")
     return Plan(rows=rows, questions=questions, model_calls=calls, frames=questions * frames, visual_tokens=tokens,
                 seconds=seconds, calls_per_question=cpq, notes=notes)

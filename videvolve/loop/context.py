@@ -1,13 +1,188 @@
-"""Run settings (not state): models, budgets, gate thresholds, paths. Saved to ``settings.json`` with each run."""
+"""Run settings (not state): models, budgets, gate thresholds, paths. Saved to ``settings.json`` with each run.
+
+The settings are grouped: :class:`EditorSettings` (``ctx.editor``), :class:`InvestigatorSettings`
+(``ctx.investigator``), :class:`GateSettings` (``ctx.gate``) and :class:`StopSettings` (``ctx.stop``); what names the
+run and what every part uses stays at the top. A field's flag is its name before the grouping (``--gate-level``,
+``--editor``), kept in ``json_schema_extra["flat"]``; :func:`nest` moves such flat keys (old ``settings.json`` files,
+``--config`` files, keyword arguments) into their sections.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from videvolve.config import ModelSettings, RuntimeSettings
+
+
+def _flat(name: str) -> dict[str, Any]:
+    """The field's name before the settings were grouped: its flag and its key in a flat settings file."""
+    return {"flat": name}
+
+
+class EditorSettings(BaseModel):
+    """Who revises the harness, what one proposal may spend, and how a candidate is checked before the gate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["heuristic", "llm", "agent", "command"] = Field(
+        "heuristic", json_schema_extra=_flat("editor"), description="heuristic works offline (it prototypes with "
+        "trials); llm: one-shot revision by a model; agent: a tool-calling model in a workspace; command: an "
+        "external coding agent (--editor-cmd)")
+    cmd: str | None = Field(None, json_schema_extra=_flat("editor_cmd"), description="--editor command: the shell "
+                            "command run in the workspace in bubblewrap, e.g. 'claude -p \"$(cat TASK.md)\" ...' "
+                            "(see the docs' editors guide)")
+    cmd_repair: str | None = Field(None, json_schema_extra=_flat("editor_cmd_repair"), description="the command of "
+                                   "a repair round, with the failure in REPAIR.md (default: --editor-cmd)")
+    cmd_timeout: float = Field(1800.0, gt=0, json_schema_extra=_flat("editor_cmd_timeout"), description="seconds "
+                               "one run of --editor-cmd may take before its process tree is killed")
+    cmd_ro_binds: list[str] | None = Field(None, json_schema_extra=_flat("editor_cmd_ro_binds"),
+                                           description="read-only paths the command sees besides the "
+                                           "system; those under your home at the same place under its HOME "
+                                           "(default: ~/.claude/settings.json, ~/.claude/.credentials.json, "
+                                           "~/.codex/auth.json, ~/.codex/config.toml, ~/.aider.conf.yml "
+                                           "where they exist; its program's install folder is always added)")
+    cmd_env: list[str] | None = Field(None, json_schema_extra=_flat("editor_cmd_env"), description="environment "
+                                      "variables passed to the command (default: ANTHROPIC_*/OPENAI_* keys and "
+                                      "URLs, CODEX_API_KEY, proxies, TERM, LANG)")
+    max_tokens: int = Field(16384, ge=256, json_schema_extra=_flat("editor_max_tokens"), description="reply length "
+                            "cap of the editor's model (an editor returns whole files; the solver's cap is "
+                            "--max-tokens)")
+    model: ModelSettings | None = Field(None, json_schema_extra=_flat("editor_model"), description="model of the "
+                                        "llm and agent editors (default: the solver)")
+    rounds: int = Field(16, ge=1, json_schema_extra=_flat("editor_rounds"), description="model turns an agent "
+                        "editor gets per proposal (repairs included)")
+    trial_tasks: int = Field(48, ge=0, json_schema_extra=_flat("editor_trial_tasks"), description="training-task "
+                             "runs the editor's trials may make per proposal")
+    probes: int = Field(8, ge=0, json_schema_extra=_flat("editor_probes"), description="perception probes the "
+                        "editor may make per proposal")
+    visual_tokens: int | None = Field(None, json_schema_extra=_flat("editor_visual_tokens"), description="visual "
+                                      "tokens the editor's trials and probes may spend per proposal (default: no "
+                                      "cap)")
+    timeout: float = Field(900.0, json_schema_extra=_flat("editor_timeout"), description="wall-clock seconds of one "
+                           "proposal of an agent editor")
+    workspace_images: int = Field(24, ge=0, description="images of what the model was shown written per training "
+                                  "task into the editor's workspace")
+    no_trials: bool = Field(False, description="the heuristic editor sends its first choice to the gate without "
+                            "prototyping it")
+    trial_operators: int = Field(3, ge=1, description="operators the heuristic editor prototypes with trials")
+    trial_batch: int = Field(8, ge=1, description="training tasks of the batch each prototype trial runs on")
+    repair_rounds: int = Field(1, ge=0, description="times a failing candidate goes back to the editor")
+    smoke_tasks: int = Field(2, ge=1, description="training tasks of the validation smoke run")
+
+
+class InvestigatorSettings(BaseModel):
+    """Which training tasks are investigated, and how their failures are diagnosed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["procedure", "agent"] = Field(
+        "procedure", json_schema_extra=_flat("investigator"), description="procedure: the fixed probe procedure (a "
+        "decision tree, offline); agent: a tool-calling model plans its probes and writes the diagnosis (the "
+        "procedure's when its reply is unusable)")
+    model: ModelSettings | None = Field(None, json_schema_extra=_flat("investigator_model"), description="model for "
+                                        "probes (default: the solver)")
+    agent_model: ModelSettings | None = Field(None, json_schema_extra=_flat("investigator_agent_model"),
+                                              description="model of the agent investigator (default: the solver, as "
+                                              "in Video-RSI)")
+    rounds: int = Field(8, ge=1, json_schema_extra=_flat("investigator_rounds"), description="model turns (and "
+                        "probes) the agent investigator gets per failure")
+    max_tokens: int = Field(4096, ge=256, json_schema_extra=_flat("investigator_max_tokens"), description="reply "
+                            "length cap of the agent investigator's model")
+    failure_threshold: float = Field(0.5, description="a training task with a lower score is investigated")
+    probe_frames: int = Field(16, description="the investigator's frame cap per failure")
+
+
+class GateSettings(BaseModel):
+    """How a candidate is judged against the incumbent on the selection set: the rule, its cost and its schedule."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: Literal["paired", "video-rsi"] = Field(
+        "paired", json_schema_extra=_flat("gate"), description="paired: a gain must pass a one-sided paired test at "
+        "--gate-level, a cost cut must be non-inferior within --gate-margin, no kind of question may lose "
+        "significantly (see the docs' search and gate guide); video-rsi: the paper's rule, any positive difference "
+        "at <= (1+alpha) C (takes noise for gains)")
+    level: float = Field(0.05, gt=0, lt=0.5, json_schema_extra=_flat("gate_level"), description="the paired gate's "
+                         "level: the most any decision is judged at, and the run's starting alpha-wealth")
+    margin: float = Field(0.02, ge=0, json_schema_extra=_flat("gate_margin"), description="the paired gate's "
+                          "non-inferiority margin: a cost cut is kept only if the upper bound of its score loss is at "
+                          "most this")
+    spending: Literal["investing", "none"] = Field(
+        "investing", json_schema_extra=_flat("gate_spending"), description="investing: each decision spends half the "
+        "run's alpha-wealth (a rejection costs, an acceptance earns), so the search cannot overfit the selection set "
+        "by trying many things; none: every decision at --gate-level")
+    alpha: float = Field(0.1, description="accept a better candidate only if its cost is at most (1+alpha) C")
+    beta: float = Field(0.2, description="accept an equal-or-slightly-worse one only if its cost is at most (1-beta) C")
+    eps: float | None = Field(None, description="--gate video-rsi: tolerated score loss; default 1/|selection set|")
+    cost_metric: Literal["visual_tokens", "frames", "visual_tokens+text"] = Field(
+        "visual_tokens", description="C in the gate's rule: mean visual tokens per question (what a vLLM server's "
+        "compute grows with), mean distinct frames (Video-RSI's definition), or visual tokens plus "
+        "text_token_weight x the transcript tokens read")
+    text_token_weight: float = Field(1.0, ge=0, description="weight of a transcript text token against a visual "
+                                     "token in the cost with --cost-metric visual_tokens+text")
+    validation: Literal["full", "multi-fidelity"] = Field(
+        "multi-fidelity", description="multi-fidelity: a sequential test on nested rungs of the selection set (clear "
+        "losers stop early, overwhelming winners are accepted early; the same decisions as full validation for "
+        "about 4x fewer selection evaluations, bench/gate_null.py); full: every candidate on the whole set")
+    rungs: list[float] = Field(default_factory=lambda: [0.1, 0.25, 0.5, 1.0],
+                               description="nested rung sizes, as fractions of the selection set (VidHarness's)")
+    penalty: float = Field(1.5, description="promotion ranks accuracy minus penalty x 0.5/sqrt(n) (worst-case SE)")
+
+
+class StopSettings(BaseModel):
+    """When a run stops; the only settings ``--resume`` lets grow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iterations: int = Field(6, ge=0, description="revisions to try")
+    hours: float | None = Field(None, description="stop after this much wall-clock time")
+    max_calls: int | None = Field(None, description="stop once this many model calls were made")
+    max_visual_tokens: int | None = Field(None, description="stop once this many visual tokens were sent")
+
+
+SECTIONS: dict[str, type[BaseModel]] = {"editor": EditorSettings, "investigator": InvestigatorSettings,
+                                        "gate": GateSettings, "stop": StopSettings}
+"""Context's grouped settings: the field of Context and the model of its section."""
+
+
+def flat_keys(section: type[BaseModel]) -> dict[str, str]:
+    """A section's fields by their flat names (``gate_level`` -> ``level``)."""
+    out = {}
+    for name, field in section.model_fields.items():
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        out[str(extra.get("flat") or name)] = name
+    return out
+
+
+def nest(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings with their flat keys moved into their sections; nested settings pass unchanged.
+
+    Flat keys come from a ``settings.json`` written before the grouping, a flat ``--config`` or keyword arguments
+    (``gate_level=0.1``, ``editor="llm"``); a flat key wins over its nested twin.
+    """
+    out = dict(data)
+    for section, model in SECTIONS.items():
+        current = out.get(section)
+        if isinstance(current, BaseModel):
+            current = current.model_dump(exclude_unset=True)
+        inner = dict(current) if isinstance(current, Mapping) else {}
+        for flat, name in flat_keys(model).items():
+            if flat == section:  # "editor": "llm", "gate": "paired" name the section's kind
+                if current is not None and not isinstance(current, Mapping):
+                    inner[name] = current
+            elif flat in out:
+                inner[name] = out.pop(flat)
+        if inner or section in out:
+            out[section] = inner
+    return out
+
+
+def _section(model: type[BaseModel], description: str) -> Any:
+    return Field(default_factory=model, description=description, json_schema_extra={"section": True})
 
 
 class Context(BaseModel):
@@ -22,99 +197,29 @@ class Context(BaseModel):
     memory: str = Field(str(Path.home() / ".videvolve" / "memory"), description="diagnosis memory shared by runs")
     model: ModelSettings = Field(default_factory=ModelSettings, description="the frozen solver model")
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
-    editor: Literal["heuristic", "llm", "agent", "command"] = Field(
-        "heuristic", description="heuristic works offline (it prototypes with trials); llm: one-shot revision by a "
-        "model; agent: a tool-calling model in a workspace; command: an external coding agent (--editor-cmd)")
-    editor_cmd: str | None = Field(None, description="--editor command: the shell command run in the workspace in "
-                                   "bubblewrap, e.g. 'claude -p \"$(cat TASK.md)\" ...' (see the README's Editors)")
-    editor_cmd_repair: str | None = Field(None, description="the command of a repair round, with the failure in "
-                                          "REPAIR.md (default: --editor-cmd)")
-    editor_cmd_timeout: float = Field(1800.0, gt=0, description="seconds one run of --editor-cmd may take before "
-                                      "its process tree is killed")
-    editor_cmd_ro_binds: list[str] | None = Field(None, description="read-only paths the command sees besides the "
-                                                  "system; those under your home at the same place under its HOME "
-                                                  "(default: ~/.claude/settings.json, ~/.claude/.credentials.json, "
-                                                  "~/.codex/auth.json, ~/.codex/config.toml, ~/.aider.conf.yml "
-                                                  "where they exist; its program's install folder is always added)")
-    editor_cmd_env: list[str] | None = Field(None, description="environment variables passed to the command "
-                                             "(default: ANTHROPIC_*/OPENAI_* keys and URLs, CODEX_API_KEY, "
-                                             "proxies, TERM, LANG)")
-    editor_max_tokens: int = Field(16384, ge=256, description="reply length cap of the editor's model (an editor "
-                                   "returns whole files; the solver's cap is --max-tokens)")
-    editor_model: ModelSettings | None = Field(None, description="model of the llm and agent editors (default: the "
-                                               "solver)")
-    editor_rounds: int = Field(16, ge=1, description="model turns an agent editor gets per proposal (repairs included)")
-    editor_trial_tasks: int = Field(48, ge=0, description="training-task runs the editor's trials may make per "
-                                    "proposal")
-    editor_probes: int = Field(8, ge=0, description="perception probes the editor may make per proposal")
-    editor_visual_tokens: int | None = Field(None, description="visual tokens the editor's trials and probes may "
-                                             "spend per proposal (default: no cap)")
-    editor_timeout: float = Field(900.0, description="wall-clock seconds of one proposal of an agent editor")
-    workspace_images: int = Field(24, ge=0, description="images of what the model was shown written per training "
-                                  "task into the editor's workspace")
-    no_trials: bool = Field(False, description="the heuristic editor sends its first choice to the gate without "
-                            "prototyping it")
-    trial_operators: int = Field(3, ge=1, description="operators the heuristic editor prototypes with trials")
-    trial_batch: int = Field(8, ge=1, description="training tasks of the batch each prototype trial runs on")
-    investigator_model: ModelSettings | None = Field(None, description="model for probes (default: the solver)")
-    investigator: Literal["procedure", "agent"] = Field(
-        "procedure", description="procedure: the fixed probe procedure (a decision tree, offline); agent: a "
-        "tool-calling model plans its probes and writes the diagnosis (the procedure's when its reply is unusable)")
-    investigator_agent_model: ModelSettings | None = Field(None, description="model of the agent investigator "
-                                                           "(default: the solver, as in Video-RSI)")
-    investigator_rounds: int = Field(8, ge=1, description="model turns (and probes) the agent investigator gets per "
-                                     "failure")
-    investigator_max_tokens: int = Field(4096, ge=256, description="reply length cap of the agent investigator's "
-                                         "model")
-    iterations: int = Field(6, ge=0, description="revisions to try")
-    hours: float | None = Field(None, description="stop after this much wall-clock time")
     batch: int = Field(8, ge=1, description="training tasks solved and investigated per iteration")
     seed: int = Field(0, description="drives batch sampling")
-    max_calls: int | None = Field(None, description="stop once this many model calls were made")
-    max_visual_tokens: int | None = Field(None, description="stop once this many visual tokens were sent")
-    gate: Literal["paired", "video-rsi"] = Field(
-        "paired", description="paired: a gain must pass a one-sided paired test at --gate-level, a cost cut must be "
-        "non-inferior within --gate-margin, no kind of question may lose significantly (see the docs' search and "
-        "gate guide); video-rsi: the paper's rule, any positive difference at <= (1+alpha) C (takes noise for gains)")
-    gate_level: float = Field(0.05, gt=0, lt=0.5, description="the paired gate's level: the most any decision is "
-                              "judged at, and the run's starting alpha-wealth")
-    gate_margin: float = Field(0.02, ge=0, description="the paired gate's non-inferiority margin: a cost "
-                               "cut is kept only if the upper bound of its score loss is at most this")
-    gate_spending: Literal["investing", "none"] = Field(
-        "investing", description="investing: each decision spends half the run's alpha-wealth (a rejection costs, "
-        "an acceptance earns), so the search cannot overfit the selection set by trying many things; none: every "
-        "decision at --gate-level")
-    alpha: float = Field(0.1, description="accept a better candidate only if its cost is at most (1+alpha) C")
-    beta: float = Field(0.2, description="accept an equal-or-slightly-worse one only if its cost is at most (1-beta) C")
-    eps: float | None = Field(None, description="--gate video-rsi: tolerated score loss; default 1/|selection set|")
-    cost_metric: Literal["visual_tokens", "frames", "visual_tokens+text"] = Field(
-        "visual_tokens", description="C in the gate's rule: mean visual tokens per question (what a vLLM server's "
-        "compute grows with), mean distinct frames (Video-RSI's definition), or visual tokens plus "
-        "text_token_weight x the transcript tokens read")
-    text_token_weight: float = Field(1.0, ge=0, description="weight of a transcript text token against a visual "
-                                     "token in the cost with --cost-metric visual_tokens+text")
-    repair_rounds: int = Field(1, ge=0, description="times a failing candidate goes back to the editor")
-    smoke_tasks: int = Field(2, ge=1, description="training tasks of the validation smoke run")
-    failure_threshold: float = Field(0.5, description="a training task with a lower score is investigated")
-    probe_frames: int = Field(16, description="the investigator's frame cap per failure")
     embedder: Literal["auto", "minilm", "hashing"] = Field("auto", description="memory embedder")
     cache: str | None = Field(None, description="response cache file (default ~/.cache/videvolve)")
     no_cache: bool = Field(False, description="do not read or write the response cache (every reply is paid for)")
     proxy: Literal["never", "auto", "always"] = Field("never", description="read frames from proxies of slow sources")
     budgets: list[int] = Field(default_factory=list, description="frame-budget tiers of the final mixture of harnesses")
-    validation: Literal["full", "multi-fidelity"] = Field(
-        "multi-fidelity", description="multi-fidelity: a sequential test on nested rungs of the selection set (clear "
-        "losers stop early, overwhelming winners are accepted early; the same decisions as full validation for "
-        "about 4x fewer selection evaluations, bench/gate_null.py); full: every candidate on the whole set")
-    rungs: list[float] = Field(default_factory=lambda: [0.1, 0.25, 0.5, 1.0],
-                               description="nested rung sizes, as fractions of the selection set (VidHarness's)")
-    penalty: float = Field(1.5, description="promotion ranks accuracy minus penalty x 0.5/sqrt(n) (worst-case SE)")
     search: Literal["chain", "mcts"] = Field("chain", description="chain: revise the incumbent (Video-RSI); mcts: "
                                              "a tree of versions, expanded by UCT (VidHarness)")
     children: int = Field(3, ge=1, description="candidates per expansion in mcts")
     uct_c: float = Field(0.5, description="exploration weight of UCT")
     executor: Literal["local", "ray"] = Field("local", description="where (harness, task) evaluations run")
     ray_address: str | None = Field(None, description="an existing Ray cluster (default: start one locally)")
+    editor: EditorSettings = _section(EditorSettings, "who revises the harness and what a proposal may spend")
+    investigator: InvestigatorSettings = _section(InvestigatorSettings, "which failures are diagnosed, and how")
+    gate: GateSettings = _section(GateSettings, "how a candidate is judged on the selection set")
+    stop: StopSettings = _section(StopSettings, "when the run stops (these may grow on --resume)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_keys(cls, data: Any) -> Any:
+        """Flat settings (a run from before the grouping, ``Context(gate_level=0.1, ...)``) into their sections."""
+        return nest(data) if isinstance(data, Mapping) else data
 
     @property
     def root(self) -> Path:

@@ -131,22 +131,22 @@ def open_run(ctx: Context) -> Run:
     videos = [t.video for t in tasks]
     train, selection = with_proxies(train, ctx.proxy), with_proxies(selection, ctx.proxy)
     del tasks  # the test split is never used by evolve
-    if ctx.editor == "agent" and (ctx.editor_model or ctx.model).backend == "sim":
+    if ctx.editor.kind == "agent" and (ctx.editor.model or ctx.model).backend == "sim":
         raise UsageError("--editor agent needs a model that calls tools, and SimVLM calls none: give the editor an "
                          "OpenAI-compatible endpoint with --editor-base-url (and --editor-model), or use "
                          "--editor heuristic")
-    if ctx.investigator == "agent" and (ctx.investigator_agent_model or ctx.model).backend == "sim":
+    if ctx.investigator.kind == "agent" and (ctx.investigator.agent_model or ctx.model).backend == "sim":
         raise UsageError("--investigator agent needs a model that calls tools, and SimVLM calls none: give the "
                          "investigator an OpenAI-compatible endpoint with --investigator-agent-base-url (and "
                          "--investigator-agent-model), or use --investigator procedure")
-    if ctx.editor == "command" and ctx.executor == "ray":
+    if ctx.editor.kind == "command" and ctx.executor == "ray":
         raise UsageError("--editor command shares the network with the agent, and a Ray cluster runs code for "
                          "anyone who reaches it (Ray has no authentication): the agent could leave its sandbox "
                          "through it; use --executor local with --editor command")
-    if ctx.editor == "command":
+    if ctx.editor.kind == "command":
         check_command(command_spec(ctx, videos))
     vlm = make_vlm(ctx.model)
-    probe = make_vlm(ctx.investigator_model) if ctx.investigator_model else vlm
+    probe = make_vlm(ctx.investigator.model) if ctx.investigator.model else vlm
     cache = None if ctx.no_cache else ResponseCache(ctx.cache or default_cache_path())
     return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded, vlm=vlm, probe_vlm=probe,
                cost=cost_model(ctx.model.family), cache=cache, memory=ChromaStore(ctx.memory, _embedder(ctx.embedder)),
@@ -157,8 +157,8 @@ def command_spec(ctx: Context, videos: list[str]) -> CommandSpec:
     """How ``--editor command`` runs, with every path of the run it must never see."""
     protected = [ctx.root, Path(ctx.tasks), Path(ctx.tasks).parent, Path(ctx.memory),
                  Path(ctx.cache) if ctx.cache else default_cache_path(), *{Path(v).parent for v in videos}]
-    return CommandSpec(cmd=ctx.editor_cmd or "", repair_cmd=ctx.editor_cmd_repair, timeout_s=ctx.editor_cmd_timeout,
-                       ro_binds=ctx.editor_cmd_ro_binds, env=ctx.editor_cmd_env, protected=[str(p) for p in protected])
+    return CommandSpec(cmd=ctx.editor.cmd or "", repair_cmd=ctx.editor.cmd_repair, timeout_s=ctx.editor.cmd_timeout,
+                       ro_binds=ctx.editor.cmd_ro_binds, env=ctx.editor.cmd_env, protected=[str(p) for p in protected])
 
 
 def _satisfies(run: Run) -> RunServices:  # mypy checks here that a Run is what the search needs

@@ -43,34 +43,35 @@ def editor_input(run: Run, state: State) -> EditorInput:
     tried = [e.operator for e in gated if e.parent == parent and e.operator]
     if state.get("feedback"):
         tried += [op for op in state.get("operators", {}).values() if op]
-    ctx = run.ctx
-    eps = ctx.eps if ctx.eps is not None else 1 / len(run.selection)
-    tolerance = eps if ctx.gate == "video-rsi" else ctx.gate_margin
-    rule = rule_text(ctx.alpha, ctx.beta, eps, ctx.cost_metric, ctx.gate, ctx.gate_level, ctx.gate_margin)
+    gate = run.ctx.gate
+    eps = gate.eps if gate.eps is not None else 1 / len(run.selection)
+    tolerance = eps if gate.rule == "video-rsi" else gate.margin
+    rule = rule_text(gate.alpha, gate.beta, eps, gate.cost_metric, gate.rule, gate.level, gate.margin)
     return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
                        similar=sorted(similar.values(), key=lambda p: (-p.similarity, p.diagnosis.id))[:10],
                        history=history, feedback=state.get("feedback"), tried=sorted(set(tried)), gate_rule=rule,
-                       gate={"alpha": ctx.alpha, "beta": ctx.beta, "eps": tolerance, "metric": ctx.cost_metric,
-                             "rule": ctx.gate})
+                       gate={"alpha": gate.alpha, "beta": gate.beta, "eps": tolerance, "metric": gate.cost_metric,
+                             "rule": gate.rule})
 
 
 def editor_model(run: Run) -> MeteredVLM:
     """The editor's model (by default the solver's, as in Video-RSI) with its own reply cap, cached and metered."""
     ctx = run.ctx
-    settings = (ctx.editor_model or ctx.model).model_copy(update={"max_tokens": ctx.editor_max_tokens})
+    settings = (ctx.editor.model or ctx.model).model_copy(update={"max_tokens": ctx.editor.max_tokens})
     return MeteredVLM(make_vlm(settings), run.cache)
 
 
 def make_editor(run: Run, model: MeteredVLM | None = None) -> Editor:
     """The editor the run's settings ask for (``model``: the LLM and agent editors' metered model)."""
     ctx = run.ctx
-    if ctx.editor == "llm":
+    if ctx.editor.kind == "llm":
         return LLMEditor(model or editor_model(run))
-    if ctx.editor == "agent":
-        return AgentEditor(model or editor_model(run), rounds=ctx.editor_rounds)
-    if ctx.editor == "command":
+    if ctx.editor.kind == "agent":
+        return AgentEditor(model or editor_model(run), rounds=ctx.editor.rounds)
+    if ctx.editor.kind == "command":
         return CommandEditor(command_spec(ctx, [t.video for t in [*run.train, *run.selection]]))
-    return HeuristicEditor(trials=not ctx.no_trials, operators=ctx.trial_operators, tasks=ctx.trial_batch)
+    e = ctx.editor
+    return HeuristicEditor(trials=not e.no_trials, operators=e.trial_operators, tasks=e.trial_batch)
 
 
 def edit(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
@@ -78,7 +79,7 @@ def edit(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     run = runtime.context
     ctx = run.ctx
     it, parent = state["iteration"], state["parent"]
-    model = editor_model(run) if ctx.editor in ("llm", "agent") and run.editor is None else None
+    model = editor_model(run) if ctx.editor.kind in ("llm", "agent") and run.editor is None else None
     editor = run.editor or make_editor(run, model)
     sessions = Sessions(run, state)
     inp = editor_input(run, state)

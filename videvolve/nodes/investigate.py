@@ -23,8 +23,8 @@ log = logging.getLogger(__name__)
 def investigator_model(run: Run) -> MeteredVLM:
     """The agent investigator's model (by default the solver's, as in Video-RSI) with its own cap, cached, metered."""
     ctx = run.ctx
-    settings = (ctx.investigator_agent_model or ctx.model).model_copy(update={"max_tokens":
-                                                                              ctx.investigator_max_tokens})
+    settings = (ctx.investigator.agent_model or ctx.model).model_copy(update={"max_tokens":
+                                                                              ctx.investigator.max_tokens})
     return MeteredVLM(make_vlm(settings), run.cache)
 
 
@@ -34,9 +34,9 @@ def investigate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     ctx = run.ctx
     it = state["iteration"]
     by_id = {t.id: t for t in run.train}
-    inv = Investigator(run.probe_vlm, run.cost, ctx.probe_frames, run.cache, ctx.runtime.image_format)
-    agent = AgentInvestigator(investigator_model(run), inv, run.dir.investigations, ctx.investigator_rounds) \
-        if ctx.investigator == "agent" else None
+    inv = Investigator(run.probe_vlm, run.cost, ctx.investigator.probe_frames, run.cache, ctx.runtime.image_format)
+    agent = AgentInvestigator(investigator_model(run), inv, run.dir.investigations, ctx.investigator.rounds) \
+        if ctx.investigator.kind == "agent" else None
     evals = run.dir.evals(state["parent"], "train")
     diagnoses: list[Diagnosis] = []
     for task_id in state.get("failures", []):

@@ -23,7 +23,7 @@ def prepare(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     seed = copy_harness(find_harness(ctx.seed_harness), run.dir.harnesses, summary="seed")
     version = seed.name
     results = run.evaluate(version, run.selection, "selection")
-    score, cost = aggregate(results, ctx.cost_metric, ctx.text_token_weight)
+    score, cost = aggregate(results, ctx.gate.cost_metric, ctx.gate.text_token_weight)
     run.record_lineage(version, parent=None, iteration=0, operator=None, decision="seed", reason="the seed harness",
                        score=score, cost=cost, frames=mean_frames(results))
     shutil.rmtree(run.dir.best, ignore_errors=True)
@@ -32,4 +32,4 @@ def prepare(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     return {"started_at": time.time(), "iteration": 0, "incumbent": version, "incumbent_score": score,
             "incumbent_cost": cost, "parent": version, "history": [], "spent": spent(results),
             "tree": root(version, score, cost),
-            "stop_reason": "--iterations 0" if ctx.iterations == 0 else None}
+            "stop_reason": "--iterations 0" if ctx.stop.iterations == 0 else None}

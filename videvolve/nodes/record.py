@@ -21,14 +21,14 @@ def _stop_reason(run: Run, state: State, iteration: int) -> str | None:
     spent = Spend.from_state(state.get("spent"))
     if run.dir.stop_file.exists():
         return "STOP file"
-    if iteration >= ctx.iterations:
-        return f"{ctx.iterations} iterations"
-    if ctx.hours is not None and time.time() - state.get("started_at", time.time()) >= ctx.hours * 3600:
-        return f"{ctx.hours} hours"
-    if ctx.max_calls is not None and spent.model_calls >= ctx.max_calls:
-        return f"--max-calls {ctx.max_calls}"
-    if ctx.max_visual_tokens is not None and spent.visual_tokens >= ctx.max_visual_tokens:
-        return f"--max-visual-tokens {ctx.max_visual_tokens}"
+    if iteration >= ctx.stop.iterations:
+        return f"{ctx.stop.iterations} iterations"
+    if ctx.stop.hours is not None and time.time() - state.get("started_at", time.time()) >= ctx.stop.hours * 3600:
+        return f"{ctx.stop.hours} hours"
+    if ctx.stop.max_calls is not None and spent.model_calls >= ctx.stop.max_calls:
+        return f"--max-calls {ctx.stop.max_calls}"
+    if ctx.stop.max_visual_tokens is not None and spent.visual_tokens >= ctx.stop.max_visual_tokens:
+        return f"--max-visual-tokens {ctx.stop.max_visual_tokens}"
     return None
 
 

@@ -26,9 +26,9 @@ from videvolve.usage import Spend
 
 def limits_of(run: Run) -> EditorLimits:
     """The run's per-proposal editor budgets."""
-    c = run.ctx
-    return EditorLimits(rounds=c.editor_rounds, trial_tasks=c.editor_trial_tasks, probes=c.editor_probes,
-                        visual_tokens=c.editor_visual_tokens, timeout_s=c.editor_timeout, images=c.workspace_images)
+    e = run.ctx.editor
+    return EditorLimits(rounds=e.rounds, trial_tasks=e.trial_tasks, probes=e.probes, visual_tokens=e.visual_tokens,
+                        timeout_s=e.timeout, images=e.workspace_images)
 
 
 def _trace(run: Run, version: str, task_id: str) -> list[dict[str, Any]]:
@@ -52,7 +52,7 @@ def editor_env(run: Run, parent: str, batch: list[Task]) -> EditorEnv:
                      parent_results=results, evaluate=evaluate, trace_of=lambda v, t: _trace(run, v, t),
                      probe_vlm=run.probe_vlm, cost=run.cost, cache=run.cache,
                      image_format=run.ctx.runtime.image_format, memory_search=memory_search,
-                     cost_metric=run.ctx.cost_metric, text_weight=run.ctx.text_token_weight)
+                     cost_metric=run.ctx.gate.cost_metric, text_weight=run.ctx.gate.text_token_weight)
 
 
 class Sessions:

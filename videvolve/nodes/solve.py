@@ -19,7 +19,7 @@ def solve(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     parent = pick_parent(state.get("tree", {}), state["incumbent"], ctx.search, ctx.uct_c)
     batch = run.batch(state["iteration"])
     results = run.evaluate(parent, batch, "train")
-    failures = [r.task_id for r in results if r.outcome == "error" or r.score < ctx.failure_threshold]
+    failures = [r.task_id for r in results if r.outcome == "error" or r.score < ctx.investigator.failure_threshold]
     run.event(state["iteration"], "solve", "batch", parent=parent, tasks=len(batch), failures=len(failures),
               score=sum(r.score for r in results) / max(1, len(results)))
     return {"parent": parent, "batch": [t.id for t in batch], "failures": failures, "candidates": [],

@@ -20,7 +20,7 @@ def why_invalid(run: Run, state: State, candidate: str, used: list[dict[str, flo
     if reason is not None:
         return reason
     by_id = {t.id: t for t in run.train}
-    smoke = [by_id[i] for i in state.get("batch", [])[: run.ctx.smoke_tasks]]
+    smoke = [by_id[i] for i in state.get("batch", [])[: run.ctx.editor.smoke_tasks]]
     results = run.evaluate(candidate, smoke, "train")
     used.append(spent(results))
     bad = [r for r in results if r.outcome == "error" and ErrorKind(r.error_kind or "crash").harness_fault]
@@ -41,7 +41,7 @@ def validate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
         if reason is None:
             run.event(it, "validate", "passed", candidate=cand)
             valid.append(cand)
-        elif len(state["candidates"]) == 1 and state.get("repair_round", 0) < ctx.repair_rounds:
+        elif len(state["candidates"]) == 1 and state.get("repair_round", 0) < ctx.editor.repair_rounds:
             run.event(it, "validate", "sent back", candidate=cand, reason=reason)
             return {"feedback": reason, "repair_round": state.get("repair_round", 0) + 1,
                     "spent": _total(used)}

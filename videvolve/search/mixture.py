@@ -45,10 +45,11 @@ def build_mixture(run: RunServices, tiers: list[int], best: str) -> dict[str, An
         base = [r.score for r in results[best]]
         margin = scored[top][0] - scored[best][0]
         se = paired_se(base, [r.score for r in results[top]])
-        version = top if top != best and margin > run.ctx.penalty * se else best
+        penalty = run.ctx.gate.penalty
+        version = top if top != best and margin > penalty * se else best
         why = ("the run's best harness" if top == best else
-               f"{top} leads by {margin:+.3f}, more than {run.ctx.penalty} x SE {se:.3f}" if version == top else
-               f"{top} leads by only {margin:+.3f} (<= {run.ctx.penalty} x SE {se:.3f}): the run's best harness kept")
+               f"{top} leads by {margin:+.3f}, more than {penalty} x SE {se:.3f}" if version == top else
+               f"{top} leads by only {margin:+.3f} (<= {penalty} x SE {se:.3f}): the run's best harness kept")
         score, frames = scored[version]
         table[str(cap)] = {"version": version, "score": score, "frames": frames, "why": why,
                            "candidates": {v: sc for v, (sc, _) in scored.items()}}

@@ -88,42 +88,43 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     ``history``: the run's earlier entries, which set the paired gate's level (alpha-investing).
     """
     ctx = run.ctx
+    gate = ctx.gate
     selection = run.selection
-    eps = ctx.eps if ctx.eps is not None else 1 / len(selection)
-    paired_gate = ctx.gate == "paired"
-    level = next_level(history, ctx.gate_level, ctx.gate_spending) / max(1, len(candidates)) if paired_gate else None
+    eps = gate.eps if gate.eps is not None else 1 / len(selection)
+    paired_gate = gate.rule == "paired"
+    level = next_level(history, gate.level, gate.spending) / max(1, len(candidates)) if paired_gate else None
     parent_all = {r.task_id: r for r in run.evaluate(parent, selection, "selection")}
     new: list[TaskResult] = []
     entries: dict[str, GateEntry] = {}
     alive = list(candidates)
     frames: dict[str, float] = {}
-    ladder = rungs(selection, ctx.rungs, ctx.seed, ctx.validation)
+    ladder = rungs(selection, gate.rungs, ctx.seed, gate.validation)
     looks = look_levels([len(r) / len(selection) for r in ladder], level) if level is not None else []
     for k, rung in enumerate(ladder):
         last = k == len(ladder) - 1
         p_res = [parent_all[t.id] for t in rung]
-        a, c = aggregate(p_res, ctx.cost_metric, ctx.text_token_weight)
+        a, c = aggregate(p_res, gate.cost_metric, gate.text_token_weight)
         scored = []
         for cand in alive:
             res = run.evaluate(cand, rung, "selection")
             new += res
-            a2, c2 = aggregate(res, ctx.cost_metric, ctx.text_token_weight)
+            a2, c2 = aggregate(res, gate.cost_metric, gate.text_token_weight)
             scored.append((cand, a2, c2, res))
             frames[cand] = mean_frames(res)
         base: dict[str, Any] = {"iteration": iteration, "parent": parent, "score": a, "cost": c, "n": len(rung),
-                                "rung": k + 1, "rungs": len(ladder), "eps": eps, "metric": ctx.cost_metric,
+                                "rung": k + 1, "rungs": len(ladder), "eps": eps, "metric": gate.cost_metric,
                                 "frames": mean_frames(p_res), "level": level}
         decided: dict[str, tuple[Decision, dict[str, Any]]] = {}
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
-                verdict = paired_rule(rung, p_res, res, looks[k], ctx.cost_metric, ctx.text_token_weight, ctx.alpha,
-                                      ctx.beta, ctx.gate_margin, ctx.seed)
+                verdict = paired_rule(rung, p_res, res, looks[k], gate.cost_metric, gate.text_token_weight,
+                                      gate.alpha, gate.beta, gate.margin, ctx.seed)
                 st = verdict.stats
                 extra = {"p_gain": st.p_gain, "bound": st.lower} if st else {}
                 if last or verdict.accept:
                     decided[cand] = (verdict, extra)
             elif last:
-                decided[cand] = (gate_rule(a, c, a2, c2, ctx.alpha, ctx.beta, eps), {})
+                decided[cand] = (gate_rule(a, c, a2, c2, gate.alpha, gate.beta, eps), {})
         for cand, a2, c2, res in scored:
             if cand not in decided:
                 continue
@@ -145,16 +146,16 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                         cand_frames=frames[cand], reason=f"another candidate was accepted at rung {k + 1}")
             break
         se = 0.5 / math.sqrt(len(rung))
-        margin = ctx.gate_margin if paired_gate else eps
+        margin = gate.margin if paired_gate else eps
         hopeful = []
         for cand, a2, c2, res in scored:
             d_se = paired_se([r.score for r in p_res], [r.score for r in res], len(selection))
-            ucb = a2 - a + ctx.penalty * d_se  # optimistic end of the paired difference
+            ucb = a2 - a + gate.penalty * d_se  # optimistic end of the paired difference
             need = TOL
             if paired_gate and looks:  # the mean difference the full rung's test will ask for, at this spread
                 need = max(TOL, float(stats.norm.ppf(1 - looks[-1])) * _sd(p_res, res) / math.sqrt(len(selection)))
-            better = ucb > need and c2 <= (1 + ctx.alpha) * c + TOL
-            cheaper = ucb >= -margin - TOL and c > 0 and c2 <= (1 - ctx.beta) * c + TOL
+            better = ucb > need and c2 <= (1 + gate.alpha) * c + TOL
+            cheaper = ucb >= -margin - TOL and c > 0 and c2 <= (1 - gate.beta) * c + TOL
             if better or cheaper:
                 hopeful.append((cand, a2, c2))
             else:
@@ -163,12 +164,12 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                     cand_frames=frames[cand],
                     cand_cost=c2, reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): "
                                          f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f} + "
-                                         f"{ctx.penalty} x SE {d_se:.3f}) at cost {c2:.1f} vs {c:.1f} cannot "
+                                         f"{gate.penalty} x SE {d_se:.3f}) at cost {c2:.1f} vs {c:.1f} cannot "
                                          f"pass the gate")
         if not hopeful:
             alive = []
             break
-        best = max(hopeful, key=lambda x: (x[1] - ctx.penalty * se, -x[2], x[0]))
+        best = max(hopeful, key=lambda x: (x[1] - gate.penalty * se, -x[2], x[0]))
         for cand, a2, c2 in hopeful:
             if cand != best[0]:
                 entries[cand] = GateEntry(
@@ -176,7 +177,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                     decision="pending" if keep_pending else "rejected", cand_score=a2, cand_cost=c2,
                     cand_frames=frames[cand],
                     reason=f"not promoted at rung {k + 1}: {best[0]} has the better penalized accuracy "
-                           f"({best[1] - ctx.penalty * se:.3f} vs {a2 - ctx.penalty * se:.3f})"
+                           f"({best[1] - gate.penalty * se:.3f} vs {a2 - gate.penalty * se:.3f})"
                            + ("; kept for a later promotion" if keep_pending else ""))
         alive = [best[0]]
     return [entries[c] for c in candidates if c in entries], new
