@@ -148,8 +148,8 @@ def main() -> int:
     for name in rows:
         out = {}
         for mode in ("multi-fidelity", "full"):
-            replay = Replay(ctx.model_copy(update={"validation": mode}), selection,
-                            {"parent": parent, name: results[name]})
+            gate = ctx.gate.model_copy(update={"validation": mode})
+            replay = Replay(ctx.model_copy(update={"gate": gate}), selection, {"parent": parent, name: results[name]})
             (entry,), _ = screen(replay, "parent", [name], {}, 0)
             out[mode] = entry.decision
             if mode == "multi-fidelity":

@@ -211,7 +211,8 @@ def mf_agreement(run_dir: Path) -> dict[str, int]:
                                   run_dir / "evals" / v / "selection") for v in (e.parent, e.candidate)}
         decisions = {}
         for mode in ("multi-fidelity", "full"):
-            replay = Replay(ctx.model_copy(update={"validation": mode}), selection, results)
+            gate = ctx.gate.model_copy(update={"validation": mode})
+            replay = Replay(ctx.model_copy(update={"gate": gate}), selection, results)
             (entry,), _ = screen(replay, e.parent, [e.candidate], {}, e.iteration, history=history[:k])
             decisions[mode] = entry.decision
             n = len(replay.evaluated[e.candidate])

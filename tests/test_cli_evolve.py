@@ -14,16 +14,18 @@ from videvolve.testing import serve_sim
 
 
 def test_every_context_field_is_a_flag_with_its_description(capsys):
-    from videvolve.loop.context import Context
+    from videvolve.cli.flags import flag_name
+    from videvolve.loop.context import SECTIONS, Context
 
     with pytest.raises(SystemExit):
         main(["evolve", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for name, field in Context.model_fields.items():
-        if name in ("run_dir", "run_id", "model", "runtime", "editor_model", "investigator_model",
-                    "investigator_agent_model"):
+    fields = [(n, f) for n, f in Context.model_fields.items() if n not in SECTIONS]
+    fields += [(n, f) for section in SECTIONS.values() for n, f in section.model_fields.items()]
+    for name, field in fields:
+        if name in ("run_dir", "run_id", "model", "runtime", "agent_model"):
             continue
-        assert f"--{name.replace('_', '-')}" in text, name
+        assert flag_name(name, field) + " " in text, name
         assert " ".join((field.description or "").split())[:40] in text, name
 
 

@@ -142,7 +142,7 @@ def test_sequential_rungs_stop_losers_early_and_decide_as_full_validation():
     costs = {}
     for mode in ("multi-fidelity", "full"):
         for cand in ("loser", "winner", "noise"):
-            run = FakeRun(ctx.model_copy(update={"validation": mode}), scores)
+            run = FakeRun(ctx.model_copy(update={"gate": ctx.gate.model_copy(update={"validation": mode})}), scores)
             (e,), _ = screen(run, "p", [cand], {}, 0)
             decisions[mode, cand] = e.decision
             costs[mode, cand] = len(run.evaluated[cand])

@@ -185,7 +185,7 @@ def test_evolve_with_the_agent_investigator(small_world, tmp_path, seed, caplog,
     records = list({r["id"]: r for x in (tmp_path / "mem" / "diagnoses.jsonl").read_text().splitlines()
                     if (r := json.loads(x))}.values())
     assert n == len(records) > 0
-    assert json.loads((run / "settings.json").read_text())["investigator_agent_model"]["base_url"] == base
+    assert json.loads((run / "settings.json").read_text())["investigator"]["agent_model"]["base_url"] == base
     html = build_report(run).read_text()
     if usable:
         assert summary["investigators"] == {"agent": n, "procedure": 0}

@@ -150,7 +150,7 @@ def test_screen_drops_the_clearly_worse_promotes_one_and_gates_at_the_full_rung(
     assert {e.candidate: e.decision for e in entries}["slightly"] == "pending"
     assert paid["p"] == run.evaluated["p"]
     assert sum(len(v) for k, v in run.evaluated.items() if k != "p") < 3 * 40
-    full = FakeRun(ctx.model_copy(update={"validation": "full"}), scores)
+    full = FakeRun(ctx.model_copy(update={"gate": ctx.gate.model_copy(update={"validation": "full"})}), scores)
     entries, _ = screen(full, "p", ["worse", "good", "slightly"], {}, 0)
     assert all(len(full.evaluated[c]) == 40 for c in ("worse", "good", "slightly"))
     assert {e.candidate: e.decision for e in entries} == {"worse": "rejected", "good": "accepted",

@@ -34,7 +34,8 @@ def _result(**usage: Any) -> TaskResult:
 
 
 def _stop(tmp_path: Path, state: dict[str, Any], **limits: Any) -> str | None:
-    ctx = SimpleNamespace(**{"iterations": 99, "hours": None, "max_calls": None, "max_visual_tokens": None, **limits})
+    stop = SimpleNamespace(**{"iterations": 99, "hours": None, "max_calls": None, "max_visual_tokens": None, **limits})
+    ctx = SimpleNamespace(stop=stop)
     return _stop_reason(SimpleNamespace(ctx=ctx, dir=RunDir(tmp_path)), state, 1)  # type: ignore[arg-type]
 
 

@@ -93,7 +93,8 @@ def add_settings(parser: argparse.ArgumentParser | Any, model: type[BaseModel], 
         kwargs = _argument(field)
         if kwargs is None:
             continue
-        kwargs.setdefault("metavar", None if "choices" in kwargs or "action" in kwargs else name.upper())
+        shown = str(_extra(field).get("flat") or name).upper()
+        kwargs.setdefault("metavar", None if "choices" in kwargs or "action" in kwargs else shown)
         parser.add_argument(flag_name(name, field), dest=f"{model.__name__}.{name}", default=None,
                             help=_help(field), **kwargs)
 
