@@ -29,7 +29,7 @@ def test_rungs_are_nested_and_seeded():
     assert ladder == rungs(sel, [0.25, 0.5, 1.0], seed=3, mode="multi-fidelity")
     assert [t.id for t in ladder[0]] != [t.id for t in rungs(sel, [0.25, 0.5, 1.0], 4, "multi-fidelity")[0]]
     assert rungs(sel, [0.25, 0.5, 1.0], seed=3, mode="full") == [sel]
-    default = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl").rungs  # VidHarness's 10/25/50/100 %
+    default = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl").gate.rungs  # VidHarness's 10/25/50/100 %
     assert [len(r) for r in rungs(tasks(60), default, seed=0, mode="multi-fidelity")] == [6, 15, 30, 60]
 
 

@@ -192,3 +192,13 @@ def test_flat_keyword_arguments_still_build_a_context():
     assert Context.model_validate_json(ctx.model_dump_json()) == ctx
     with pytest.raises(ValueError, match="gate_levle"):
         Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", gate_levle=0.1)  # a typo is still refused
+
+
+def test_the_report_reads_the_settings_of_old_and_new_runs(tmp_path: Path):
+    from videvolve.report.build import _setting
+
+    old = json.loads(FLAT_RUN.read_text())
+    new = json.loads(Context.model_validate(old).model_dump_json())
+    for settings in (old, new):
+        assert _setting(settings, "editor", "kind", "editor") == "llm"
+        assert _setting(settings, "gate", "cost_metric", "cost_metric") == "frames"

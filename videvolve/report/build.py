@@ -60,6 +60,12 @@ def _token_ledger(run: RunDir) -> dict[str, int]:
     return {"metered": metered, "reported": reported, "results": results}
 
 
+def _setting(settings: dict[str, Any], section: str, key: str, flat: str) -> Any:
+    """One setting of a ``settings.json``: nested in its section, or flat in a run from before the grouping."""
+    inner = settings.get(section)
+    return inner.get(key) if isinstance(inner, dict) else settings.get(flat)
+
+
 def _compare_commands(run: RunDir, settings: dict[str, Any], seed_version: str) -> list[str]:
     """How to get the held-out comparison this report shows when ``RUN/test/comparison.json`` exists."""
     model = settings.get("model") or {}
@@ -97,6 +103,8 @@ def build_report(run: str | Path) -> Path:
     comparison = rundir.comparison
     heldout = json.loads(comparison.read_text()) if comparison.is_file() else None
     html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=lineage,
+                           editor=_setting(settings, "editor", "kind", "editor"),
+                           cost_metric=_setting(settings, "gate", "cost_metric", "cost_metric"),
                            heldout=heldout, tokens=_token_ledger(rundir), proposals=proposals(rundir, out),
                            diagnoses=diagnoses, traces=traces(rundir, settings, out), best=best.get("version", "?"),
                            compare_cmds=_compare_commands(rundir, settings, str(seed.get("version", "SEED"))),
