@@ -67,9 +67,12 @@ def _load_config(path: Path | None) -> dict[str, Any]:
         raise InputNotFoundError(f"config file not found: {path}")
     text = path.read_text(encoding="utf-8")
     try:
-        return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} does not hold a settings object (keys and values, flat or by section)")
+    return data
 
 
 def build_context(args: argparse.Namespace) -> Context:
@@ -82,7 +85,7 @@ def build_context(args: argparse.Namespace) -> Context:
     if args.resume:
         if not settings.exists():
             raise UsageError(f"nothing to resume in {run} (no {settings.name}); drop --resume to start it")
-        data = nest(json.loads(settings.read_text()))  # a run from before the grouping stored flat keys
+        data = nest(RunDir(run).read_settings())  # a run from before the grouping stored flat keys
         _refuse_changes(run, data, _resolved(flags))
         return build(Context, merged(data, {k: v for k, v in flags.items() if k == EXTENDABLE}), str(settings))
     if settings.exists():
