@@ -10,10 +10,12 @@ from typing import Any
 
 from jinja2 import Environment, StrictUndefined
 
+from videvolve.labelfree.labels import LabelMix, label_mix
 from videvolve.report import plots
 from videvolve.report.proposals import proposals
 from videvolve.report.traces import traces
 from videvolve.search.history import GateEntry
+from videvolve.tasks import read_tasks
 from videvolve.usage import TaskUsage
 
 COMPARISON = "comparison.json"
@@ -72,6 +74,12 @@ def _compare_commands(run: Path, settings: dict[str, Any], seed_version: str) ->
             f"--out {run / 'heldout' / 'best'}"]
 
 
+def _labels(settings: dict[str, Any]) -> list[LabelMix]:
+    """The label-source mix of the train and selection splits (empty when the tasks file is gone)."""
+    tasks = Path(settings["tasks"])
+    return label_mix(read_tasks(tasks)) if tasks.is_file() else []
+
+
 def build_report(run: str | Path) -> Path:
     """Write the report of a run directory; returns the HTML file."""
     run = Path(run)
@@ -99,7 +107,8 @@ def build_report(run: str | Path) -> Path:
     heldout = json.loads(comparison.read_text()) if comparison.is_file() else None
     html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=versions,
                            heldout=heldout, tokens=_token_ledger(run), proposals=proposals(run, out),
-                           diagnoses=diagnoses, traces=traces(run, settings, out), best=best.get("version", "?"),
+                           diagnoses=diagnoses, labels=_labels(settings), traces=traces(run, settings, out),
+                           best=best.get("version", "?"),
                            compare_cmds=_compare_commands(run, settings, str(seed.get("version", "SEED"))),
                            best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)
     (out / "index.html").write_text(html, encoding="utf-8")
