@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.datasets.own import Question
 from videvolve.errors import describe
-from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.results import Producer, TaskResult, reusable_result
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
@@ -93,8 +93,6 @@ def teach(questions: Sequence[Question], harness_dir: Path, name: str, out_dir: 
     calling again with the same ``out_dir`` continues where it stopped. ``videos`` may swap the videos the harness
     reads (proxies); the tasks keep the originals.
     """
-    from videvolve.evaluation.results import Producer, reusable_result
-
     harness = load_harness(copy_harness(harness_dir, out_dir / "harnesses"))
     runs = [_unanswered_run(q) for q in questions]
     runs = list(videos(runs)) if videos else runs
