@@ -1,6 +1,6 @@
 """Write the generated reference pages of the docs from the code: the CLI (argparse's own help) and the SDK.
 
-``python docs/generate.py`` rewrites docs/reference/cli.md and docs/reference/sdk.md; ``--check`` exits 1 and names
+``python docs/generate.py`` rewrites docs/reference/cli.md, sdk.md and operators.md; ``--check`` exits 1 and names
 the stale pages (what tests/test_docs.py checks).
 """
 
@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PAGES = {"cli": HERE / "reference" / "cli.md", "sdk": HERE / "reference" / "sdk.md"}
+PAGES = {"cli": HERE / "reference" / "cli.md", "sdk": HERE / "reference" / "sdk.md",
+         "operators": HERE / "reference" / "operators.md"}
 WIDTH = "100"  # argparse wraps help at $COLUMNS: fixed so the page does not depend on the terminal
 
 
@@ -79,9 +80,27 @@ def sdk_page() -> str:
                       body.replace("\n### ", "\n### ").rstrip(), "", *_api_section()]).rstrip() + "\n"
 
 
+def operators_page() -> str:
+    """The heuristic editor's catalogue: each move, what it changes, which diagnoses call for it."""
+    from videvolve.editing.operators import CATALOGUE
+
+    out = ["# The heuristic editor's moves", "",
+           "Generated from `videvolve/editing/operators.py` by `python docs/generate.py`. The heuristic editor scores "
+           "these by the batch's diagnoses (the weights) and by memory, prototypes the best few and one cost cut with "
+           "`trial` on training tasks, and submits what the gate's rule would take there. A move marked *per kind* "
+           "rewrites the solver to read `mcq.*` / `grounding.*` settings; a *cost cut* is tried beside the "
+           "diagnoses' choices whenever it applies.", "",
+           "| move | what it changes | called for by | kind |", "|---|---|---|---|"]
+    for op in CATALOGUE:
+        weights = ", ".join(f"{k} {v:g}" for k, v in sorted(op.weights.items(), key=lambda kv: -kv[1]))
+        kind = " ".join(x for x in ("cost cut" if op.cost_cut else "", "per kind" if op.kinds else "") if x)
+        out.append(f"| `{op.name}` | {op.summary} | {weights} | {kind or '-'} |")
+    return "\n".join(out) + "\n"
+
+
 def render() -> dict[str, str]:
     """Each generated page's text."""
-    return {"cli": cli_page().rstrip() + "\n", "sdk": sdk_page()}
+    return {"cli": cli_page().rstrip() + "\n", "sdk": sdk_page(), "operators": operators_page()}
 
 
 def stale() -> list[Path]:

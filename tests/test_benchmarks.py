@@ -58,6 +58,7 @@ def test_every_benchmark_is_covered():
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.slow
 def test_import_then_score_gives_the_maximum_and_empty_answers_the_minimum(name, tmp_path: Path):
     where, key, best, worst = CASES[name]
     ann = sample(*where) if where else crafted(tmp_path, name)

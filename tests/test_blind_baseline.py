@@ -184,6 +184,7 @@ def test_text_rules_stay_at_chance(world_b):
     assert {(r, "count") for r in RULES} <= read  # the numeric rules did read the count questions
 
 
+@pytest.mark.slow
 def test_a_classifier_learned_on_one_world_is_at_chance_on_another(world_a, world_b):
     train, test = by_template(world_a), by_template(world_b)
     accs = {k: NaiveBayes(train[k]).accuracy(test[k]) for k in test}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from videvolve.cli import main
 from videvolve.memory import ChromaStore, Diagnosis, HashingEmbedder
 
@@ -68,6 +70,7 @@ def test_resume_refuses_a_different_tasks_file_and_accepts_the_same(small_world,
     assert main(evolve_args(small_world.tasks_path, run, seed, "--resume", "--dry-run", "--iterations", "5")) == 0
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_is_a_quiet_exit(tmp_path: Path):
     import os
     import subprocess

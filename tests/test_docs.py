@@ -40,6 +40,7 @@ def test_a_changed_flag_makes_the_cli_reference_stale(tmp_path: Path, monkeypatc
     assert gen.stale() == [page]
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
         pytest.skip("the docs extra is not installed: pip install -e '.[docs]' (`make install-dev` does)")

@@ -268,6 +268,7 @@ def test_agent_editor_over_http_edits_trials_probes_submits_and_is_gated(small_w
     shutil.rmtree(run / "report")
 
 
+@pytest.mark.slow
 def test_an_agent_that_never_calls_a_tool_leaves_the_run_going(small_world, tmp_path, seed):
     with serve_scripted_chat(lambda messages: {"content": "No tools for me."}) as (base, _):
         editor = ModelSettings(backend="openai", base_url=base, model="scripted-editor", max_retries=0)

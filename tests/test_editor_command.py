@@ -61,6 +61,7 @@ echo agent done'''
 
 
 @needs_bwrap
+@pytest.mark.slow
 def test_a_scripted_agent_edits_trials_and_submits_and_cannot_read_the_run(small_world, tmp_path, seed):
     tools = workspace(small_world, tmp_path, seed, n=1)
     evals = tmp_path / "evals"
@@ -195,6 +196,7 @@ fi'''
     assert [e["event"] for e in events if e["node"] == "validate"] == ["sent back", "passed"]
 
 
+@pytest.mark.slow
 def test_a_command_past_its_time_limit_leaves_the_run_going(small_world, tmp_path, seed):
     if not BWRAP:
         pytest.skip("bubblewrap cannot run here")

@@ -147,6 +147,7 @@ def test_no_set_id_file_of_the_run_user_is_left_for_others(small_world, tmp_path
 
 
 @needs_bwrap
+@pytest.mark.slow
 def test_a_folder_1100_levels_deep_ends_neither_the_proposal_nor_the_next_workspace(small_world, tmp_path, seed):
     """Issue 20: a RecursionError in the walk after the command ended `evolve` (exit 70), and again on --resume."""
     from videvolve.editing.safefs import remove_tree

@@ -108,6 +108,7 @@ def test_too_many_images_is_that_tasks_error(small_world, tmp_path: Path):
     assert summary["frames_per_question"] > 0  # an error's frames still count
 
 
+@pytest.mark.slow
 def test_unparsable_reply_is_an_error_not_a_wrong_answer(small_world, tmp_path: Path):
     harness = load_harness(seed_path("uniform"))
     tasks = small_world.tasks[:6]
@@ -120,6 +121,7 @@ def test_unparsable_reply_is_an_error_not_a_wrong_answer(small_world, tmp_path: 
     assert "Hmm, hard to say." in trace  # the reply is kept
 
 
+@pytest.mark.slow
 def test_traces_carry_times_outcome_and_score(small_world, tmp_path: Path):
     harness = load_harness(seed_path("scan_refine"))
     task = next(t for t in small_world.tasks if t.kind == "grounding" and t.intervals)
@@ -154,6 +156,7 @@ def test_ask_cli(small_world, tmp_path: Path):
     assert down.returncode != 0 and "error" in down.stderr.lower() and "Traceback" not in down.stderr
 
 
+@pytest.mark.slow
 def test_python_api(small_world):
     from videvolve import load_harness as api_load
 
@@ -162,6 +165,7 @@ def test_python_api(small_world):
     assert answer.outcome == "ok" and isinstance(answer.answer, list) and answer.usage["frames"] > 0
 
 
+@pytest.mark.slow
 def test_python_evaluate_writes_what_eval_writes(small_world, light, tmp_path: Path):
     import videvolve
 

@@ -48,6 +48,7 @@ def test_sign_flip_is_exact_on_few_discordant_questions():
     assert sign_flip_p([1] * 30 + [-1] * 5) < 1e-4  # Monte Carlo beyond 16 discordant questions
 
 
+@pytest.mark.slow
 def test_useless_candidates_are_accepted_at_most_at_the_level():
     """Candidates that reshuffle guesses (each changed question as likely won as lost) rarely pass."""
     rng = random.Random(7)

@@ -103,6 +103,7 @@ class SlowVLM(SimVLM):
         return super().complete(messages, tools)
 
 
+@pytest.mark.slow
 def test_the_watchdog_ends_a_task_whose_request_is_still_being_served(video: str, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import videvolve.skill_library.services as services_module
@@ -224,6 +225,7 @@ def _sweep(scale: float, bound_s: float) -> None:
             assert took < bound_s, f"{parse} took {took:.2f} s of CPU on {text[:20]!r}... ({len(text)} chars)"
 
 
+@pytest.mark.slow
 def test_every_parser_is_linear_on_100_kb_of_adversarial_text() -> None:
     """Before: 29 s for parse_intervals on 10 KB of digits, 11 s for SimVLM's duration rule."""
     _sweep(0.1, 0.25)
@@ -263,6 +265,7 @@ def test_linear_parsers_still_read_what_models_say() -> None:
 
 # ---- 6. the trace cannot fill the disk; 8. reading is never free ----
 
+@pytest.mark.slow
 def test_every_event_counts_against_the_trace_cap(tmp_path: Path) -> None:
     """Before: only log and tool notes were capped; a loop of searches wrote 15 MB in 20 s."""
     from videvolve.skill_library.trace import MAX_TRACE_BYTES, iter_trace
@@ -355,6 +358,7 @@ def test_walks_of_a_1100_level_folder_are_refused_or_stop_not_crash(deep_tmp: Pa
     assert len(os.listdir("/proc/self/fd")) < 64  # every descriptor closed
 
 
+@pytest.mark.slow
 def test_what_a_command_leaves_1100_levels_deep_is_removed_and_refused_cleanly(deep_tmp: Path) -> None:
     from videvolve.editing.command import drop_set_id, unsafe_candidate
 
@@ -368,6 +372,7 @@ def test_what_a_command_leaves_1100_levels_deep_is_removed_and_refused_cleanly(d
 
 
 @pytest.mark.parametrize("levels", [1100, 3000])
+@pytest.mark.slow
 def test_remove_tree_removes_any_depth_and_never_follows_a_link(deep_tmp: Path, levels: int) -> None:
     """Before: shutil.rmtree recursed (RecursionError) in build_workspace on `--resume`."""
     from videvolve.editing.safefs import remove_tree
@@ -383,6 +388,7 @@ def test_remove_tree_removes_any_depth_and_never_follows_a_link(deep_tmp: Path, 
     remove_tree(deep_tmp / "ws")  # nothing there: nothing to do
 
 
+@pytest.mark.slow
 def test_a_workspace_is_rebuilt_over_a_1100_level_folder(deep_tmp: Path, seed: Path) -> None:
     from videvolve.editing.base import EditorInput, read_files
     from videvolve.editing.workspace import EditorLimits, build_workspace
@@ -561,6 +567,7 @@ SOAK = (4.0, 8)
 """Timeout and concurrency of the soak."""
 
 
+@pytest.mark.slow
 def test_hostile_harnesses_at_concurrency_8_end_in_time_and_leave_honest_results_alone(video: str) -> None:
     import subprocess
     import sys

@@ -75,6 +75,7 @@ def blackhole() -> Iterator[tuple[str, socket.socket]]:
         yield f"http://127.0.0.1:{s.getsockname()[1]}/v1", s
 
 
+@pytest.mark.slow
 def test_an_unreachable_endpoint_is_announced_at_once_and_ctrl_c_ends_eval(small_world, seed: Path, tmp_path: Path):
     base = f"http://127.0.0.1:{closed_port()}/v1"
     proc = start_eval(small_world, seed, tmp_path / "e", base)
@@ -89,6 +90,7 @@ def test_an_unreachable_endpoint_is_announced_at_once_and_ctrl_c_ends_eval(small
     assert code == 130 and "interrupted" in rest and str(tmp_path / "e") in rest and "Traceback" not in rest
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_eval_while_requests_hang_on_a_blackhole(small_world, seed: Path, tmp_path: Path):
     with blackhole() as (base, listener):
         proc = start_eval(small_world, seed, tmp_path / "e", base)
@@ -105,6 +107,7 @@ def test_ctrl_c_ends_eval_while_requests_hang_on_a_blackhole(small_world, seed: 
     assert not list((tmp_path / "e").glob("results/*.json"))  # nothing unanswered became a result
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_evolve_with_the_resume_command(small_world, seed: Path, tmp_path: Path):
     base = f"http://127.0.0.1:{closed_port()}/v1"
     proc = subprocess.Popen([sys.executable, "-m", "videvolve", "evolve", "--tasks", str(small_world.tasks_path),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from videvolve.editing import EditorInput, HeuristicEditor, read_files
 from videvolve.editing.operators import OPERATORS, config_of
 from videvolve.evaluation.results import TaskResult
@@ -49,6 +51,7 @@ def _diagnose(task: Task, trace: list[dict]) -> tuple[Diagnosis, dict[str, int]]
     return inv.diagnose(task, _failed(task), trace, "run", 0), inv.ledger
 
 
+@pytest.mark.slow
 def test_an_answer_said_in_the_window_and_not_read_is_transcript_unused(tmp_path: Path, index_video: Path) -> None:
     assert "transcript_unused" in CATEGORIES
     d, ledger = _diagnose(_task(tmp_path, index_video), LOOKED)
@@ -61,6 +64,7 @@ def test_an_answer_said_in_the_window_and_not_read_is_transcript_unused(tmp_path
     assert _diagnose(_task(tmp_path, index_video), elsewhere)[0].category == "transcript_unused"
 
 
+@pytest.mark.slow
 def test_not_transcript_unused_when_the_words_do_not_give_the_answer(tmp_path: Path, index_video: Path) -> None:
     both = SUBS.replace("the blue team, by two points.", "the blue team, or maybe the red team.")
     assert _diagnose(_task(tmp_path, index_video, subs=both), LOOKED)[0].category != "transcript_unused"

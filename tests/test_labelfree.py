@@ -224,4 +224,5 @@ def test_one_evolve_iteration_on_generated_tasks(needle_world, tmp_path: Path, s
                  "--iterations", "1", "--batch", "2", "--memory", str(tmp_path / "m"), "--embedder", "hashing",
                  "--no-trials"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "labels: train needles" in out and "selection needles" in out
+    assert "not all labels are gold: train: " in out and "labels: needles" in out
+    assert "(gate on selection: " in out

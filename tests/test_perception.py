@@ -59,6 +59,7 @@ def test_perception_on_rendered_frames_matches_the_truth():
     assert below["unclear"] > below["wrong"]
 
 
+@pytest.mark.slow
 def test_perception_survives_h264(tmp_path: Path):
     script = make_script("v", 600, seed=21)
     path = encode_video(script, tmp_path / "v.mp4")

@@ -127,6 +127,7 @@ except KeyboardInterrupt:
 '''
 
 
+@pytest.mark.slow
 def test_an_interrupted_eval_leaves_no_sandbox_behind(index_video: Path, seed: Path, tmp_path: Path):
     repo = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

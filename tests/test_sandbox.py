@@ -147,6 +147,7 @@ def test_hostile_harnesses_as_an_unprivileged_user(world: tuple[str, str]):
     assert peak < PARENT_PEAK_MB, peak
 
 
+@pytest.mark.slow
 def test_the_parent_stays_small_under_hostile_harnesses(world: tuple[str, str]):
     """Every case in a fresh interpreter (as this user): the trusted parent's peak memory stays under the bound."""
     repo = Path(__file__).resolve().parents[1]

@@ -77,6 +77,7 @@ def test_serve_vllm_reports_a_missing_binary_and_a_crash(tmp_path: Path):
     assert r.returncode == 2 and "exited with code 1" in r.stderr and "CUDA out of memory" in r.stderr
 
 
+@pytest.mark.slow
 def test_serve_vllm_ready_by_served_name_with_a_key(tmp_path: Path):
     record = tmp_path / "args.json"
     fake = tmp_path / "vllm"

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from videvolve.models.sim.grammar import Heard, parse_question
 from videvolve.models.sim.perception import Percept
 from videvolve.models.sim.vlm import Seen, choose, identify
@@ -61,6 +63,7 @@ print(choose(seen, parse_question({QUESTION!r})))
 """
 
 
+@pytest.mark.slow
 def test_the_same_sightings_get_the_same_letter_under_every_hash_seed():
     """Seeds 0 and 2 iterate {'orange', 'yellow'} in opposite orders on CPython 3.11+, which split the old code."""
     root = str(Path(__file__).resolve().parents[1])

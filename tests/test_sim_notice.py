@@ -57,6 +57,7 @@ def test_simvlm_replies_with_the_notice_outside_synthworld():
     assert SIM_ONLY_NOTICE not in in_domain and json.loads(in_domain)
 
 
+@pytest.mark.slow
 def test_ask_prints_the_notice_once_on_a_generated_foreign_video(foreign: Path):
     r = videvolve("ask", str(foreign), "When does the goalkeeper dive?", "--harness", "uniform", "--no-cache")
     assert r.returncode == 1
@@ -67,6 +68,7 @@ def test_ask_prints_the_notice_once_on_a_generated_foreign_video(foreign: Path):
     assert mcq.returncode == 1 and out["error_kind"] == "unsupported" and out["error"].startswith(SIM_ONLY_NOTICE)
 
 
+@pytest.mark.slow
 def test_eval_prints_the_notice_once(foreign: Path, tmp_path: Path):
     common = {"video_id": "index", "video": str(foreign), "split": "test"}
     tasks = [Task(id="q1", kind="mcq", question="Who scores?", options=["home", "away"], answer="A", **common),

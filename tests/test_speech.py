@@ -59,6 +59,7 @@ def test_a_missing_speech_model_says_how_to_get_one(tmp_path: Path, capsys) -> N
 
 
 # about 1.3 s on 2 cores: espeak-ng speaks, AAC is muxed with PyAV, the real tiny.en model listens
+@pytest.mark.slow
 def test_videos_transcribe_recognises_espeak_speech(tmp_path: Path, capsys) -> None:
     why = _speech_ready()
     if why:

@@ -332,6 +332,7 @@ print(run_task(harness, services).outcome, flush=True)
 
 
 @pytest.mark.parametrize("interrupt", [False, True])
+@pytest.mark.slow
 def test_no_sandbox_folder_is_left_behind(index_video: Path, tmp_path: Path, interrupt: bool):
     """A process that ran harness code leaves nothing in the temporary folder, even when stopped with Ctrl-C."""
     harness = tmp_path / "h"

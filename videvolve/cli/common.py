@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from rich.console import Console
@@ -21,10 +22,13 @@ def stdout_console() -> Console:
     return Console(soft_wrap=True, width=None if sys.stdout.isatty() else PIPED_WIDTH)
 
 
-def add_model_args(p: argparse.ArgumentParser, cache: bool = True) -> None:
-    """The model's and the harness runtime's settings as flags (``--backend``, ``--model``, ``--budget``, ...)."""
+def add_model_args(p: argparse.ArgumentParser, cache: bool = True, skip_runtime: Iterable[str] = ()) -> None:
+    """The model's and the harness runtime's settings as flags (``--backend``, ``--model``, ``--budget``, ...).
+
+    ``skip_runtime``: runtime settings the command sets its own way (``from-csv``'s ``--teacher-budget``).
+    """
     add_settings(p.add_argument_group("model"), ModelSettings)
-    add_settings(p.add_argument_group("harness runtime"), RuntimeSettings)
+    add_settings(p.add_argument_group("harness runtime"), RuntimeSettings, skip=skip_runtime)
     if cache:
         c = p.add_argument_group("cache and sources")
         c.add_argument("--cache", type=Path, default=None, help="response cache file (default ~/.cache/videvolve)")

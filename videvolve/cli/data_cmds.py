@@ -1,4 +1,4 @@
-"""Commands about data: ``synth``, ``tasks validate``, ``tasks split``, ``import``."""
+"""Commands about data: ``synth``, ``tasks validate``, ``tasks split``, ``import``; ``tasks from-csv|generate``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from videvolve.cli import generate_cmd
+from videvolve.cli import from_csv_cmd, generate_cmd
 from videvolve.cli.common import stdout_console
 
 if TYPE_CHECKING:
@@ -57,12 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", type=Path, default=None, help="output file (default: FILE with .split.jsonl)")
     s.set_defaults(func=cmd_split)
 
-    fc = tsub.add_parser("from-csv", help="your questions (CSV or JSONL) about a folder of videos -> tasks.jsonl")
-    fc.add_argument("file", type=Path, help="columns: video, question, answer[, options, kind, evidence, id]")
-    fc.add_argument("--videos", type=Path, required=True, help="the folder the 'video' column refers to")
-    fc.add_argument("--out", type=Path, required=True)
-    fc.add_argument("--source", default="custom", help="a name for this dataset")
-    fc.set_defaults(func=cmd_from_csv)
+    from_csv_cmd.register(tsub)
     generate_cmd.register(tsub)
 
     imp = sub.add_parser("import", help="turn a benchmark's annotation file into tasks.jsonl")
@@ -194,19 +189,6 @@ def cmd_split(args: argparse.Namespace) -> int:
     if w:
         err.print(f"[yellow]warning:[/] {w}", highlight=False)
     out.print(f"wrote {dest}")
-    return 0
-
-
-def cmd_from_csv(args: argparse.Namespace) -> int:
-    """``videvolve tasks from-csv``."""
-    from videvolve.datasets.own import tasks_from_table
-    from videvolve.tasks import summarize, write_tasks
-
-    tasks = tasks_from_table(args.file, args.videos, args.source)
-    write_tasks(tasks, args.out)
-    summary = summarize(tasks)
-    out.print(f"wrote {len(tasks)} tasks over {summary['videos']} videos to {args.out} "
-              f"({summary['by_split'].get('-', {})}); next: `videvolve tasks split {args.out}`")
     return 0
 
 

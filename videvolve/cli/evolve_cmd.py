@@ -21,6 +21,9 @@ from videvolve.rundir import RunDir
 from videvolve.search.history import GateEntry, entries
 from videvolve.usage import Spend
 
+if TYPE_CHECKING:
+    from videvolve.labelfree.labels import LabelMix
+
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 EXTENDABLE = "stop"
@@ -220,13 +223,17 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     ctx = build_context(args)
     if args.dry_run:
         return _dry_run(ctx)
+    from videvolve.labelfree.labels import label_mix, labels_line
     from videvolve.tasks import read_tasks
 
-    gate_power(ctx, sum(1 for t in read_tasks(ctx.tasks) if t.split == "selection"), err)
+    tasks = read_tasks(ctx.tasks)
+    gate_power(ctx, sum(1 for t in tasks if t.split == "selection"), err)
     started = time.time()
-    labels = _labels_line(ctx.tasks)
-    if labels:
-        out.print(labels, highlight=False)
+    mixes = label_mix(tasks)
+    labels = labels_line(mixes)
+    if labels:  # not all gold: say which labels the editor learns from and the gate decides on
+        out.print(f"not all labels are gold: {labels}", highlight=False)
+    selection = next((m for m in mixes if m.split == "selection"), None) if labels else None
     try:
         with out.status("starting", spinner="dots") as status:
 
@@ -234,7 +241,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
             def on_update(node: str, values: dict[str, Any], state: dict[str, Any]) -> None:
                 if node == "record":
-                    _iteration_line(state, labels)
+                    _iteration_line(state, selection)
                     done_at.append(time.time())
                 it = int(state.get("iteration", 0))
                 eta = ""
@@ -331,19 +338,8 @@ def _silent_editor(ctx: Context, history: list[GateEntry]) -> int:
     return SILENT_EDITOR
 
 
-def _labels_line(tasks_path: str) -> str:
-    """Which labels the run rests on, when any are not gold: 'labels: train needles 30 · selection needles 12'."""
-    from videvolve.labelfree.generate import describe_sources
-    from videvolve.tasks import read_tasks
-
-    tasks = read_tasks(tasks_path)
-    if all(t.label_source == "gold" for t in tasks):
-        return ""
-    by_split = {s: [t for t in tasks if t.split == s] for s in ("train", "selection")}
-    return "labels: " + " · ".join(f"{s} {describe_sources(ts)}" for s, ts in by_split.items())
-
-
-def _iteration_line(state: dict[str, Any], labels: str = "") -> None:
+def _iteration_line(state: dict[str, Any], selection: LabelMix | None = None) -> None:
+    """The gate's lines of the iteration just recorded; with ``selection``, which labels the gate decided on."""
     it = int(state.get("iteration", 1)) - 1
     for e in entries(h for h in state.get("history") or [] if h.get("iteration") == it):
-        out.print(e.line() + (f" (gate on {labels.split('· ')[-1]} labels)" if labels else ""), highlight=False)
+        out.print(e.line() + (f" (gate on {selection.text()})" if selection else ""), highlight=False)

@@ -94,11 +94,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps([r.model_dump(mode="json") for r in records]))
         return 0
     table = Table(title=f"{len(records)} diagnoses in {args.memory}")
-    for col in ("id", "run", "it.", "task", "category", "outcome", "hypothesis"):
+    for col in ("id", "run", "it.", "task", "label", "category", "outcome", "hypothesis"):
         table.add_column(col, overflow="fold")
     for r in records:
         outcome = f"{r.outcome.decision} ({r.outcome.operator})" if r.outcome else "pending"
-        table.add_row(r.id, r.run_id, str(r.iteration + 1), r.task_id, r.category, outcome, r.hypothesis[:120])
+        table.add_row(r.id, r.run_id, str(r.iteration + 1), r.task_id, r.label_source, r.category, outcome,
+                      r.hypothesis[:120])
     out.print(table)
     return 0
 
@@ -112,7 +113,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(record.model_dump_json())
         return 0
     out.print(f"[bold]{record.id}[/]  {record.category}  (run {record.run_id}, iteration {record.iteration + 1}, "
-              f"harness {record.harness_id}, task {record.task_id}, video {record.video_id}, {record.kind})")
+              f"harness {record.harness_id}, task {record.task_id}, video {record.video_id}, {record.kind}, "
+              f"label: {record.label_source})")
     out.print(f"[bold]hypothesis:[/] {record.hypothesis}")
     out.print(f"[bold]applies when:[/] {record.applies_when}")
     out.print(f"[bold]preserve:[/] {record.preserve}")

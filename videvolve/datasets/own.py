@@ -4,6 +4,8 @@ Columns: ``video`` (a file in the videos folder), ``question``, ``answer``; opti
 ``|``; present means multiple choice), ``kind`` (``mcq`` or ``grounding``), ``evidence``, ``id``. A grounding
 answer is a list of intervals in seconds: ``12.5-20; 40-45``, ``[[12.5, 20], [40, 45]]`` or
 ``00:01:05-00:01:20``; ``none`` (or ``[]``) means the event never happens. Durations are probed from the videos.
+A row without an answer (no column, or an empty cell) is a :class:`Question` for a teacher
+(``videvolve.labelfree.teacher``), never a task.
 """
 
 from __future__ import annotations
@@ -11,15 +13,16 @@ from __future__ import annotations
 import csv
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from videvolve.errors import InputNotFoundError, MediaError, TaskFormatError, UsageError, describe, json_error
 from videvolve.media import probe
 from videvolve.metrics.intervals import to_seconds
-from videvolve.tasks import LETTERS, Interval, Task
+from videvolve.tasks import LETTERS, Interval, Kind, LabelSource, Task
 
 _ABSENT = {"", "none", "never", "[]", "absent", "no"}
 
@@ -59,12 +62,70 @@ def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         return [(i, dict(row)) for i, row in enumerate(csv.DictReader(fh), start=2)]
 
 
-def tasks_from_table(path: str | Path, videos_dir: str | Path, source: str = "custom") -> list[Task]:
-    """Tasks from a CSV or JSONL file; every bad row is reported with the file and its line."""
+class Question(BaseModel):
+    """A row without an answer: everything a task has but its label, which a teacher must supply.
+
+    Not a :class:`Task`, so an unanswered question can never be written, scored or gated as if it had a gold answer;
+    :meth:`answered` makes the task once an answer exists.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    line: int = Field(description="the row's line in the questions file")
+    id: str = Field(min_length=1)
+    video_id: str = Field(min_length=1)
+    video: str = Field(min_length=1)
+    kind: Kind
+    question: str = Field(min_length=1)
+    options: list[str] | None = None
+    duration: float | None = Field(None, gt=0)
+    evidence: list[Interval] = Field(default_factory=list)
+    source: str = "custom"
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _kind_matches_options(self) -> Question:
+        if self.kind == "mcq" and (not self.options or len(self.options) < 2):
+            raise ValueError("an mcq question needs at least two options")
+        if self.kind == "grounding" and self.options:
+            raise ValueError("a grounding question has no options")
+        return self
+
+    def answered(self, answer: str | list[Interval], label_source: LabelSource,
+                 meta: dict[str, Any] | None = None) -> Task:
+        """The task this question becomes with ``answer`` (validated as any task's answer is)."""
+        return Task(id=self.id, video_id=self.video_id, video=self.video, kind=self.kind, question=self.question,
+                    options=self.options, answer=answer, duration=self.duration, evidence=self.evidence,
+                    source=self.source, label_source=label_source, meta={**self.meta, **(meta or {})})
+
+
+@dataclass(frozen=True)
+class QuestionTable:
+    """A questions file read: the rows a person answered (gold tasks) and the rows still without an answer."""
+
+    path: Path
+    tasks: list[Task]
+    unanswered: list[Question]
+
+
+def _answer_cell(row: dict[str, Any]) -> Any:
+    """The row's answer, or None when it has none (no column, or an empty cell: ``none`` means absent)."""
+    value = row.get("answer")
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return value
+
+
+def read_questions(path: str | Path, videos_dir: str | Path, source: str = "custom") -> QuestionTable:
+    """A CSV or JSONL file of questions; every bad row is reported with the file and its line.
+
+    A row without an answer (no ``answer`` column, or an empty cell) is a :class:`Question`, for a teacher to answer;
+    a grounding question that never happens is answered ``none``.
+    """
     path, videos = Path(path), Path(videos_dir)
     if not path.is_file():
         raise InputNotFoundError(f"questions file not found: {path}")
-    tasks, problems = [], []
+    tasks, unanswered, problems = [], [], []
     durations: dict[str, float] = {}
     counters: dict[str, int] = {}
     for line, row in _rows(path):
@@ -78,18 +139,23 @@ def tasks_from_table(path: str | Path, videos_dir: str | Path, source: str = "cu
             options = [o.strip() for o in options.split("|")] if isinstance(options, str) and options.strip() \
                 else options if isinstance(options, list) else None
             kind = (row.get("kind") or "").strip() or ("mcq" if options else "grounding")
-            answer: Any = str(row["answer"]).strip() if kind == "mcq" else (
-                row["answer"] if isinstance(row["answer"], list) else parse_intervals_cell(str(row["answer"])))
-            if kind == "mcq" and options and answer not in LETTERS[: len(options)] and answer in options:
-                answer = LETTERS[options.index(answer)]  # the option's text is accepted too
             evidence = row.get("evidence")
-            tasks.append(Task(
-                id=str(row.get("id") or f"{stem}-{counters[stem]:03d}"), video_id=stem, video=str(video.resolve()),
-                kind=kind, question=str(row["question"]).strip(), options=options, answer=answer,
+            question = Question(
+                line=line, id=str(row.get("id") or f"{stem}-{counters[stem]:03d}"), video_id=stem,
+                video=str(video.resolve()), kind=kind, question=str(row["question"]).strip(), options=options,
                 duration=durations[str(video)], source=source,
                 evidence=parse_intervals_cell(evidence) if isinstance(evidence, str) else evidence or [],
                 meta={k: v for k, v in row.items() if k not in ("video", "question", "answer", "options", "kind",
-                                                               "evidence", "id") and v not in (None, "")}))
+                                                               "evidence", "id") and v not in (None, "")})
+            cell = _answer_cell(row)
+            if cell is None:
+                unanswered.append(question)
+                continue
+            answer: Any = str(cell).strip() if kind == "mcq" else (
+                cell if isinstance(cell, list) else parse_intervals_cell(str(cell)))
+            if kind == "mcq" and options and answer not in LETTERS[: len(options)] and answer in options:
+                answer = LETTERS[options.index(answer)]  # the option's text is accepted too
+            tasks.append(question.answered(answer, "gold"))
         except KeyError as exc:
             problems.append(f"{path}:{line}: missing column {exc}")
         except ValidationError as exc:
@@ -98,4 +164,20 @@ def tasks_from_table(path: str | Path, videos_dir: str | Path, source: str = "cu
             problems.append(f"{path}:{line}: {str(exc).splitlines()[0]}")
     if problems:
         raise TaskFormatError(path, problems)
-    return tasks
+    return QuestionTable(path, tasks, unanswered)
+
+
+def unanswered_error(table: QuestionTable) -> UsageError:
+    """What to do about questions without answers when no teacher was asked for."""
+    lines = ", ".join(str(q.line) for q in table.unanswered[:8]) + (", ..." if len(table.unanswered) > 8 else "")
+    return UsageError(f"{table.path}: {len(table.unanswered)} question(s) have no answer (line(s) {lines}): add "
+                      "`--teacher scan_refine` to have a harness answer them (their label_source is then 'teacher'), "
+                      "or fill in their answers (a grounding question whose event never happens: `none`)")
+
+
+def tasks_from_table(path: str | Path, videos_dir: str | Path, source: str = "custom") -> list[Task]:
+    """Tasks from a CSV or JSONL file where every row has its answer (see :func:`read_questions`)."""
+    table = read_questions(path, videos_dir, source)
+    if table.unanswered:
+        raise unanswered_error(table)
+    return table.tasks

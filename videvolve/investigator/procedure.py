@@ -83,7 +83,7 @@ def new_diagnosis(task: Task, result: TaskResult, run_id: str, iteration: int, *
     """A diagnosis of ``result`` on ``task`` (its id deterministic), with the findings in ``fields``."""
     return Diagnosis(id=diagnosis_id(run_id, iteration, result.harness_id, task.id), run_id=run_id,
                      iteration=iteration, harness_id=result.harness_id, task_id=task.id, video_id=task.video_id,
-                     kind=task.kind, source=task.source, **fields)
+                     kind=task.kind, source=task.source, label_source=task.label_source, **fields)
 
 
 class Investigator:

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from videvolve.tasks import LabelSource
+
 Category = Literal["missed_event", "misperception", "evidence_unused", "boundary_error", "format_error",
                    "infra_error", "budget_exhausted", "crash", "unresolved", "transcript_unused"]
 CATEGORIES: tuple[str, ...] = ("missed_event", "misperception", "evidence_unused", "boundary_error", "format_error",
@@ -47,6 +49,8 @@ class Diagnosis(BaseModel):
     video_id: str
     kind: Literal["mcq", "grounding"]
     source: str = "custom"
+    label_source: LabelSource = Field("gold", description="where the diagnosed task's answer came from (gold, "
+                                      "needles, perceived, teacher): what the failure was measured against")
     category: Category
     evidence: list[Evidence] = Field(default_factory=list, description="probe times and what was seen")
     hypothesis: str = Field(description="why the harness failed")

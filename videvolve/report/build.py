@@ -10,12 +10,14 @@ from typing import Any
 
 from jinja2 import Environment, StrictUndefined
 
+from videvolve.labelfree.labels import LabelMix, label_mix
 from videvolve.report import plots
 from videvolve.report.proposals import proposals
 from videvolve.report.traces import traces
 from videvolve.rundir import RunDir
 from videvolve.search.history import GateEntry
 from videvolve.skill_library.harness import MANIFEST, revision_diff
+from videvolve.tasks import read_tasks
 from videvolve.usage import TaskUsage
 
 
@@ -77,6 +79,12 @@ def _compare_commands(run: RunDir, settings: dict[str, Any], seed_version: str) 
             f"--out {run.heldout('best')}"]
 
 
+def _labels(settings: dict[str, Any]) -> list[LabelMix]:
+    """The label-source mix of the train and selection splits (empty when the tasks file is gone)."""
+    tasks = Path(settings["tasks"])
+    return label_mix(read_tasks(tasks)) if tasks.is_file() else []
+
+
 def build_report(run: str | Path) -> Path:
     """Write the report of a run directory; returns the HTML file."""
     rundir = RunDir(Path(run))
@@ -106,7 +114,8 @@ def build_report(run: str | Path) -> Path:
                            editor=_setting(settings, "editor", "kind", "editor"),
                            cost_metric=_setting(settings, "gate", "cost_metric", "cost_metric"),
                            heldout=heldout, tokens=_token_ledger(rundir), proposals=proposals(rundir, out),
-                           diagnoses=diagnoses, traces=traces(rundir, settings, out), best=best.get("version", "?"),
+                           diagnoses=diagnoses, labels=_labels(settings), traces=traces(rundir, settings, out),
+                           best=best.get("version", "?"),
                            compare_cmds=_compare_commands(rundir, settings, str(seed.get("version", "SEED"))),
                            best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)
     (out / "index.html").write_text(html, encoding="utf-8")

@@ -125,7 +125,8 @@ def traces(run: RunDir, settings: dict[str, Any], out: Path) -> list[dict[str, A
         prediction = (result.get("prediction") or {}).get("answer")
         shown.append({"task_id": task.id, "kind": task.kind, "question": task.question,
                       "options": [f"{chr(ord('A') + i)}) {o}" for i, o in enumerate(task.options or [])],
-                      "gold": _gold(task), "prediction": _readable(prediction) if prediction is not None else "none",
+                      "gold": _gold(task), "label_source": task.label_source,
+                      "prediction": _readable(prediction) if prediction is not None else "none",
                       "score": result["score"], "frames": TaskUsage.model_validate(result.get("usage", {})).frames,
                       "steps": [_step(task, s, result_file.stem, out) for s in lines]})
         if len(shown) >= MAX_TRACES:
