@@ -167,6 +167,16 @@ def teacher_arm(root: Path, gold: list[Task], cache: ResponseCache, out: Path) -
     return out
 
 
+def short_mix(tasks: list[Task]) -> str:
+    """``38 q: needles 30, perceived 8`` -- the train / selection labels an arm decided on, in one line."""
+    mixes = label_mix(tasks)
+    counts: dict[str, int] = {}
+    for m in mixes:
+        for k, v in m.counts.items():
+            counts[k] = counts.get(k, 0) + v
+    return f"{sum(counts.values())} q: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
 def on_test(root: Path, harness_dir: Path, test: list[Task]) -> list[TaskResult]:
     """A harness on the gold test split (results stored per version, shared by the arms)."""
     harness = load_harness(harness_dir)
@@ -221,6 +231,7 @@ def run_arm(seed: int, arm: str, root: Path, size: Size, fresh: bool) -> dict[st
     row: dict[str, Any] = {
         "world": seed, "arm": arm, "iterations": size.iterations, "seed_version": seed_version,
         "best_version": best_version, "labels": " · ".join(m.text() for m in label_mix(arm_tasks)),
+        "labels_short": short_mix(arm_tasks),
         "test_questions": len(test), "score_seed": _mean([r.score for r in seed_res]),
         "score_best": _mean([r.score for r in best_res]), "score_diff": boot.diff, "score_p": boot.p_value,
         "groups": per_group(test, seed_res, best_res), "tokens_seed": _tokens(seed_res),
@@ -263,7 +274,7 @@ def world_verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
         ratio = _ratio(teacher["tokens_best"], teacher["tokens_teacher"])
         close = teacher["score_best"] >= teacher["score_teacher"] - TEACHER_MARGIN
         out["teacher_ok"] = close and ratio <= TEACHER_TOKENS
-        out["teacher_why"] = (f"best - teacher {teacher['vs_teacher_diff']:+.3f} [p {teacher['vs_teacher_p']:.3f}] "
+        out["teacher_why"] = (f"best - teacher {teacher['vs_teacher_diff']:+.3f} (p {teacher['vs_teacher_p']:.3f}) "
                               f"at {ratio:.2f}x its tokens")
     return out
 
@@ -288,7 +299,8 @@ def table(seed: int, rows: dict[str, dict[str, Any]]) -> Table:
                  f"[{r['vs_teacher_p']:.3f}]"
             tok = f"{r['tokens_teacher']:,.0f} -> {r['tokens_best']:,.0f} " \
                   f"({_ratio(r['tokens_best'], r['tokens_teacher']):.2f}x)"
-        t.add_row(arm, r["labels"], f"{r['score_seed']:.3f} -> {r['score_best']:.3f} [{r['score_p']:.3f}]",
+        t.add_row(arm, r.get("labels_short", r["labels"]),
+                  f"{r['score_seed']:.3f} -> {r['score_best']:.3f} [{r['score_p']:.3f}]",
                   f"{r['score_diff']:+.3f}", groups,
                   f"{r['tokens_seed']:,.0f} -> {r['tokens_best']:,.0f} "
                   f"({_ratio(r['tokens_best'], r['tokens_seed']):.2f}x)", vs, tok,
@@ -306,8 +318,9 @@ def summary(by_world: dict[int, dict[str, dict[str, Any]]]) -> int:
         console.print(f"world {seed}: label-free {'meets' if lf else 'misses'} the target ({v.get('label_free_why')}"
                       f"; target >= {KEEP:.0%} of gold's gain, no significant loss on any kind); teacher arm "
                       f"{'meets' if te else 'misses'} it ({v.get('teacher_why')}; target within {TEACHER_MARGIN} of "
-                      f"the teacher at <= {TEACHER_TOKENS}x its tokens)", highlight=False)
-    console.print(f"verdict over {len(by_world)} world(s): {'PASS' if ok_all else 'FAIL'}", highlight=False)
+                      f"the teacher at <= {TEACHER_TOKENS}x its tokens)", highlight=False, markup=False)
+    console.print(f"verdict over {len(by_world)} world(s): {'PASS' if ok_all else 'FAIL'}", highlight=False,
+                  markup=False)
     return 0 if ok_all else 1
 
 
