@@ -292,7 +292,7 @@ def table(seed: int, rows: dict[str, dict[str, Any]]) -> Table:
         r = rows.get(arm)
         if r is None:
             continue
-        groups = "; ".join(f"{g['group']} {g['seed']:.3f}->{g['evolved']:.3f} [{g['p']:.3f}]" for g in r["groups"])
+        groups = "\n".join(f"{g['group']} {g['seed']:.3f}->{g['evolved']:.3f} [{g['p']:.3f}]" for g in r["groups"])
         vs = tok = ""
         if arm == "teacher":
             vs = f"{r['score_teacher']:.3f} -> {r['score_best']:.3f} ({r['vs_teacher_diff']:+.3f}) " \
