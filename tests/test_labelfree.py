@@ -214,6 +214,21 @@ def test_generated_tasks_refuse_a_test_split(tmp_path: Path, capsys):
     assert "never make a test split" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("sources", ["teacher", "needles,teacher"])
+def test_generate_refuses_teacher_labels_and_points_to_from_csv(tmp_path: Path, capsys, sources: str):
+    (tmp_path / "videos").mkdir()
+    out = tmp_path / "t.jsonl"
+    assert main(["tasks", "generate", str(tmp_path / "videos"), "--out", str(out), "--sources", sources]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "--sources teacher" in said and "tasks from-csv" in said and "--teacher scan_refine" in said, said
+    assert not out.exists()
+
+
+def test_generate_names_an_unknown_source(tmp_path: Path, capsys):
+    assert main(["tasks", "generate", str(tmp_path), "--out", str(tmp_path / "t.jsonl"), "--sources", "oracle"]) == 2
+    assert "unknown --sources oracle" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_one_evolve_iteration_on_generated_tasks(needle_world, tmp_path: Path, seed: Path, capsys):
     from videvolve.tasks import write_tasks

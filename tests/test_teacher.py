@@ -251,3 +251,22 @@ def test_the_gate_line_the_report_and_diagnoses_say_which_labels_decisions_rest_
     assert "label" in listed and "teacher" in listed
     assert main(["diagnoses", "show", diagnosis.id, "--memory", str(tmp_path / "memory")]) == 0
     assert "label: teacher" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("source", "key", "said"), [
+    ("gold", "gold", "a person's answer"),
+    ("teacher", "answer (teacher)", "not a person's"),
+    ("needles", "answer (needles)", "inserted into the frames"),
+    ("perceived", "answer (perceived)", "not a person's answer"),
+])
+def test_the_editor_is_told_where_a_known_answer_came_from(tmp_path: Path, source: str, key: str, said: str):
+    from videvolve.editing.workspace import TraceItem, write_trace
+
+    task = Task(id="q1", video_id="v", video=str(tmp_path / "v.mp4"), kind="mcq", question="Which colour?",
+                options=["red", "blue"], answer="B", label_source=source)
+    info = write_trace(tmp_path / "trace", TraceItem(task, None, []), max_images=0)
+    stored = json.loads((tmp_path / "trace" / "task.json").read_text())
+    assert stored[key] == info[key] == "B (blue)" and said in stored["answer_from"]
+    assert ("gold" in stored) == (source == "gold")  # only a person's answer is called gold
+    readme = (tmp_path / "trace" / "README.md").read_text()
+    assert f"{key}: B (blue)" in readme and said in readme

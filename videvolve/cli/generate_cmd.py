@@ -20,7 +20,8 @@ def register(tsub: argparse._SubParsersAction) -> None:
     g = tsub.add_parser("generate", help="tasks with known answers from a folder of videos, no labels needed")
     g.add_argument("videos_dir", type=Path)
     g.add_argument("--out", type=Path, required=True, help="the tasks file to write")
-    g.add_argument("--sources", default="needles", help="comma-separated: needles, perceived (default: needles)")
+    g.add_argument("--sources", default="needles", help="comma-separated: needles, perceived (default: needles); "
+                   "for teacher labels of your own questions use `tasks from-csv --teacher`")
     g.add_argument("--questions-per-video", type=int, default=16)
     g.add_argument("--fractions", default="train=0.7,selection=0.3", help="video-disjoint shares (no test: "
                    "generated labels never make a test split)")
@@ -36,7 +37,7 @@ def register(tsub: argparse._SubParsersAction) -> None:
 def cmd_generate(args: argparse.Namespace) -> int:
     """Generate, write, report each unreadable video by name."""
     from videvolve.errors import UsageError
-    from videvolve.labelfree.generate import GenerateSettings, Perceiver, describe_sources, generate
+    from videvolve.labelfree.generate import GenerateSettings, Perceiver, check_sources, describe_sources, generate
     from videvolve.media.check import list_videos
     from videvolve.models import make_vlm
     from videvolve.models.cost import cost_model
@@ -46,6 +47,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                                 questions_per_video=args.questions_per_video,
                                 fractions=parse_fractions(args.fractions), seed=args.seed,
                                 perceive_fps=args.perceive_fps)
+    check_sources(settings.sources)
     if not args.videos_dir.is_dir():
         raise UsageError(f"not a folder of videos: {args.videos_dir}")
     parts = args.out.with_name(args.out.name + ".parts")

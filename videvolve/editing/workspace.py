@@ -3,8 +3,9 @@
 ```
 candidate/        a writable copy of the parent (the parent itself is never written)
 TASK.md           the goal, the gate's rule with this run's numbers, the rules, the budgets, the tools, the SDK
-traces/<task>/    this batch's training tasks: task.json (question, options, gold, prediction, score), steps.jsonl,
-                  images/ (what the model was shown, named by time), README.md
+traces/<task>/    this batch's training tasks: task.json (question, options, the known answer under a key that says
+                  where it came from: "gold" only for a person's, else "answer (teacher)" etc.; prediction, score),
+                  steps.jsonl, images/ (what the model was shown, named by time), README.md
 diagnoses.md      diagnoses.jsonl   memory.md   lineage.md (aggregates only)
 transcript.jsonl  tool calls and results;  conversation.json (agent driver);  submitted.json (the version written)
 trials/  probes/  what the editor's trials and probes returned (probe images included)
@@ -28,7 +29,7 @@ from videvolve.editing.safefs import remove_tree
 from videvolve.editing.taskdoc import task_md
 from videvolve.evaluation.results import TaskResult
 from videvolve.media import contact_sheet, frames_at
-from videvolve.tasks import Task
+from videvolve.tasks import LabelSource, Task
 
 
 class EditorLimits(BaseModel):
@@ -51,8 +52,22 @@ class TraceItem:
     trace: list[dict[str, Any]]
 
 
-def gold_text(task: Task) -> str:
-    """The gold answer as a person reads it."""
+ANSWER_ORIGINS: dict[LabelSource, str] = {
+    "gold": "a person's answer",
+    "needles": "exact: content inserted into the frames at known times, not a person's answer",
+    "perceived": "the model's own dense look at the video, not a person's answer; it may be wrong",
+    "teacher": "an expensive harness's answer, not a person's; it may be wrong",
+}
+"""What each label source means, as the editor is told beside the answer."""
+
+
+def answer_key(task: Task) -> str:
+    """The name the known answer goes by: ``gold`` only when a person gave it, else ``answer (teacher)`` etc."""
+    return "gold" if task.label_source == "gold" else f"answer ({task.label_source})"
+
+
+def answer_text(task: Task) -> str:
+    """The known answer as a person reads it."""
     if task.kind == "mcq" and isinstance(task.answer, str):
         idx = ord(task.answer.strip().upper()[:1] or "A") - 65
         text = task.options[idx] if task.options and 0 <= idx < len(task.options) else ""
@@ -81,7 +96,8 @@ def write_trace(folder: Path, item: TraceItem, max_images: int) -> dict[str, Any
     folder.mkdir(parents=True, exist_ok=True)
     pred = result.prediction.answer if result and result.prediction else None
     info = {"task_id": task.id, "kind": task.kind, "question": task.question, "options": task.options,
-            "duration": task.duration, "gold": gold_text(task),
+            "duration": task.duration, answer_key(task): answer_text(task),
+            "answer_from": f"{task.label_source}: {ANSWER_ORIGINS[task.label_source]}",
             "evidence": [[i.start, i.end] for i in task.evidence],
             "prediction": pred if not isinstance(pred, list) else [[i.start, i.end] for i in pred],
             "raw": result.prediction.raw[:2000] if result and result.prediction else "",
@@ -92,7 +108,9 @@ def write_trace(folder: Path, item: TraceItem, max_images: int) -> dict[str, Any
     (folder / "task.json").write_text(json.dumps(info, indent=1, default=str) + "\n", encoding="utf-8")
     (folder / "steps.jsonl").write_text("".join(json.dumps(s, default=str) + "\n" for s in item.trace),
                                         encoding="utf-8")
-    lines, written = [f"# {task.id} ({task.kind}), score {info['score']}", "", task.question, ""], 0
+    lines = [f"# {task.id} ({task.kind}), score {info['score']}", "", task.question, "",
+             f"{answer_key(task)}: {info[answer_key(task)]} ({ANSWER_ORIGINS[task.label_source]})", ""]
+    written = 0
     for step in item.trace:
         for spec in step.get("observations", []):
             if written >= max_images:

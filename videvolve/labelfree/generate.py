@@ -34,7 +34,7 @@ from videvolve.needles.plan import glyph_drafts, plan_needles, text_drafts
 from videvolve.needles.scan import scan_video
 from videvolve.tasks import LETTERS, Interval, LabelSource, Task, split_by_video
 
-SOURCES = ("needles", "perceived", "teacher")
+SOURCES = ("needles", "perceived")
 DEFAULT_FRACTIONS = {"train": 0.7, "selection": 0.3}
 
 
@@ -78,6 +78,18 @@ def check_fractions(fractions: dict[str, float]) -> dict[str, float]:
         raise UsageError("generated tasks never make a test split: measure on gold questions from elsewhere; "
                          "use e.g. --fractions train=0.7,selection=0.3")
     return fractions
+
+
+def check_sources(sources: Sequence[str]) -> None:
+    """Only sources that make labels from the videos alone; teacher labels answer a person's questions elsewhere."""
+    if "teacher" in sources:
+        raise UsageError("--sources teacher is not a generated source: a teacher answers your own questions, so use "
+                         "`videvolve tasks from-csv QUESTIONS.csv --videos DIR --out tasks.jsonl --teacher "
+                         "scan_refine` (rows without an answer), then `videvolve tasks split`")
+    unknown = set(sources) - set(SOURCES)
+    if unknown or not sources:
+        raise UsageError(f"unknown --sources {', '.join(sorted(unknown)) or '(none)'}: use a comma-separated list "
+                         f"of {', '.join(SOURCES)}")
 
 
 def video_ids(paths: Sequence[Path]) -> dict[str, Path]:
@@ -276,9 +288,7 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
     if not files:
         raise UsageError(f"no videos found in {videos_dir}")
     videos = video_ids([f.resolve() for f in files])
-    unknown = set(settings.sources) - set(SOURCES) - {"teacher"}
-    if unknown:
-        raise UsageError(f"unknown --sources {', '.join(sorted(unknown))}: use {', '.join(SOURCES)}")
+    check_sources(settings.sources)
 
     def job(path: Path, vid: str, others: list[str]) -> list[Task]:
         return video_tasks(path, vid, others, settings, perceiver)
