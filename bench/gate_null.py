@@ -38,7 +38,7 @@ from videvolve.datasets.synthworld import generate_world
 from videvolve.editing.operators import set_key
 from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
-from videvolve.loop.context import Context
+from videvolve.loop.context import Context, GateSettings
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.search.gate import gate_rule, paired_rule
@@ -143,7 +143,7 @@ def main() -> int:
                                      "rejected", reason="", level=lv))
     # multi-fidelity replayed against full validation
     ctx = Context(run_dir=str(root / "run"), run_id="null", tasks=str(root / "world" / "tasks.jsonl"),
-                  validation="multi-fidelity", seed=args.world_seed)
+                  gate=GateSettings(validation="multi-fidelity"), seed=args.world_seed)
     same, mf_evals, full_evals = 0, 0, 0
     for name in rows:
         out = {}

@@ -50,7 +50,7 @@ from videvolve.graph.driver import evolve
 from videvolve.labelfree.generate import GenerateSettings, Perceiver, generate
 from videvolve.labelfree.labels import label_mix
 from videvolve.labelfree.teacher import teach
-from videvolve.loop.context import Context
+from videvolve.loop.context import Context, GateSettings, StopSettings
 from videvolve.metrics import paired_bootstrap
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import cost_model
@@ -219,9 +219,10 @@ def run_arm(seed: int, arm: str, root: Path, size: Size, fresh: bool) -> dict[st
     for name in ("run", "memory"):
         shutil.rmtree(home / name, ignore_errors=True)
     ctx = Context(run_dir=str(home / "run"), run_id=f"labelfree{seed}-{arm}", tasks=str(tasks_path),
-                  seed_harness=SEED_HARNESS, memory=str(home / "memory"), iterations=size.iterations, seed=seed,
-                  runtime=_runtime(), cache=str(root / "cache.sqlite"), validation="multi-fidelity",
-                  cost_metric=METRIC)
+                  seed_harness=SEED_HARNESS, memory=str(home / "memory"),
+                  stop=StopSettings(iterations=size.iterations), seed=seed, runtime=_runtime(),
+                  cache=str(root / "cache.sqlite"),
+                  gate=GateSettings(validation="multi-fidelity", cost_metric=METRIC))
     history = evolve(ctx).get("history", [])
     run = RunDir(home / "run")
     seed_version, best_version = compared_versions(run)

@@ -29,7 +29,7 @@ from videvolve.evaluation.experiment import compare_on_test
 from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.graph.driver import evolve
-from videvolve.loop.context import Context
+from videvolve.loop.context import Context, GateSettings, StopSettings
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
@@ -81,9 +81,9 @@ def run_one(seed: int, harness: str, iterations: int) -> dict[str, Any]:
     shutil.rmtree(root, ignore_errors=True)
     metric = "visual_tokens+text" if seed == SPEAKING else "visual_tokens"
     ctx = Context(run_dir=str(root / "run"), run_id=f"protocol{seed}-{harness}", tasks=str(tasks_path),
-                  seed_harness=harness, memory=str(root / "memory"), iterations=iterations, seed=seed,
-                  runtime=RuntimeSettings(concurrency=2), cache=str(root / "cache.sqlite"),
-                  validation="multi-fidelity", cost_metric=metric)
+                  seed_harness=harness, memory=str(root / "memory"), stop=StopSettings(iterations=iterations),
+                  seed=seed, runtime=RuntimeSettings(concurrency=2), cache=str(root / "cache.sqlite"),
+                  gate=GateSettings(validation="multi-fidelity", cost_metric=metric))
     final = evolve(ctx)
     history = entries(final.get("history", []))
     vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
