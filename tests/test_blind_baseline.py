@@ -28,6 +28,8 @@ from videvolve.models.sim import SimVLM
 from videvolve.skill_library import prompts
 from videvolve.tasks import Task
 
+pytestmark = pytest.mark.slow  # module fixtures that render worlds (seconds each): make test, not test-fast
+
 MIN_PER_TEMPLATE = 2000
 TOLERANCE = 0.05
 CHANCE = 0.25

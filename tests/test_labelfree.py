@@ -31,6 +31,8 @@ from videvolve.skill_library.harness import load_harness
 from videvolve.skill_library.services import TaskServices
 from videvolve.tasks import Task, check_video_disjoint, read_tasks
 
+pytestmark = pytest.mark.slow  # module fixtures that render worlds (seconds each): make test, not test-fast
+
 
 @pytest.fixture(scope="module")
 def needle_world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Task], dict[str, str]]:
