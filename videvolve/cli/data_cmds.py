@@ -168,11 +168,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _power(n_selection: int) -> None:
     """The gate's power on this selection set (at the default gate's first level), a warning when too coarse."""
     from videvolve.loop.context import GateSettings
-    from videvolve.search.significance import power_note
-    from videvolve.search.spending import next_level
 
     if n_selection:
-        text, warn = power_note(n_selection, next_level([], 0.05), GateSettings.model_fields["margin"].default)
+        text, warn = GateSettings().power(n_selection)
         (err if warn else out).print(f"[yellow]warning:[/] {text}" if warn else text, highlight=False)
 
 

@@ -25,8 +25,6 @@ from videvolve.models.sim import SimVLM
 from videvolve.report import build_report
 from videvolve.rundir import RunDir
 from videvolve.search.history import GateEntry, entries
-from videvolve.search.significance import power_note
-from videvolve.search.spending import next_level
 
 console = Console()
 
@@ -53,8 +51,7 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     console.rule("1. SynthWorld: long videos of short events, questions of both kinds")
     world = generate_world(out / "world", videos=videos, minutes=minutes, seed=seed, questions=DEMO_QUESTIONS)
     console.print(stats_table(world_stats(world.tasks)))
-    text, warn = power_note(sum(1 for t in world.tasks if t.split == "selection"), next_level([], 0.05),
-                            GateSettings.model_fields["margin"].default)
+    text, warn = GateSettings().power(sum(1 for t in world.tasks if t.split == "selection"))
     console.print(("warning: " if warn else "") + text, highlight=False)
 
     console.rule(f"2. evolve: {iterations} iterations from the uniform seed (SimVLM, heuristic editor)")

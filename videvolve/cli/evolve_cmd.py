@@ -296,16 +296,13 @@ def _errors_note(ctx: Context, version: str | None) -> str | None:
 
 def gate_power(ctx: Context, n_selection: int, console: Console) -> None:
     """The gate's rule and what its selection set can detect (a warning when it is coarser than +0.05)."""
-    from videvolve.search.significance import power_note
-    from videvolve.search.spending import next_level
-
     gate = ctx.gate
     if gate.rule == "video-rsi":
         eps = gate.eps if gate.eps is not None else 1 / max(1, n_selection)
         console.print(f"gate: video-rsi (any gain at <= (1+{gate.alpha}) C; cost cuts within eps {eps:.3f}): it takes "
                       "noise for gains; --gate paired tells them apart", highlight=False)
         return
-    text, warn = power_note(n_selection, next_level([], gate.level, gate.spending), gate.margin)
+    text, warn = gate.power(n_selection)
     console.print(f"gate: paired, level <= {gate.level:g} ({gate.spending}); "
                   + (f"[yellow]warning:[/] {text}" if warn else text), highlight=False)
 

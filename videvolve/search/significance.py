@@ -47,7 +47,8 @@ def t_bounds(d: Sequence[float], level: float) -> tuple[float, float]:
     mean = float(x.mean())
     sd = float(x.std(ddof=1)) if len(x) > 1 else math.inf
     half = float(stats.t.ppf(1 - level, len(x) - 1)) * sd / math.sqrt(len(x)) if sd > 0 else 0.0
-    return mean - max(half, agreement_floor(len(x), level)), mean + max(half, agreement_floor(len(x), level))
+    half = max(half, agreement_floor(len(x), level))
+    return mean - half, mean + half
 
 
 def agreement_floor(n: int, level: float) -> float:
