@@ -206,7 +206,7 @@ def test_generate_on_the_real_samples_names_the_damaged_file_and_keeps_the_other
                      "--no-trials", "--backend", "openai", "--base-url", base, "--model", "simvlm"])
     captured = capsys.readouterr()
     said = " ".join((captured.out + captured.err).split())
-    assert code == 0 and "labels: train needles" in said and "iteration 1:" in said, said[-2000:]
+    assert code == 0 and "train: 28 questions, labels: needles 28" in said and "iteration 1:" in said, said[-2000:]
     assert "selection answers of the best harness are errors" in said and "SimVLM understands only SynthWorld" in said
 
 
