@@ -19,7 +19,7 @@ from videvolve.search.significance import (
     questions_for_gain,
     sign_flip_p,
 )
-from videvolve.search.spending import look_levels, next_level, wealth
+from videvolve.search.spending import next_level, wealth
 from videvolve.tasks import Interval, Task
 from videvolve.testing import FakeRun
 
@@ -111,12 +111,6 @@ def test_alpha_investing_spends_on_rejections_and_earns_on_acceptances():
     assert next_level([entry("accepted", 0.025)], 0.05) == pytest.approx(0.05)  # capped at the level
     assert next_level([entry("rejected", 0.025)] * 9, 0.05, spending="none") == 0.05
     assert next_level([entry("pending", 0.025)], 0.05) == pytest.approx(0.025)  # not decided: not charged
-
-
-def test_look_levels_spend_little_early_and_add_up():
-    levels = look_levels([0.1, 0.25, 0.5, 1.0], 0.025)
-    assert sum(levels) == pytest.approx(0.025)
-    assert levels[0] < 1e-9 and levels[1] < 1e-4 and levels[-1] > 0.02
 
 
 def test_power_of_a_selection_set():

@@ -125,13 +125,19 @@ class GateSettings(BaseModel):
     text_token_weight: float = Field(1.0, ge=0, description="weight of a transcript text token against a visual "
                                      "token in the cost with --cost-metric visual_tokens+text")
     validation: Literal["full", "multi-fidelity"] = Field(
-        "multi-fidelity", description="multi-fidelity: a sequential test on nested rungs of the selection set (clear "
-        "losers stop early, overwhelming winners are accepted early; the same decisions as full validation for "
-        "3.9x fewer selection evaluations on bench/gate_null.py's candidates, 1.9x on the efficacy protocol's); "
-        "full: every candidate on the whole set")
+        "multi-fidelity", description="multi-fidelity: full validation stochastically curtailed on nested rungs of "
+        "the selection set (a candidate stops early when the questions asked so far make full validation's verdict "
+        "all but certain; see --curtail and --futility); full: every candidate on the whole set")
     rungs: list[float] = Field(default_factory=lambda: [0.1, 0.25, 0.5, 1.0],
                                description="nested rung sizes, as fractions of the selection set (VidHarness's)")
     penalty: float = Field(1.5, description="promotion ranks accuracy minus penalty x 0.5/sqrt(n) (worst-case SE)")
+    curtail: float = Field(0.99, gt=0.5, le=1, description="multi-fidelity under the paired gate: accept on a "
+                           "partial rung when full validation would accept with at least this probability even if the "
+                           "questions not yet asked held no gain (the level grows by at most a factor 1/curtail; 1: "
+                           "never early)")
+    futility: float = Field(0.05, ge=0, lt=0.5, description="multi-fidelity under the paired gate: stop a candidate "
+                            "on a partial rung when the predictive chance that full validation accepts it is below "
+                            "this (0: never)")
 
     def power(self, n_selection: int) -> tuple[str, bool]:
         """What a selection set of ``n_selection`` questions lets this gate detect, and whether to warn."""

@@ -4,12 +4,15 @@ Multi-fidelity: the selection set is cut into nested rungs (a seeded order; size
 by default, as in VidHarness). Every candidate is first evaluated on the smallest rung; comparisons with the parent
 are always paired, on the same questions.
 
-Under the paired gate (the default) this is a sequential test: at every look the candidate is judged by the gate's
-own rule at that look's share of the decision's level (O'Brien-Fleming, :func:`videvolve.search.spending.look_levels`),
-so an overwhelming winner is accepted early; a candidate that cannot pass even at the optimistic end of its paired
-difference (difference + penalty x its standard error, finite-population corrected) stops as a clear loser; among the
-rest the one with the best penalized accuracy (accuracy - penalty x 0.5/sqrt(n)) goes on to the next rung's new
-questions. Under ``--gate video-rsi`` the rule is applied at the full rung only, as before.
+Under the paired gate (the default) this is full validation, stochastically curtailed
+(:mod:`videvolve.search.curtailment`): the full rung is judged by the gate's rule at the decision's whole level, as
+full validation is; on a partial rung a candidate is accepted early only when the gate's rule accepts it there and
+full validation would accept it with probability >= ``--curtail`` even if the questions not yet asked held no gain
+(for a cut, a loss of the whole margin); it stops as a clear loser when the predictive probability that full
+validation accepts it falls below ``--futility``, or when its cost fits neither a gain nor a cut. Among the rest the
+one with the best penalized accuracy (accuracy - penalty x 0.5/sqrt(n)) goes on to the next rung's new questions.
+Under ``--gate video-rsi`` the rule is applied at the full rung only, and a candidate stops early when its optimistic
+paired difference (difference + penalty x its standard error) cannot pass it.
 """
 
 from __future__ import annotations
@@ -19,14 +22,13 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from scipy import stats
-
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
+from videvolve.search.curtailment import outlook
 from videvolve.search.gate import Decision, aggregate, gate_rule, mean_frames, paired_rule
 from videvolve.search.history import GateEntry
-from videvolve.search.services import Evaluator
-from videvolve.search.spending import look_levels, next_level
+from videvolve.search.services import Evaluator, GateRules
+from videvolve.search.spending import next_level
 from videvolve.tasks import Task
 
 TOL = 1e-9
@@ -69,15 +71,6 @@ def paired_se(parent: list[float], candidate: list[float], population: int | Non
     return se
 
 
-def _sd(parent: list[TaskResult], candidate: list[TaskResult]) -> float:
-    """Standard deviation of the per-question differences (0 for fewer than two)."""
-    d = [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
-    if len(d) < 2:
-        return 0.0
-    mean = sum(d) / len(d)
-    return math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1))
-
-
 def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[str, str | None],
            iteration: int, keep_pending: bool = False,
            history: Sequence[GateEntry] = ()) -> tuple[list[GateEntry], list[TaskResult]]:
@@ -99,7 +92,6 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     alive = list(candidates)
     frames: dict[str, float] = {}
     ladder = rungs(selection, gate.rungs, ctx.seed, gate.validation)
-    looks = look_levels([len(r) / len(selection) for r in ladder], level) if level is not None else []
     for k, rung in enumerate(ladder):
         last = k == len(ladder) - 1
         p_res = [parent_all[t.id] for t in rung]
@@ -117,12 +109,14 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         decided: dict[str, tuple[Decision, dict[str, Any]]] = {}
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
-                verdict = paired_rule(rung, p_res, res, looks[k], gate.cost_metric, gate.text_token_weight,
+                verdict = paired_rule(rung, p_res, res, level, gate.cost_metric, gate.text_token_weight,
                                       gate.alpha, gate.beta, gate.margin, ctx.seed)
                 st = verdict.stats
                 extra = {"p_gain": st.p_gain, "bound": st.lower} if st else {}
-                if last or verdict.accept:
+                if last:
                     decided[cand] = (verdict, extra)
+                elif verdict.accept and (why := _curtailed(p_res, res, c, c2, len(selection), level, gate)):
+                    decided[cand] = (Decision(True, f"{verdict.reason}; {why}"), extra)
             elif last:
                 decided[cand] = (gate_rule(a, c, a2, c2, gate.alpha, gate.beta, eps), {})
         for cand, a2, c2, res in scored:
@@ -146,26 +140,19 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                         cand_frames=frames[cand], reason=f"another candidate was accepted at rung {k + 1}")
             break
         se = 0.5 / math.sqrt(len(rung))
-        margin = gate.margin if paired_gate else eps
         hopeful = []
         for cand, a2, c2, res in scored:
-            d_se = paired_se([r.score for r in p_res], [r.score for r in res], len(selection))
-            ucb = a2 - a + gate.penalty * d_se  # optimistic end of the paired difference
-            need = TOL
-            if paired_gate and looks:  # the mean difference the full rung's test will ask for, at this spread
-                need = max(TOL, float(stats.norm.ppf(1 - looks[-1])) * _sd(p_res, res) / math.sqrt(len(selection)))
-            better = ucb > need and c2 <= (1 + gate.alpha) * c + TOL
-            cheaper = ucb >= -margin - TOL and c > 0 and c2 <= (1 - gate.beta) * c + TOL
-            if better or cheaper:
+            if paired_gate and level is not None:
+                why_not = _futile(p_res, res, c, c2, len(selection), level, gate)
+            else:
+                why_not = _cannot_pass(p_res, res, a, a2, c, c2, len(selection), eps, gate)
+            if why_not is None:
                 hopeful.append((cand, a2, c2))
             else:
                 entries[cand] = GateEntry(
                     **base, candidate=cand, operator=operators.get(cand), decision="rejected", cand_score=a2,
-                    cand_frames=frames[cand],
-                    cand_cost=c2, reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): "
-                                         f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f} + "
-                                         f"{gate.penalty} x SE {d_se:.3f}) at cost {c2:.1f} vs {c:.1f} cannot "
-                                         f"pass the gate")
+                    cand_frames=frames[cand], cand_cost=c2,
+                    reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): {why_not}")
         if not hopeful:
             alive = []
             break
@@ -181,3 +168,62 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                            + ("; kept for a later promotion" if keep_pending else ""))
         alive = [best[0]]
     return [entries[c] for c in candidates if c in entries], new
+
+
+def _bounds(c: float, c2: float, gate: GateRules) -> list[tuple[str, float]]:
+    """The paths the candidate's cost leaves open, each with the bound its mean difference must clear."""
+    out = []
+    if c2 <= (1 + gate.alpha) * c + TOL:
+        out.append(("no gain", 0.0))
+    if c > 0 and c2 <= (1 - gate.beta) * c + TOL:
+        out.append((f"a loss of the margin {gate.margin:g}", -gate.margin))
+    return out
+
+
+def _differences(parent: list[TaskResult], candidate: list[TaskResult]) -> list[float]:
+    return [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
+
+
+def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, population: int,
+               level: float, gate: GateRules) -> str | None:
+    """Why an early acceptance is safe (full validation would accept it almost surely), or None."""
+    if gate.curtail >= 1:
+        return None
+    d = _differences(parent, candidate)
+    rest = population - len(d)
+    for null, bound in _bounds(c, c2, gate):
+        chance = outlook(d, population, level, bound).null
+        if chance >= gate.curtail:
+            return (f"curtailed: even if the other {rest} questions held {null}, full validation on all {population} "
+                    f"would accept with probability {chance:.3f} >= {gate.curtail:g}")
+    return None
+
+
+def _futile(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, population: int,
+            level: float, gate: GateRules) -> str | None:
+    """Why the paired gate cannot be expected to accept the candidate on the whole selection set, or None."""
+    paths = _bounds(c, c2, gate)
+    a, a2 = (sum(r.score for r in x) / len(x) for x in (parent, candidate))
+    if not paths:
+        return (f"cost {c2:.1f} vs {c:.1f} is neither a gain's (<= (1+{gate.alpha}) x) nor a cut's (<= "
+                f"(1-{gate.beta}) x)")
+    d = _differences(parent, candidate)
+    chance = max(outlook(d, population, level, bound).predictive for _, bound in paths)
+    if chance >= gate.futility:
+        return None
+    return (f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f}) at cost {c2:.1f} vs {c:.1f}: the "
+            f"predictive chance that full validation on all {population} questions accepts it is {chance:.3f} < "
+            f"{gate.futility:g}")
+
+
+def _cannot_pass(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2: float, c: float, c2: float,
+                 population: int, eps: float, gate: GateRules) -> str | None:
+    """``--gate video-rsi``: why even the optimistic end of the paired difference cannot pass its rule, or None."""
+    d_se = paired_se([r.score for r in parent], [r.score for r in candidate], population)
+    ucb = a2 - a + gate.penalty * d_se
+    better = ucb > TOL and c2 <= (1 + gate.alpha) * c + TOL
+    cheaper = ucb >= -eps - TOL and c > 0 and c2 <= (1 - gate.beta) * c + TOL
+    if better or cheaper:
+        return None
+    return (f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f} + {gate.penalty} x SE {d_se:.3f}) at cost "
+            f"{c2:.1f} vs {c:.1f} cannot pass the gate")

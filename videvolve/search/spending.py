@@ -1,4 +1,4 @@
-"""How the gate spends its level over a run: alpha-investing over decisions, O'Brien-Fleming over rungs.
+"""How the gate spends its level over a run: alpha-investing over decisions.
 
 One selection set answers every decision of a run, so each decision is a test the search could overfit or read
 single answers from. Alpha-investing (Foster & Stine, 2008) makes the run's decisions one budget: the wealth starts at
@@ -8,16 +8,13 @@ help runs out of wealth (its later decisions need overwhelming evidence), so nei
 search that finds real gains keeps its power. The wealth is a pure function of the run's history, so a resumed run
 continues where it stopped.
 
-Within one decision, multi-fidelity validation looks at nested rungs of the selection set; the decision's level is
-shared out over those looks by the Lan-DeMets O'Brien-Fleming spending function, so an early look accepts only an
-overwhelming winner and the full rung keeps almost all of the level.
+Within one decision, multi-fidelity validation judges the full rung at the decision's whole level and stops early
+only by curtailment (:mod:`videvolve.search.curtailment`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
-from scipy import stats
+from collections.abc import Iterable
 
 from videvolve.search.history import GateEntry
 
@@ -43,18 +40,3 @@ def next_level(history: Iterable[GateEntry], level: float, spending: str = "inve
     if spending == "none":
         return level
     return min(level, SHARE * wealth(history, level))
-
-
-def look_levels(fractions: Sequence[float], level: float) -> list[float]:
-    """The level of each look at information fractions ``fractions`` (increasing, the last 1.0): O'Brien-Fleming.
-
-    The increments of the one-sided spending function 2 - 2 Phi(z_{1 - level/2} / sqrt(t)); they add up to ``level``.
-    """
-    z = float(stats.norm.ppf(1 - level / 2))
-    spent = 0.0
-    out = []
-    for t in fractions:
-        total = level if t >= 1 else float(2 - 2 * stats.norm.cdf(z / max(t, 1e-9) ** 0.5))
-        out.append(max(0.0, total - spent))
-        spent = max(spent, total)
-    return out

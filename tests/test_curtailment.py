@@ -1,0 +1,69 @@
+"""Multi-fidelity validation as curtailed full validation: early stops that full validation would almost surely agree
+with, and no more false accepts than full validation makes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from videvolve.loop.context import Context
+from videvolve.search.curtailment import outlook, spread
+from videvolve.search.screening import screen
+from videvolve.testing import FakeRun
+
+
+def test_a_cut_that_changed_nothing_on_a_small_rung_is_not_certain():
+    # 20 questions, all agreeing: the agreement floor keeps the spread of what is left wide
+    assert spread([0.0] * 20, 0.025) == pytest.approx((1 - 0.025 ** (1 / 20)) ** 0.5)
+    seen = outlook([0.0] * 20, 200, 0.025, bound=-0.02)
+    assert seen.null < 0.99
+    # the same agreement on 390 of 400 questions leaves almost nothing open
+    assert outlook([0.0] * 390, 400, 0.025, bound=-0.02).null > 0.99
+
+
+def test_chances_grow_with_the_evidence_and_shrink_with_what_is_left():
+    rng = random.Random(0)
+    gain = [1.0 if rng.random() < 0.3 else 0.0 for _ in range(100)]
+    loss = [-x for x in gain]
+    assert outlook(gain, 200, 0.025).null > outlook(gain[:50], 200, 0.025).null
+    assert outlook(gain, 200, 0.025).predictive > 0.99 > 0.01 > outlook(loss, 200, 0.025).predictive
+    assert outlook(gain, 200, 0.025).null > outlook(gain, 400, 0.025).null
+    with pytest.raises(ValueError, match="remaining"):
+        outlook(gain, 100, 0.025)
+
+
+def _null_scores(rng: random.Random, parent: list[float], changed: float) -> list[float]:
+    """A candidate that cannot help in expectation: a share of its answers re-drawn at the parent's rate."""
+    rate = sum(parent) / len(parent)
+    return [float(rng.random() < rate) if rng.random() < changed else p for p in parent]
+
+
+def test_curtailed_screening_decides_as_full_validation_for_fewer_evaluations():
+    """Null, losing and winning candidates on 200 questions, each judged both ways at the run's first level."""
+    rng = random.Random(11)
+    n = 200
+    parent = [float(rng.random() < 0.5) for _ in range(n)]
+    scores: dict[str, list[float]] = {"p": parent}
+    for i in range(60):
+        scores[f"null{i}"] = _null_scores(rng, parent, changed=0.1 + 0.3 * rng.random())
+    for i in range(10):
+        scores[f"win{i}"] = [1.0 if not p and rng.random() < 0.4 else p for p in parent]
+        scores[f"lose{i}"] = [0.0 if p and rng.random() < 0.4 else p for p in parent]
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1)
+    spent = {"multi-fidelity": 0, "full": 0}
+    decisions: dict[tuple[str, str], str] = {}
+    for mode in spent:
+        for cand in (c for c in scores if c != "p"):
+            run = FakeRun(ctx.model_copy(update={"gate": ctx.gate.model_copy(update={"validation": mode})}), scores)
+            (entry,), _ = screen(run, "p", [cand], {}, 0)
+            decisions[mode, cand] = entry.decision
+            spent[mode] += len(run.evaluated[cand])
+    cands = [c for c in scores if c != "p"]
+    assert all(decisions["full", c] == "accepted" for c in cands if c.startswith("win"))
+    assert all(decisions["full", c] == "rejected" for c in cands if c.startswith("lose"))
+    same = sum(decisions["multi-fidelity", c] == decisions["full", c] for c in cands)
+    assert same >= len(cands) - 1
+    null_accepts = sum(decisions["multi-fidelity", c] == "accepted" for c in cands if c.startswith("null"))
+    assert null_accepts <= 3  # level 0.025 on 60 null candidates: about 1.5 expected
+    assert spent["full"] >= 2 * spent["multi-fidelity"]
