@@ -113,9 +113,6 @@ OWNER = "rundir.py"
 EXCEPTIONS: dict[str, tuple[set[str], str]] = {
     "skill_library/harness.py": ({"manifest.json"}, "the harness format owns its manifest (MANIFEST, read_manifest)"),
     "editing/workspace.py": ({"traces"}, "the editor workspace's own traces/ folder, not the run's"),
-    "search/mixture.py": ({"mixture.json", "settings.json", "harnesses", "best"},
-                          "search/ was being changed by another engineer when RunDir came; move it to "
-                          "RunDir.mixture / RunDir.is_run / RunDir.harness / RunDir.best"),
 }
 
 

@@ -23,6 +23,7 @@ from videvolve.evaluation.results import Producer, TaskResult, load_result
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.context import Context
 from videvolve.memory.embedders import Embedder, HashingEmbedder, MiniLMEmbedder, default_embedder
+from videvolve.memory.lineage import LineageRecord
 from videvolve.memory.store import ChromaStore
 from videvolve.models import make_vlm
 from videvolve.models.base import VLM
@@ -102,9 +103,9 @@ class Run:
         self.dir.append_event({"ts": round(time.time(), 3), "iteration": iteration, "node": node, "event": event,
                                **data})
 
-    def lineage(self) -> dict[str, dict[str, Any]]:
-        """Every version's merged lineage entry as stored (the search's protocol; typed: ``self.dir.lineage()``)."""
-        return {v: rec.as_dict() for v, rec in self.dir.lineage().items()}
+    def lineage(self) -> dict[str, LineageRecord]:
+        """Every version's merged lineage entry (the search's protocol)."""
+        return self.dir.lineage()
 
     def record_lineage(self, version: str, **data: Any) -> None:
         """Add or update one version's lineage entry (idempotent)."""

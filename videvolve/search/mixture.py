@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.evaluation.solve import solve_tasks
+from videvolve.rundir import RunDir
 from videvolve.search.gate import aggregate
 from videvolve.search.screening import paired_se
 from videvolve.search.services import RunServices
-
-MIXTURE_FILE = "mixture.json"
 
 
 def complete_versions(run: RunServices) -> list[str]:
@@ -55,7 +54,7 @@ def build_mixture(run: RunServices, tiers: list[int], best: str) -> dict[str, An
                            "candidates": {v: sc for v, (sc, _) in scored.items()}}
         run.event(-1, "mixture", "tier", cap=cap, version=version, score=score, frames=frames, why=why)
     mixture = {"tiers": table, "best": best, "selection_questions": len(run.selection)}
-    (run.root / MIXTURE_FILE).write_text(json.dumps(mixture, indent=1))
+    RunDir(run.root).mixture.write_text(json.dumps(mixture, indent=1))
     return mixture
 
 
@@ -70,15 +69,10 @@ def tier_for(mixture: dict[str, Any], budget: int | None) -> tuple[int, str]:
     return cap, mixture["tiers"][str(cap)]["version"]
 
 
-def is_run_dir(path: Path) -> bool:
-    """Whether a directory is an ``evolve`` run (settings and harness versions)."""
-    return path.is_dir() and (path / "settings.json").exists() and (path / "harnesses").is_dir()
-
-
 def resolve_run_harness(path: Path, budget: int | None) -> Path:
     """A run directory given as a harness: its mixture's tier for the budget, else its best harness."""
-    mixture_file = path / MIXTURE_FILE
-    if mixture_file.exists():
-        _, version = tier_for(json.loads(mixture_file.read_text()), budget)
-        return path / "harnesses" / version
-    return path / "best"
+    run = RunDir(path)
+    if run.mixture.exists():
+        _, version = tier_for(json.loads(run.mixture.read_text()), budget)
+        return run.harness(version)
+    return run.best

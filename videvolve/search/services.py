@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from videvolve.config import RuntimeSettings
 from videvolve.evaluation.results import TaskResult
+from videvolve.memory.lineage import LineageRecord
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
@@ -101,7 +102,7 @@ class RunServices(Evaluator, Protocol):
         """A stored result, without running anything."""
         ...
 
-    def lineage(self) -> dict[str, dict[str, Any]]:
+    def lineage(self) -> dict[str, LineageRecord]:
         """Every version with its parent, scores and decision."""
         ...
 
