@@ -65,9 +65,13 @@ def main() -> int:
     parser.add_argument("--from-results", type=Path, nargs="+", metavar="JSON",
                         help="--compare protocol: print the table and verdict of stored results files (runs of "
                              "different worlds made side by side)")
+    parser.add_argument("--markdown", action="store_true", help="--from-results: the table in Markdown")
+    parser.add_argument("--replay-mf", action="store_true",
+                        help="--from-results: replay multi-fidelity against full validation on the stored runs with "
+                             "the current screening")
     args = parser.parse_args()
     if args.compare == "protocol" and args.from_results:
-        return stored(args.from_results)
+        return stored(args.from_results, args.markdown, args.replay_mf)
     if args.compare == "protocol":
         return protocol(args.worlds, args.harness, args.iterations)
     if args.compare == "editors":

@@ -184,11 +184,43 @@ def summary(rows: list[dict[str, Any]]) -> int:
     return 0 if ok_uni and ok_scan else 1
 
 
-def stored(paths: list[Path]) -> int:
-    """The table and the verdict of runs stored in results files (``--from-results``)."""
-    rows = [r for p in paths for r in json.loads(p.read_text())]
-    console.print(table(rows))
+def stored(paths: list[Path], markdown: bool = False, replay_mf: bool = False) -> int:
+    """The table and the verdict of runs stored in results files (``--from-results``).
+
+    ``replay_mf``: multi-fidelity against full validation replayed again on each row's run (beside its results
+    file) with the current screening, instead of the figures stored when it ran. ``markdown``: the table as the
+    README and the benchmarks page show it.
+    """
+    rows = []
+    for path in paths:
+        for r in json.loads(path.read_text()):
+            run_dir = path.parent / f"world{r['world']}-{r['seed_harness']}" / "run"
+            if replay_mf and run_dir.is_dir():
+                r["mf"] = mf_agreement(run_dir)
+            rows.append(r)
+    if markdown:
+        print(markdown_table(rows))
+    else:
+        console.print(table(rows))
     return summary(rows)
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table (what the README and docs/benchmarks.md paste, with the command)."""
+    lines = ["| world | seed | test score seed -> evolved (paired p) | per kind / evidence (p) | tokens | accepted / "
+             "proposed | test would reject | multi-fidelity = full (evaluations full / mf) | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        groups = "; ".join(f"{g['group']} {g['seed']:.3f} -> {g['evolved']:.3f} ({_p(g['p'])})" for g in r["groups"])
+        ratio = r["tokens_evolved"] / r["tokens_seed"] if r["tokens_seed"] else 1.0
+        lines.append(f"| {r['world']} | `{r['seed_harness']}` | {r['score_seed']:.3f} -> {r['score_evolved']:.3f} "
+                     f"({_p(r['score_p'])}) | {groups} | {ratio:.3f}x | {r['accepted']} / {r['proposed']} | "
+                     f"{r['test_would_reject']} / {r['accepted']} | {_mf(r)} | {verdict(r)} |")
+    return "\n".join(lines)
+
+
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def mf_agreement(run_dir: Path) -> dict[str, int]:
