@@ -213,7 +213,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         groups = "; ".join(f"{g['group']} {g['seed']:.3f} -> {g['evolved']:.3f} ({_p(g['p'])})" for g in r["groups"])
         ratio = r["tokens_evolved"] / r["tokens_seed"] if r["tokens_seed"] else 1.0
-        lines.append(f"| {r['world']} | `{r['seed_harness']}` | {r['score_seed']:.3f} -> {r['score_evolved']:.3f} "
+        world = f"{r['world']} (speaks)" if r["world"] == SPEAKING else str(r["world"])
+        lines.append(f"| {world} | `{r['seed_harness']}` | {r['score_seed']:.3f} -> {r['score_evolved']:.3f} "
                      f"({_p(r['score_p'])}) | {groups} | {ratio:.3f}x | {r['accepted']} / {r['proposed']} | "
                      f"{r['test_would_reject']} / {r['accepted']} | {_mf(r)} | {verdict(r)} |")
     return "\n".join(lines)
