@@ -20,8 +20,10 @@ gold arm's test gain with no significant loss on any kind; the teacher arm's bes
 at no more than half its visual tokens per question.
 
 Usage: ``python bench/labelfree.py [--worlds 8349 8413 8759] [--videos 16] [--minutes 12] [--questions 100]
-[--iterations 6] [--fresh]``. Worlds, generated tasks, teacher answers and every evaluation are cached under
-``bench/.cache/labelfree`` (a finished arm is reused unless ``--fresh``); results go to ``results-<tag>.json`` there.
+[--iterations 6] [--fresh]``
+(``--from-results FILE... [--markdown]``: print stored results). Worlds, generated tasks, teacher answers and every
+evaluation are cached under ``bench/.cache/labelfree`` (a finished arm is reused unless ``--fresh``); results go to
+``results-<tag>.json`` there.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol import SIZE, per_group
+from protocol import SIZE, fmt_p, per_group
 from rich.console import Console
 from rich.table import Table
 
@@ -320,9 +322,36 @@ def summary(by_world: dict[int, dict[str, dict[str, Any]]]) -> int:
                       f"; target >= {KEEP:.0%} of gold's gain, no significant loss on any kind); teacher arm "
                       f"{'meets' if te else 'misses'} it ({v.get('teacher_why')}; target within {TEACHER_MARGIN} of "
                       f"the teacher at <= {TEACHER_TOKENS}x its tokens)", highlight=False, markup=False)
+    pairs = [(rows["gold"]["score_diff"], rows["label-free"]["score_diff"]) for rows in by_world.values()
+             if "gold" in rows and "label-free" in rows]
+    if pairs:
+        gold, free = sum(g for g, _ in pairs), sum(f for _, f in pairs)
+        console.print(f"over {len(pairs)} world(s) the label-free arms gained {free:+.3f} on the test splits against "
+                      f"the gold arms' {gold:+.3f} ({free / gold:.2f} of it)" if gold > 0 else
+                      "the gold arms gained nothing on the test splits", highlight=False, markup=False)
     console.print(f"verdict over {len(by_world)} world(s): {'PASS' if ok_all else 'FAIL'}", highlight=False,
                   markup=False)
     return 0 if ok_all else 1
+
+
+def markdown(by_world: dict[int, dict[str, dict[str, Any]]]) -> str:
+    """Every world's arms as one Markdown table (what docs/benchmarks.md pastes, with the command)."""
+    lines = ["| world | arm | train / selection labels | test score seed -> best (paired p) | per kind (p) | "
+             "visual tokens / q | best vs teacher (p), tokens | accepted / proposed |",
+             "|---|---|---|---|---|---|---|---|"]
+    for seed, rows in by_world.items():
+        for arm in ARMS:
+            r = rows.get(arm)
+            if r is None:
+                continue
+            groups = "; ".join(f"{g['group']} {g['seed']:.3f} -> {g['evolved']:.3f} ({fmt_p(g['p'])})"
+                               for g in r["groups"])
+            vs = (f"{r['score_teacher']:.3f} -> {r['score_best']:.3f} ({fmt_p(r['vs_teacher_p'])}), "
+                  f"{_ratio(r['tokens_best'], r['tokens_teacher']):.2f}x" if arm == "teacher" else "")
+            lines.append(f"| {seed} | {arm} | {r.get('labels_short', r['labels'])} | {r['score_seed']:.3f} -> "
+                         f"{r['score_best']:.3f} ({fmt_p(r['score_p'])}) | {groups} | {r['tokens_seed']:,.0f} -> "
+                         f"{r['tokens_best']:,.0f} | {vs} | {r['accepted']} / {r['proposed']} |")
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -334,7 +363,18 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=6)
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--fresh", action="store_true", help="evolve every arm again (worlds and answers are kept)")
+    parser.add_argument("--from-results", type=Path, nargs="+", metavar="JSON",
+                        help="print the tables and verdicts of stored results files (runs made side by side)")
+    parser.add_argument("--markdown", action="store_true", help="--from-results: one Markdown table")
     args = parser.parse_args()
+    if args.from_results:
+        stored = {int(k): v for path in args.from_results for k, v in json.loads(path.read_text()).items()}
+        if args.markdown:
+            print(markdown(stored))
+        else:
+            for seed, rows in stored.items():
+                console.print(table(seed, rows))
+        return summary(stored)
     size = Size(args.videos, args.minutes, args.questions, args.iterations)
     CACHE.mkdir(parents=True, exist_ok=True)
     out = CACHE / f"results-{size.tag}-i{size.iterations}-{'-'.join(map(str, args.worlds))}.json"

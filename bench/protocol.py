@@ -211,16 +211,16 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
              "proposed | test would reject | multi-fidelity = full (evaluations full / mf) | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        groups = "; ".join(f"{g['group']} {g['seed']:.3f} -> {g['evolved']:.3f} ({_p(g['p'])})" for g in r["groups"])
+        groups = "; ".join(f"{g['group']} {g['seed']:.3f} -> {g['evolved']:.3f} ({fmt_p(g['p'])})" for g in r["groups"])
         ratio = r["tokens_evolved"] / r["tokens_seed"] if r["tokens_seed"] else 1.0
         world = f"{r['world']} (speaks)" if r["world"] == SPEAKING else str(r["world"])
         lines.append(f"| {world} | `{r['seed_harness']}` | {r['score_seed']:.3f} -> {r['score_evolved']:.3f} "
-                     f"({_p(r['score_p'])}) | {groups} | {ratio:.3f}x | {r['accepted']} / {r['proposed']} | "
+                     f"({fmt_p(r['score_p'])}) | {groups} | {ratio:.3f}x | {r['accepted']} / {r['proposed']} | "
                      f"{r['test_would_reject']} / {r['accepted']} | {_mf(r)} | {verdict(r)} |")
     return "\n".join(lines)
 
 
-def _p(p: float) -> str:
+def fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
