@@ -221,6 +221,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 
 def fmt_p(p: float) -> str:
+    """A p-value as the tables print it."""
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
