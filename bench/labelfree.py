@@ -277,7 +277,7 @@ def world_verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
         ratio = _ratio(teacher["tokens_best"], teacher["tokens_teacher"])
         close = teacher["score_best"] >= teacher["score_teacher"] - TEACHER_MARGIN
         out["teacher_ok"] = close and ratio <= TEACHER_TOKENS
-        out["teacher_why"] = (f"best - teacher {teacher['vs_teacher_diff']:+.3f} (p {teacher['vs_teacher_p']:.3f}) "
+        out["teacher_why"] = (f"best - teacher {teacher['vs_teacher_diff']:+.3f} (p {fmt_p(teacher['vs_teacher_p'])}) "
                               f"at {ratio:.2f}x its tokens")
     return out
 
@@ -320,8 +320,9 @@ def summary(by_world: dict[int, dict[str, dict[str, Any]]]) -> int:
         ok_all &= lf and te
         console.print(f"world {seed}: label-free {'meets' if lf else 'misses'} the target ({v.get('label_free_why')}"
                       f"; target >= {KEEP:.0%} of gold's gain, no significant loss on any kind); teacher arm "
-                      f"{'meets' if te else 'misses'} it ({v.get('teacher_why')}; target within {TEACHER_MARGIN} of "
-                      f"the teacher at <= {TEACHER_TOKENS}x its tokens)", highlight=False, markup=False)
+                      + (f"{'meets' if te else 'misses'} it ({v['teacher_why']}; target within {TEACHER_MARGIN} of "
+                         f"the teacher at <= {TEACHER_TOKENS}x its tokens)" if "teacher_why" in v else "not run"),
+                      highlight=False, markup=False)
     pairs = [(rows["gold"]["score_diff"], rows["label-free"]["score_diff"]) for rows in by_world.values()
              if "gold" in rows and "label-free" in rows]
     if pairs:
