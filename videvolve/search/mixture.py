@@ -54,7 +54,7 @@ def build_mixture(run: RunServices, tiers: list[int], best: str) -> dict[str, An
                            "candidates": {v: sc for v, (sc, _) in scored.items()}}
         run.event(-1, "mixture", "tier", cap=cap, version=version, score=score, frames=frames, why=why)
     mixture = {"tiers": table, "best": best, "selection_questions": len(run.selection)}
-    RunDir(run.root).mixture.write_text(json.dumps(mixture, indent=1))
+    run.dir.mixture.write_text(json.dumps(mixture, indent=1))
     return mixture
 
 

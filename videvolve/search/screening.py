@@ -143,7 +143,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         hopeful = []
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
-                why_not = _futile(p_res, res, c, c2, len(selection), level, gate)
+                why_not = _futile(p_res, res, a, a2, c, c2, len(selection), level, gate)
             else:
                 why_not = _cannot_pass(p_res, res, a, a2, c, c2, len(selection), eps, gate)
             if why_not is None:
@@ -199,11 +199,10 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
     return None
 
 
-def _futile(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, population: int,
-            level: float, gate: GateRules) -> str | None:
+def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2: float, c: float, c2: float,
+            population: int, level: float, gate: GateRules) -> str | None:
     """Why the paired gate cannot be expected to accept the candidate on the whole selection set, or None."""
     paths = _bounds(c, c2, gate)
-    a, a2 = (sum(r.score for r in x) / len(x) for x in (parent, candidate))
     if not paths:
         return (f"cost {c2:.1f} vs {c:.1f} is neither a gain's (<= (1+{gate.alpha}) x) nor a cut's (<= "
                 f"(1-{gate.beta}) x)")

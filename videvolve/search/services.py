@@ -17,6 +17,7 @@ from videvolve.memory.lineage import LineageRecord
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
+from videvolve.rundir import RunDir
 from videvolve.skill_library.harness import Harness
 from videvolve.tasks import Task
 
@@ -83,6 +84,8 @@ class RunServices(Evaluator, Protocol):
 
     @property
     def root(self) -> Path: ...
+    @property
+    def dir(self) -> RunDir: ...
     @property
     def vlm(self) -> VLM: ...
     @property
