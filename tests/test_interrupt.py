@@ -143,3 +143,57 @@ def test_ctrl_c_keeps_what_finished_and_a_rerun_continues(small_world, seed: Pat
                                env=ENV, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     assert f'"reused_results": {kept}' in rerun.stdout and len(list(out.glob("results/*.json"))) == 3
+
+
+SWALLOWED = """
+import os, signal, sys, threading, time, weakref
+from videvolve import interrupt
+from videvolve.evaluation.solve import _run_local
+
+class Thing:
+    pass
+
+def swallow_a_ctrl_c():
+    # SIGINT lands while a weakref callback runs: Python prints "Exception ignored" and the KeyboardInterrupt is lost
+    thing = Thing()
+    ref = weakref.ref(thing, lambda _: (os.kill(os.getpid(), signal.SIGINT), time.sleep(0.5)))
+    del thing
+    print("swallowed", flush=True)
+
+hang = threading.Event()
+with interrupt.installed():
+    swallow_a_ctrl_c()
+    if sys.argv[1] == "tasks":
+        started = time.monotonic()
+        try:
+            _run_local(["a", "b"], lambda task: hang.wait(), 2, {}, None)  # tasks that never end
+        except KeyboardInterrupt:
+            print(f"stopped after {time.monotonic() - started:.1f} s", flush=True)
+            interrupt.exit_now(130)
+    else:
+        while True:  # a main thread that never looks: only the backstop can end the process
+            time.sleep(0.05)
+"""
+
+
+def run_swallowed(mode: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", SWALLOWED, mode], capture_output=True, text=True, env=ENV, timeout=60)
+    return time.monotonic() - started, done
+
+
+def test_a_ctrl_c_whose_keyboard_interrupt_python_swallowed_still_stops_the_tasks():
+    _, done = run_swallowed("tasks")  # main: the main thread waited on the tasks for ever
+    assert "swallowed" in done.stdout and "Exception ignored" in done.stderr, done.stderr
+    assert done.returncode == 130 and "stopped after" in done.stdout, (done.stdout, done.stderr)
+    assert float(done.stdout.split("stopped after ")[1].split()[0]) < 2
+
+
+@pytest.mark.slow
+def test_a_process_that_outlives_ctrl_c_is_ended_by_the_backstop():
+    from videvolve.interrupt import BACKSTOP_S
+
+    took, done = run_swallowed("loop")
+    assert done.returncode == 130 and "swallowed" in done.stdout, (done.stdout, done.stderr)
+    assert f"still running {BACKSTOP_S:.0f} s after Ctrl-C, exiting now" in done.stderr
+    assert BACKSTOP_S <= took < BACKSTOP_S + 20

@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return closed_pipe_exit()
         except Exception:
             return _bug(console, argv)
-    if interrupt.STOP.is_set():  # Ctrl-C: leave without waiting for requests in flight (finished work is on disk)
+    if interrupt.requested():  # Ctrl-C: leave without waiting for requests in flight (finished work is on disk)
         interrupt.exit_now(code)
     return code
 

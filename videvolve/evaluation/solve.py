@@ -94,6 +94,8 @@ INTERRUPT_GRACE_S = 2.5
 """Seconds the tasks in flight get to finish after a KeyboardInterrupt."""
 CONSOLE_GRACE_S = 1.0
 """The same after the console's Ctrl-C, whose bound is 5 s (waits between retries have ended already)."""
+POLL_S = 0.25
+"""How often the main thread, waiting for tasks, looks for a Ctrl-C whose ``KeyboardInterrupt`` went astray."""
 
 
 def _run_local(pending: Sequence[Task], run: Callable[[Task], TaskResult], concurrency: int,
@@ -117,13 +119,18 @@ def _run_local(pending: Sequence[Task], run: Callable[[Task], TaskResult], concu
         return result
 
     pool = ThreadPoolExecutor(max_workers=concurrency)
+    futures: list[Future[TaskResult | None]] = []
     try:
-        futures: list[Future[TaskResult | None]] = [pool.submit(work, t) for t in pending]
-        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        futures.extend(pool.submit(work, t) for t in pending)
+        finished, running = wait(futures, timeout=POLL_S, return_when=FIRST_EXCEPTION)
+        while running and not any(f.exception() is not None for f in finished):
+            if interrupt.requested():  # Ctrl-C whose KeyboardInterrupt Python swallowed (see videvolve.interrupt)
+                raise KeyboardInterrupt
+            finished, running = wait(futures, timeout=POLL_S, return_when=FIRST_EXCEPTION)
     except BaseException:  # Ctrl-C: nothing new starts; the tasks in flight get a short grace to finish
         stop.set()
         pool.shutdown(wait=False, cancel_futures=True)
-        wait(futures, timeout=CONSOLE_GRACE_S if interrupt.STOP.is_set() else INTERRUPT_GRACE_S)
+        wait(futures, timeout=CONSOLE_GRACE_S if interrupt.requested() else INTERRUPT_GRACE_S)
         raise
     failure = next((f.exception() for f in finished if f.exception() is not None), None)
     if failure is not None:
