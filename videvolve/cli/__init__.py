@@ -57,27 +57,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     console = Console(stderr=True, soft_wrap=True)
     with interrupt.installed():
-        try:
-            code = int(args.func(args) or 0)
-            sys.stdout.flush()
-        except VidevolveError as exc:
-            from rich.markup import escape  # a message may hold brackets ("pip install 'videvolve[speech]'")
-
-            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
-            return 2
-        except KeyboardInterrupt:
-            console.print("[yellow]interrupted[/]: every finished result is kept; rerun the same command (or "
-                          "`--resume` a run) to continue")
-            code = interrupt.INTERRUPTED
-        except BrokenPipeError:
-            if not stdout_closed():
-                return _bug(console, argv)
-            return closed_pipe_exit()
-        except Exception:
-            return _bug(console, argv)
+        code = _run(args, argv, console)
     if interrupt.requested():  # Ctrl-C: leave without waiting for requests in flight (finished work is on disk)
-        interrupt.exit_now(code)
+        interrupt.exit_now(interrupt.INTERRUPTED if code else 0)
     return code
+
+
+def _run(args: argparse.Namespace, argv: Sequence[str], console: Any) -> int:
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return code
+    except VidevolveError as exc:
+        from rich.markup import escape  # a message may hold brackets ("pip install 'videvolve[speech]'")
+
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
+        return 2
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]: every finished result is kept; rerun the same command (or "
+                      "`--resume` a run) to continue")
+        return interrupt.INTERRUPTED
+    except BrokenPipeError:
+        if not stdout_closed():
+            return _bug(console, argv)
+        return closed_pipe_exit()
+    except Exception:
+        return _bug(console, argv)
 
 
 CLOSED_PIPE = 141
