@@ -122,6 +122,10 @@ def test_power_of_a_selection_set():
     assert 0.008 < share < 0.015 and changed_share_for_margin(224, 0.025, 0.04) == pytest.approx(4 * share)
     text, warn = power_note(224, 0.025, 0.02)
     assert "at most about 1.1% of the answers" in text and warn  # +0.066 is coarser than +0.05
+    assert "selection video(s)" not in text  # how many videos the questions come from is said only when known
+    few, _ = power_note(224, 0.025, 0.02, videos=4)
+    many, _ = power_note(224, 0.025, 0.02, videos=12)
+    assert "only 4 selection video(s)" in few and "one or two videos" in few and "selection video(s)" not in many
 
 
 def test_sequential_rungs_stop_losers_early_and_decide_as_full_validation():

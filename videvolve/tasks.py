@@ -329,6 +329,12 @@ def selection_warning(n_selection: int, minimum: int = MIN_SELECTION) -> str | N
     return None
 
 
+def selection_size(tasks: Sequence[Task]) -> tuple[int, int]:
+    """How many selection questions there are, and from how many videos."""
+    selection = [t for t in tasks if t.split == "selection"]
+    return len(selection), len({t.video_id for t in selection})
+
+
 def summarize(tasks: Sequence[Task]) -> dict[str, Any]:
     """Counts per split and kind, number of videos, and the mcq letter distribution."""
     by_split: dict[str, Counter[str]] = defaultdict(Counter)

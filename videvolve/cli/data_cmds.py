@@ -138,7 +138,7 @@ def _warnings(tasks: Sequence[Task], check_videos: bool) -> list[str]:
 def cmd_validate(args: argparse.Namespace) -> int:
     """``videvolve tasks validate``: exit 2 on invalid records, 0 otherwise (warnings printed)."""
     from videvolve.datasets.transcripts import TranscriptFormatError, check_transcripts
-    from videvolve.tasks import read_tasks, summarize
+    from videvolve.tasks import read_tasks, selection_size, summarize
     tasks = read_tasks(args.file)
     bad_transcripts = check_transcripts(tasks)
     if bad_transcripts:
@@ -161,16 +161,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
         out.print("correct letters: " + ", ".join(f"{k} {v}" for k, v in summary["mcq_letters"].items()))
     for w in warnings:
         err.print(f"[yellow]warning:[/] {w}", highlight=False)
-    _power(sum(1 for t in tasks if t.split == "selection"))
+    _power(*selection_size(tasks))
     return 0
 
 
-def _power(n_selection: int) -> None:
+def _power(n_selection: int, videos: int) -> None:
     """The gate's power on this selection set (at the default gate's first level), a warning when too coarse."""
     from videvolve.loop.context import GateSettings
 
     if n_selection:
-        text, warn = GateSettings().power(n_selection)
+        text, warn = GateSettings().power(n_selection, videos)
         (err if warn else out).print(f"[yellow]warning:[/] {text}" if warn else text, highlight=False)
 
 

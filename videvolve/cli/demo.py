@@ -25,6 +25,7 @@ from videvolve.models.sim import SimVLM
 from videvolve.report import build_report
 from videvolve.rundir import RunDir
 from videvolve.search.history import GateEntry, entries
+from videvolve.tasks import selection_size
 
 console = Console()
 
@@ -51,7 +52,7 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     console.rule("1. SynthWorld: long videos of short events, questions of both kinds")
     world = generate_world(out / "world", videos=videos, minutes=minutes, seed=seed, questions=DEMO_QUESTIONS)
     console.print(stats_table(world_stats(world.tasks)))
-    text, warn = GateSettings().power(sum(1 for t in world.tasks if t.split == "selection"))
+    text, warn = GateSettings().power(*selection_size(world.tasks))
     console.print(("warning: " if warn else "") + text, highlight=False)
 
     console.rule(f"2. evolve: {iterations} iterations from the uniform seed (SimVLM, heuristic editor)")

@@ -174,7 +174,7 @@ def _dry_run(ctx: Context) -> int:
     from videvolve.graph.plan import estimate
     from videvolve.media import probe
     from videvolve.skill_library.harness import load_harness
-    from videvolve.tasks import read_tasks
+    from videvolve.tasks import read_tasks, selection_size
 
     tasks = read_tasks(ctx.tasks)
     harness = load_harness(resolve_harness(ctx.seed_harness))
@@ -197,7 +197,7 @@ def _dry_run(ctx: Context) -> int:
     for what, v in rows:
         table.add_row(what, v)
     out.print(table)
-    gate_power(ctx, sum(1 for t in tasks if t.split == "selection"), out)
+    gate_power(ctx, *selection_size(tasks), out)
     for note in plan.notes:
         out.print(f"note: {note}", highlight=False)
     out.print(f"seed {harness.name}; editor {ctx.editor.kind}; investigator {ctx.investigator.kind}; model "
@@ -224,10 +224,10 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(ctx)
     from videvolve.labelfree.labels import label_mix, labels_line
-    from videvolve.tasks import read_tasks
+    from videvolve.tasks import read_tasks, selection_size
 
     tasks = read_tasks(ctx.tasks)
-    gate_power(ctx, sum(1 for t in tasks if t.split == "selection"), err)
+    gate_power(ctx, *selection_size(tasks), err)
     started = time.time()
     mixes = label_mix(tasks)
     labels = labels_line(mixes)
@@ -294,7 +294,7 @@ def _errors_note(ctx: Context, version: str | None) -> str | None:
             f"the commonest, {n} time(s): {message}")
 
 
-def gate_power(ctx: Context, n_selection: int, console: Console) -> None:
+def gate_power(ctx: Context, n_selection: int, videos: int, console: Console) -> None:
     """The gate's rule and what its selection set can detect (a warning when it is coarser than +0.05)."""
     gate = ctx.gate
     if gate.rule == "video-rsi":
@@ -302,7 +302,7 @@ def gate_power(ctx: Context, n_selection: int, console: Console) -> None:
         console.print(f"gate: video-rsi (any gain at <= (1+{gate.alpha}) C; cost cuts within eps {eps:.3f}): it takes "
                       "noise for gains; --gate paired tells them apart", highlight=False)
         return
-    text, warn = gate.power(n_selection)
+    text, warn = gate.power(n_selection, videos)
     console.print(f"gate: paired, level <= {gate.level:g} ({gate.spending}); "
                   + (f"[yellow]warning:[/] {text}" if warn else text), highlight=False)
 

@@ -139,12 +139,12 @@ class GateSettings(BaseModel):
                             "on a partial rung when the predictive chance that full validation accepts it is below "
                             "this (0: never)")
 
-    def power(self, n_selection: int) -> tuple[str, bool]:
-        """What a selection set of ``n_selection`` questions lets this gate detect, and whether to warn."""
+    def power(self, n_selection: int, videos: int | None = None) -> tuple[str, bool]:
+        """What ``n_selection`` questions (from ``videos`` videos) let this gate detect, and whether to warn."""
         from videvolve.search.significance import power_note  # scipy: only when asked
         from videvolve.search.spending import next_level
 
-        return power_note(n_selection, next_level([], self.level, self.spending), self.margin)
+        return power_note(n_selection, next_level([], self.level, self.spending), self.margin, videos)
 
 
 class StopSettings(BaseModel):

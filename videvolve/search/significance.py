@@ -110,6 +110,8 @@ def questions_for_gain(gain: float, level: float, power: float = 0.8, sd: float 
 
 POWER_TARGET = 0.05
 """The gain a selection set should let the gate detect (80 % power); smaller sets are warned about."""
+FEW_VIDEOS = 8
+"""Below this many selection videos the power note says that a gain one video carries can pass the gate."""
 
 
 def changed_share_for_margin(n: int, level: float, margin: float, power: float = 0.8) -> float:
@@ -122,11 +124,13 @@ def changed_share_for_margin(n: int, level: float, margin: float, power: float =
     return min(1.0, n * (margin / z) ** 2)
 
 
-def power_note(n_selection: int, level: float, margin: float | None = None) -> tuple[str, bool]:
+def power_note(n_selection: int, level: float, margin: float | None = None,
+               videos: int | None = None) -> tuple[str, bool]:
     """What the selection set can detect at the gate's level, and whether that is too coarse (a warning).
 
     With ``margin`` (the gate's non-inferiority margin) it also says how few answers a cost cut may change to be
-    kept: a cut that reshuffles more of them cannot be told from a loss of ``margin``.
+    kept: a cut that reshuffles more of them cannot be told from a loss of ``margin``. With ``videos`` (how many the
+    selection questions come from) it says, below :data:`FEW_VIDEOS`, that the gate's questions are not independent.
     """
     if n_selection < 2:
         return f"the selection set has {n_selection} question(s): the gate cannot detect any gain", True
@@ -139,6 +143,10 @@ def power_note(n_selection: int, level: float, margin: float | None = None) -> t
         text += (f"; a cost cut is kept when its loss is bounded within {margin:g}, which at this size needs a cut "
                  f"that changes at most about {share:.1%} of the answers (a larger --gate-margin, or more "
                  "selection questions, lets cuts that reshuffle more through)")
+    if videos is not None and videos < FEW_VIDEOS:
+        text += (f"; the questions come from only {videos} selection video(s), and the gate counts them as "
+                 "independent: a gain that one or two videos carry can pass and not hold on other videos (more "
+                 "selection videos, `tasks split --fractions`, make that less likely)")
     if mdg > POWER_TARGET:
         return (text + f"; the gain is coarser than {POWER_TARGET:+.2f}: about {need} selection questions are needed "
                 "(more questions per video, e.g. `synth --questions`, or more selection videos); smaller real "
