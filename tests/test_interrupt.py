@@ -148,7 +148,7 @@ def test_ctrl_c_keeps_what_finished_and_a_rerun_continues(small_world, seed: Pat
 SWALLOWED = """
 import os, signal, sys, threading, time, weakref
 from videvolve import interrupt
-from videvolve.evaluation.solve import _run_local
+from videvolve.threads import run_in_threads
 
 class Thing:
     pass
@@ -166,7 +166,7 @@ with interrupt.installed():
     if sys.argv[1] == "tasks":
         started = time.monotonic()
         try:
-            _run_local(["a", "b"], lambda task: hang.wait(), 2, {}, None)  # tasks that never end
+            run_in_threads(["a", "b"], lambda item: hang.wait(), 2)  # jobs that never end
         except KeyboardInterrupt:
             print(f"stopped after {time.monotonic() - started:.1f} s", flush=True)
             interrupt.exit_now(130)

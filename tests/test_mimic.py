@@ -218,7 +218,7 @@ def test_without_the_tool_flags_the_run_stops_at_the_first_tool_request(small_wo
         with pytest.raises(EndpointError, match="--enable-auto-tool-choice --tool-call-parser hermes") as caught:
             solve_tasks(load_harness(seed_path("coevowhen_base")), tasks, vlm_for(base), cost_model("qwen2.5-vl"),
                         RuntimeSettings(concurrency=1), tmp_path)
-        # one request, or two when the pool's one worker took the next task before the stop (solve._run_local)
+        # one request, or two when the pool's one worker took the next task before the stop (threads.run_in_threads)
         assert 1 <= app.state.stats["requests"] <= 2 and app.state.stats["served"] == 0
     assert '"auto" tool choice requires --enable-auto-tool-choice' in str(caught.value)
 

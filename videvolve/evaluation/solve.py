@@ -10,13 +10,10 @@ looks cheaper or better. An infrastructure error stops the run after the running
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from videvolve import interrupt
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import ErrorKind, MediaError, UsageError
 from videvolve.evaluation.one_task import run_one
@@ -29,6 +26,7 @@ from videvolve.skill_library.harness import Harness
 from videvolve.skill_library.pool import WarmPool
 from videvolve.skill_library.runner import code_problems
 from videvolve.tasks import Task
+from videvolve.threads import run_in_threads
 
 
 def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostModel, settings: RuntimeSettings,
@@ -77,9 +75,14 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
             done[r.task_id] = r
         return [done[t.id] for t in tasks]
     with _warm_pool(harness, settings, len(pending)) as warm:
-        _run_local(pending, lambda task: run_one(harness, task, vlm, cost, settings, out_dir, cache,
-                                                 view_ids[task.id], warm, keys[task.id]), settings.concurrency, done,
-                   on_result)
+        def keep(task: Task, result: TaskResult) -> None:
+            done[task.id] = result
+            if on_result:
+                on_result(result)
+
+        run_in_threads(pending, lambda task: run_one(harness, task, vlm, cost, settings, out_dir, cache,
+                                                     view_ids[task.id], warm, keys[task.id]), settings.concurrency,
+                       keep)
     return [done[t.id] for t in tasks]
 
 
@@ -88,55 +91,3 @@ def _warm_pool(harness: Harness, settings: RuntimeSettings, tasks: int) -> conte
     if not settings.warm_sandboxes or not tasks or code_problems(harness):
         return contextlib.nullcontext()
     return WarmPool(harness, settings, size=settings.concurrency, total=tasks)
-
-
-INTERRUPT_GRACE_S = 2.5
-"""Seconds the tasks in flight get to finish after a KeyboardInterrupt."""
-CONSOLE_GRACE_S = 1.0
-"""The same after the console's Ctrl-C, whose bound is 5 s (waits between retries have ended already)."""
-POLL_S = 0.25
-"""How often the main thread, waiting for tasks, looks for a Ctrl-C whose ``KeyboardInterrupt`` went astray."""
-
-
-def _run_local(pending: Sequence[Task], run: Callable[[Task], TaskResult], concurrency: int,
-               done: dict[str, TaskResult], on_result: Callable[[TaskResult], None] | None) -> None:
-    """Run tasks on ``concurrency`` threads; an exception stops the rest and is raised once the running ones end.
-
-    On ``KeyboardInterrupt`` no task starts; the running ones get ``INTERRUPT_GRACE_S`` to finish (their results are
-    kept), then it is raised (the console then exits without waiting for requests still in flight).
-    """
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def work(task: Task) -> TaskResult | None:
-        if stop.is_set():
-            return None
-        result = run(task)
-        with lock:
-            done[task.id] = result
-            if on_result:
-                on_result(result)
-        return result
-
-    pool = ThreadPoolExecutor(max_workers=concurrency)
-    futures: list[Future[TaskResult | None]] = []
-    try:
-        futures.extend(pool.submit(work, t) for t in pending)
-        finished, running = wait(futures, timeout=POLL_S, return_when=FIRST_EXCEPTION)
-        while running and not any(f.exception() is not None for f in finished):
-            if interrupt.requested():  # Ctrl-C whose KeyboardInterrupt Python swallowed (see videvolve.interrupt)
-                raise KeyboardInterrupt
-            finished, running = wait(futures, timeout=POLL_S, return_when=FIRST_EXCEPTION)
-    except BaseException:  # Ctrl-C: nothing new starts; the tasks in flight get a short grace to finish
-        stop.set()
-        pool.shutdown(wait=False, cancel_futures=True)
-        wait(futures, timeout=CONSOLE_GRACE_S if interrupt.requested() else INTERRUPT_GRACE_S)
-        raise
-    failure = next((f.exception() for f in finished if f.exception() is not None), None)
-    if failure is not None:
-        stop.set()
-        for f in futures:
-            f.cancel()
-    pool.shutdown(wait=True)
-    if failure is not None:
-        raise failure

@@ -12,7 +12,6 @@ import json
 import os
 import random
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from videvolve.needles.needles import NeedlePlan
 from videvolve.needles.plan import glyph_drafts, plan_needles, text_drafts
 from videvolve.needles.scan import scan_video
 from videvolve.tasks import LETTERS, Interval, LabelSource, Task, split_by_video
+from videvolve.threads import run_in_threads
 
 SOURCES = ("needles", "perceived")
 DEFAULT_FRACTIONS = {"train": 0.7, "selection": 0.3}
@@ -267,15 +267,14 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
                     raise
                 finish(vid, path, stamp, None, str(cause))
     else:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = {pool.submit(job, path, vid, [p for p in all_paths if p != str(path.resolve())]):
-                       (vid, path, stamp) for vid, path, stamp in pending}
-            for future in as_completed(futures):
-                vid, path, stamp = futures[future]
-                try:
-                    finish(vid, path, stamp, future.result(), None)
-                except MediaError as exc:
-                    finish(vid, path, stamp, None, str(exc))
+        def one(item: tuple[str, Path, str]) -> tuple[list[Task] | None, str | None]:
+            vid, path, _ = item
+            try:
+                return job(path, vid, [p for p in all_paths if p != str(path.resolve())]), None
+            except MediaError as exc:
+                return None, str(exc)
+
+        run_in_threads(pending, one, workers, lambda item, made: finish(*item, *made))
     return [outcomes[v] for v in videos if v in outcomes]
 
 
