@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from videvolve.datasets.synthworld.questions import Draft
 from videvolve.errors import MediaError, UsageError
-from videvolve.labelfree.perceived import cached_look, perceived_drafts
+from videvolve.labelfree.perceived import appearances, cached_look, perceived_drafts
 from videvolve.media.check import list_videos
 from videvolve.media.decode import frames_at
 from videvolve.media.info import file_key, probe
@@ -127,11 +127,15 @@ def letter_tasks(drafts: list[Draft], video_id: str, video: str, duration: float
     return tasks
 
 
-def needle_tasks(path: Path, video_id: str, others: list[str], settings: GenerateSettings) -> list[Task]:
-    """Scan one video, plan its needles, write its needle questions (every task carries the plan)."""
+def needle_tasks(path: Path, video_id: str, others: list[str], settings: GenerateSettings,
+                 seen: Sequence[float] = ()) -> list[Task]:
+    """Scan one video, plan its needles, write its needle questions (every task carries the plan).
+
+    ``seen``: how long what the perceived pass saw stayed on screen; glyph needles last as long.
+    """
     rng = random.Random(f"{settings.seed}:{video_id}")
     scan = scan_video(path, video_id)
-    plan = usable_splices(plan_needles(scan, rng, others), rng)
+    plan = usable_splices(plan_needles(scan, rng, others, seen), rng)
     drafts = glyph_drafts(scan, plan, rng, settings.questions_per_video)
     if not scan.synth:
         drafts += text_drafts(plan, rng)
@@ -174,13 +178,16 @@ def video_tasks(path: Path, video_id: str, others: list[str], settings: Generate
                 perceiver: Perceiver | None = None) -> list[Task]:
     """Every generated task of one video, by the sources asked for."""
     tasks: list[Task] = []
-    if "needles" in settings.sources:
-        tasks += needle_tasks(path, video_id, others, settings)
+    timeline = None
     if "perceived" in settings.sources:
         if perceiver is None:
             raise UsageError("perceived tasks need a model: pass --backend (sim or openai)")
         timeline = cached_look(perceiver.parts, str(path), video_id, perceiver.vlm, perceiver.cost,
                                perceiver.cache, settings.perceive_fps)
+    if "needles" in settings.sources:
+        seen = [e.end - e.start for e in appearances(timeline).events] if timeline is not None else []
+        tasks += needle_tasks(path, video_id, others, settings, seen)
+    if timeline is not None:
         rng = random.Random(f"{settings.seed}:{video_id}:perceived")
         drafts = perceived_drafts(timeline, rng, settings.questions_per_video)
         tasks += letter_tasks(drafts, video_id, str(path.resolve()), timeline.duration, rng, "perceived", "p",

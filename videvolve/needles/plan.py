@@ -12,6 +12,7 @@ import math
 import random
 import secrets
 from collections import Counter
+from collections.abc import Sequence
 
 from videvolve.datasets.synthworld import questions as q
 from videvolve.datasets.synthworld.palette import GLYPH_COLOURS, SHAPES
@@ -73,10 +74,24 @@ def place(rng: random.Random, free: list[tuple[float, float]], lengths: list[flo
     return sorted(taken)
 
 
-def plan_needles(scan: VideoScan, rng: random.Random, others: list[str]) -> NeedlePlan:
-    """The needle plan of one video: glyphs (always), words and a splice (real footage)."""
+def _room(scan: VideoScan, needles: int) -> float:
+    """The longest needle that as many free stretches as there are needles can each hold (margins included)."""
+    usable = sorted((b - a - 2 * MARGIN for a, b in scan.free), reverse=True)
+    return max(scan.step, usable[min(needles, len(usable)) - 1]) if usable else scan.step
+
+
+def plan_needles(scan: VideoScan, rng: random.Random, others: list[str], seen: Sequence[float] = ()) -> NeedlePlan:
+    """The needle plan of one video: glyphs (always), words and a splice (real footage).
+
+    ``seen``: how long the things the perceived pass saw in this video stayed on screen (seconds). Glyph needles
+    last as long as those (each a draw from them), so that a harness that looks too sparsely to catch the video's
+    own events misses needles too; without them, 1 to 2.5 s.
+    """
     kinds = needle_kinds(rng, scan.native)
-    glyph_lengths = [max(scan.step, _snap(rng.uniform(1.0, 2.5), scan.step)) for _ in kinds]
+    n_extra = 0 if scan.synth else 6 + bool(others)  # words and a splice, below
+    room = _room(scan, len(kinds) + n_extra)
+    drawn = [min(rng.choice(seen), room) if seen else rng.uniform(1.0, 2.5) for _ in kinds]
+    glyph_lengths = [max(scan.step, _snap(x, scan.step)) for x in drawn]
     extra: list[tuple[str, float]] = []
     if not scan.synth:
         extra += [("text", max(scan.step, _snap(rng.uniform(1.5, 3.0), scan.step))) for _ in range(6)]
