@@ -257,3 +257,15 @@ def test_glyph_needles_last_as_long_as_what_the_perceived_pass_saw_and_all_fit()
         assert len(short.needles) == len(long.needles) == kinds
         assert all(1.0 <= n.end - n.start <= 2.5 for n in short.needles)
         assert all(5.0 <= n.end - n.start <= 9.0 for n in long.needles), [n.end - n.start for n in long.needles]
+
+
+def test_tasks_stored_by_an_older_planner_are_not_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from videvolve.labelfree import generate as gen
+
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"not decoded here")
+    settings = gen.GenerateSettings()
+    now = gen._stamp(video, settings)
+    assert gen._stamp(video, settings) == now  # the same video and settings: reused
+    monkeypatch.setattr(gen, "PLANNER_VERSION", gen.PLANNER_VERSION - 1)
+    assert gen._stamp(video, settings) != now

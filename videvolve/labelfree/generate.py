@@ -199,9 +199,14 @@ def _part_path(parts: Path, video_id: str) -> Path:
     return parts / f"{video_id}.json"
 
 
+PLANNER_VERSION = 2
+"""Bumped when the same video and settings would give other tasks (2: needles as long as the perceived events), so
+that a video's stored tasks from an older planner are made again rather than reused."""
+
+
 def _stamp(path: Path, settings: GenerateSettings) -> str:
     key = file_key(path)
-    return hashlib.sha1(json.dumps([key[1:], settings.model_dump(mode="json")]).encode()).hexdigest()
+    return hashlib.sha1(json.dumps([key[1:], settings.model_dump(mode="json"), PLANNER_VERSION]).encode()).hexdigest()
 
 
 def _load_part(parts: Path, video_id: str, stamp: str) -> list[Task] | None:
