@@ -225,11 +225,12 @@ def fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def mf_agreement(run_dir: Path) -> dict[str, int]:
+def mf_agreement(run_dir: Path, futility: float | None = None) -> dict[str, int]:
     """Multi-fidelity against full validation on a finished run's own candidates, replayed from stored results.
 
     Candidates screened out on a partial rung are evaluated on the rest of the selection set first (evaluation is
-    deterministic); each decision is then made again both ways at the level the run gave it.
+    deterministic); each decision is then made again both ways at the level the run gave it. ``futility``: replay
+    with this threshold instead of the current default.
     """
     from gate_null import Replay
 
@@ -245,7 +246,8 @@ def mf_agreement(run_dir: Path) -> dict[str, int]:
                                   run_dir / "evals" / v / "selection") for v in (e.parent, e.candidate)}
         decisions = {}
         for mode in ("multi-fidelity", "full"):
-            gate = ctx.gate.model_copy(update={"validation": mode})
+            gate = ctx.gate.model_copy(update={"validation": mode, "futility": GateSettings().futility
+                                               if futility is None else futility})
             replay = Replay(ctx.model_copy(update={"gate": gate}), selection, results)
             (entry,), _ = screen(replay, e.parent, [e.candidate], {}, e.iteration, history=history[:k])
             decisions[mode] = entry.decision

@@ -135,9 +135,10 @@ class GateSettings(BaseModel):
                            "partial rung when full validation would accept with at least this probability even if the "
                            "questions not yet asked held no gain (the level grows by at most a factor 1/curtail; 1: "
                            "never early)")
-    futility: float = Field(0.05, ge=0, lt=0.5, description="multi-fidelity under the paired gate: stop a candidate "
+    futility: float = Field(0.01, ge=0, lt=0.5, description="multi-fidelity under the paired gate: stop a candidate "
                             "on a partial rung when the predictive chance that full validation accepts it is below "
-                            "this (0: never)")
+                            "this (0: never; each such stop of a candidate full validation would accept loses a real "
+                            "gain, so it is kept small)")
 
     def power(self, n_selection: int, videos: int | None = None) -> tuple[str, bool]:
         """What ``n_selection`` questions (from ``videos`` videos) let this gate detect, and whether to warn."""

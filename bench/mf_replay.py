@@ -1,0 +1,46 @@
+"""Multi-fidelity against full validation on stored runs, for one or more futility thresholds.
+
+``python bench/mf_replay.py RUN_DIR... [--futility 0.05,0.02,0.01]``: every gated decision of each finished run
+(an ``evolve`` run folder, e.g. ``bench/.cache/labelfree/world9749-v16-m12-q100/label-free/run``) is made again
+both ways from stored results (candidates screened out early are first evaluated on the whole selection set, with
+SimVLM), and the script prints, per threshold, how many decisions agree and the selection evaluations each way.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from protocol import mf_agreement
+from rich.console import Console
+from rich.table import Table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--futility", default="0.05,0.02,0.01", help="thresholds to replay, comma-separated")
+    args = parser.parse_args()
+    thresholds = [float(x) for x in args.futility.split(",")]
+    console = Console()
+    totals = {f: {"decisions": 0, "same": 0, "evaluations_mf": 0, "evaluations_full": 0} for f in thresholds}
+    for run in args.runs:
+        for f in thresholds:
+            got = mf_agreement(run, futility=f)
+            for k, v in got.items():
+                totals[f][k] += v
+            console.print(f"{run}: futility {f:g}: {got['same']} / {got['decisions']} as full validation, "
+                          f"evaluations {got['evaluations_full']:,} / {got['evaluations_mf']:,}", highlight=False)
+    table = Table(title=f"multi-fidelity against full validation on {len(args.runs)} run(s)")
+    for col in ("futility", "same decision", "evaluations full / multi-fidelity", "saving"):
+        table.add_column(col, justify="right")
+    for f, t in totals.items():
+        table.add_row(f"{f:g}", f"{t['same']} / {t['decisions']}",
+                      f"{t['evaluations_full']:,} / {t['evaluations_mf']:,}",
+                      f"{t['evaluations_full'] / max(1, t['evaluations_mf']):.2f}x")
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
