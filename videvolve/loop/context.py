@@ -147,6 +147,13 @@ class GateSettings(BaseModel):
 
         return power_note(n_selection, next_level([], self.level, self.spending), self.margin, videos)
 
+    def detectable_gain(self, n_selection: int) -> float:
+        """The smallest gain ``n_selection`` questions let this gate detect with 80 % power at its first level."""
+        from videvolve.search.significance import min_detectable_gain
+        from videvolve.search.spending import next_level
+
+        return min_detectable_gain(n_selection, next_level([], self.level, self.spending))
+
 
 class StopSettings(BaseModel):
     """When a run stops; the only settings ``--resume`` lets grow."""
