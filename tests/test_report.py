@@ -59,7 +59,9 @@ def test_the_demo_says_why_its_target_was_not_reached():
     gated = dict(parent="a", decision="rejected", reason="r", score=0.482, cost=5120.0, cand_cost=5311.0, n=190)
     history = [GateEntry(iteration=0, candidate="b", operator="raise_resolution", cand_score=0.539, p_gain=0.0608,
                          level=0.025, **gated),
-               GateEntry(iteration=1, candidate="c", operator="sparser_sampling", cand_score=0.405, **gated)]
+               GateEntry(iteration=1, candidate="c", operator="sparser_sampling", cand_score=0.405, **gated),
+               GateEntry(iteration=2, candidate="d", operator="lucky_on_a_rung", cand_score=0.9,
+                         **{**gated, "n": 19})]  # stopped on a first rung: never the closest
     nothing = {"seed": seed, "best": seed, "score_diff": 0.0, "score_p": 1.0, "mcq_p": None}
     why = summary_sentences(nothing, history, detectable=0.071)[4]
     assert why.startswith("Why: the closest revision, raise_resolution (iteration 1), scored +0.057 on 190 ")

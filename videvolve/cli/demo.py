@@ -143,7 +143,8 @@ def why_not(kept: list[str], history: list[GateEntry], diff: float, p: float, ra
     gated = [e for e in history if e.gated and e.score is not None and e.cand_score is not None]
     if not gated:
         return "Why: no revision reached the selection set (see the iteration lines above)."
-    best = max(gated, key=lambda e: (e.cand_score or 0.0) - (e.score or 0.0))
+    most = max(e.n or 0 for e in gated)  # judged on the whole selection set, not stopped on a first rung's few
+    best = max((e for e in gated if (e.n or 0) == most), key=lambda e: (e.cand_score or 0.0) - (e.score or 0.0))
     gain = (best.cand_score or 0.0) - (best.score or 0.0)
     text = f"Why: the closest revision, {best.operator or '?'} (iteration {best.number}), scored {gain:+.3f} on "
     text += f"{best.n} selection questions" if best.n else "the selection set"
