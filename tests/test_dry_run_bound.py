@@ -42,6 +42,8 @@ def test_a_real_run_stays_within_its_dry_run_estimate(small_world, tmp_path: Pat
     assert final["iteration"] == 2 and runs > 0
     # measured 2026-12-03 (calls / main's formula / this bound): uniform 64 / 31 / 178, uniform --no-trials
     # 46 / 31 / 82, scan_refine 101 / 93 / 344, scan_refine --no-trials 101 / 93 / 152
+    # visual tokens spent / bound, 2026-12-04 (the bound grows frames by one edit per iteration, not all at once):
+    # uniform 15,443 / 237,116, --no-trials 8,824 / 114,716, scan_refine 50,016 / 468,112, --no-trials 36,414 / 226,576
     assert calls <= plan.model_calls, (calls, plan)
     assert runs <= plan.questions, (runs, plan)
     assert final["spent"]["visual_tokens"] <= plan.visual_tokens

@@ -5,6 +5,8 @@ question runs are counted for every evaluation a node asks for, reused or not, s
 so. Per question, model calls are the seed's ``ctx.ask`` call sites (times a loop's ``max_rounds``), plus one for the
 refinement pass a heuristic edit may add; an llm, agent or command editor writes code of its own, so for those the
 bound holds only for harnesses that ask no more often than that (``--max-calls`` caps the run whatever they do).
+Frames: a harness run in iteration i is at most i edits from the seed, each growing its frames by at most
+:data:`FRAME_GROWTH`, every frame priced at the largest size an edit may show.
 """
 
 from __future__ import annotations
@@ -68,9 +70,10 @@ def calls_per_question(harness: Harness) -> int:
     return max(1, sites) + EDIT_EXTRA_CALLS
 
 
-def _frames(harness: Harness, ctx: Context) -> int:
+def _frames(harness: Harness, ctx: Context, edits: int) -> int:
+    """Frames per question of a harness at most ``edits`` heuristic edits away from ``harness``."""
     frames = int(harness.config.get("n_frames") or harness.config.get("frames") or 64)
-    grown = math.ceil(frames * FRAME_GROWTH ** ctx.stop.iterations)
+    grown = math.ceil(frames * FRAME_GROWTH ** edits)
     return min(grown, ctx.runtime.budget) if ctx.runtime.budget else grown
 
 
@@ -113,8 +116,10 @@ def estimate(ctx: Context, tasks: list[Task], harness: Harness, video_size: tupl
     editor = {"heuristic": 0, "llm": 1, "agent": ctx.editor.rounds + ctx.editor.probes,
               "command": ctx.editor.probes}[ctx.editor.kind] * proposals
     calls = questions * cpq + ctx.stop.iterations * (investigator + editor)
-    frames = _frames(harness, ctx)
-    tokens = questions * frames * _frame_tokens(harness, ctx, video_size)
+    # a harness run in iteration i is at most i edits from the seed (an incumbent of at most i - 1, and one more)
+    frames = selection * _frames(harness, ctx, 0) + mixture * _frames(harness, ctx, ctx.stop.iterations) \
+        + sum(per_iter * _frames(harness, ctx, i) for i in range(1, ctx.stop.iterations + 1))
+    tokens = frames * _frame_tokens(harness, ctx, video_size)
     per_question_s, per_call_s = SECONDS.get(ctx.model.backend, SECONDS["openai"])
     seconds = (questions * per_question_s + calls * per_call_s) / max(1, ctx.runtime.concurrency)
     rows = [("train / selection tasks", f"{train} / {selection}"),
@@ -130,5 +135,5 @@ def estimate(ctx: Context, tasks: list[Task], harness: Harness, video_size: tupl
     if ctx.editor.kind in ("llm", "agent", "command"):
         notes.append(f"the {ctx.editor.kind} editor writes its own code: the bound assumes its harnesses ask at most "
                      f"{cpq} times per question; --max-calls caps the run whatever they do")
-    return Plan(rows=rows, questions=questions, model_calls=calls, frames=questions * frames, visual_tokens=tokens,
+    return Plan(rows=rows, questions=questions, model_calls=calls, frames=frames, visual_tokens=tokens,
                 seconds=seconds, calls_per_question=cpq, notes=notes)
