@@ -52,8 +52,9 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     console.rule("1. SynthWorld: long videos of short events, questions of both kinds")
     world = generate_world(out / "world", videos=videos, minutes=minutes, seed=seed, questions=DEMO_QUESTIONS)
     console.print(stats_table(world_stats(world.tasks)))
+    gate = GateSettings(validation="multi-fidelity")
     n_selection, selection_videos = selection_size(world.tasks)
-    text, warn = GateSettings().power(n_selection, selection_videos)
+    text, warn = gate.power(n_selection, selection_videos)
     console.print(("warning: " if warn else "") + text, highlight=False)
 
     console.rule(f"2. evolve: {iterations} iterations from the uniform seed (SimVLM, heuristic editor)")
@@ -63,7 +64,7 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     ctx = Context(run_dir=str(run.resolve()), run_id="demo", tasks=str(world.tasks_path.resolve()),
                   seed_harness="uniform", memory=str((out / "memory").resolve()), batch=8, seed=seed,
                   runtime=RuntimeSettings(concurrency=2), stop=StopSettings(iterations=iterations),
-                  gate=GateSettings(validation="multi-fidelity"), cache=str((out / "cache.sqlite").resolve()))
+                  gate=gate, cache=str((out / "cache.sqlite").resolve()))
     final = evolve(ctx, lambda node, values, state: _line(node, values, state, started))
     console.print(f"stopped: {final.get('stop_reason')}; best harness {final['incumbent']} -> {RunDir(run).best}")
 
@@ -82,8 +83,8 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     report = build_report(run)
     console.print(f"report, with this comparison: {report} (plots: {RunDir(run).report / 'progress.png'})")
     console.rule("what this showed")
-    detectable = GateSettings().detectable_gain(n_selection)
-    for sentence in summary_sentences(cmp.to_dict(), entries(final.get("history") or []), detectable):
+    history = entries(final.get("history") or [])
+    for sentence in summary_sentences(cmp.to_dict(), history, gate.detectable_gain(n_selection)):
         console.print(sentence, highlight=False)
     console.print(f"done in {time.time() - started:.0f} s; inspect diagnoses with `videvolve diagnoses list "
                   f"--run {run}`")
@@ -140,7 +141,7 @@ def why_not(kept: list[str], history: list[GateEntry], diff: float, p: float, ra
     if kept:
         return (f"Why: what the selection set showed did not hold on the test split ({diff:+.3f}, p = {p:.4f}): "
                 "a gain one or two selection videos carry can pass the gate (see the note at the start).")
-    gated = [e for e in history if e.gated and e.score is not None and e.cand_score is not None]
+    gated = [e for e in history if e.gated and e.score is not None]
     if not gated:
         return "Why: no revision reached the selection set (see the iteration lines above)."
     most = max(e.n or 0 for e in gated)  # judged on the whole selection set, not stopped on a first rung's few

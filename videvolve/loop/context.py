@@ -140,19 +140,23 @@ class GateSettings(BaseModel):
                             "this (0: never; each such stop of a candidate full validation would accept loses a real "
                             "gain, so it is kept small)")
 
+    def first_level(self) -> float:
+        """The level of a run's first decision (what the power notes are computed at)."""
+        from videvolve.search.spending import next_level
+
+        return next_level([], self.level, self.spending)
+
     def power(self, n_selection: int, videos: int | None = None) -> tuple[str, bool]:
         """What ``n_selection`` questions (from ``videos`` videos) let this gate detect, and whether to warn."""
         from videvolve.search.significance import power_note  # scipy: only when asked
-        from videvolve.search.spending import next_level
 
-        return power_note(n_selection, next_level([], self.level, self.spending), self.margin, videos)
+        return power_note(n_selection, self.first_level(), self.margin, videos)
 
     def detectable_gain(self, n_selection: int) -> float:
         """The smallest gain ``n_selection`` questions let this gate detect with 80 % power at its first level."""
         from videvolve.search.significance import min_detectable_gain
-        from videvolve.search.spending import next_level
 
-        return min_detectable_gain(n_selection, next_level([], self.level, self.spending))
+        return min_detectable_gain(n_selection, self.first_level())
 
 
 class StopSettings(BaseModel):
