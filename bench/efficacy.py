@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -42,6 +41,7 @@ from videvolve.datasets.synthworld import generate_world
 from videvolve.evaluation.experiment import compare_on_test
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.evaluation.summary import summarize
+from videvolve.folderlock import remove_tree
 from videvolve.graph.driver import evolve
 from videvolve.loop.context import Context
 from videvolve.metrics import mcnemar, paired_bootstrap
@@ -86,8 +86,8 @@ def main() -> int:
     for seed in args.seeds:
         started = time.time()
         root = CACHE / f"seed{seed}"
-        shutil.rmtree(root / "run", ignore_errors=True)
-        shutil.rmtree(root / "memory", ignore_errors=True)
+        remove_tree(root / "run")
+        remove_tree(root / "memory")
         if not (root / "world" / "tasks.jsonl").exists():
             generate_world(root / "world", videos=12, minutes=10, seed=seed, questions=20)
         ctx = Context(run_dir=str(root / "run"), run_id=f"efficacy{seed}", tasks=str(root / "world" / "tasks.jsonl"),
@@ -143,8 +143,8 @@ def editors(seeds: list[int], iterations: int) -> int:
         out: dict[str, dict] = {}
         for name, no_trials in (("trials", False), ("no-trials", True)):
             run = root / f"editor-{name}"
-            shutil.rmtree(run, ignore_errors=True)
-            shutil.rmtree(root / f"memory-{name}", ignore_errors=True)
+            remove_tree(run)
+            remove_tree(root / f"memory-{name}")
             ctx = Context(run_dir=str(run), run_id=f"efficacy{seed}-{name}", tasks=str(root / "world" / "tasks.jsonl"),
                           seed_harness="uniform", memory=str(root / f"memory-{name}"), iterations=iterations,
                           batch=8, seed=seed, no_trials=no_trials, runtime=RuntimeSettings(concurrency=2),
@@ -237,7 +237,7 @@ def speech(seeds: list[int], iterations: int) -> int:
             generate_world(root / "world", videos=16, minutes=10, seed=seed, questions=20, narration=True,
                            fractions=SPEECH_FRACTIONS)
         for name in ("run", "memory"):
-            shutil.rmtree(root / name, ignore_errors=True)
+            remove_tree(root / name)
         ctx = Context(run_dir=str(root / "run"), run_id=f"speech{seed}", tasks=str(root / "world" / "tasks.jsonl"),
                       seed_harness="uniform", memory=str(root / "memory"), iterations=iterations, batch=8, seed=seed,
                       runtime=RuntimeSettings(concurrency=2), cache=str(root / "cache.sqlite"),

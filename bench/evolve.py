@@ -11,7 +11,6 @@ Usage: ``python bench/evolve.py [--seeds 0 1 2] [--calls 700] [--parts ab] [--wi
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from videvolve.datasets.synthworld import generate_world
 from videvolve.editing import Proposal, read_files, write_candidate
 from videvolve.editing.operators import OPERATORS, config_of, set_key
 from videvolve.evaluation.experiment import compare_on_test
+from videvolve.folderlock import remove_tree
 from videvolve.graph.driver import evolve
 from videvolve.loop.context import Context
 from videvolve.loop.services import open_run
@@ -57,7 +57,7 @@ def replay(mode: str, tasks: Path, menu: list[tuple[str, Any]], fresh: bool) -> 
     """
     root = CACHE / f"replay-{mode}"
     if fresh:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)
     ctx = Context(run_dir=str(root / "run"), run_id=f"replay-{mode}", tasks=str(tasks), memory=str(root / "memory"),
                   embedder="hashing", cache=str(root / "cache.sqlite"), validation=mode,  # type: ignore[arg-type]
                   runtime=RuntimeSettings(concurrency=2))
@@ -134,7 +134,7 @@ def part_b(seeds: list[int], calls: int, started: float) -> None:
         scores = {}
         for search in ("chain", "mcts"):
             root = CACHE / f"search{seed}-{search}"
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)
             ctx = Context(run_dir=str(root / "run"), run_id=f"{search}{seed}", tasks=str(tasks),
                           memory=str(root / "memory"), cache=str(root / "cache.sqlite"), iterations=100,
                           max_calls=calls, search=search, validation="multi-fidelity",  # type: ignore[arg-type]

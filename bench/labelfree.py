@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from videvolve.datasets.synthworld import generate_world
 from videvolve.evaluation.experiment import compared_versions
 from videvolve.evaluation.results import TaskResult, cost_of
 from videvolve.evaluation.solve import solve_tasks
+from videvolve.folderlock import remove_tree
 from videvolve.graph.driver import evolve
 from videvolve.labelfree.generate import GenerateSettings, Perceiver, generate
 from videvolve.labelfree.labels import label_mix
@@ -116,7 +116,7 @@ def labelfree_arm(root: Path, splits: dict[str, str], questions: int, seed: int,
                   out: Path) -> Path:
     """Needles + perceived tasks generated from the train / selection video files alone."""
     folder = out.parent / "videos"
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_tree(folder)
     folder.mkdir(parents=True)
     for vid, split in sorted(splits.items()):
         if split in ("train", "selection"):
@@ -219,7 +219,7 @@ def run_arm(seed: int, arm: str, root: Path, size: Size, fresh: bool) -> dict[st
         teacher_arm(root, gold, cache, tasks_path)
     arm_tasks = read_tasks(tasks_path)
     for name in ("run", "memory"):
-        shutil.rmtree(home / name, ignore_errors=True)
+        remove_tree(home / name)
     ctx = Context(run_dir=str(home / "run"), run_id=f"labelfree{seed}-{arm}", tasks=str(tasks_path),
                   seed_harness=SEED_HARNESS, memory=str(home / "memory"),
                   stop=StopSettings(iterations=size.iterations), seed=seed, runtime=_runtime(),

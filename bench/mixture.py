@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.evaluation.summary import summarize
+from videvolve.folderlock import remove_tree
 from videvolve.graph.driver import evolve
 from videvolve.loop.context import Context
 from videvolve.models.cost import cost_model
@@ -54,7 +54,7 @@ def main() -> int:
     run = root / "run"
     if args.fresh:
         for d in (run, root / "memory"):
-            shutil.rmtree(d, ignore_errors=True)
+            remove_tree(d)
     runtime = RuntimeSettings(concurrency=2)
     ctx = Context(run_dir=str(run), run_id=f"mixture{args.seed}", tasks=str(world / "tasks.jsonl"),
                   memory=str(root / "memory"), embedder="hashing", cache=str(root / "cache.sqlite"),

@@ -15,7 +15,6 @@ its parent on the test split).
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from videvolve.datasets.synthworld import generate_world
 from videvolve.evaluation.experiment import compare_on_test
 from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
+from videvolve.folderlock import remove_tree
 from videvolve.graph.driver import evolve
 from videvolve.loop.context import Context, GateSettings, StopSettings
 from videvolve.metrics import mcnemar, paired_bootstrap
@@ -78,7 +78,7 @@ def run_one(seed: int, harness: str, iterations: int) -> dict[str, Any]:
     started = time.time()
     tasks_path = world(seed)
     root = CACHE / f"world{seed}-{harness}"
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tree(root)
     metric = "visual_tokens+text" if seed == SPEAKING else "visual_tokens"
     ctx = Context(run_dir=str(root / "run"), run_id=f"protocol{seed}-{harness}", tasks=str(tasks_path),
                   seed_harness=harness, memory=str(root / "memory"), stop=StopSettings(iterations=iterations),

@@ -114,6 +114,13 @@ class UsageError(VidevolveError, ValueError):
     """A command, setting or argument the user gave cannot be used; the message says what to do."""
 
 
+class StorageError(VidevolveError, OSError):
+    """A run's or an evaluation's own files cannot be written (the folder was deleted or moved, the disk is full).
+
+    Never a task's error: the run stops, everything finished is kept, and ``--resume`` continues once it is fixed.
+    """
+
+
 class InputNotFoundError(VidevolveError, FileNotFoundError):
     """A file or folder the user named does not exist."""
 

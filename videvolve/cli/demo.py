@@ -6,7 +6,6 @@ sandbox, the LangGraph loop with its SQLite checkpointer, the Chroma memory of d
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from videvolve.cli.data_cmds import stats_table
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world, world_stats
 from videvolve.evaluation.experiment import compare_on_test
+from videvolve.folderlock import remove_tree
 from videvolve.graph.driver import evolve
 from videvolve.loop.context import Context, GateSettings, StopSettings
 from videvolve.models.cost import cost_model
@@ -59,8 +59,8 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
 
     console.rule(f"2. evolve: {iterations} iterations from the uniform seed (SimVLM, heuristic editor)")
     run = out / "run"
-    shutil.rmtree(run, ignore_errors=True)
-    shutil.rmtree(out / "memory", ignore_errors=True)
+    remove_tree(run)
+    remove_tree(out / "memory")
     ctx = Context(run_dir=str(run.resolve()), run_id="demo", tasks=str(world.tasks_path.resolve()),
                   seed_harness="uniform", memory=str((out / "memory").resolve()), batch=8, seed=seed,
                   runtime=RuntimeSettings(concurrency=2), stop=StopSettings(iterations=iterations),

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from videvolve.config import RuntimeSettings
-from videvolve.errors import ErrorKind
+from videvolve.errors import ErrorKind, StorageError
 from videvolve.models.base import VLM
 from videvolve.rundir import EvalDir
 from videvolve.tasks import Prediction, Task
@@ -104,10 +104,14 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
 def write_result(out_dir: Path, result: TaskResult) -> None:
     """Store a result atomically (a crash never leaves half a file)."""
     path = result_path(out_dir, result.task_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(result.model_dump_json(indent=1), encoding="utf-8")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(result.model_dump_json(indent=1), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        raise StorageError(f"cannot store the result {path}: {exc.strerror or exc} (was its folder deleted or "
+                           "moved, or is the disk full? Everything finished is kept: fix it, then resume)") from exc
 
 
 def cost_of(result: TaskResult, metric: str = "visual_tokens", text_weight: float = 1.0) -> float:

@@ -19,6 +19,7 @@ from videvolve.errors import ErrorKind, MediaError, UsageError
 from videvolve.evaluation.one_task import run_one
 from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import Producer, TaskResult, reusable_result, write_result
+from videvolve.folderlock import hold
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
@@ -38,6 +39,13 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
     ``executor="ray"`` runs the pending tasks as Ray tasks (``model`` says how workers reach the model).
     """
     out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # results hold the gold answers
+    with hold(out_dir, "evaluation folder"):  # another process writing here would overwrite these results
+        return _solve(harness, tasks, vlm, cost, settings, out_dir, cache, on_result, executor, model, ray_address)
+
+
+def _solve(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostModel, settings: RuntimeSettings,
+           out_dir: Path, cache: ResponseCache | None, on_result: Callable[[TaskResult], None] | None,
+           executor: str, model: ModelSettings | None, ray_address: str | None) -> list[TaskResult]:
     producer = Producer.of(harness.version_id, vlm, settings)
     keys = {t.id: producer.key(t) for t in tasks}  # of the tasks as given (a probed duration changes nothing)
     done: dict[str, TaskResult] = {}

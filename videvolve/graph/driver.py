@@ -9,6 +9,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from videvolve.folderlock import hold
 from videvolve.graph.builder import build_graph
 from videvolve.loop.context import Context
 from videvolve.loop.services import Run, open_run
@@ -31,6 +32,17 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None
     folder = run.dir
     folder.root.mkdir(parents=True, exist_ok=True)
     folder.root.chmod(0o700)  # evaluations and traces hold the answers of the selection set
+    try:
+        with hold(folder.root, "run folder"):  # a second process on this run stops here, having written nothing
+            return _stream(ctx, run, on_update)
+    finally:
+        if services is None:
+            run.close()
+
+
+def _stream(ctx: Context, run: Run, on_update: OnUpdate | None) -> dict[str, Any]:
+    """The graph on the run folder's checkpoints, streamed to the end (the folder is held by this process)."""
+    folder = run.dir
     folder.settings.write_text(ctx.model_dump_json(indent=2))
     conn = sqlite3.connect(str(folder.checkpoints), check_same_thread=False)
     try:
@@ -58,5 +70,3 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None
         return final
     finally:
         conn.close()
-        if services is None:
-            run.close()

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from videvolve.errors import ErrorKind, HarnessError, InfraError, RequestRefused
+from videvolve.errors import ErrorKind, HarnessError, InfraError, RequestRefused, StorageError
 from videvolve.models.parsing import parse_intervals, parse_letter
 from videvolve.skill_library.channel import Pipe, decode_request, encode_reply
 from videvolve.skill_library.harness import Harness, content_hash
@@ -200,11 +200,17 @@ class _Attempt:
         return f"the harness did not finish within {self.timeout:.0f} s{doing}"
 
     def run(self) -> None:
+        """The outcome, or what the run must stop for (``raised``): never neither, whatever fails on the way."""
+        try:
+            self.outcome = self._outcome()
+        except BaseException as exc:  # infrastructure, or the task's own files could not be written
+            self.raised = exc
+
+    def _outcome(self) -> RunOutcome:
         try:
             outcome = self._run()
-        except InfraError as exc:
-            self.raised = exc
-            return
+        except (InfraError, StorageError):
+            raise
         except BaseException as exc:  # never the run's: the task's crash, with the reason
             log.warning("task %s: %s while serving its harness", self.services.view.id, _short(exc))
             outcome = RunOutcome("error", ErrorKind.CRASH, f"the harness's task failed in the parent: {_short(exc)}")
@@ -212,7 +218,7 @@ class _Attempt:
         if self._expired and outcome.error_kind != ErrorKind.TIMEOUT:  # what the watchdog's kill caused
             outcome = RunOutcome("error", ErrorKind.TIMEOUT, self.why_late())
             self.services.trace.write("error", kind=ErrorKind.TIMEOUT, error=outcome.error)
-        self.outcome = outcome
+        return outcome
 
     def _run(self) -> RunOutcome:
         harness, services, timeout = self.harness, self.services, self.timeout

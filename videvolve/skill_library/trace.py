@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from videvolve.errors import StorageError
+
 MAX_NOTES = 1000
 """Log and tool notes a harness may leave per task; later ones are dropped (one line says so)."""
 MAX_NOTE_CHARS = 4000
@@ -52,8 +54,13 @@ class TraceWriter:
                                "error": f"this task's trace reached {MAX_TRACE_BYTES:,} bytes; later steps "
                                         "are dropped"}) + "\n"
         self.bytes += len(line)
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
+        try:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+        except OSError as exc:
+            raise StorageError(f"cannot write the trace {self.path}: {exc.strerror or exc} (was its folder deleted "
+                               "or moved, or is the disk full? Everything finished is kept: fix it, then resume)"
+                               ) from exc
 
     def seal(self) -> None:
         """Write nothing more (the task ended without the thread that was still serving it)."""
