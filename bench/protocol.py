@@ -230,7 +230,9 @@ def mf_agreement(run_dir: Path, futility: float | None = None) -> dict[str, int]
 
     Candidates screened out on a partial rung are evaluated on the rest of the selection set first (evaluation is
     deterministic); each decision is then made again both ways at the level the run gave it. ``futility``: replay
-    with this threshold instead of the current default.
+    with this threshold instead of the current default. ``evaluations_accepted``: the selection questions of the
+    candidates full validation accepts, which curtailment can rarely spare (it stops a winner early only if the
+    questions left could not undo it): what no futility rule can save.
     """
     from gate_null import Replay
 
@@ -239,7 +241,7 @@ def mf_agreement(run_dir: Path, futility: float | None = None) -> dict[str, int]
     selection = [t for t in read_tasks(ctx.tasks) if t.split == "selection"]
     history = _gated(run_dir)
     vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
-    same = evaluations_mf = evaluations_full = 0
+    same = evaluations_mf = evaluations_full = evaluations_accepted = 0
     for k, e in enumerate(history):
         assert e.candidate is not None
         results = {v: solve_tasks(load_harness(run_dir / "harnesses" / v), selection, vlm, cost, runtime,
@@ -255,8 +257,9 @@ def mf_agreement(run_dir: Path, futility: float | None = None) -> dict[str, int]
             evaluations_mf += n if mode == "multi-fidelity" else 0
             evaluations_full += n if mode == "full" else 0
         same += decisions["multi-fidelity"] == decisions["full"]
+        evaluations_accepted += len(selection) if decisions["full"] == "accepted" else 0
     return {"decisions": len(history), "same": same, "evaluations_mf": evaluations_mf,
-            "evaluations_full": evaluations_full}
+            "evaluations_full": evaluations_full, "evaluations_accepted": evaluations_accepted}
 
 
 def _gated(run_dir: Path) -> list[GateEntry]:
