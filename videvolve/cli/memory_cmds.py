@@ -14,7 +14,7 @@ from videvolve.errors import InputNotFoundError, UsageError
 from videvolve.rundir import RunDir
 
 if TYPE_CHECKING:
-    from videvolve.memory.store import ChromaStore
+    from videvolve.memory.store import DiagnosisStore
 
 out = stdout_console()
 DEFAULT_MEMORY = Path.home() / ".videvolve" / "memory"
@@ -51,13 +51,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     rebuild.set_defaults(func=cmd_rebuild)
 
 
-def _store(args: argparse.Namespace) -> ChromaStore:
-    from videvolve.memory import open_store
+def _store(args: argparse.Namespace, write: bool = False) -> DiagnosisStore:
+    """The memory to read (while a run writes it: its records, searched in memory), or to write (held)."""
+    from videvolve.memory.store import open_store, read_store
 
     args.memory = memory_of(args)
     if not args.memory.exists():
         raise InputNotFoundError(f"no memory at {args.memory} (run `videvolve evolve` first, or pass --memory)")
-    return open_store(args.memory)
+    return open_store(args.memory) if write else read_store(args.memory)
 
 
 def memory_of(args: argparse.Namespace) -> Path:
@@ -145,6 +146,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """``diagnoses rebuild-index``."""
-    n = _store(args).rebuild()
+    from videvolve.memory.store import ChromaStore
+
+    store = _store(args, write=True)
+    assert isinstance(store, ChromaStore)
+    n = store.rebuild()
     out.print(f"rebuilt the index of {args.memory}: {n} diagnoses")
     return 0

@@ -148,10 +148,14 @@ def open_run(ctx: Context) -> Run:
         check_command(command_spec(ctx, videos))
     vlm = make_vlm(ctx.model)
     probe = make_vlm(ctx.investigator.model) if ctx.investigator.model else vlm
-    cache = None if ctx.no_cache else ResponseCache(ctx.cache or default_cache_path())
+    memory = ChromaStore(ctx.memory, _embedder(ctx.embedder))  # held until close(): FolderBusy if another run has it
+    try:
+        cache = None if ctx.no_cache else ResponseCache(ctx.cache or default_cache_path())
+    except BaseException:
+        memory.close()
+        raise
     return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded, vlm=vlm, probe_vlm=probe,
-               cost=cost_model(ctx.model.family), cache=cache, memory=ChromaStore(ctx.memory, _embedder(ctx.embedder)),
-               dir=RunDir(ctx.root))
+               cost=cost_model(ctx.model.family), cache=cache, memory=memory, dir=RunDir(ctx.root))
 
 
 def command_spec(ctx: Context, videos: list[str]) -> CommandSpec:

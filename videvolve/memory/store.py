@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from videvolve.errors import UsageError
+from videvolve.folderlock import FolderBusy, acquire
 from videvolve.memory.embedders import Embedder
 from videvolve.memory.records import Diagnosis, RevisionOutcome
 
@@ -45,6 +47,10 @@ class DiagnosisStore(Protocol):
     def search(self, text: str, k: int = 5, exclude_videos: Iterable[str] = (), exclude_run: str | None = None,
                category: str | None = None) -> list[tuple[Diagnosis, float]]:
         """The ``k`` records most similar to ``text`` with their similarity, leaving out the given videos."""
+        ...
+
+    def close(self) -> None:
+        """Release what the store holds (the workspace, the index's database)."""
         ...
 
 
@@ -98,8 +104,9 @@ def _keep(d: Diagnosis, exclude: set[str], exclude_run: str | None, category: st
 class InMemoryStore:
     """Records in a dict (optionally mirrored to JSONL) and a numpy cosine index; for tests and small runs."""
 
-    def __init__(self, embedder: Embedder, path: str | Path | None = None) -> None:
+    def __init__(self, embedder: Embedder, path: str | Path | None = None, read_only: bool = False) -> None:
         self.embedder = embedder
+        self.read_only = read_only
         self._records = _Records(Path(path) if path else None)
         self._vectors: dict[str, np.ndarray] = {}
         self._index(list(self._records.by_id.values()))
@@ -109,12 +116,21 @@ class InMemoryStore:
             for r, v in zip(records, self.embedder.embed([r.text() for r in records]), strict=True):
                 self._vectors[r.id] = v
 
+    def _writable(self) -> None:
+        if self.read_only:
+            raise UsageError(f"{self._records.path}: a read-only view (another process writes this memory)")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
     def put(self, records: Sequence[Diagnosis]) -> None:
         """Add or replace records."""
+        self._writable()
         self._index(self._records.write(records))
 
     def set_outcome(self, ids: Sequence[str], outcome: RevisionOutcome) -> None:
         """Attach an outcome."""
+        self._writable()
         self._records.write([d.model_copy(update={"outcome": outcome}) for i in ids
                              if (d := self._records.by_id.get(i)) is not None])
 
@@ -150,19 +166,26 @@ class ChromaStore:
         from chromadb.config import Settings
 
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.embedder = embedder
-        self._records = _Records(self.root / "diagnoses.jsonl")
-        self._client = chromadb.PersistentClient(path=str(self.root / "chroma"),
-                                                 settings=Settings(anonymized_telemetry=False))
-        self._collection = self._open()
-        self.check()
+        # Chroma's PersistentClient is not process-safe (two writers can corrupt the HNSW index): one process at a
+        # time holds the workspace, from here to close(); FolderBusy names the other one
+        self._held = acquire(self.root, "diagnosis memory", "give this run its own with --memory DIR")
+        try:
+            self.embedder = embedder
+            self._records = _Records(self.root / "diagnoses.jsonl")
+            self._client = chromadb.PersistentClient(path=str(self.root / "chroma"),
+                                                     settings=Settings(anonymized_telemetry=False))
+            self._collection = self._open()
+            self.check()
+        except BaseException:
+            self._held.release()
+            raise
 
     def close(self) -> None:
-        """Release the index's database (Chroma stops its system when its last client closes)."""
+        """Release the index's database (Chroma stops its system when its last client closes) and the workspace."""
         close = getattr(self._client, "close", None)  # Client.close(); not on the ClientAPI protocol
         if close is not None:
             close()
+        self._held.release()
 
     def _open(self) -> Any:
         return self._client.get_or_create_collection(
@@ -240,10 +263,27 @@ class ChromaStore:
 
 
 def open_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStore:
-    """The shared memory workspace at ``root`` with the default (real where installed) embedder."""
+    """The shared memory workspace at ``root`` with the default (real where installed) embedder, held for writing."""
     from videvolve.memory.embedders import default_embedder
 
     return ChromaStore(root, embedder or default_embedder())
+
+
+def read_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStore | InMemoryStore:
+    """The workspace at ``root`` to read and search.
+
+    Its Chroma index, or, while another process (a run) writes it, an index in memory over its records (the truth;
+    never Chroma's files, which that process owns). Close it soon: the Chroma one holds the workspace, and a run that
+    starts meanwhile would be refused.
+    """
+    from videvolve.memory.embedders import default_embedder
+
+    embedder = embedder or default_embedder()
+    try:
+        return ChromaStore(root, embedder)
+    except FolderBusy as busy:
+        log.info("%s; reading its records instead", busy)
+        return InMemoryStore(embedder, Path(root) / "diagnoses.jsonl", read_only=True)
 
 
 def store_summary(store: DiagnosisStore) -> dict[str, Any]:

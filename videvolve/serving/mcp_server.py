@@ -93,9 +93,8 @@ def _answer(agent: VideoAgent, roots: MediaRoots, video: str, question: str, opt
 
 def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
                open_memory: Callable[[Path], DiagnosisStore] | None = None) -> MCPServer:
-    """The server; ``open_memory`` opens the diagnosis memory on first use (default: the Chroma store)."""
+    """The server; ``open_memory`` opens the diagnosis memory for each search (default: ``read_store``)."""
     server: MCPServer = MCPServer("videvolve", instructions=INSTRUCTIONS)
-    stores: dict[str, DiagnosisStore] = {}
 
     @server.tool()
     def ask_video(video: str, question: str, options: list[str] | None = None) -> AgentAnswer:
@@ -115,17 +114,19 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
     @server.tool()
     def search_diagnoses(text: str, k: int = 5, category: str | None = None) -> DiagnosisHits:
         """The stored diagnoses of past harness failures most similar to a text (e.g. 'missed short events')."""
-        if "store" not in stores:
-            if not memory.exists():
-                raise ToolError(f"no diagnosis memory at {memory}: run `videvolve evolve` first, or start the "
-                                "server with --memory DIR")
-            if open_memory is None:
-                from videvolve.memory import open_store
+        if not memory.exists():
+            raise ToolError(f"no diagnosis memory at {memory}: run `videvolve evolve` first, or start the server "
+                            "with --memory DIR")
+        if open_memory is None:
+            from videvolve.memory.store import read_store
 
-                stores["store"] = open_store(memory)
-            else:
-                stores["store"] = open_memory(memory)
-        found = stores["store"].search(text, k=max(1, min(k, 50)), category=category)
+            store: DiagnosisStore = read_store(memory)
+        else:
+            store = open_memory(memory)
+        try:  # opened per call and closed: a server holding the memory would refuse every run that writes it
+            found = store.search(text, k=max(1, min(k, 50)), category=category)
+        finally:
+            store.close()
         return DiagnosisHits(memory=str(memory), hits=[DiagnosisHit(
             id=d.id, similarity=round(s, 4), category=d.category, kind=d.kind, hypothesis=d.hypothesis,
             applies_when=d.applies_when, preserve=d.preserve, harness_id=d.harness_id, run_id=d.run_id,
