@@ -162,3 +162,10 @@ def test_a_memory_another_run_writes_is_read_from_its_records_and_never_written(
         assert [d.id for d in store.records()] == ["d1"]
     finally:
         store.close()
+
+
+def test_a_second_copy_of_one_run_is_told_about_the_run_folder_first(make_context: Any):
+    ctx = make_context()
+    with held_elsewhere(Path(ctx.memory)), held_elsewhere(Path(ctx.run_dir)), \
+            pytest.raises(FolderBusy, match="the run folder"):
+        evolve(ctx)

@@ -9,11 +9,12 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from videvolve.folderlock import hold
+from videvolve.folderlock import ensure_free, hold
 from videvolve.graph.builder import build_graph
 from videvolve.loop.context import Context
 from videvolve.loop.services import Run, open_run
 from videvolve.loop.state import State
+from videvolve.rundir import RunDir
 from videvolve.search.mixture import build_mixture
 
 OnUpdate = Callable[[str, dict[str, Any], dict[str, Any]], None]
@@ -28,6 +29,8 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None
     context; those built here are closed here. They are opened before the run's directory is written, so a start
     they refuse (a bad tasks file, settings that cannot run) leaves nothing behind.
     """
+    if services is None and RunDir(ctx.root).root.is_dir():  # the run's own folder, before its memory, is the
+        ensure_free(RunDir(ctx.root).root, "run folder")     # clearer refusal for a second copy of one run
     run = services if services is not None else open_run(ctx)
     folder = run.dir
     folder.root.mkdir(parents=True, exist_ok=True)
