@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from videvolve.config import RuntimeSettings
+from videvolve.errors import SandboxStartError
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.models.base import Reply
 from videvolve.models.cost import cost_model
@@ -95,6 +97,53 @@ def test_a_pool_replaces_a_child_that_died_waiting_and_close_kills_the_waiting(s
     finally:
         pool.close()
     assert sandbox_children(os.getpid()) == []
+
+
+def _taken_within(pool: WarmPool, seconds: float) -> BaseException | None:
+    """What ``pool.take()`` raised, failing the test if it neither returns nor raises within ``seconds``."""
+    box: list[BaseException | None] = []
+
+    def take() -> None:
+        try:
+            pool_module.kill_child(pool.take())
+            box.append(None)
+        except BaseException as exc:
+            box.append(exc)
+
+    worker = threading.Thread(target=take, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert box, f"take() still waiting after {seconds} s: a task would hang until its wall-clock limit"
+    return box[0]
+
+
+def test_a_sandbox_the_system_will_not_start_stops_the_task_at_once(seed: Path):
+    def refused(settings: RuntimeSettings, prepare: bytes) -> pool_module.Child:
+        raise SandboxStartError("cannot start a sandboxed interpreter: [Errno 11] Resource temporarily unavailable")
+
+    pool = WarmPool(load_harness(seed), RuntimeSettings(concurrency=2), size=2, start=refused)
+    try:
+        raised = _taken_within(pool, 10)  # it waited for the spawner's child for ever (then the 900 s timeout)
+        assert isinstance(raised, SandboxStartError) and "Resource temporarily unavailable" in str(raised)
+    finally:
+        pool.close()
+
+
+def test_children_that_die_before_their_task_stop_it_with_their_stderr(seed: Path):
+    def dying(settings: RuntimeSettings, prepare: bytes) -> pool_module.Child:
+        proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stderr.write('bwrap: no user namespaces')"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.wait()
+        child = pool_module.Child(proc, time.perf_counter())
+        child.stderr.append(proc.stderr.read() if proc.stderr else b"")
+        return child
+
+    pool = WarmPool(load_harness(seed), RuntimeSettings(concurrency=1), size=1, start=dying)
+    try:
+        raised = _taken_within(pool, 10)  # it started another and another until the task's wall-clock limit
+        assert isinstance(raised, SandboxStartError) and "bwrap: no user namespaces" in str(raised)
+    finally:
+        pool.close()
 
 
 def test_the_pool_can_be_turned_off(index_video: Path, seed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

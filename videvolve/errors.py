@@ -114,11 +114,20 @@ class UsageError(VidevolveError, ValueError):
     """A command, setting or argument the user gave cannot be used; the message says what to do."""
 
 
-class StorageError(VidevolveError, OSError):
-    """A run's or an evaluation's own files cannot be written (the folder was deleted or moved, the disk is full).
+class HostError(VidevolveError, OSError):
+    """The machine cannot do what a task needs of it (write the run's files, start a sandbox).
 
-    Never a task's error: the run stops, everything finished is kept, and ``--resume`` continues once it is fixed.
+    Infrastructure, never a task's error: the run stops, everything finished is kept, and ``--resume`` continues once
+    it is fixed.
     """
+
+
+class StorageError(HostError):
+    """A run's or an evaluation's own files cannot be written (the folder was deleted or moved, the disk is full)."""
+
+
+class SandboxStartError(HostError):
+    """No sandboxed interpreter can be started (the system refuses new processes, bubblewrap fails at once)."""
 
 
 class InputNotFoundError(VidevolveError, FileNotFoundError):

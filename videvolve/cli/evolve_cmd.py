@@ -216,7 +216,7 @@ def _duration(seconds: float) -> str:
 
 def cmd_evolve(args: argparse.Namespace) -> int:
     """Run (or resume) the loop."""
-    from videvolve.errors import InfraError, StorageError
+    from videvolve.errors import HostError, InfraError
     from videvolve.graph.driver import evolve
 
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING))
@@ -255,7 +255,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
                               f"{time.time() - started:.0f} s{eta}")
 
             final = evolve(ctx, on_update)
-    except (InfraError, StorageError) as exc:
+    except (InfraError, HostError) as exc:
         err.print(f"[bold red]run stopped:[/] {exc}\nEverything finished is kept; continue with "
                   f"`videvolve evolve --run {ctx.root} --resume`.", highlight=False)
         return 3

@@ -22,10 +22,12 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from videvolve.config import RuntimeSettings
+from videvolve.errors import SandboxStartError
 from videvolve.skill_library.harness import Harness
 from videvolve.skill_library.sandbox import get_sandbox, sdk_source
 from videvolve.skill_library.static_check import imported_modules
@@ -81,6 +83,20 @@ def start_child(settings: RuntimeSettings, prepare: bytes) -> Child:
     return child
 
 
+def start_or_refuse(settings: RuntimeSettings, prepare: bytes) -> Child:
+    """:func:`start_child`, or :class:`SandboxStartError` when the system will not start it (no task's fault)."""
+    try:
+        return start_child(settings, prepare)
+    except OSError as exc:
+        raise SandboxStartError(f"cannot start a sandboxed interpreter: {exc} (the machine refuses new processes, "
+                                "or bubblewrap cannot run; `videvolve doctor` checks the sandbox; everything "
+                                "finished is kept: fix it, then resume)") from exc
+
+
+DEAD_STARTS = 3
+"""Children in a row found dead before their task: the sandbox cannot start here (not the harness's doing)."""
+
+
 def _drain(proc: subprocess.Popen[bytes], sink: list[bytes]) -> None:
     assert proc.stderr is not None
     total = 0
@@ -95,12 +111,15 @@ class WarmPool:
     """Up to ``size`` started children of one harness, for at most ``total`` tasks (None: no bound)."""
 
     def __init__(self, harness: Harness, settings: RuntimeSettings, size: int, total: int | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, start: Callable[[RuntimeSettings, bytes], Child] = start_or_refuse
+                 ) -> None:
         self.timeout = timeout or settings.wall_seconds
+        self._start = start
+        self._failure: SandboxStartError | None = None
         self.key = pool_key(harness, settings, self.timeout)
         self.settings = settings
         self._prepare = (json.dumps(prepare_message(harness, settings, self.timeout)) + "\n").encode()
-        self._idle: queue.Queue[Child] = queue.Queue()
+        self._idle: queue.Queue[Child | None] = queue.Queue()  # None: the spawner could not start one
         self._wanted = threading.Semaphore(0)
         self._left = total
         self._closed = threading.Event()
@@ -124,32 +143,53 @@ class WarmPool:
         return True
 
     def _spawn_loop(self) -> None:
-        """Start a child each time one is wanted; this thread outlives every child it starts."""
+        """Start a child each time one is wanted; this thread outlives every child it starts.
+
+        A start the system refuses is handed on as ``None`` (and kept in ``_failure``): a task waiting for a child
+        must learn it at once, not wait for one that never comes until its wall-clock limit.
+        """
         while True:
             self._wanted.acquire()
             if self._closed.is_set():
                 return
-            child = start_child(self.settings, self._prepare)
+            child: Child | None = None
+            try:
+                child = self._start(self.settings, self._prepare)
+            except SandboxStartError as exc:
+                self._failure = exc
             with self._lock:
-                self._children.append(child)
+                if child is not None:
+                    self._children.append(child)
                 self._pending -= 1
             self._idle.put(child)
 
     def take(self) -> Child:
-        """A started child for one task (waiting for one if none is ready); another is started in its place."""
+        """A started child for one task (waiting for one if none is ready); another is started in its place.
+
+        :class:`SandboxStartError` when none can be started, or when :data:`DEAD_STARTS` in a row die before use.
+        """
         if self._closed.is_set():
             raise RuntimeError("the warm pool is closed")
         self._want()
+        dead = 0
         while True:
             with self._lock:
                 cold = self._idle.empty() and self._pending == 0  # more tasks than the pool was told: start one
-            child = start_child(self.settings, self._prepare) if cold else self._idle.get()
+            child = self._start(self.settings, self._prepare) if cold else self._idle.get()
+            if child is None:
+                raise self._failure or SandboxStartError("cannot start a sandboxed interpreter")
             with self._lock:
                 if child in self._children:
                     self._children.remove(child)
             if child.alive():
                 return child
             kill_child(child)  # died while waiting (killed from outside): start another
+            dead += 1
+            if dead >= DEAD_STARTS:
+                tail = b"".join(child.stderr)[-STDERR_TAIL:].decode(errors="replace").strip()
+                raise SandboxStartError(f"{dead} sandboxed interpreters in a row died before their task started"
+                                        f"{': ' + tail if tail else ''} (`videvolve doctor` checks the sandbox; "
+                                        "everything finished is kept: fix it, then resume)")
             if not self._want():
                 self._force()
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from videvolve.errors import ErrorKind, HarnessError, InfraError, RequestRefused, StorageError
+from videvolve.errors import ErrorKind, HarnessError, HostError, InfraError, RequestRefused
 from videvolve.models.parsing import parse_intervals, parse_letter
 from videvolve.skill_library.channel import Pipe, decode_request, encode_reply
 from videvolve.skill_library.harness import Harness, content_hash
@@ -30,7 +30,7 @@ from videvolve.skill_library.pool import (
     pool_key,
     prepare_message,
     signal_child,
-    start_child,
+    start_or_refuse,
 )
 from videvolve.skill_library.services import TaskServices
 from videvolve.skill_library.static_check import check_source
@@ -209,7 +209,7 @@ class _Attempt:
     def _outcome(self) -> RunOutcome:
         try:
             outcome = self._run()
-        except (InfraError, StorageError):
+        except (InfraError, HostError):
             raise
         except BaseException as exc:  # never the run's: the task's crash, with the reason
             log.warning("task %s: %s while serving its harness", self.services.view.id, _short(exc))
@@ -229,7 +229,7 @@ class _Attempt:
             child = pool.take()
         else:
             prepare = prepare_message(harness, settings, timeout)
-            child = start_child(settings, (json.dumps(prepare) + "\n").encode())
+            child = start_or_refuse(settings, (json.dumps(prepare) + "\n").encode())
         with self._lock:
             self.child = child
             expired = self._expired
