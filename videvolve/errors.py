@@ -125,6 +125,12 @@ class HostError(VidevolveError, OSError):
 class StorageError(HostError):
     """A run's or an evaluation's own files cannot be written (the folder was deleted or moved, the disk is full)."""
 
+    @classmethod
+    def writing(cls, what: str, path: Path, exc: OSError) -> StorageError:
+        """The error for ``exc`` raised while writing ``what`` (``the trace``, ``the result``) at ``path``."""
+        return cls(f"cannot write {what} {path}: {exc.strerror or exc} (was its folder deleted or moved, or is the "
+                   "disk full? Everything finished is kept: fix it, then resume)")
+
 
 class SandboxStartError(HostError):
     """No sandboxed interpreter can be started (the system refuses new processes, bubblewrap fails at once)."""

@@ -44,7 +44,7 @@ def register(tsub: argparse._SubParsersAction) -> None:
 def cmd_from_csv(args: argparse.Namespace) -> int:
     """Read the questions; have the teacher answer those without answers; write the tasks."""
     from videvolve.datasets.own import read_questions, unanswered_error
-    from videvolve.errors import InfraError, UsageError
+    from videvolve.errors import HostError, InfraError, UsageError
     from videvolve.interrupt import INTERRUPTED
     from videvolve.labelfree.generate import describe_sources
     from videvolve.tasks import summarize, write_tasks
@@ -59,7 +59,7 @@ def cmd_from_csv(args: argparse.Namespace) -> int:
         teacher_out = args.teacher_out or args.out.with_name(args.out.name + ".teacher")
         try:
             report = _teach(args, table, teacher_out)
-        except InfraError as exc:
+        except (InfraError, HostError) as exc:
             err.print(f"[bold red]teaching stopped:[/] {exc}\nThe teacher's finished answers are kept in "
                       f"{teacher_out}; rerun the same command to continue.", highlight=False)
             return 3

@@ -51,14 +51,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     rebuild.set_defaults(func=cmd_rebuild)
 
 
-def _store(args: argparse.Namespace, write: bool = False) -> DiagnosisStore:
-    """The memory to read (while a run writes it: its records, searched in memory), or to write (held)."""
-    from videvolve.memory.store import open_store, read_store
-
+def _memory(args: argparse.Namespace) -> Path:
+    """The memory workspace the command names (``args.memory`` set to it); it must exist."""
     args.memory = memory_of(args)
     if not args.memory.exists():
         raise InputNotFoundError(f"no memory at {args.memory} (run `videvolve evolve` first, or pass --memory)")
-    return open_store(args.memory) if write else read_store(args.memory)
+    return Path(args.memory)
+
+
+def _store(args: argparse.Namespace) -> DiagnosisStore:
+    """The memory to read (while a run writes it: its records, searched in memory)."""
+    from videvolve.memory.store import read_store
+
+    return read_store(_memory(args))
 
 
 def memory_of(args: argparse.Namespace) -> Path:
@@ -146,10 +151,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """``diagnoses rebuild-index``."""
-    from videvolve.memory.store import ChromaStore
+    from videvolve.memory.store import open_store
 
-    store = _store(args, write=True)
-    assert isinstance(store, ChromaStore)
-    n = store.rebuild()
+    n = open_store(_memory(args)).rebuild()
     out.print(f"rebuilt the index of {args.memory}: {n} diagnoses")
     return 0

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings, stdout_console
-from videvolve.errors import ErrorKind, InfraError
+from videvolve.errors import ErrorKind, HostError, InfraError
 from videvolve.interrupt import INTERRUPTED
 from videvolve.models.base import SIM_ONLY_NOTICE
 
@@ -152,7 +152,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             done = evaluate(src, tasks, outdir, make_vlm(ms), cost_model(ms.family), rs, open_cache(args), ms,
                             args.executor, args.ray_address, on_result,
                             meta={"harness": name, "split": args.split, "backend": ms.backend, "model": ms.model})
-        except InfraError as exc:
+        except (InfraError, HostError) as exc:
             progress.stop()
             err.print(f"[bold red]run stopped:[/] {exc}\n{len(scores)} task result(s) are kept in {outdir}; "
                       "rerun the same command to continue.", highlight=False)

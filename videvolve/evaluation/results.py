@@ -110,8 +110,7 @@ def write_result(out_dir: Path, result: TaskResult) -> None:
         tmp.write_text(result.model_dump_json(indent=1), encoding="utf-8")
         tmp.replace(path)
     except OSError as exc:
-        raise StorageError(f"cannot store the result {path}: {exc.strerror or exc} (was its folder deleted or "
-                           "moved, or is the disk full? Everything finished is kept: fix it, then resume)") from exc
+        raise StorageError.writing("the result", path, exc) from exc
 
 
 def cost_of(result: TaskResult, metric: str = "visual_tokens", text_weight: float = 1.0) -> float:

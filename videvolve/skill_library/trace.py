@@ -58,9 +58,7 @@ class TraceWriter:
             with self.path.open("a", encoding="utf-8") as fh:
                 fh.write(line)
         except OSError as exc:
-            raise StorageError(f"cannot write the trace {self.path}: {exc.strerror or exc} (was its folder deleted "
-                               "or moved, or is the disk full? Everything finished is kept: fix it, then resume)"
-                               ) from exc
+            raise StorageError.writing("the trace", self.path, exc) from exc
 
     def seal(self) -> None:
         """Write nothing more (the task ended without the thread that was still serving it)."""
