@@ -81,3 +81,33 @@ def test_the_editor_tries_a_cost_cut_beside_what_the_diagnoses_call_for() -> Non
     names = [op.name for _, op in candidates(EditorInput(incumbent="h", files=files, diagnoses=[d]), width=3)]
     assert len(names) >= 2 and OPERATORS[names[-1]].cost_cut and not any(OPERATORS[n].cost_cut for n in names[:-1])
     assert names[-1] == "final_look_flagged"  # the cut that keeps every frame the seed decodes comes first
+
+
+@pytest.mark.slow
+def test_grounding_pins_boundaries_by_bisection_and_pays_for_it(tmp_path: Path, small_world) -> None:
+    out = _apply("bisect_boundaries", "scan_refine", tmp_path)
+    cfg = config_of(read_files(out))
+    assert cfg["grounding"] == {"final_look": "near_cells", "final_near_cells": 2, "bisect_rounds": 3}
+    assert "mcq" not in cfg  # mcq keeps every contact sheet in its final look
+    assert OPERATORS["bisect_boundaries"].apply(read_files(out), cfg) is None  # applied once
+    tasks = [t for t in small_world.tasks if t.split == "train" and t.kind == "grounding" and t.answer][:2]
+    cost = cost_model("qwen2.5-vl")
+    base = solve_tasks(load_harness(seed_path("scan_refine")), tasks, SimVLM(), cost,
+                       RuntimeSettings(concurrency=1), tmp_path / "base")
+    new = solve_tasks(load_harness(out), tasks, SimVLM(), cost, RuntimeSettings(concurrency=1), tmp_path / "new")
+    assert all(r.outcome == "ok" for r in new), [r.error for r in new]
+    for b, c in zip(base, new, strict=True):
+        assert c.usage.requests > b.usage.requests  # the bisection rounds' match requests
+        assert c.usage.visual_tokens < b.usage.visual_tokens  # still cheaper than every contact sheet again
+        assert c.score >= b.score - 1e-9, (c.prediction, b.prediction)
+
+
+def test_bisection_after_the_final_look_cut_keeps_the_cut() -> None:
+    files = read_files(seed_path("scan_refine"))
+    cut = {**files, **(OPERATORS["final_look_flagged"].apply(files, config_of(files)) or {})}
+    edits = OPERATORS["bisect_boundaries"].apply(cut, config_of(cut))
+    assert edits
+    cfg = config_of({**cut, **edits})
+    assert cfg["mcq"] == {"final_look": "flagged_sheets", "boundary_frames": 0}
+    assert cfg["grounding"]["bisect_rounds"] == 3
+    assert OPERATORS["bisect_boundaries"].apply(read_files(seed_path("uniform")), {}) is None

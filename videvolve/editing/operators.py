@@ -303,6 +303,79 @@ def _final_look_flagged(files: Files, cfg: dict[str, Any]) -> Files | None:
     return {"solver.py": route.get("solver.py", body), "config.toml": text}
 
 
+HITS_KEPT = "        found, window_times = hits, [o.times[0] for o in window]\n"
+FOUND_INIT = "    found, window_times = [], []  # what the refinement's match pass found, and where it looked\n"
+LOOKED_ANCHOR = "    looked = [(g[0] - step / 2, g[-1] + step / 2) for g in groups]"
+BISECT_CALL = '''    if int(cfg.get("bisect_rounds", 0)) > 0 and found:  # pin the boundaries of what was found
+        seen += _bisect(ctx, task, cfg, scan_times, candidates, window_times, found, step, side)
+'''
+BISECT = '''
+
+def _bisect(ctx, task, cfg, scan_times, candidates, window_times, found, step, side):
+    """Pin each boundary of the target's runs by bisection: one frame halfway between the last moment seen without
+    the target and the first seen with it, all boundaries in one match request per round (``bisect_rounds``)."""
+    def near(t, times):
+        return any(abs(t - u) < 0.05 for u in times)
+
+    without = sorted([t for t in scan_times if not near(t, candidates)] +
+                     [t for t in window_times if not near(t, found)])
+    brackets = []  # [absent at, present at, settled]
+    for run in _merge(sorted(set(found)), step):
+        before = [t for t in without if t < run[0]]
+        after = [t for t in without if t > run[-1]]
+        if before:
+            brackets.append([before[-1], run[0], False])
+        if after:
+            brackets.append([after[0], run[-1], False])
+    shown = []
+    for _ in range(int(cfg.get("bisect_rounds", 0))):
+        open_ = [k for k, (a, b, settled) in enumerate(brackets) if not settled and abs(a - b) > 0.2]
+        if ctx.budget:  # a per-question frame cap from the run: spend only what is left of it
+            open_ = open_[:max(0, int(ctx.budget) - int(ctx.usage().get("frames", 0)))]
+        if not open_:
+            break
+        frames = ctx.frames([(brackets[k][0] + brackets[k][1]) / 2 for k in open_], max_side=side)
+        shown += frames
+        reply = ctx.parse_match(ctx.ask(frames, mode="match", target=_target(task)))
+        for k, o in zip(open_, frames):
+            t = o.times[0]
+            if near(t, reply["yes"]):
+                brackets[k][1] = t
+            elif near(t, reply["maybe"]):
+                brackets[k][2] = True  # unclear: this boundary stays where it is
+            else:
+                brackets[k][0] = t
+    return shown
+'''
+BISECT_ROUNDS = 3
+"""Bisection rounds per boundary: each halves the gap between a frame without the target and one with it."""
+
+
+def _bisect_boundaries(files: Files, cfg: dict[str, Any]) -> Files | None:
+    """Grounding pins boundaries by bisection, and pays for it with a final look at the scan near flagged moments."""
+    solver = files.get("solver.py", "")
+    hits_line = next((h for h in (HITS_ASK, HITS_IF_USED) if h in solver), None)
+    if hits_line is None or LOOKED_ANCHOR not in solver or "def _bisect(" in solver or "def _merge(" not in solver:
+        return None
+    merged = dict(files)
+    if "_final_sheets(" not in solver:
+        looked = _final_look_flagged(files, cfg)
+        if looked is None:
+            return None
+        merged.update(looked)
+    body = merged["solver.py"]
+    hits_line = next(h for h in (HITS_ASK, HITS_IF_USED) if h in body)
+    body = body.replace(hits_line, hits_line + HITS_KEPT, 1).replace(LOOKED_ANCHOR, FOUND_INIT + LOOKED_ANCHOR, 1)
+    body = body.replace(FINAL_LOOK.splitlines(keepends=True)[0], BISECT_CALL + FINAL_LOOK.splitlines(keepends=True)[0],
+                        1)
+    body = body.rstrip("\n") + "\n" + BISECT
+    text = files["config.toml"]  # only grounding changes: mcq keeps the look it had
+    text = set_key(text, "grounding.final_look", "near_cells")
+    text = set_key(text, "grounding.final_near_cells", FINAL_LOOKS["grounding"][1])
+    text = set_key(text, "grounding.bisect_rounds", BISECT_ROUNDS)
+    return {"solver.py": body, "config.toml": text}
+
+
 CATALOGUE: tuple[Operator, ...] = (
     Operator("raise_resolution", "show frames (or sheet cells) at 1.5x the resolution, same frame count",
              {"misperception": 1.0, "unresolved": 0.2}, _raise_resolution),
@@ -331,6 +404,10 @@ CATALOGUE: tuple[Operator, ...] = (
              "2 of one, in a smaller sheet), with the refinement frames, and mcq questions skip the boundary pass "
              "(an mcq answer has no interval to pin) (a cost cut: the match pass already read the rest)",
              {"budget_exhausted": 0.6}, _final_look_flagged, kinds=("mcq", "grounding"), cost_cut=True),
+    Operator("bisect_boundaries", "route by question kind: grounding pins each boundary of what refinement found "
+             f"by bisection ({BISECT_ROUNDS} match rounds of one frame per boundary), and pays for it with a final "
+             "look at the scan cells within 2 of a flagged moment instead of every contact sheet",
+             {"boundary_error": 1.0}, _bisect_boundaries, kinds=("grounding",)),
     Operator("sparser_sampling", "20 % fewer frames (a cost cut)", {"budget_exhausted": 1.0, "crash": 0.2},
              scale_frames(0.8), cost_cut=True),
     Operator("smaller_cells", "contact-sheet cells at 2/3 of their width (a cost cut: what they blur is refined "
