@@ -42,7 +42,9 @@ class RuntimeSettings(BaseModel):
     jpeg_quality: int = Field(90, ge=30, le=100)
     clip_mode: Literal["frames", "video"] = Field("frames", description="clips as images, or as one video_url part "
                                                   "with num_frames set to the metered frames")
-    wall_seconds: float = Field(900.0, description="seconds before a task's harness is killed",
+    wall_seconds: float = Field(900.0, description="seconds of the harness's own time before its task is a "
+                                "timeout (model calls, and the decoding they need, are off its clock; a task takes "
+                                "4x this at most)",
                                 json_schema_extra={"flag": "--task-timeout"})
     memory_bytes: int = Field(2 * 1024**3, description="address-space limit of the harness process")
     concurrency: int = Field(4, ge=1, description="tasks run at once")

@@ -43,7 +43,12 @@ WATCHDOG_S = 1.0
 WATCHDOG_GRACE_S = 1.0
 """Seconds the watchdog then waits for the task's thread before the task ends without it."""
 TIMEOUT_MARGIN_S = WATCHDOG_S + WATCHDOG_GRACE_S + 1.0
-"""A task ends within its timeout plus this, whatever its harness does (the last second: ending the thread)."""
+"""A task ends within its longest time plus this, whatever its harness does (the last second: ending the thread)."""
+OFF_THE_CLOCK = frozenset({"ask", "chat"})
+"""Requests whose serving does not count against the harness's timeout: the parent decodes media and waits for the
+model for them, and how long that takes is the machine's and the endpoint's, not the harness's."""
+LONGEST = 4.0
+"""A task's longest time, as a multiple of its timeout, however long the parent spends serving it (then: timeout)."""
 
 
 @dataclass
@@ -122,9 +127,12 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     With a ``pool`` started for this harness and these limits, the interpreter is one of its children, started
     ahead of time and never used before; otherwise it is started now.
 
-    Whatever the child does, the task ends within ``timeout`` plus :data:`TIMEOUT_MARGIN_S`: the protocol runs in
-    a thread of its own, and a watchdog here kills the child at ``timeout + WATCHDOG_S`` and gives up on the thread
-    (a request of the child's still being served) :data:`WATCHDOG_GRACE_S` later.
+    The timeout is the harness's own time: waiting for its sandbox and for the requests the parent serves off its
+    clock (:data:`OFF_THE_CLOCK`: decoding and model calls, slow on a loaded machine or a busy endpoint) is not
+    counted, so a slow server does not make a harness's answer a ``timeout`` scored 0. Whatever the child does, the
+    task ends within :data:`LONGEST` x ``timeout`` plus :data:`TIMEOUT_MARGIN_S`: the protocol runs in a thread of
+    its own, and a watchdog here kills the child :data:`WATCHDOG_S` after its deadline and gives up on the thread (a
+    request of the child's still being served) :data:`WATCHDOG_GRACE_S` later.
 
     ``static_check=False`` exists only so tests can show that the runtime walls hold on their own.
     """
@@ -143,7 +151,8 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     worker = threading.Thread(target=attempt.run, name=f"videvolve-task-{services.view.id}"[:60], daemon=True)
     worker.start()
     try:
-        worker.join(timeout + WATCHDOG_S)
+        while worker.is_alive() and (left := attempt.deadline() + WATCHDOG_S - time.monotonic()) > 0:
+            worker.join(min(left, 1.0))  # the deadline moves while the parent serves off the clock
         if worker.is_alive():
             attempt.expire()
             worker.join(WATCHDOG_GRACE_S)
@@ -184,6 +193,9 @@ class _Attempt:
         self.outcome: RunOutcome | None = None
         self.raised: BaseException | None = None
         self.serving: str | None = None
+        self.served = 0.0
+        """Seconds spent off the harness's clock so far (its sandbox's start, requests in :data:`OFF_THE_CLOCK`)."""
+        self._serving_since: float | None = None
         self._lock = threading.Lock()
         self._expired = False
 
@@ -195,9 +207,30 @@ class _Attempt:
         if child is not None:
             signal_child(child)
 
+    def off(self) -> float:
+        """Seconds spent off the harness's clock so far, the request being served included."""
+        since = self._serving_since
+        return self.served + (time.monotonic() - since if since is not None else 0.0)
+
+    def deadline(self) -> float:
+        """When the task times out: its timeout of the harness's own time, at most :data:`LONGEST` x it in all."""
+        return self.started + min(self.timeout + self.off(), LONGEST * self.timeout)
+
+    def off_clock(self, since: float | None) -> None:
+        """Start (``since``: when) or stop counting time off the harness's clock."""
+        if since is None and self._serving_since is not None:
+            self.served += time.monotonic() - self._serving_since
+        self._serving_since = since
+
     def why_late(self) -> str:
         doing = f" (the parent was still serving its {self.serving!r} request)" if self.serving else ""
-        return f"the harness did not finish within {self.timeout:.0f} s{doing}"
+        off = self.off()
+        own = time.monotonic() - self.started - off
+        if off >= 1 and own < self.timeout:  # the longest time, spent mostly serving it
+            return (f"the task did not finish within {LONGEST:g} x its {self.timeout:.0f} s timeout ({own:.0f} s of "
+                    f"the harness's own time, {off:.0f} s serving its requests){doing}")
+        return (f"the harness did not finish within {self.timeout:.0f} s of its own time"
+                + (f" (not counting {off:.0f} s serving its requests)" if off >= 1 else "") + doing)
 
     def run(self) -> None:
         """The outcome, or what the run must stop for (``raised``): never neither, whatever fails on the way."""
@@ -224,12 +257,14 @@ class _Attempt:
         harness, services, timeout = self.harness, self.services, self.timeout
         settings = services.settings
         asked = time.perf_counter()
+        self.off_clock(time.monotonic())  # waiting for a sandbox is the machine's time
         pool = self.pool
         if pool is not None and pool.key == pool_key(harness, settings, timeout):
             child = pool.take()
         else:
             prepare = prepare_message(harness, settings, timeout)
             child = start_or_refuse(settings, (json.dumps(prepare) + "\n").encode())
+        self.off_clock(None)
         with self._lock:
             self.child = child
             expired = self._expired
@@ -241,17 +276,17 @@ class _Attempt:
             kill_child(child)
 
     def _converse(self, child: Child, asked: float) -> RunOutcome:
-        services, timeout = self.services, self.timeout
+        services = self.services
         proc, stderr = child.proc, child.stderr
         spawned: float | None = asked  # "sandbox_start": what this task waited for its sandbox
         outcome: RunOutcome | None = None
         last_error_kind: str | None = None
-        deadline = self.started + timeout
         pipe = Pipe(proc)
         try:
-            pipe.write((json.dumps({"task": services.view.model_dump(mode="json")}) + "\n").encode(), deadline)
+            pipe.write((json.dumps({"task": services.view.model_dump(mode="json")}) + "\n").encode(),
+                       self.deadline())
             while outcome is None:
-                line = pipe.readline(deadline)
+                line = pipe.readline(self.deadline())
                 if spawned is not None:  # the sandbox is up and the harness has asked for something
                     services.meter.spend("sandbox_start", time.perf_counter() - spawned)
                     spawned = None
@@ -282,16 +317,21 @@ class _Attempt:
                     outcome = RunOutcome("error", kind, str(args.get("error"))[:3000])
                 else:
                     self.serving = str(op)[:100]
-                    reply = _serve(services, msg, op, args)
-                    self.serving = None
-                    if time.monotonic() >= deadline:
+                    if op in OFF_THE_CLOCK:
+                        self.off_clock(time.monotonic())
+                    try:
+                        reply = _serve(services, msg, op, args)
+                    finally:
+                        self.off_clock(None)
+                        self.serving = None
+                    if time.monotonic() >= self.deadline():
                         raise TimeoutError
                     if not reply["ok"]:
                         last_error_kind = reply["kind"]
                     if "id" in msg:
-                        pipe.write(encode_reply(reply, op), deadline)
+                        pipe.write(encode_reply(reply, op), self.deadline())
         except TimeoutError:
-            outcome = RunOutcome("error", ErrorKind.TIMEOUT, f"the harness did not finish within {timeout:.0f} s")
+            outcome = RunOutcome("error", ErrorKind.TIMEOUT, self.why_late())
         except InfraError:
             raise
         except (BrokenPipeError, HarnessError) as exc:
