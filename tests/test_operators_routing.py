@@ -80,7 +80,7 @@ def test_the_editor_tries_a_cost_cut_beside_what_the_diagnoses_call_for() -> Non
                   category="misperception", hypothesis="h", applies_when="a", preserve="p")
     names = [op.name for _, op in candidates(EditorInput(incumbent="h", files=files, diagnoses=[d]), width=3)]
     assert len(names) >= 2 and OPERATORS[names[-1]].cost_cut and not any(OPERATORS[n].cost_cut for n in names[:-1])
-    assert names[-1] == "final_look_flagged"  # the cut that keeps every frame the seed decodes comes first
+    assert names[-1] == "bisect_boundaries"  # the cut that drops nothing a grounding answer reads comes first
 
 
 @pytest.mark.slow

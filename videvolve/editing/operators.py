@@ -232,15 +232,16 @@ CATALOGUE: tuple[Operator, ...] = (
     Operator("mcq_lowres_denser", "route by question kind: mcq frames at 3/4 of the side and 1.7x as many, so "
              "short events are not missed (counting, order, what comes next)", {"missed_event": 1.0},
              _lowres_denser(("mcq",)), kinds=("mcq",)),
+    Operator("bisect_boundaries", "route by question kind: grounding pins each boundary of what refinement found "
+             f"by bisection ({BISECT_ROUNDS} match rounds of one frame per boundary), and pays for it with a final "
+             "look at the scan cells within 2 of a flagged moment instead of every contact sheet (a cost cut that "
+             "looks more closely where it matters)",
+             {"boundary_error": 1.0}, bisect_boundaries, kinds=("grounding",), cost_cut=True),
     Operator("final_look_flagged", "route by question kind: the final look re-sends the contact sheets only "
              "where the scan flagged something (mcq: the sheets holding a flagged moment; grounding: the cells within "
              "2 of one, in a smaller sheet), with the refinement frames, and mcq questions skip the boundary pass "
              "(an mcq answer has no interval to pin) (a cost cut: the match pass already read the rest)",
              {"budget_exhausted": 0.6}, final_look_flagged, kinds=("mcq", "grounding"), cost_cut=True),
-    Operator("bisect_boundaries", "route by question kind: grounding pins each boundary of what refinement found "
-             f"by bisection ({BISECT_ROUNDS} match rounds of one frame per boundary), and pays for it with a final "
-             "look at the scan cells within 2 of a flagged moment instead of every contact sheet",
-             {"boundary_error": 1.0}, bisect_boundaries, kinds=("grounding",)),
     Operator("sparser_sampling", "20 % fewer frames (a cost cut)", {"budget_exhausted": 1.0, "crash": 0.2},
              scale_frames(0.8), cost_cut=True),
     Operator("smaller_cells", "contact-sheet cells at 2/3 of their width (a cost cut: what they blur is refined "
