@@ -91,6 +91,20 @@ def test_evolve_refuses_a_run_folder_another_process_holds(make_context: Any, tm
     assert not (Path(ctx.run_dir) / "settings.json").exists()  # nothing of the run was written
 
 
+def test_the_cli_refuses_a_second_copy_of_a_run_before_saying_anything_else(make_context: Any, tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]):
+    from videvolve.cli import main
+
+    ctx = make_context()
+    with held_elsewhere(Path(ctx.run_dir)):
+        code = main(["evolve", "--tasks", ctx.tasks, "--run", ctx.run_dir, "--seed-harness", ctx.seed_harness,
+                     "--memory", ctx.memory, "--iterations", "1"])
+    got = capsys.readouterr()
+    assert code == 2
+    assert "run folder" in got.err and "in use by another videvolve process" in got.err, got.err
+    assert "selection" not in got.err + got.out  # no power note for a run that will not start
+
+
 class FolderDeletingVLM(SimVLM):
     """SimVLM that deletes the evaluation folder's traces on its first request (a user's ``rm -rf`` mid-run)."""
 

@@ -223,9 +223,11 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     ctx = build_context(args)
     if args.dry_run:
         return _dry_run(ctx)
+    from videvolve.folderlock import ensure_free
     from videvolve.labelfree.labels import label_mix, labels_line
     from videvolve.tasks import read_tasks, selection_size
 
+    ensure_free(ctx.root, "run folder")  # a second copy of a running run: refused before anything is printed
     tasks = read_tasks(ctx.tasks)
     gate_power(ctx, *selection_size(tasks), err)
     started = time.time()
