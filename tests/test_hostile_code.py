@@ -95,22 +95,23 @@ def test_a_reply_the_child_never_reads_ends_within_the_timeout(video: str, tmp_p
     assert trace.stat().st_size < 9 * 1024 * 1024
 
 
-class SlowVLM(SimVLM):
-    """SimVLM behind an endpoint that takes 30 s to answer (a request the parent is still serving at the deadline)."""
+def slow_endpoint(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Every model call answers as SimVLM does, ``seconds`` late (a busy or stuck server, not the harness)."""
+    import videvolve.skill_library.services as services_module
 
-    def complete(self, messages, tools=None):  # type: ignore[no-untyped-def]
-        time.sleep(30)
-        return super().complete(messages, tools)
+    def complete(vlm, messages, tools, cache):  # type: ignore[no-untyped-def]
+        time.sleep(seconds)
+        return SimVLM().complete(messages, tools)
+
+    monkeypatch.setattr(services_module, "complete", complete)
 
 
 @pytest.mark.slow
 def test_the_watchdog_ends_a_task_whose_request_is_still_being_served(video: str, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    import videvolve.skill_library.services as services_module
     from videvolve.skill_library.runner import LONGEST, TIMEOUT_MARGIN_S
 
-    monkeypatch.setattr(services_module, "complete", lambda vlm, messages, tools, cache: SlowVLM().complete(
-        messages, tools))
+    slow_endpoint(monkeypatch, 30)  # a request the parent is still serving at the task's last deadline
     source = "def solve(task, ctx):\n    return ctx.ask(ctx.frames([1.0]))\n"
     (out, _), took = in_thread(lambda: run_source(source, video, tmp_path, timeout=2.0), 30.0)
     assert (out.outcome, out.error_kind) == ("error", "timeout")
@@ -118,22 +119,11 @@ def test_the_watchdog_ends_a_task_whose_request_is_still_being_served(video: str
     assert LONGEST * 2.0 - 0.5 <= took <= LONGEST * 2.0 + TIMEOUT_MARGIN_S
 
 
-class BusyEndpoint(SimVLM):
-    """SimVLM behind a busy server: every answer takes 1.5 s (the queue, not the harness)."""
-
-    def complete(self, messages, tools=None):  # type: ignore[no-untyped-def]
-        time.sleep(1.5)
-        return super().complete(messages, tools)
-
-
 @pytest.mark.slow
 def test_a_slow_endpoint_is_not_the_harness_timing_out(video: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Three model calls of 1.5 s each take longer than a 3 s timeout; the harness's own time is a fraction of it."""
-    import videvolve.skill_library.services as services_module
-
-    monkeypatch.setattr(services_module, "complete", lambda vlm, messages, tools, cache: BusyEndpoint().complete(
-        messages, tools))
+    slow_endpoint(monkeypatch, 1.5)
     source = ("def solve(task, ctx):\n    f = ctx.frames([1.0])\n    ctx.ask(f)\n    ctx.ask(f)\n    ctx.ask(f)\n"
               "    return 'A'\n")
     (out, _), took = in_thread(lambda: run_source(source, video, tmp_path, timeout=3.0), 30.0)
