@@ -161,6 +161,13 @@ def test_a_message_the_parent_cannot_handle_is_the_tasks_crash(video: str, tmp_p
     assert took < 4.0
 
 
+def test_an_op_that_is_no_string_is_refused_as_an_unknown_request(video: str, tmp_path: Path) -> None:
+    """Not the parent's failure: the request is answered as unknown, and the harness goes on (here, to its timeout)."""
+    source = RAW.replace("PAYLOAD", repr('{"op": ["ask"], "args": {}, "id": 1}'))
+    (out, _), _ = in_thread(lambda: run_source(source, video, tmp_path, timeout=2.0, static_check=False), 30.0)
+    assert (out.outcome, out.error_kind) == ("error", "timeout"), out.error
+
+
 def test_one_ask_shows_at_most_256_observations(video: str, tmp_path: Path) -> None:
     source = "def solve(task, ctx):\n    f = ctx.frames([1.0])[0]\n    return ctx.ask([f] * 20000)\n"
     (out, _), _ = in_thread(lambda: run_source(source, video, tmp_path, timeout=4.0), 30.0)

@@ -317,7 +317,7 @@ class _Attempt:
                     outcome = RunOutcome("error", kind, str(args.get("error"))[:3000])
                 else:
                     self.serving = str(op)[:100]
-                    if op in OFF_THE_CLOCK:
+                    if isinstance(op, str) and op in OFF_THE_CLOCK:  # a hostile op may be any JSON value
                         self.off_clock(time.monotonic())
                     try:
                         reply = _serve(services, msg, op, args)
