@@ -164,7 +164,7 @@ def test_a_message_the_parent_cannot_handle_is_the_tasks_crash(video: str, tmp_p
 def test_an_op_that_is_no_string_is_refused_as_an_unknown_request(video: str, tmp_path: Path) -> None:
     """Not the parent's failure: the request is answered as unknown, and the harness goes on (here, to its timeout)."""
     source = RAW.replace("PAYLOAD", repr('{"op": ["ask"], "args": {}, "id": 1}'))
-    (out, _), _ = in_thread(lambda: run_source(source, video, tmp_path, timeout=2.0, static_check=False), 30.0)
+    (out, _), _ = in_thread(lambda: run_source(source, video, tmp_path, timeout=1.0, static_check=False), 30.0)
     assert (out.outcome, out.error_kind) == ("error", "timeout"), out.error
 
 
