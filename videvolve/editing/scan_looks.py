@@ -123,8 +123,8 @@ def bisect_boundaries(files: Files, cfg: dict[str, Any]) -> Files | None:
     body = merged["solver.py"]
     hits_line = next(h for h in (HITS_ASK, HITS_IF_USED) if h in body)
     body = body.replace(hits_line, hits_line + HITS_KEPT, 1).replace(LOOKED_ANCHOR, FOUND_INIT + LOOKED_ANCHOR, 1)
-    body = body.replace(FINAL_LOOK.splitlines(keepends=True)[0], BISECT_CALL + FINAL_LOOK.splitlines(keepends=True)[0],
-                        1)
+    final_first = FINAL_LOOK.splitlines(keepends=True)[0]  # bisection frames join the final look
+    body = body.replace(final_first, BISECT_CALL + final_first, 1)
     body = body.rstrip("\n") + "\n" + BISECT
     text = files["config.toml"]  # only grounding changes: mcq keeps the look it had
     text = set_key(text, "grounding.final_look", "near_cells")

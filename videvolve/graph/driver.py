@@ -29,8 +29,8 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None
     context; those built here are closed here. They are opened before the run's directory is written, so a start
     they refuse (a bad tasks file, settings that cannot run) leaves nothing behind.
     """
-    if services is None and RunDir(ctx.root).root.is_dir():  # the run's own folder, before its memory, is the
-        ensure_free(RunDir(ctx.root).root, "run folder")     # clearer refusal for a second copy of one run
+    if services is None:  # the run's own folder, before its memory, is the clearer refusal for a second copy
+        ensure_free(RunDir(ctx.root).root, "run folder")
     run = services if services is not None else open_run(ctx)
     folder = run.dir
     folder.root.mkdir(parents=True, exist_ok=True)
