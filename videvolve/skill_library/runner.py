@@ -228,7 +228,8 @@ class _Attempt:
         own = time.monotonic() - self.started - off
         if off >= 1 and own < self.timeout:  # the longest time, spent mostly serving it
             return (f"the task did not finish within {LONGEST:g} x its {self.timeout:.0f} s timeout ({own:.0f} s of "
-                    f"the harness's own time, {off:.0f} s serving its requests){doing}")
+                    f"the harness's own time, {off:.0f} s serving its requests){doing}; if the model endpoint or "
+                    f"this machine is that slow, lower --concurrency or raise --task-timeout")
         return (f"the harness did not finish within {self.timeout:.0f} s of its own time"
                 + (f" (not counting {off:.0f} s serving its requests)" if off >= 1 else "") + doing)
 
