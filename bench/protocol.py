@@ -41,7 +41,9 @@ from videvolve.tasks import Task, read_tasks
 
 WORLDS = (7101, 7202, 7303, 7404, 7505)
 """World seeds of the protocol, fixed before any result (7303 speaks)."""
-SPEAKING = 7303
+SPEAKING = frozenset({7303, 12323})
+"""Worlds that speak: 7303 of the first set; 12323 of the set written down on 2026-12-04 at 17:27 UTC, before any
+run of it (12107 12211 12323 12437 12541)."""
 SIZE = {"videos": 16, "minutes": 12, "questions": 100}
 CACHE = Path(__file__).resolve().parent / ".cache" / "protocol"
 console = Console(width=170)
@@ -51,7 +53,7 @@ def world(seed: int) -> Path:
     """The world's tasks file (generated once)."""
     root = CACHE / f"world{seed}"
     if not (root / "tasks.jsonl").exists():
-        generate_world(root, seed=seed, narration=seed == SPEAKING, **SIZE)
+        generate_world(root, seed=seed, narration=seed in SPEAKING, **SIZE)
     return root / "tasks.jsonl"
 
 
@@ -79,7 +81,7 @@ def run_one(seed: int, harness: str, iterations: int) -> dict[str, Any]:
     tasks_path = world(seed)
     root = CACHE / f"world{seed}-{harness}"
     remove_tree(root)
-    metric = "visual_tokens+text" if seed == SPEAKING else "visual_tokens"
+    metric = "visual_tokens+text" if seed in SPEAKING else "visual_tokens"
     ctx = Context(run_dir=str(root / "run"), run_id=f"protocol{seed}-{harness}", tasks=str(tasks_path),
                   seed_harness=harness, memory=str(root / "memory"), stop=StopSettings(iterations=iterations),
                   seed=seed, runtime=RuntimeSettings(concurrency=2), cache=str(root / "cache.sqlite"),
@@ -213,7 +215,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         groups = "; ".join(f"{g['group']} {g['seed']:.3f} -> {g['evolved']:.3f} ({fmt_p(g['p'])})" for g in r["groups"])
         ratio = r["tokens_evolved"] / r["tokens_seed"] if r["tokens_seed"] else 1.0
-        world = f"{r['world']} (speaks)" if r["world"] == SPEAKING else str(r["world"])
+        world = f"{r['world']} (speaks)" if r["world"] in SPEAKING else str(r["world"])
         lines.append(f"| {world} | `{r['seed_harness']}` | {r['score_seed']:.3f} -> {r['score_evolved']:.3f} "
                      f"({fmt_p(r['score_p'])}) | {groups} | {ratio:.3f}x | {r['accepted']} / {r['proposed']} | "
                      f"{r['test_would_reject']} / {r['accepted']} | {_mf(r)} | {verdict(r)} |")

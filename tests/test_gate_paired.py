@@ -150,3 +150,19 @@ def test_sequential_rungs_stop_losers_early_and_decide_as_full_validation():
     assert all(decisions["multi-fidelity", c] == decisions["full", c] for c in ("loser", "winner", "noise"))
     assert costs["multi-fidelity", "loser"] == 24  # stopped at the first rung (10 %)
     assert costs["multi-fidelity", "winner"] < n  # an overwhelming winner is accepted before the full rung
+
+
+def test_a_rejection_on_cost_alone_spends_none_of_the_wealth():
+    """A candidate whose cost fits neither bound is rejected whatever its answers: no test, nothing spent."""
+    n = 240
+    parent = [float(i % 2) for i in range(n)]
+    scores = {"p": parent, "dear": [1.0] * n, "noise": [float((i // 2) % 2) for i in range(n)]}
+    frames = {"p": 100, "dear": 250, "noise": 100}
+    for mode in ("multi-fidelity", "full"):
+        ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1)
+        (dear,), _ = screen(FakeRun(ctx, scores, frames), "p", ["dear"], {}, 0)
+        assert dear.decision == "rejected" and dear.level is None, (mode, dear.reason)
+        assert wealth([dear], ctx.gate.level) == ctx.gate.level
+        (noise,), _ = screen(FakeRun(ctx, scores, frames), "p", ["noise"], {}, 0, history=[dear])
+        assert noise.decision == "rejected" and noise.level == next_level([], ctx.gate.level)
+        assert wealth([dear, noise], ctx.gate.level) < ctx.gate.level  # a tested rejection spends

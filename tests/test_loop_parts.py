@@ -9,6 +9,7 @@ import pytest
 
 from videvolve.editing import EditorInput, HeuristicEditor, PastDiagnosis, read_files, write_candidate
 from videvolve.editing.base import Proposal, check_edit
+from videvolve.editing.file_edits import set_key
 from videvolve.editing.heuristic import score_operators
 from videvolve.errors import HarnessError
 from videvolve.evaluation.results import TaskResult
@@ -161,7 +162,9 @@ def inp(categories: list[str], files=None, similar=(), tried=()) -> EditorInput:
 
 def test_different_mixes_choose_different_operators():
     editor = HeuristicEditor()
-    chosen = {mix: editor.propose(inp(list(mix))).operator for mix in [
+    files = read_files(seed_path("uniform"))
+    files["config.toml"] = set_key(files["config.toml"], "n_frames", 128)  # room for more frames in one request
+    chosen = {mix: editor.propose(inp(list(mix), files=files)).operator for mix in [
         ("misperception", "misperception", "missed_event"),
         ("boundary_error", "boundary_error"),
         ("missed_event", "missed_event", "unresolved"),
@@ -182,10 +185,12 @@ def test_memory_outcomes_steer_the_choice():
     good = diag("missed_event", 8).model_copy(update={"outcome": RevisionOutcome(decision="accepted",
                                                                                  operator="denser_sampling")})
     routes = ["grounding_lowres_denser", "mcq_lowres_denser", "refine_mcq_only"]  # set aside: these two compete
-    steered = HeuristicEditor().propose(inp(["boundary_error", "missed_event"], tried=routes,
+    files = read_files(seed_path("uniform"))
+    files["config.toml"] = set_key(files["config.toml"], "n_frames", 128)  # room for more frames in one request
+    steered = HeuristicEditor().propose(inp(["boundary_error", "missed_event"], files=files, tried=routes,
                                             similar=[PastDiagnosis(diagnosis=bad, similarity=1.0),
                                                      PastDiagnosis(diagnosis=good, similarity=1.0)]))
-    plain = HeuristicEditor().propose(inp(["boundary_error", "missed_event"], tried=routes))
+    plain = HeuristicEditor().propose(inp(["boundary_error", "missed_event"], files=files, tried=routes))
     assert plain.operator == "add_refinement" and steered.operator == "denser_sampling"
     assert HeuristicEditor().propose(inp(["boundary_error"], tried=["add_refinement"])).operator != "add_refinement"
 

@@ -10,7 +10,7 @@ import pytest
 from videvolve.config import RuntimeSettings
 from videvolve.editing.base import EditorInput, read_files
 from videvolve.editing.heuristic import candidates
-from videvolve.editing.operators import OPERATORS, config_of
+from videvolve.editing.operators import OPERATORS, config_of, set_key
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.memory.records import Diagnosis
 from videvolve.models.cost import cost_model
@@ -51,8 +51,31 @@ def test_cost_cuts_of_scan_refine_and_the_lowres_route(tmp_path: Path) -> None:
     assert cells["cell_width"] == 160
     scan = config_of(read_files(_apply("sparser_scan", "scan_refine", tmp_path)))
     assert scan["scan_share"] == 0.6
-    low = config_of(read_files(_apply("grounding_lowres_denser", "uniform", tmp_path)))
-    assert low["grounding"] == {"max_side": 120, "n_frames": 435}
+    # uniform sends its 256 frames in one request, as many as one may show: no denser look applies to it
+    assert OPERATORS["grounding_lowres_denser"].apply(read_files(seed_path("uniform")), config_of(
+        read_files(seed_path("uniform")))) is None
+    fewer = tmp_path / "fewer"
+    shutil.copytree(seed_path("uniform"), fewer)
+    (fewer / "config.toml").write_text(set_key((fewer / "config.toml").read_text(), "n_frames", 113))
+    files = read_files(fewer)
+    low = config_of({**files, **(OPERATORS["grounding_lowres_denser"].apply(files, config_of(files)) or {})})
+    assert low["grounding"] == {"max_side": 120, "n_frames": 192}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", ["uniform", "scan_refine"])
+def test_every_operator_makes_requests_the_parent_accepts(tmp_path: Path, small_world, seed: str) -> None:
+    """An edit the walls refuse wastes a trial (it once made every denser look of uniform fail on every task)."""
+    tasks = [t for t in small_world.tasks if t.split == "train"]
+    one = [next(t for t in tasks if t.kind == "mcq"), next(t for t in tasks if t.kind == "grounding")]
+    files = read_files(seed_path(seed))
+    applied = [name for name, op in OPERATORS.items() if op.apply(files, config_of(files)) is not None]
+    assert len(applied) >= 5, applied
+    for name in applied:
+        out = _apply(name, seed, tmp_path)
+        res = solve_tasks(load_harness(out), one, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2),
+                          tmp_path / f"{name}-runs")
+        assert all(r.outcome == "ok" for r in res), (name, [r.error for r in res])
 
 
 @pytest.mark.slow

@@ -210,11 +210,13 @@ def _satisfies(editor: ScriptedEditor, one: OneWorkspace) -> tuple[Editor, Works
 class FakeRun:
     """A run whose versions have fixed per-question scores on ``len(scores[v])`` mcq selection tasks.
 
+    ``frames``: every version's frames per question (its cost, as frames or as visual tokens), or each version's.
+
     It counts every (version, task) evaluation, as a real run would pay for it; mypy checks it satisfies the
     search's :class:`~videvolve.search.services.Evaluator`.
     """
 
-    def __init__(self, ctx: SearchSettings, scores: dict[str, list[float]], frames: int = 16) -> None:
+    def __init__(self, ctx: SearchSettings, scores: dict[str, list[float]], frames: int | dict[str, int] = 16) -> None:
         self.ctx, self.scores, self.frames = ctx, scores, frames
         n = len(next(iter(scores.values())))
         self.selection = [Task(id=f"t{i}", video_id=f"v{i}", video="v.mp4", kind="mcq", question="q",
@@ -224,8 +226,10 @@ class FakeRun:
     def evaluate(self, version: str, tasks: list[Task], split: str) -> list[TaskResult]:
         """Scripted results, counted."""
         self.evaluated.setdefault(version, set()).update(t.id for t in tasks)
+        frames = self.frames if isinstance(self.frames, int) else self.frames.get(version, 16)
         return [TaskResult(task_id=t.id, harness_id=version, kind="mcq", outcome="ok",
-                           score=self.scores[version][int(t.id[1:])], usage={"frames": self.frames})
+                           score=self.scores[version][int(t.id[1:])], usage={"frames": frames,
+                                                                                "image_tokens": frames})
                 for t in tasks]
 
 

@@ -2,7 +2,8 @@
 
 With a workspace (the default) it prototypes its best few operators with the ``trial`` tool on training tasks of
 this batch and submits the one that helps most there (Meta-Harness's mandatory prototyping); the trials are capped
-(operators x tasks). ``trials=False`` (``--no-trials``) sends its first guess to the gate, as it always did.
+(operators x tasks). A lone candidate is tried too: what fails the gate's rule on the batch (a cost beyond its bound,
+say) is not worth a decision. ``trials=False`` (``--no-trials``) sends its first guess to the gate.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ class HeuristicEditor:
                                  "no untried operator addresses this batch's diagnoses")
             return None
         tools = workspaces.open(inp) if workspaces is not None else None
-        if tools is None or not self.trials or len(positive) == 1:
+        if tools is None or not self.trials:
             score, op = positive[0]
             proposal = self._proposal(inp, op, score)
             if tools is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from videvolve.editing.file_edits import Files, config_of, frame_key, routed, set_key
 from videvolve.editing.scan_looks import BISECT_ROUNDS, bisect_boundaries, final_look_flagged
+from videvolve.skill_library.limits import MAX_REQUEST_OBSERVATIONS
 
 __all__ = ["CATALOGUE", "OPERATORS", "Files", "Operator", "config_of", "frame_key", "routed", "scale_frames",
            "set_key"]
@@ -48,6 +49,10 @@ def _raise_resolution(files: Files, cfg: dict[str, Any]) -> Files | None:
 def scale_frames(factor: float, kinds: tuple[str, ...] = ()) -> Callable[[Files, dict[str, Any]], Files | None]:
     """An edit that scales the harness's frame count (``n_frames`` or ``frames``) by ``factor``.
 
+    ``n_frames`` counts the frames of one request (a uniform solver's): it grows no further than a request may show
+    (:data:`~videvolve.skill_library.limits.MAX_REQUEST_OBSERVATIONS`, which the parent enforces), so the edit does
+    not apply to a harness already there. ``frames`` (a scan's budget, shown in contact sheets) has no such cap.
+
     With ``kinds``, only those question kinds' counts (``mcq.n_frames = ...``; the solver must read its settings
     per kind, see :func:`routed`); otherwise the shared count and every kind's own.
     """
@@ -62,6 +67,8 @@ def scale_frames(factor: float, kinds: tuple[str, ...] = ()) -> Callable[[Files,
         changed = False
         for name, value in targets:
             new = max(4, int(int(value) * factor))
+            if key == "n_frames" and factor > 1:  # all of them go in one request: no more than it may show
+                new = min(new, max(int(value), MAX_REQUEST_OBSERVATIONS))
             if new != int(value):
                 text, changed = set_key(text, name, new), True
         if not changed:
@@ -185,8 +192,12 @@ def _lowres_denser(kinds: tuple[str, ...]) -> Callable[[Files, dict[str, Any]], 
             return None
         text = files["config.toml"]
         for k in kinds:
+            n = int(own[k].get(key, cfg[key]))
+            more = round(n * 1.7) if key != "n_frames" else min(round(n * 1.7), MAX_REQUEST_OBSERVATIONS)
+            if more < n * 1.2:  # one request cannot show that many more frames: not this move
+                return None
             text = set_key(text, f"{k}.max_side", int(own[k].get("max_side", cfg["max_side"])) * 3 // 4)
-            text = set_key(text, f"{k}.{key}", round(int(own[k].get(key, cfg[key])) * 1.7))
+            text = set_key(text, f"{k}.{key}", more)
         return {**route, "config.toml": text}
 
     return apply

@@ -43,7 +43,9 @@ class GateEntry(BaseModel):
     ci: tuple[float, float] | None = None
     mcnemar_p: float | None = None
     level: float | None = Field(None, description="the paired gate's level for this candidate (what a rejection "
-                                "costs the run's alpha-wealth); None under --gate video-rsi")
+                                "costs the run's alpha-wealth); None under --gate video-rsi, and for a rejection on "
+                                "cost alone (a cost that fits neither a gain's bound nor a cut's: no test was made, "
+                                "and nothing about the answers decided it)")
     p_gain: float | None = Field(None, description="one-sided paired sign-flip p of a gain, at the deciding look")
     bound: float | None = Field(None, description="one-sided lower t bound of the mean difference at the level")
 

@@ -123,11 +123,12 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             if cand not in decided:
                 continue
             decision, extra = decided[cand]
+            spent = level if _bounds(c, c2, gate) else None  # a verdict on cost alone tests nothing: no spending
             boot = paired_bootstrap([r.score for r in p_res], [r.score for r in res], seed=ctx.seed)
             mcq = [(o.score == 1, x.score == 1) for o, x in zip(p_res, res, strict=True) if o.kind == "mcq"]
             reason = decision.reason if last else f"accepted early at rung {k + 1}/{len(ladder)}: {decision.reason}"
             entries[cand] = GateEntry(
-                **base, candidate=cand, operator=operators.get(cand), cand_frames=frames[cand],
+                **{**base, "level": spent}, candidate=cand, operator=operators.get(cand), cand_frames=frames[cand],
                 decision="accepted" if decision.accept else "rejected", reason=reason, cand_score=a2,
                 cand_cost=c2, p_value=boot.p_value, ci=(boot.ci_low, boot.ci_high),
                 mcnemar_p=mcnemar([x for x, _ in mcq], [y for _, y in mcq]).p_value if mcq else None, **extra)
@@ -150,8 +151,9 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 hopeful.append((cand, a2, c2))
             else:
                 entries[cand] = GateEntry(
-                    **base, candidate=cand, operator=operators.get(cand), decision="rejected", cand_score=a2,
-                    cand_frames=frames[cand], cand_cost=c2,
+                    **{**base, "level": level if _bounds(c, c2, gate) else None}, candidate=cand,
+                    operator=operators.get(cand), decision="rejected", cand_score=a2, cand_frames=frames[cand],
+                    cand_cost=c2,
                     reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): {why_not}")
         if not hopeful:
             alive = []
