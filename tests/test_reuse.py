@@ -87,3 +87,25 @@ def test_the_producer_key_names_backend_model_decoding_and_task(small_world):
     assert len({key(SimVLM()), key(Other()), key(cold), key(hotter), key(SimVLM(), "h2"),
                 key(SimVLM(), t=task.model_copy(update={"video": task.video + ".other.mp4"}))}) == 6
     assert key(cold) == key(elsewhere)  # the endpoint's address is not what produced a reply
+
+
+def test_a_timeout_is_reused_only_under_a_limit_no_longer_than_its_own(small_world, seed: Path, tmp_path: Path):
+    """A harness that never returns times out; a rerun with a longer --task-timeout, or a result an older version
+    wrote (its clock also ran while the endpoint served the harness), gets the task run again."""
+    busy = tmp_path / "busy"
+    shutil.copytree(seed, busy)
+    (busy / "solver.py").write_text("def solve(task, ctx):\n    while True:\n        pass\n")
+    tasks = [t for t in small_world.tasks if t.split == "test"][:1]
+    out = tmp_path / "e"
+    short = RUNTIME.model_copy(update={"wall_seconds": 1.0})
+    first = run(busy, tasks, out, runtime=short)
+    assert first.results[0].error_kind == "timeout" and first.results[0].time_limit_s == 1.0
+    assert reused(run(busy, tasks, out, runtime=short)) == 1
+    assert reused(run(busy, tasks, out, runtime=short.model_copy(update={"wall_seconds": 0.5}))) == 1
+    longer = run(busy, tasks, out, runtime=short.model_copy(update={"wall_seconds": 1.5}))
+    assert reused(longer) == 0 and longer.results[0].time_limit_s == 1.5
+    stored = next((out / "results").glob("*.json"))
+    older = stored.read_text().replace('"time_limit_s": 1.5', '"time_limit_s": null')
+    assert older != stored.read_text()
+    stored.write_text(older)
+    assert reused(run(busy, tasks, out, runtime=short.model_copy(update={"wall_seconds": 1.5}))) == 0

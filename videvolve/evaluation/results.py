@@ -2,7 +2,8 @@
 
 A stored result names what produced it (:class:`Producer`: harness version, backend, model, decoding and the
 runtime settings that change replies, and the task's content); it is reused only by the same producer, and never
-when it is an error a rerun may cure (a video that was missing or unreadable: ``media``).
+when it is an error a rerun may cure (a video that was missing or unreadable: ``media``; a timeout reached under a
+shorter task timeout, or before model calls were off the task's clock).
 """
 
 from __future__ import annotations
@@ -36,16 +37,20 @@ class Producer(BaseModel):
     revision: str
     decoding: dict[str, Any]
     runtime: dict[str, Any] = Field(description="the REPLY_SETTINGS of the run")
+    time_limit_s: float | None = Field(None, description="the run's --task-timeout: not part of the key (it changes "
+                                       "no answer), but a timeout is reused only under a limit no longer than its own")
 
     @classmethod
     def of(cls, harness_id: str, vlm: VLM, runtime: RuntimeSettings) -> Producer:
         """The producer of results of ``harness_id`` answered by ``vlm`` under ``runtime``."""
         return cls(harness_id=harness_id, backend=type(vlm).__qualname__, model=vlm.name, revision=vlm.revision,
-                   decoding=vlm.decoding(), runtime=runtime.model_dump(include=set(REPLY_SETTINGS)))
+                   decoding=vlm.decoding(), runtime=runtime.model_dump(include=set(REPLY_SETTINGS)),
+                   time_limit_s=runtime.wall_seconds)
 
     def key(self, task: Task) -> str:
         """The id of this producer's result on ``task`` (its whole content: question, options, answer, video)."""
-        payload = {"producer": self.model_dump(mode="json"), "task": task.model_dump(mode="json")}
+        payload = {"producer": self.model_dump(mode="json", exclude={"time_limit_s"}),
+                   "task": task.model_dump(mode="json")}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -66,6 +71,8 @@ class TaskResult(BaseModel):
     wall_s: float = 0.0
     produced_by: str | None = Field(None, description="Producer.key of what produced it (None: before keys existed, "
                                     "never reused)")
+    time_limit_s: float | None = Field(None, description="the harness's own-time limit it ran under (--task-timeout; "
+                                       "None: written before model calls were off the task's clock)")
 
     @property
     def frames(self) -> int:
@@ -96,9 +103,19 @@ def load_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult | N
 
 
 def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult | None:
-    """A stored result a rerun may take instead of running the task: this producer's, and no input error."""
+    """A stored result a rerun may take instead of running the task: this producer's, and no input error.
+
+    A timeout is taken only when it was reached under a limit at least as long as this run's, on the harness's own
+    time: one written by an older version (whose clock also ran while the endpoint served the harness) or under a
+    shorter ``--task-timeout`` says nothing about this run, and the task runs again.
+    """
     result = load_result(out_dir, task, producer)
-    return None if result is None or result.error_kind in RETRIED_ON_RERUN else result
+    if result is None or result.error_kind in RETRIED_ON_RERUN:
+        return None
+    if result.error_kind == ErrorKind.TIMEOUT and (
+            result.time_limit_s is None or (producer.time_limit_s or 0.0) > result.time_limit_s):
+        return None
+    return result
 
 
 def write_result(out_dir: Path, result: TaskResult) -> None:
