@@ -226,7 +226,8 @@ CATALOGUE: tuple[Operator, ...] = (
     Operator("add_refinement", "add local dense resampling at full resolution around flagged moments (25 % of "
              "the frames), frame count unchanged", {"boundary_error": 1.0, "missed_event": 0.4,
                                                    "evidence_unused": 0.3, "misperception": 0.3}, _add_refinement),
-    Operator("denser_sampling", "10 % more frames", {"missed_event": 1.0, "unresolved": 0.3}, scale_frames(1.1)),
+    Operator("denser_sampling", "10 % more frames (frames sent in one request: no more than one request may show)",
+             {"missed_event": 1.0, "unresolved": 0.3}, scale_frames(1.1)),
     Operator("sharper_boundaries", "more frames around each boundary", {"boundary_error": 0.8}, _sharper_boundaries),
     Operator("more_refinement", "give refinement a larger share (or more candidates)",
              {"missed_event": 0.5, "evidence_unused": 0.6, "boundary_error": 0.3}, _more_refinement),
