@@ -41,9 +41,9 @@ from videvolve.tasks import Task, read_tasks
 
 WORLDS = (7101, 7202, 7303, 7404, 7505)
 """World seeds of the protocol, fixed before any result (7303 speaks)."""
-SPEAKING = frozenset({7303, 12323})
-"""Worlds that speak: 7303 of the first set; 12323 of the set written down on 2026-12-04 at 17:17 UTC, before any
-run of it (12107 12211 12323 12437 12541)."""
+SPEAKING = frozenset({7303, 12323, 13331})
+"""Worlds that speak: 7303 of the first set; 12323 and 13331 of the sets written down on 2026-12-04 at 17:17 and
+17:34 UTC, each before any run of it (12107 12211 12323 12437 12541; 13103 13217 13331 13449 13567)."""
 SIZE = {"videos": 16, "minutes": 12, "questions": 100}
 CACHE = Path(__file__).resolve().parent / ".cache" / "protocol"
 console = Console(width=170)

@@ -55,7 +55,7 @@ class EditorSettings(BaseModel):
                                         "llm and agent editors (default: the solver)")
     rounds: int = Field(16, ge=1, json_schema_extra=_flat("editor_rounds"), description="model turns an agent "
                         "editor gets per proposal (repairs included)")
-    trial_tasks: int = Field(48, ge=0, json_schema_extra=_flat("editor_trial_tasks"), description="training-task "
+    trial_tasks: int = Field(144, ge=0, json_schema_extra=_flat("editor_trial_tasks"), description="training-task "
                              "runs the editor's trials may make per proposal")
     probes: int = Field(8, ge=0, json_schema_extra=_flat("editor_probes"), description="perception probes the "
                         "editor may make per proposal")
@@ -69,7 +69,8 @@ class EditorSettings(BaseModel):
     no_trials: bool = Field(False, description="the heuristic editor sends its first choice to the gate without "
                             "prototyping it")
     trial_operators: int = Field(3, ge=1, description="operators the heuristic editor prototypes with trials")
-    trial_batch: int = Field(8, ge=1, description="training tasks of the batch each prototype trial runs on")
+    trial_batch: int = Field(24, ge=1, description="training tasks of the batch each prototype trial runs on (on 8, "
+                             "a trial's mean difference has a standard error near 0.16: it cannot rank moves)")
     repair_rounds: int = Field(1, ge=0, description="times a failing candidate goes back to the editor")
     smoke_tasks: int = Field(2, ge=1, description="training tasks of the validation smoke run")
 
@@ -223,7 +224,8 @@ class Context(BaseModel):
     memory: str = Field(str(Path.home() / ".videvolve" / "memory"), description="diagnosis memory shared by runs")
     model: ModelSettings = Field(default_factory=ModelSettings, description="the frozen solver model")
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
-    batch: int = Field(8, ge=1, description="training tasks solved and investigated per iteration")
+    batch: int = Field(24, ge=1, description="training tasks solved and investigated per iteration (the heuristic "
+                       "editor's trials run on them)")
     seed: int = Field(0, description="drives batch sampling")
     embedder: Literal["auto", "minilm", "hashing"] = Field("auto", description="memory embedder")
     cache: str | None = Field(None, description="response cache file (default ~/.cache/videvolve)")
