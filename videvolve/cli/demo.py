@@ -62,7 +62,7 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     remove_tree(run)
     remove_tree(out / "memory")
     ctx = Context(run_dir=str(run.resolve()), run_id="demo", tasks=str(world.tasks_path.resolve()),
-                  seed_harness="uniform", memory=str((out / "memory").resolve()), batch=8, seed=seed,
+                  seed_harness="uniform", memory=str((out / "memory").resolve()), seed=seed,
                   runtime=RuntimeSettings(concurrency=2), stop=StopSettings(iterations=iterations),
                   gate=gate, cache=str((out / "cache.sqlite").resolve()))
     final = evolve(ctx, lambda node, values, state: _line(node, values, state, started))
