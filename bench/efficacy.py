@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from protocol import WORLDS, protocol, stored
+from protocol import SIZE, WORLDS, protocol, stored
 from rich.console import Console
 from rich.table import Table
 
@@ -61,6 +61,10 @@ def main() -> int:
     parser.add_argument("--compare", choices=["protocol", "seed", "editors", "speech"], default="protocol")
     parser.add_argument("--worlds", type=int, nargs="+", default=list(WORLDS))
     parser.add_argument("--harness", nargs="+", default=["uniform", "scan_refine"])
+    parser.add_argument("--videos", type=int, default=SIZE["videos"], help="--compare protocol: videos per world")
+    parser.add_argument("--minutes", type=float, default=SIZE["minutes"], help="--compare protocol: minutes each")
+    parser.add_argument("--questions", type=int, default=SIZE["questions"],
+                        help="--compare protocol: questions per video")
     parser.add_argument("--no-trials", action="store_true", help="--compare seed with the editor's first guesses")
     parser.add_argument("--from-results", type=Path, nargs="+", metavar="JSON",
                         help="--compare protocol: print the table and verdict of stored results files (runs of "
@@ -73,7 +77,8 @@ def main() -> int:
     if args.compare == "protocol" and args.from_results:
         return stored(args.from_results, args.markdown, args.replay_mf)
     if args.compare == "protocol":
-        return protocol(args.worlds, args.harness, args.iterations)
+        size = {"videos": args.videos, "minutes": args.minutes, "questions": args.questions}
+        return protocol(args.worlds, args.harness, args.iterations, size)
     if args.compare == "editors":
         return editors(args.seeds, args.iterations)
     if args.compare == "speech":

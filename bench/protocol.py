@@ -45,15 +45,22 @@ SPEAKING = frozenset({7303, 12323, 13331})
 """Worlds that speak: 7303 of the first set; 12323 and 13331 of the sets written down on 2026-12-04 at 17:17 and
 17:34 UTC, each before any run of it (12107 12211 12323 12437 12541; 13103 13217 13331 13449 13567)."""
 SIZE = {"videos": 16, "minutes": 12, "questions": 100}
+"""The protocol's world size (4 selection and 4 test videos). ``--videos 32 --minutes 6``: the same minutes of video
+in 8 selection and 8 test videos, the fewest the power note accepts (its worlds live in folders named by size)."""
 CACHE = Path(__file__).resolve().parent / ".cache" / "protocol"
 console = Console(width=170)
 
 
-def world(seed: int) -> Path:
+def size_tag(size: dict[str, Any]) -> str:
+    """'' for the protocol's own size, else ``-v32-m6-q100``: worlds of other sizes live beside its own."""
+    return "" if size == SIZE else f"-v{size['videos']}-m{size['minutes']:g}-q{size['questions']}"
+
+
+def world(seed: int, size: dict[str, Any] = SIZE) -> Path:
     """The world's tasks file (generated once)."""
-    root = CACHE / f"world{seed}"
+    root = CACHE / f"world{seed}{size_tag(size)}"
     if not (root / "tasks.jsonl").exists():
-        generate_world(root, seed=seed, narration=seed in SPEAKING, **SIZE)
+        generate_world(root, seed=seed, narration=seed in SPEAKING, **size)
     return root / "tasks.jsonl"
 
 
@@ -75,11 +82,11 @@ def per_group(tasks: list[Task], a: list[TaskResult], b: list[TaskResult]) -> li
     return out
 
 
-def run_one(seed: int, harness: str, iterations: int) -> dict[str, Any]:
+def run_one(seed: int, harness: str, iterations: int, size: dict[str, Any] = SIZE) -> dict[str, Any]:
     """One world, one seed harness: evolve, then the test split."""
     started = time.time()
-    tasks_path = world(seed)
-    root = CACHE / f"world{seed}-{harness}"
+    tasks_path = world(seed, size)
+    root = CACHE / f"world{seed}{size_tag(size)}-{harness}"
     remove_tree(root)
     metric = "visual_tokens+text" if seed in SPEAKING else "visual_tokens"
     ctx = Context(run_dir=str(root / "run"), run_id=f"protocol{seed}-{harness}", tasks=str(tasks_path),
@@ -154,14 +161,14 @@ def table(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
-def protocol(worlds: list[int], harnesses: list[str], iterations: int) -> int:
+def protocol(worlds: list[int], harnesses: list[str], iterations: int, size: dict[str, Any] = SIZE) -> int:
     """Run every world and seed harness; print the table after each; write results.json."""
     rows: list[dict[str, Any]] = []
-    tag = "-".join(harnesses) + ("" if tuple(worlds) == WORLDS else "-" + "-".join(map(str, worlds)))
+    tag = "-".join(harnesses) + ("" if tuple(worlds) == WORLDS else "-" + "-".join(map(str, worlds))) + size_tag(size)
     out = CACHE / f"results-{tag}.json"  # runs of other worlds, side by side, write their own files
     for harness in harnesses:
         for seed in worlds:
-            rows.append(run_one(seed, harness, iterations))
+            rows.append({**run_one(seed, harness, iterations, size), "size": size})
             console.print(table(rows))
             CACHE.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(rows, indent=1, default=float))
