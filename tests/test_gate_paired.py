@@ -166,3 +166,21 @@ def test_a_rejection_on_cost_alone_spends_none_of_the_wealth():
         (noise,), _ = screen(FakeRun(ctx, scores, frames), "p", ["noise"], {}, 0, history=[dear])
         assert noise.decision == "rejected" and noise.level == next_level([], ctx.gate.level)
         assert wealth([dear, noise], ctx.gate.level) < ctx.gate.level  # a tested rejection spends
+
+
+def test_gains_cannot_creep_past_the_seeds_cost():
+    """Each gain within 1.1x its parent would let three of them reach 1.33x the seed; the seed's cost bounds it."""
+    n = 240
+    parent = [float(i % 2) for i in range(n)]
+    better = [1.0] * n
+    scores = {"seed": parent, "p": parent, "dearer": better, "within": better}
+    frames = {"seed": 100, "p": 108, "dearer": 118, "within": 109}
+    for mode in ("multi-fidelity", "full"):
+        ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1)
+        (dearer,), _ = screen(FakeRun(ctx, scores, frames), "p", ["dearer"], {}, 0, seed="seed")
+        assert dearer.decision == "rejected" and dearer.level is None, (mode, dearer.reason)  # 118 > 1.1 x 100
+        assert "seed" in dearer.reason
+        (alone,), _ = screen(FakeRun(ctx, scores, frames), "p", ["dearer"], {}, 0)
+        assert alone.decision == "accepted"  # without the seed's bound, 118 <= 1.1 x 108 passes
+        (within,), _ = screen(FakeRun(ctx, scores, frames), "p", ["within"], {}, 0, seed="seed")
+        assert within.decision == "accepted", (mode, within.reason)

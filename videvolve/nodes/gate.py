@@ -15,7 +15,7 @@ from videvolve.loop.state import State
 from videvolve.nodes.common import spent
 from videvolve.search.history import entries as history_entries
 from videvolve.search.screening import screen
-from videvolve.search.tree import pending_children
+from videvolve.search.tree import pending_children, seed_of
 
 
 def gate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
@@ -27,7 +27,8 @@ def gate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     pending = pending_children(state.get("tree", {}), parent, exclude=state["candidates"])
     candidates = list(state["candidates"]) + pending
     entries, results = screen(run, parent, candidates, state.get("operators", {}), state["iteration"],
-                              keep_pending=ctx.search == "mcts", history=history_entries(state.get("history", [])))
+                              keep_pending=ctx.search == "mcts", history=history_entries(state.get("history", [])),
+                              seed=seed_of(state.get("tree", {})))
     for e in entries:
         run.event(state["iteration"], "gate", e.decision, **e.model_dump(exclude={"iteration", "decision"}))
     return {"history": [e.model_dump() for e in entries], "candidates": candidates, "spent": spent(results)}

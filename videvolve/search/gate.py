@@ -83,12 +83,28 @@ class PairedDecision(Decision):
     stats: Paired | None = None
 
 
+def gain_cost_bound(c: float, alpha: float, seed_cost: float | None = None) -> float:
+    """The most a gain may cost: (1 + alpha) x the parent's cost, and never more than (1 + alpha) x the seed's.
+
+    Bounding each step by its parent alone lets cost creep: three gains at 1.04x, 1.04x and 1.10x their parents
+    make a harness at 1.19x the seed's cost, whose gain was never weighed against that.
+    """
+    return (1 + alpha) * (c if seed_cost is None else min(c, seed_cost))
+
+
 def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: Sequence[TaskResult], level: float,
                 metric: str = "visual_tokens", text_weight: float = 1.0, alpha: float = 0.1, beta: float = 0.2,
-                margin: float = 0.02, seed: int = 0) -> PairedDecision:
-    """Judge ``candidate`` against ``parent`` on the same questions (``tasks``, in the same order) at ``level``."""
+                margin: float = 0.02, seed: int = 0, seed_cost: float | None = None) -> PairedDecision:
+    """Judge ``candidate`` against ``parent`` on the same questions (``tasks``, in the same order) at ``level``.
+
+    ``seed_cost``: the run's seed harness's mean cost on these questions, which bounds a gain's cost too
+    (:func:`gain_cost_bound`).
+    """
     c = aggregate(parent, metric, text_weight)[1]
     c2 = aggregate(candidate, metric, text_weight)[1]
+    bound = gain_cost_bound(c, alpha, seed_cost)
+    of = f"(1+{alpha}) x {c:.1f}" if seed_cost is None or c <= seed_cost else \
+        f"(1+{alpha}) x the seed's {seed_cost:.1f}"
     st = paired([r.score for r in parent], [r.score for r in candidate], level, seed)
     at = f"{len(tasks)} paired questions at level {level:.4g}"
     for group in sorted({group_of(t) for t in tasks}):
@@ -98,12 +114,11 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
             return PairedDecision(False, f"{group} questions lose significantly: {g.diff:+.4f} on {g.n} "
                                          f"(p {g.p_loss:.4f} <= {level:.4g})", st)
     if st.p_gain <= level:
-        if c2 <= (1 + alpha) * c + 1e-9:
+        if c2 <= bound + 1e-9:
             return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f} <= {level:.4g}, "
-                                        f"{st.discordant} questions differ) at cost {c2:.1f} <= (1+{alpha}) x "
-                                        f"{c:.1f}; {at}", st)
-        return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}) but cost {c2:.1f} > (1+{alpha}) x "
-                                     f"{c:.1f} = {(1 + alpha) * c:.1f}", st)
+                                        f"{st.discordant} questions differ) at cost {c2:.1f} <= {of}; {at}", st)
+        return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}) but cost {c2:.1f} > {of} = "
+                                     f"{bound:.1f}", st)
     if c > 0 and c2 <= (1 - beta) * c + 1e-9:
         if st.lower >= -margin - 1e-12:
             return PairedDecision(True, f"cost {c2:.1f} <= (1-{beta}) x {c:.1f}, non-inferior: loss at most "

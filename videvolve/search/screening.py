@@ -25,7 +25,7 @@ from typing import Any
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.search.curtailment import outlook
-from videvolve.search.gate import Decision, aggregate, gate_rule, mean_frames, paired_rule
+from videvolve.search.gate import Decision, aggregate, gain_cost_bound, gate_rule, mean_frames, paired_rule
 from videvolve.search.history import GateEntry
 from videvolve.search.services import Evaluator, GateRules
 from videvolve.search.spending import next_level
@@ -72,13 +72,15 @@ def paired_se(parent: list[float], candidate: list[float], population: int | Non
 
 
 def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[str, str | None],
-           iteration: int, keep_pending: bool = False,
-           history: Sequence[GateEntry] = ()) -> tuple[list[GateEntry], list[TaskResult]]:
+           iteration: int, keep_pending: bool = False, history: Sequence[GateEntry] = (),
+           seed: str | None = None) -> tuple[list[GateEntry], list[TaskResult]]:
     """One aggregate entry per candidate (decision, reason, scores, how far it got) and the new results.
 
     ``keep_pending``: a hopeful candidate that loses the promotion is ``pending`` rather than rejected, so that it
     can be promoted when its parent is expanded again (VidHarness's pool; results on disk make that free).
-    ``history``: the run's earlier entries, which set the paired gate's level (alpha-investing).
+    ``history``: the run's earlier entries, which set the paired gate's level (alpha-investing). ``seed``: the
+    run's seed version; under the paired gate a gain may cost no more than (1 + alpha) x its cost either
+    (:func:`~videvolve.search.gate.gain_cost_bound`; its selection results are on disk).
     """
     ctx = run.ctx
     gate = ctx.gate
@@ -87,6 +89,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     paired_gate = gate.rule == "paired"
     level = next_level(history, gate.level, gate.spending) / max(1, len(candidates)) if paired_gate else None
     parent_all = {r.task_id: r for r in run.evaluate(parent, selection, "selection")}
+    seed_all = {r.task_id: r for r in run.evaluate(seed, selection, "selection")} \
+        if paired_gate and seed is not None and seed != parent else None
     new: list[TaskResult] = []
     entries: dict[str, GateEntry] = {}
     alive = list(candidates)
@@ -96,6 +100,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         last = k == len(ladder) - 1
         p_res = [parent_all[t.id] for t in rung]
         a, c = aggregate(p_res, gate.cost_metric, gate.text_token_weight)
+        c_seed = None if seed_all is None else \
+            aggregate([seed_all[t.id] for t in rung], gate.cost_metric, gate.text_token_weight)[1]
         scored = []
         for cand in alive:
             res = run.evaluate(cand, rung, "selection")
@@ -110,12 +116,12 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
                 verdict = paired_rule(rung, p_res, res, level, gate.cost_metric, gate.text_token_weight,
-                                      gate.alpha, gate.beta, gate.margin, ctx.seed)
+                                      gate.alpha, gate.beta, gate.margin, ctx.seed, c_seed)
                 st = verdict.stats
                 extra = {"p_gain": st.p_gain, "bound": st.lower} if st else {}
                 if last:
                     decided[cand] = (verdict, extra)
-                elif verdict.accept and (why := _curtailed(p_res, res, c, c2, len(selection), level, gate)):
+                elif verdict.accept and (why := _curtailed(p_res, res, c, c2, len(selection), level, gate, c_seed)):
                     decided[cand] = (Decision(True, f"{verdict.reason}; {why}"), extra)
             elif last:
                 decided[cand] = (gate_rule(a, c, a2, c2, gate.alpha, gate.beta, eps), {})
@@ -123,7 +129,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             if cand not in decided:
                 continue
             decision, extra = decided[cand]
-            spent = level if _bounds(c, c2, gate) else None  # a verdict on cost alone tests nothing: no spending
+            spent = level if _bounds(c, c2, gate, c_seed) else None  # a verdict on cost alone tests nothing
             boot = paired_bootstrap([r.score for r in p_res], [r.score for r in res], seed=ctx.seed)
             mcq = [(o.score == 1, x.score == 1) for o, x in zip(p_res, res, strict=True) if o.kind == "mcq"]
             reason = decision.reason if last else f"accepted early at rung {k + 1}/{len(ladder)}: {decision.reason}"
@@ -144,14 +150,14 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         hopeful = []
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
-                why_not = _futile(p_res, res, a, a2, c, c2, len(selection), level, gate)
+                why_not = _futile(p_res, res, a, a2, c, c2, len(selection), level, gate, c_seed)
             else:
                 why_not = _cannot_pass(p_res, res, a, a2, c, c2, len(selection), eps, gate)
             if why_not is None:
                 hopeful.append((cand, a2, c2))
             else:
                 entries[cand] = GateEntry(
-                    **{**base, "level": level if _bounds(c, c2, gate) else None}, candidate=cand,
+                    **{**base, "level": level if _bounds(c, c2, gate, c_seed) else None}, candidate=cand,
                     operator=operators.get(cand), decision="rejected", cand_score=a2, cand_frames=frames[cand],
                     cand_cost=c2,
                     reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): {why_not}")
@@ -172,10 +178,10 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     return [entries[c] for c in candidates if c in entries], new
 
 
-def _bounds(c: float, c2: float, gate: GateRules) -> list[tuple[str, float]]:
+def _bounds(c: float, c2: float, gate: GateRules, c_seed: float | None = None) -> list[tuple[str, float]]:
     """The paths the candidate's cost leaves open, each with the bound its mean difference must clear."""
     out = []
-    if c2 <= (1 + gate.alpha) * c + TOL:
+    if c2 <= gain_cost_bound(c, gate.alpha, c_seed) + TOL:
         out.append(("no gain", 0.0))
     if c > 0 and c2 <= (1 - gate.beta) * c + TOL:
         out.append((f"a loss of the margin {gate.margin:g}", -gate.margin))
@@ -187,13 +193,13 @@ def _differences(parent: list[TaskResult], candidate: list[TaskResult]) -> list[
 
 
 def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, population: int,
-               level: float, gate: GateRules) -> str | None:
+               level: float, gate: GateRules, c_seed: float | None = None) -> str | None:
     """Why an early acceptance is safe (full validation would accept it almost surely), or None."""
     if gate.curtail >= 1:
         return None
     d = _differences(parent, candidate)
     rest = population - len(d)
-    for null, bound in _bounds(c, c2, gate):
+    for null, bound in _bounds(c, c2, gate, c_seed):
         chance = outlook(d, population, level, bound).null
         if chance >= gate.curtail:
             return (f"curtailed: even if the other {rest} questions held {null}, full validation on all {population} "
@@ -202,11 +208,12 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
 
 
 def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2: float, c: float, c2: float,
-            population: int, level: float, gate: GateRules) -> str | None:
+            population: int, level: float, gate: GateRules, c_seed: float | None = None) -> str | None:
     """Why the paired gate cannot be expected to accept the candidate on the whole selection set, or None."""
-    paths = _bounds(c, c2, gate)
+    paths = _bounds(c, c2, gate, c_seed)
     if not paths:
-        return (f"cost {c2:.1f} vs {c:.1f} is neither a gain's (<= (1+{gate.alpha}) x) nor a cut's (<= "
+        seed = "" if c_seed is None or c <= c_seed else f", and the seed's {c_seed:.1f}"
+        return (f"cost {c2:.1f} vs {c:.1f}{seed} is neither a gain's (<= (1+{gate.alpha}) x) nor a cut's (<= "
                 f"(1-{gate.beta}) x)")
     d = _differences(parent, candidate)
     chance = max(outlook(d, population, level, bound).predictive for _, bound in paths)

@@ -35,6 +35,11 @@ class TreeNode(TypedDict, total=False):
 Tree = dict[str, TreeNode]
 
 
+def seed_of(tree: Tree) -> str | None:
+    """The version the run started from (the tree's root), or None for an empty tree."""
+    return next((v for v, node in tree.items() if node.get("parent") is None), None)
+
+
 def root(version: str, score: float, cost: float) -> Tree:
     """A tree holding only the seed."""
     return {version: {"parent": None, "visits": 0, "value": 0.0, "score": score, "cost": cost, "accepted": True,
