@@ -41,10 +41,11 @@ from videvolve.tasks import Task, read_tasks
 
 WORLDS = (7101, 7202, 7303, 7404, 7505)
 """World seeds of the protocol, fixed before any result (7303 speaks)."""
-SPEAKING = frozenset({7303, 12323, 13331, 14333})
+SPEAKING = frozenset({7303, 12323, 13331, 14333, 15331})
 """Worlds that speak: 7303 of the first set; 12323, 13331 and 14333 of the sets written down on 2026-12-04 at 17:17,
 17:34 and 18:06 UTC, each before any run of it (12107 12211 12323 12437 12541; 13103 13217 13331 13449 13567;
-14107 14221 14333 14447 14551, at 32 videos of 6 minutes)."""
+14107 14221 14333 14447 14551, at 32 videos of 6 minutes); 15331 of the set written down at 18:27 (15101 15223
+15331 15443 15557, 32 videos of 6 minutes)."""
 SIZE = {"videos": 16, "minutes": 12, "questions": 100}
 """The protocol's world size (4 selection and 4 test videos). ``--videos 32 --minutes 6``: the same minutes of video
 in 8 selection and 8 test videos, the fewest the power note accepts (its worlds live in folders named by size)."""
