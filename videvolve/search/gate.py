@@ -5,7 +5,7 @@ the mean cost per question (frames, or visual tokens; an error's cost counts).
 
 ``paired`` (the default, :func:`paired_rule`): candidate and parent are compared question by question. A gain is
 accepted when the one-sided paired sign-flip test says it is one at the decision's level (alpha-invested over the
-run's decisions, :mod:`videvolve.search.spending`) and C' <= (1 + alpha) C; a cost cut when C' <= (1 - beta) C and it
+run's decisions, :mod:`videvolve.search.spending`) and C' <= (1 + alpha) min(C, the seed's C); a cost cut when C' <= (1 - beta) C and it
 is non-inferior (the one-sided upper bound of its loss is within ``margin``). Neither when any group of questions
 (mcq, grounding; on a speaking world each evidence type) loses significantly at the same level.
 
@@ -140,7 +140,8 @@ def rule_text(alpha: float, beta: float, eps: float, metric: str, rule: str = "p
         return (f"A revision is kept only if, question by question on a held-out selection set, it scores better "
                 f"than its parent by more than noise explains (a one-sided paired test at level {level:g} or less, "
                 f"the level shrinking as rejected revisions use up the run's budget of decisions) while its mean "
-                f"cost per question (C = {what}) grows by at most {alpha:.0%}; or if its cost falls by at least "
+                f"cost per question (C = {what}) grows by at most {alpha:.0%} over its parent's and stays within "
+                f"{alpha:.0%} of the seed's; or if its cost falls by at least "
                 f"{beta:.0%} and its score is shown to drop by at most {margin:g}. No kind of question may lose "
                 f"significantly. Small changes that only reshuffle guesses are not kept: make changes whose effect "
                 f"is large and clear. Errors score 0 and their cost counts.")
