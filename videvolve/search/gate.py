@@ -6,8 +6,9 @@ the mean cost per question (frames, or visual tokens; an error's cost counts).
 ``paired`` (the default, :func:`paired_rule`): candidate and parent are compared question by question. A gain is
 accepted when the one-sided paired sign-flip test says it is one at the decision's level (alpha-invested over the
 run's decisions, :mod:`videvolve.search.spending`) and C' <= (1 + alpha) min(C, the seed's C); a cost cut when
-C' <= (1 - beta) C and it is non-inferior (the one-sided upper bound of its loss is within ``margin``). Neither when any group of questions
-(mcq, grounding; on a speaking world each evidence type) loses significantly at the same level.
+C' <= (1 - beta) C and it is non-inferior (the one-sided upper bound of its loss is within ``margin``). Neither
+when any group of questions (mcq, grounding; on a speaking world each evidence type) loses significantly at the
+same level.
 
 ``video-rsi`` (the paper's rule, :func:`gate_rule`): accept if (dA > 0 and C' <= (1 + alpha) C) or
 (-eps <= dA <= 0 and C' <= (1 - beta) C and C > 0). Any positive difference counts, so on a few dozen questions it
