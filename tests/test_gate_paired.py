@@ -177,10 +177,10 @@ def test_gains_cannot_creep_past_the_seeds_cost():
     frames = {"seed": 100, "p": 108, "dearer": 118, "within": 109}
     for mode in ("multi-fidelity", "full"):
         ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1)
-        (dearer,), _ = screen(FakeRun(ctx, scores, frames), "p", ["dearer"], {}, 0, seed="seed")
+        (dearer,), _ = screen(FakeRun(ctx, scores, frames), "p", ["dearer"], {}, 0, seed_version="seed")
         assert dearer.decision == "rejected" and dearer.level is None, (mode, dearer.reason)  # 118 > 1.1 x 100
         assert "seed" in dearer.reason
         (alone,), _ = screen(FakeRun(ctx, scores, frames), "p", ["dearer"], {}, 0)
         assert alone.decision == "accepted"  # without the seed's bound, 118 <= 1.1 x 108 passes
-        (within,), _ = screen(FakeRun(ctx, scores, frames), "p", ["within"], {}, 0, seed="seed")
+        (within,), _ = screen(FakeRun(ctx, scores, frames), "p", ["within"], {}, 0, seed_version="seed")
         assert within.decision == "accepted", (mode, within.reason)

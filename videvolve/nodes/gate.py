@@ -28,7 +28,7 @@ def gate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     candidates = list(state["candidates"]) + pending
     entries, results = screen(run, parent, candidates, state.get("operators", {}), state["iteration"],
                               keep_pending=ctx.search == "mcts", history=history_entries(state.get("history", [])),
-                              seed=seed_of(state.get("tree", {})))
+                              seed_version=seed_of(state.get("tree", {})))
     for e in entries:
         run.event(state["iteration"], "gate", e.decision, **e.model_dump(exclude={"iteration", "decision"}))
     return {"history": [e.model_dump() for e in entries], "candidates": candidates, "spent": spent(results)}

@@ -73,14 +73,14 @@ def paired_se(parent: list[float], candidate: list[float], population: int | Non
 
 def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[str, str | None],
            iteration: int, keep_pending: bool = False, history: Sequence[GateEntry] = (),
-           seed: str | None = None) -> tuple[list[GateEntry], list[TaskResult]]:
+           seed_version: str | None = None) -> tuple[list[GateEntry], list[TaskResult]]:
     """One aggregate entry per candidate (decision, reason, scores, how far it got) and the new results.
 
     ``keep_pending``: a hopeful candidate that loses the promotion is ``pending`` rather than rejected, so that it
     can be promoted when its parent is expanded again (VidHarness's pool; results on disk make that free).
-    ``history``: the run's earlier entries, which set the paired gate's level (alpha-investing). ``seed``: the
-    run's seed version; under the paired gate a gain may cost no more than (1 + alpha) x its cost either
-    (:func:`~videvolve.search.gate.gain_cost_bound`; its selection results are on disk).
+    ``history``: the run's earlier entries, which set the paired gate's level (alpha-investing). ``seed_version``:
+    the harness the run started from; under the paired gate a gain may also cost no more than (1 + alpha) x the
+    seed's cost (:func:`~videvolve.search.gate.gain_cost_bound`; the seed's selection results are on disk).
     """
     ctx = run.ctx
     gate = ctx.gate
@@ -89,8 +89,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     paired_gate = gate.rule == "paired"
     level = next_level(history, gate.level, gate.spending) / max(1, len(candidates)) if paired_gate else None
     parent_all = {r.task_id: r for r in run.evaluate(parent, selection, "selection")}
-    seed_all = {r.task_id: r for r in run.evaluate(seed, selection, "selection")} \
-        if paired_gate and seed is not None and seed != parent else None
+    seed_all = {r.task_id: r for r in run.evaluate(seed_version, selection, "selection")} \
+        if paired_gate and seed_version is not None and seed_version != parent else None
     new: list[TaskResult] = []
     entries: dict[str, GateEntry] = {}
     alive = list(candidates)
