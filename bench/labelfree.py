@@ -10,7 +10,9 @@ heuristic editor and the default gate (multi-fidelity validation), on the same t
   gold task, no gold question id and no test video;
 - **teacher**: the world's train / selection questions with their answers (and evidence) removed, written as a
   questions file without an answer column, read back by ``read_questions`` and answered by ``scan_refine`` at full
-  budget (no frame cap) through :func:`~videvolve.labelfree.teacher.teach`.
+  budget (no frame cap) through :func:`~videvolve.labelfree.teacher.teach`; it evolves under ``--cost-ceiling`` at
+  half of what the teacher spent per question on those questions (a gain may cost up to that, instead of 1.1x the
+  seed's: it is looking for a cheaper harness that agrees with the teacher, not a slightly dearer `uniform`).
 
 Every arm's tasks file holds train / selection only, each video in the split the world gave it. Each arm's best
 harness is then measured on the world's gold test split against the seed (paired bootstrap on the per-question
@@ -51,7 +53,7 @@ from videvolve.folderlock import remove_tree
 from videvolve.graph.driver import evolve
 from videvolve.labelfree.generate import GenerateSettings, Perceiver, generate
 from videvolve.labelfree.labels import label_mix
-from videvolve.labelfree.teacher import teach
+from videvolve.labelfree.teacher import teach, teacher_cost
 from videvolve.loop.context import Context, GateSettings, StopSettings
 from videvolve.metrics import paired_bootstrap
 from videvolve.models.cache import ResponseCache
@@ -201,7 +203,7 @@ def run_arm(seed: int, arm: str, root: Path, size: Size, fresh: bool) -> dict[st
     done = home / "result.json"
     if done.exists() and not fresh:
         stored: dict[str, Any] = json.loads(done.read_text())
-        if stored.get("iterations") == size.iterations:
+        if stored.get("iterations") == size.iterations and "cost_ceiling" in stored:  # (older rows evolved without)
             return stored
     gold = read_tasks(root / "tasks.jsonl")
     test = [t for t in gold if t.split == "test"]
@@ -220,11 +222,15 @@ def run_arm(seed: int, arm: str, root: Path, size: Size, fresh: bool) -> dict[st
     arm_tasks = read_tasks(tasks_path)
     for name in ("run", "memory"):
         remove_tree(home / name)
+    # the teacher arm looks for a harness that agrees with the teacher at <= TEACHER_TOKENS x its cost: a gain may
+    # spend up to that (what the teacher paid on these train / selection questions), not 1.1x the seed's
+    spent = teacher_cost(arm_tasks) if arm == "teacher" else None
+    ceiling = None if spent is None else TEACHER_TOKENS * spent
     ctx = Context(run_dir=str(home / "run"), run_id=f"labelfree{seed}-{arm}", tasks=str(tasks_path),
                   seed_harness=SEED_HARNESS, memory=str(home / "memory"),
                   stop=StopSettings(iterations=size.iterations), seed=seed, runtime=_runtime(),
                   cache=str(root / "cache.sqlite"),
-                  gate=GateSettings(validation="multi-fidelity", cost_metric=METRIC))
+                  gate=GateSettings(validation="multi-fidelity", cost_metric=METRIC, cost_ceiling=ceiling))
     history = evolve(ctx).get("history", [])
     run = RunDir(home / "run")
     seed_version, best_version = compared_versions(run)
@@ -239,7 +245,7 @@ def run_arm(seed: int, arm: str, root: Path, size: Size, fresh: bool) -> dict[st
         "score_best": _mean([r.score for r in best_res]), "score_diff": boot.diff, "score_p": boot.p_value,
         "groups": per_group(test, seed_res, best_res), "tokens_seed": _tokens(seed_res),
         "tokens_best": _tokens(best_res),
-        "accepted": sum(1 for h in history if h["decision"] == "accepted"),
+        "cost_ceiling": ceiling, "accepted": sum(1 for h in history if h["decision"] == "accepted"),
         "proposed": sum(1 for h in history if h["decision"] in ("accepted", "rejected", "dropped"))}
     if arm == "teacher":
         teacher_res = on_test(root, resolve_harness(TEACHER), test)

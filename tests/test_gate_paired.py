@@ -184,3 +184,40 @@ def test_gains_cannot_creep_past_the_seeds_cost():
         assert alone.decision == "accepted"  # without the seed's bound, 118 <= 1.1 x 108 passes
         (within,), _ = screen(FakeRun(ctx, scores, frames), "p", ["within"], {}, 0, seed_version="seed")
         assert within.decision == "accepted", (mode, within.reason)
+
+
+def test_a_cost_ceiling_lets_a_gain_spend_up_to_it_and_no_further():
+    """``--cost-ceiling``: a gain may cost up to the user's budget (not 1.1x), and not beyond; cuts are as before."""
+    n = 240
+    parent = [float(i % 2) for i in range(n)]
+    better = [1.0] * n
+    scores = {"seed": parent, "p": parent, "within": better, "over": better, "cut": parent}
+    frames = {"seed": 100, "p": 100, "within": 240, "over": 260, "cut": 70}
+    for mode in ("multi-fidelity", "full"):
+        plain = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1)
+        (dearer,), _ = screen(FakeRun(plain, scores, frames), "p", ["within"], {}, 0, seed_version="seed")
+        assert dearer.decision == "rejected", (mode, dearer.reason)  # 240 > 1.1 x 100
+        ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1, cost_ceiling=250)
+        (within,), _ = screen(FakeRun(ctx, scores, frames), "p", ["within"], {}, 0, seed_version="seed")
+        assert within.decision == "accepted" and "ceiling 250" in within.reason, (mode, within.reason)
+        (over,), _ = screen(FakeRun(ctx, scores, frames), "p", ["over"], {}, 0, seed_version="seed")
+        assert over.decision == "rejected" and over.level is None and "ceiling" in over.reason, (mode, over.reason)
+        low = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1, cost_ceiling=50)
+        (cut,), _ = screen(FakeRun(low, scores, frames), "p", ["cut"], {}, 0, seed_version="seed")
+        assert cut.decision == "accepted", (mode, cut.reason)  # a cut above the ceiling is still a cut
+    assert gate_rule(0.5, 100, 0.6, 240, ceiling=250).accept and not gate_rule(0.5, 100, 0.6, 240).accept
+    assert not gate_rule(0.5, 100, 0.6, 260, ceiling=250).accept
+
+
+def test_the_editor_prototypes_within_the_ceiling():
+    """The heuristic editor's trial check and the rule it is told use the budget, not 1.1x the parent."""
+    from videvolve.editing.heuristic import passes_on_trial
+    from videvolve.search.gate import rule_text
+
+    report = {"parent_mean_cost": 100.0, "mean_cost": 240.0, "mean_difference_vs_parent": 0.1}
+    gate = {"alpha": 0.1, "beta": 0.2, "eps": 0.02, "rule": "paired"}
+    assert not passes_on_trial(report, gate)
+    assert passes_on_trial(report, {**gate, "ceiling": 250.0})
+    assert not passes_on_trial({**report, "mean_cost": 251.0}, {**gate, "ceiling": 250.0})
+    assert "budget of 250" in rule_text(0.1, 0.2, 0.02, "visual_tokens", ceiling=250.0)
+    assert "within 10% of the seed" in rule_text(0.1, 0.2, 0.02, "visual_tokens")

@@ -23,6 +23,7 @@ from videvolve.usage import Spend
 
 if TYPE_CHECKING:
     from videvolve.labelfree.labels import LabelMix
+    from videvolve.tasks import Task
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -235,6 +236,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     labels = labels_line(mixes)
     if labels:  # not all gold: say which labels the editor learns from and the gate decides on
         out.print(f"not all labels are gold: {labels}", highlight=False)
+    _teacher_note(tasks, ctx, err)
     selection = next((m for m in mixes if m.split == "selection"), None) if labels else None
     try:
         with out.status("starting", spinner="dots") as status:
@@ -296,17 +298,39 @@ def _errors_note(ctx: Context, version: str | None) -> str | None:
             f"the commonest, {n} time(s): {message}")
 
 
+def _teacher_note(tasks: list[Task], ctx: Context, console: Console) -> None:
+    """On teacher labels: what the teacher paid per question, and whether a gain may spend towards it."""
+    from videvolve.labelfree.teacher import teacher_cost
+
+    spent = teacher_cost([t for t in tasks if t.split in ("train", "selection")])
+    if spent is None:
+        return
+    if ctx.gate.cost_ceiling is None:
+        console.print(f"teacher labels: the teacher spent {spent:,.0f} visual tokens per question; without "
+                      f"--cost-ceiling a gain may cost at most (1+{ctx.gate.alpha}) x the seed's, so a harness "
+                      f"costing well below the teacher but above that cannot be found (--cost-ceiling "
+                      f"{spent / 2:.0f}: half the teacher's)", highlight=False)
+    else:
+        console.print(f"teacher labels: the teacher spent {spent:,.0f} visual tokens per question; a gain may "
+                      f"cost up to {ctx.gate.cost_ceiling:,.0f} ({ctx.gate.cost_ceiling / spent:.2f}x the teacher's)",
+                      highlight=False)
+
+
 def gate_power(ctx: Context, n_selection: int, videos: int, console: Console) -> None:
     """The gate's rule and what its selection set can detect (a warning when it is coarser than +0.05)."""
     gate = ctx.gate
     if gate.rule == "video-rsi":
         eps = gate.eps if gate.eps is not None else 1 / max(1, n_selection)
-        console.print(f"gate: video-rsi (any gain at <= (1+{gate.alpha}) C; cost cuts within eps {eps:.3f}): it takes "
+        bound = f"<= {gate.cost_ceiling:g}" if gate.cost_ceiling is not None else f"<= (1+{gate.alpha}) C"
+        console.print(f"gate: video-rsi (any gain at {bound}; cost cuts within eps {eps:.3f}): it takes "
                       "noise for gains; --gate paired tells them apart", highlight=False)
         return
     text, warn = gate.power(n_selection, videos)
     console.print(f"gate: paired, level <= {gate.level:g} ({gate.spending}); "
                   + (f"[yellow]warning:[/] {text}" if warn else text), highlight=False)
+    if gate.cost_ceiling is not None:
+        console.print(f"gate: a gain may cost up to the ceiling of {gate.cost_ceiling:g} {gate.cost_metric} per "
+                      "question (--cost-ceiling), whatever its parent's and the seed's cost", highlight=False)
 
 
 def _ledger(spent: dict[str, float]) -> str:

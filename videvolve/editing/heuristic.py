@@ -15,6 +15,7 @@ from typing import Any
 from videvolve.editing.base import EditorInput, Proposal, Workspaces, read_files
 from videvolve.editing.operators import CATALOGUE, Operator, config_of, scale_frames
 from videvolve.editing.tools import EditorTools
+from videvolve.search.gate import gain_cost_bound
 
 MEMORY_WEIGHT = 0.5
 """How much one similar past diagnosis moves an operator's score (+ if its revision was accepted, - if not)."""
@@ -42,13 +43,18 @@ def score_operators(inp: EditorInput) -> list[tuple[float, Operator]]:
     return [(s, op) for s, _, op in scored]
 
 
+def gain_bound(c: float, gate: dict[str, Any]) -> float:
+    """The most a gain over a parent costing ``c`` may cost under the run's gate (its budget, when it has one)."""
+    return gain_cost_bound(c, gate["alpha"], None, gate.get("ceiling"))
+
+
 def passes_on_trial(report: dict[str, Any], gate: dict[str, Any]) -> bool:
     """Whether the gate's rule, applied to a trial against the parent on the same tasks, would accept."""
     if not gate:
         return True
     c, c_new = report["parent_mean_cost"], report["mean_cost"]  # as the gate counts it (the run's cost metric)
     gain = report["mean_difference_vs_parent"] or 0.0
-    if gain > 0 and c_new <= (1 + gate["alpha"]) * c + 1e-9:
+    if gain > 0 and c_new <= gain_bound(c, gate) + 1e-9:
         return True
     return bool(gain >= -gate["eps"] and c > 0 and c_new <= (1 - gate["beta"]) * c + 1e-9)
 
@@ -135,7 +141,7 @@ class HeuristicEditor:
             c, c_new = report["parent_mean_cost"], report["mean_cost"]
             if passes or gain <= 0 or not inp.gate or c_new <= 0:
                 continue
-            variant = balanced(op, 0.95 * (1 + inp.gate["alpha"]) * c / c_new)
+            variant = balanced(op, 0.95 * gain_bound(c, inp.gate) / c_new)
             edits = variant.apply(inp.files, config_of(inp.files))
             if not edits:
                 continue

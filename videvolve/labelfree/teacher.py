@@ -111,3 +111,14 @@ def teach(questions: Sequence[Question], harness_dir: Path, name: str, out_dir: 
         else:
             failures.append(labelled)
     return TeachReport(tasks, failures, reused)
+
+
+def teacher_cost(tasks: Sequence[Task]) -> float | None:
+    """Mean visual tokens per question the teacher spent on the teacher-labelled ``tasks`` (None: none has one).
+
+    What ``--cost-ceiling`` is usually a fraction of: a harness that agrees with the teacher is worth having when it
+    costs a good deal less.
+    """
+    spent = [TeacherLabel.model_validate(t.meta[TEACHER_KEY]).visual_tokens for t in tasks
+             if t.label_source == "teacher" and t.meta and TEACHER_KEY in t.meta]
+    return sum(spent) / len(spent) if spent else None

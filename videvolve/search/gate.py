@@ -13,6 +13,9 @@ same level.
 ``video-rsi`` (the paper's rule, :func:`gate_rule`): accept if (dA > 0 and C' <= (1 + alpha) C) or
 (-eps <= dA <= 0 and C' <= (1 - beta) C and C > 0). Any positive difference counts, so on a few dozen questions it
 takes noise for gains about half the time.
+
+Under either rule ``--cost-ceiling`` (a budget per question) replaces a gain's cost bound: a gain may then cost up to
+the ceiling, whatever its parent's and the seed's cost; cost cuts are judged as without it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from videvolve.evaluation.results import TaskResult, cost_of
 from videvolve.search.significance import Paired, paired
 from videvolve.tasks import Task
 
-__all__ = ["aggregate", "cost_of", "gate_rule", "group_of", "mean_frames", "paired_rule", "rule_text"]
+__all__ = ["aggregate", "bound_text", "cost_of", "gain_cost_bound", "gate_rule", "group_of", "mean_frames",
+           "paired_rule", "rule_text"]
 
 TOL = 1e-12
 
@@ -54,13 +58,14 @@ class Decision:
 
 
 def gate_rule(a: float, c: float, a_new: float, c_new: float, alpha: float = 0.1, beta: float = 0.2,
-              eps: float = 0.0) -> Decision:
-    """Apply the rule; the reason states the numbers that decided."""
+              eps: float = 0.0, ceiling: float | None = None) -> Decision:
+    """Apply the rule; the reason states the numbers that decided. ``ceiling``: a gain's cost bound instead."""
     da = a_new - a
     if da > TOL:
-        if c_new <= (1 + alpha) * c + 1e-9:
-            return Decision(True, f"score +{da:.4f} at cost {c_new:.1f} <= (1+{alpha}) x {c:.1f}")
-        return Decision(False, f"score +{da:.4f} but cost {c_new:.1f} > (1+{alpha}) x {c:.1f} = {(1 + alpha) * c:.1f}")
+        bound, of = gain_cost_bound(c, alpha, None, ceiling), bound_text(c, alpha, None, ceiling)
+        if c_new <= bound + 1e-9:
+            return Decision(True, f"score +{da:.4f} at cost {c_new:.1f} <= {of}")
+        return Decision(False, f"score +{da:.4f} but cost {c_new:.1f} > {of} = {bound:.1f}")
     if da >= -eps - TOL:
         if c <= 0:
             return Decision(False, f"score {da:+.4f} is no gain and the incumbent costs nothing to cut")
@@ -84,28 +89,40 @@ class PairedDecision(Decision):
     stats: Paired | None = None
 
 
-def gain_cost_bound(c: float, alpha: float, seed_cost: float | None = None) -> float:
+def gain_cost_bound(c: float, alpha: float, seed_cost: float | None = None, ceiling: float | None = None) -> float:
     """The most a gain may cost: (1 + alpha) x the parent's cost, and never more than (1 + alpha) x the seed's.
 
     Bounding each step by its parent alone lets cost creep: three gains at 1.04x, 1.04x and 1.10x their parents
-    make a harness at 1.19x the seed's cost, whose gain was never weighed against that.
+    make a harness at 1.19x the seed's cost, whose gain was never weighed against that. With a ``ceiling`` (a
+    budget per question the user chose, ``--cost-ceiling``) the ceiling is the bound instead: the user has said
+    what a gain may cost.
     """
+    if ceiling is not None:
+        return ceiling
     return (1 + alpha) * (c if seed_cost is None else min(c, seed_cost))
+
+
+def bound_text(c: float, alpha: float, seed_cost: float | None = None, ceiling: float | None = None) -> str:
+    """How :func:`gain_cost_bound` was reached, in words (for a verdict's reason)."""
+    if ceiling is not None:
+        return f"the ceiling {ceiling:.1f}"
+    return f"(1+{alpha}) x {c:.1f}" if seed_cost is None or c <= seed_cost else \
+        f"(1+{alpha}) x the seed's {seed_cost:.1f}"
 
 
 def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: Sequence[TaskResult], level: float,
                 metric: str = "visual_tokens", text_weight: float = 1.0, alpha: float = 0.1, beta: float = 0.2,
-                margin: float = 0.02, seed: int = 0, seed_cost: float | None = None) -> PairedDecision:
+                margin: float = 0.02, seed: int = 0, seed_cost: float | None = None,
+                ceiling: float | None = None) -> PairedDecision:
     """Judge ``candidate`` against ``parent`` on the same questions (``tasks``, in the same order) at ``level``.
 
-    ``seed_cost``: the run's seed harness's mean cost on these questions, which bounds a gain's cost too
-    (:func:`gain_cost_bound`).
+    ``seed_cost``: the run's seed harness's mean cost on these questions, which bounds a gain's cost too;
+    ``ceiling``: a budget per question that bounds it instead (:func:`gain_cost_bound`).
     """
     c = aggregate(parent, metric, text_weight)[1]
     c2 = aggregate(candidate, metric, text_weight)[1]
-    bound = gain_cost_bound(c, alpha, seed_cost)
-    of = f"(1+{alpha}) x {c:.1f}" if seed_cost is None or c <= seed_cost else \
-        f"(1+{alpha}) x the seed's {seed_cost:.1f}"
+    bound = gain_cost_bound(c, alpha, seed_cost, ceiling)
+    of = bound_text(c, alpha, seed_cost, ceiling)
     st = paired([r.score for r in parent], [r.score for r in candidate], level, seed)
     at = f"{len(tasks)} paired questions at level {level:.4g}"
     for group in sorted({group_of(t) for t in tasks}):
@@ -132,7 +149,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
 
 
 def rule_text(alpha: float, beta: float, eps: float, metric: str, rule: str = "paired", level: float = 0.05,
-              margin: float = 0.02) -> str:
+              margin: float = 0.02, ceiling: float | None = None) -> str:
     """The rule in words, with a run's own numbers (what an editor is told)."""
     what = {"frames": "distinct frames shown to the model", "visual_tokens": "visual tokens (image and video "
             "tokens) sent to the model", "visual_tokens+text": "visual tokens sent to the model plus the weighted "
@@ -141,11 +158,15 @@ def rule_text(alpha: float, beta: float, eps: float, metric: str, rule: str = "p
         return (f"A revision is kept only if, question by question on a held-out selection set, it scores better "
                 f"than its parent by more than noise explains (a one-sided paired test at level {level:g} or less, "
                 f"the level shrinking as rejected revisions use up the run's budget of decisions) while its mean "
-                f"cost per question (C = {what}) grows by at most {alpha:.0%} over its parent's and stays within "
-                f"{alpha:.0%} of the seed's; or if its cost falls by at least "
+                f"cost per question (C = {what}) "
+                + (f"stays within the budget of {ceiling:g} per question (it may cost more than its parent's, up to "
+                   f"that)" if ceiling is not None else
+                   f"grows by at most {alpha:.0%} over its parent's and stays within {alpha:.0%} of the seed's")
+                + f"; or if its cost falls by at least "
                 f"{beta:.0%} and its score is shown to drop by at most {margin:g}. No kind of question may lose "
                 f"significantly. Small changes that only reshuffle guesses are not kept: make changes whose effect "
                 f"is large and clear. Errors score 0 and their cost counts.")
+    grows = f"stays within the budget of {ceiling:g}" if ceiling is not None else f"grows by at most {alpha:.0%}"
     return (f"A revision is kept only if its mean score on a held-out selection set rises while its mean cost per "
-            f"question (C = {what}) grows by at most {alpha:.0%}, or if its cost falls by at least {beta:.0%} while "
+            f"question (C = {what}) {grows}, or if its cost falls by at least {beta:.0%} while "
             f"its score drops by at most {eps:.3f}. Errors score 0 and their cost counts.")

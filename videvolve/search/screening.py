@@ -25,7 +25,15 @@ from typing import Any
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.search.curtailment import outlook
-from videvolve.search.gate import Decision, aggregate, gain_cost_bound, gate_rule, mean_frames, paired_rule
+from videvolve.search.gate import (
+    Decision,
+    aggregate,
+    bound_text,
+    gain_cost_bound,
+    gate_rule,
+    mean_frames,
+    paired_rule,
+)
 from videvolve.search.history import GateEntry
 from videvolve.search.services import Evaluator, GateRules
 from videvolve.search.spending import next_level
@@ -116,7 +124,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
                 verdict = paired_rule(rung, p_res, res, level, gate.cost_metric, gate.text_token_weight,
-                                      gate.alpha, gate.beta, gate.margin, ctx.seed, c_seed)
+                                      gate.alpha, gate.beta, gate.margin, ctx.seed, c_seed, gate.cost_ceiling)
                 st = verdict.stats
                 extra = {"p_gain": st.p_gain, "bound": st.lower} if st else {}
                 if last:
@@ -124,7 +132,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 elif verdict.accept and (why := _curtailed(p_res, res, c, c2, len(selection), level, gate, c_seed)):
                     decided[cand] = (Decision(True, f"{verdict.reason}; {why}"), extra)
             elif last:
-                decided[cand] = (gate_rule(a, c, a2, c2, gate.alpha, gate.beta, eps), {})
+                decided[cand] = (gate_rule(a, c, a2, c2, gate.alpha, gate.beta, eps, gate.cost_ceiling), {})
         for cand, a2, c2, res in scored:
             if cand not in decided:
                 continue
@@ -181,7 +189,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
 def _bounds(c: float, c2: float, gate: GateRules, c_seed: float | None = None) -> list[tuple[str, float]]:
     """The paths the candidate's cost leaves open, each with the bound its mean difference must clear."""
     out = []
-    if c2 <= gain_cost_bound(c, gate.alpha, c_seed) + TOL:
+    if c2 <= gain_cost_bound(c, gate.alpha, c_seed, gate.cost_ceiling) + TOL:
         out.append(("no gain", 0.0))
     if c > 0 and c2 <= (1 - gate.beta) * c + TOL:
         out.append((f"a loss of the margin {gate.margin:g}", -gate.margin))
@@ -212,9 +220,8 @@ def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2:
     """Why the paired gate cannot be expected to accept the candidate on the whole selection set, or None."""
     paths = _bounds(c, c2, gate, c_seed)
     if not paths:
-        seed = "" if c_seed is None or c <= c_seed else f", and the seed's {c_seed:.1f}"
-        return (f"cost {c2:.1f} vs {c:.1f}{seed} is neither a gain's (<= (1+{gate.alpha}) x) nor a cut's (<= "
-                f"(1-{gate.beta}) x)")
+        of = bound_text(c, gate.alpha, c_seed, gate.cost_ceiling)
+        return f"cost {c2:.1f} vs {c:.1f} is neither a gain's (<= {of}) nor a cut's (<= (1-{gate.beta}) x {c:.1f})"
     d = _differences(parent, candidate)
     chance = max(outlook(d, population, level, bound).predictive for _, bound in paths)
     if chance >= gate.futility:
@@ -229,7 +236,7 @@ def _cannot_pass(parent: list[TaskResult], candidate: list[TaskResult], a: float
     """``--gate video-rsi``: why even the optimistic end of the paired difference cannot pass its rule, or None."""
     d_se = paired_se([r.score for r in parent], [r.score for r in candidate], population)
     ucb = a2 - a + gate.penalty * d_se
-    better = ucb > TOL and c2 <= (1 + gate.alpha) * c + TOL
+    better = ucb > TOL and c2 <= gain_cost_bound(c, gate.alpha, None, gate.cost_ceiling) + TOL
     cheaper = ucb >= -eps - TOL and c > 0 and c2 <= (1 - gate.beta) * c + TOL
     if better or cheaper:
         return None
