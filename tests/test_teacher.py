@@ -270,3 +270,28 @@ def test_the_editor_is_told_where_a_known_answer_came_from(tmp_path: Path, sourc
     assert ("gold" in stored) == (source == "gold")  # only a person's answer is called gold
     readme = (tmp_path / "trace" / "README.md").read_text()
     assert f"{key}: B (blue)" in readme and said in readme
+
+
+def test_evolve_says_what_the_teacher_paid_and_what_a_gain_may_cost(taught, tmp_path):
+    """On teacher labels: the teacher's cost per question, and the budget a gain may spend (or that it has none)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from videvolve.cli.evolve_cmd import _teacher_note
+    from videvolve.labelfree.teacher import teacher_cost
+    from videvolve.loop.context import Context
+
+    out, _ = taught
+    tasks = [t.model_copy(update={"split": "train"}) for t in read_tasks(out)]
+    spent = teacher_cost(tasks)
+    paid = [TeacherLabel.model_validate(t.meta["teacher"]).visual_tokens for t in tasks]
+    assert spent is not None and spent == pytest.approx(statistics.mean(paid))
+    assert teacher_cost([t.model_copy(update={"label_source": "gold", "meta": {}}) for t in tasks]) is None
+    for ceiling, said in ((None, f"--cost-ceiling {spent / 2:.0f}: half the teacher's"),
+                          (spent / 2, "(0.50x the teacher's)")):
+        text = StringIO()
+        ctx = Context(run_dir=str(tmp_path), run_id="r", tasks="t.jsonl", cost_ceiling=ceiling)
+        _teacher_note(tasks, ctx, Console(file=text, width=400))
+        assert f"the teacher spent {spent:,.0f} visual tokens per question" in text.getvalue()
+        assert said in text.getvalue(), text.getvalue()
