@@ -6,7 +6,8 @@ best harness over its seed on each selection video and each test video, from sto
 
 The gate treats selection questions as independent; questions about one video are not. When a change suits some
 videos more than others, a selection split of a few videos can show a large, significant gain that a test split of
-a few other videos does not confirm: this prints how much of a run's gain moved between videos.
+a few other videos does not confirm: this prints how much of a run's gain moved between videos, and the one-sided
+sign-flip p of the gain with videos as the units (what the per-question p overstates when videos differ).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rich.table import Table
 from videvolve.evaluation.experiment import compared_versions
 from videvolve.evaluation.results import read_result
 from videvolve.rundir import EvalDir, RunDir
+from videvolve.search.significance import sign_flip_p
 from videvolve.tasks import Task, read_tasks
 
 
@@ -42,7 +44,18 @@ def _cell(diffs: dict[str, list[float]]) -> str:
         return "-"
     spread = f", sd across videos {statistics.stdev(means):.3f}" if len(means) > 1 else ""
     videos = " ".join(f"{sum(d) / len(d):+.3f}" for _, d in sorted(diffs.items()))
-    return f"{sum(every) / len(every):+.3f} on {len(every)} q; videos: {videos}{spread}"
+    up = sum(m > 0 for m in means)
+    return (f"{sum(every) / len(every):+.3f} on {len(every)} q; videos: {videos}{spread}; {up} of {len(means)} "
+            f"videos gain, video-level p {video_level_p(diffs):.3f}")
+
+
+def video_level_p(diffs: dict[str, list[float]]) -> float:
+    """One-sided p of "the gain holds across videos": the sign-flip test on the per-video mean differences.
+
+    Videos, not questions, are the independent units when a change suits some videos more than others; with v
+    videos the smallest p is 2^-v (0.0039 at 8, 0.0625 at 4).
+    """
+    return sign_flip_p([sum(d) / len(d) for d in diffs.values() if d])
 
 
 def main() -> int:
