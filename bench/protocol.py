@@ -1,15 +1,17 @@
 """The efficacy protocol (``python bench/efficacy.py``): evolve on fresh worlds, judge on the test split only.
 
 Worlds are the shipped SynthWorld generator's with default settings apart from size and questions per video
-(``--videos 16 --minutes 12 --questions 100``); world 7303 speaks (``--narration``, gated under
-``--cost-metric visual_tokens+text``: reading is not free). The seeds were chosen before any result was seen:
-:data:`WORLDS`. For each world and seed harness (`uniform`, `scan_refine`), `evolve` with SimVLM, the heuristic
-editor and the default gate for ``--iterations`` iterations, multi-fidelity validation; then, on the test split
-(which neither the editor nor the gate saw), the seed against the evolved harness: per kind (and, on the speaking
-world, per evidence type) mcq accuracy with exact McNemar p and grounding mIoU with paired-bootstrap p, the paired
-bootstrap p of the per-question score, the visual-token ratio; accepted / proposed, selection evaluations, and how
-many accepted revisions the test split would have rejected (the paired rule applied to each accepted revision and
-its parent on the test split).
+(``--videos 32 --minutes 6 --questions 100``: 8 selection and 8 test videos, the fewest the gate's power note accepts;
+the protocol's worlds were 16 videos of 12 minutes until 2026-12-04, whose splits of 4 videos each could not tell a
+gain that holds from one a few videos carry: see docs/benchmarks.md); speaking worlds (:data:`SPEAKING`:
+``--narration``, gated under ``--cost-metric visual_tokens+text``: reading is not free). The seeds were chosen
+before any result was seen: :data:`WORLDS`. For each world and seed harness (`uniform`, `scan_refine`), `evolve` with
+SimVLM, the heuristic editor and the default gate for ``--iterations`` iterations, multi-fidelity validation; then,
+on the test split (which neither the editor nor the gate saw), the seed against the evolved harness: per kind (and,
+on a speaking world, per evidence type) mcq accuracy with exact McNemar p and grounding mIoU with paired-bootstrap p,
+the paired bootstrap p of the per-question score, the visual-token ratio; accepted / proposed, selection evaluations,
+and how many accepted revisions the test split would have rejected (the paired rule applied to each accepted
+revision and its parent on the test split).
 """
 
 from __future__ import annotations
@@ -39,16 +41,16 @@ from videvolve.search.screening import screen
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
 
-WORLDS = (7101, 7202, 7303, 7404, 7505)
-"""World seeds of the protocol, fixed before any result (7303 speaks)."""
+WORLDS = (15101, 15223, 15331, 15443, 15557)
+"""World seeds of the protocol, written down on 2026-12-04 at 18:27 UTC before any run of them (15331 speaks)."""
 SPEAKING = frozenset({7303, 12323, 13331, 14333, 15331})
-"""Worlds that speak: 7303 of the first set; 12323, 13331 and 14333 of the sets written down on 2026-12-04 at 17:17,
-17:34 and 18:06 UTC, each before any run of it (12107 12211 12323 12437 12541; 13103 13217 13331 13449 13567;
-14107 14221 14333 14447 14551, at 32 videos of 6 minutes); 15331 of the set written down at 18:27 (15101 15223
-15331 15443 15557, 32 videos of 6 minutes)."""
-SIZE = {"videos": 16, "minutes": 12, "questions": 100}
-"""The protocol's world size (4 selection and 4 test videos). ``--videos 32 --minutes 6``: the same minutes of video
-in 8 selection and 8 test videos, the fewest the power note accepts (its worlds live in folders named by size)."""
+"""Worlds that speak: 7303 of the first set (7101 7202 7303 7404 7505, at 16 x 12); 12323, 13331 and 14333 of the
+sets written down on 2026-12-04 at 17:17, 17:34 and 18:06 UTC, each before any run of it (12107 12211 12323 12437
+12541; 13103 13217 13331 13449 13567, at 16 x 12; 14107 14221 14333 14447 14551, at 32 x 6); 15331 of the set written
+down at 18:27 (15101 15223 15331 15443 15557, 32 x 6: :data:`WORLDS`)."""
+SIZE = {"videos": 32, "minutes": 6, "questions": 100}
+"""The protocol's world size: 8 selection and 8 test videos (``--videos 16 --minutes 12``: the same minutes of video
+in 4 and 4, the size before 2026-12-04; its worlds live in folders named by size)."""
 CACHE = Path(__file__).resolve().parent / ".cache" / "protocol"
 console = Console(width=170)
 
