@@ -261,3 +261,36 @@ def test_an_editor_reply_of_5000_tokens_parses():
     assert text_tokens(reply) >= 5000
     proposal = LLMEditor(ScriptedReplies([reply])).propose(inp(["misperception"]))
     assert proposal is not None and proposal.edits["solver.py"] == solver
+
+
+def test_a_balanced_variant_that_is_its_parent_again_is_not_tried():
+    """Under a budget, 10 % more frames balanced back to the ceiling can land on the parent's own frame count: such a
+    "variant" is the parent, and a trial of it (seen as "+0.000 at the parent's cost" in a teacher run) is wasted."""
+    from typing import Any
+
+    from videvolve.editing.base import EditorInput
+    from videvolve.editing.heuristic import HeuristicEditor
+    from videvolve.editing.operators import CATALOGUE, config_of, set_key
+
+    files = read_files(seed_path("uniform"))
+    files["config.toml"] = set_key(set_key(files["config.toml"], "n_frames", 169), "max_side", 320)
+    denser = next(op for op in CATALOGUE if op.name == "denser_sampling")
+    assert denser.apply(files, config_of(files))  # 169 -> 185 frames
+
+    class Tools:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def call(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
+            self.calls.append(name)
+            return json.dumps({"mean_difference_vs_parent": 0.0, "mean_cost": 11492.0,
+                               "parent_mean_cost": 11492.0}), True
+
+    gate = {"alpha": 0.1, "beta": 0.2, "eps": 0.02, "rule": "paired"}
+    report = {"parent_mean_cost": 11492.0, "mean_cost": 12580.0, "mean_difference_vs_parent": 0.06}
+    tried: list[Any] = [(False, 0.06, -12580.0, 0, 1.0, denser, report)]
+    for ceiling, trials in ((12109.4, 0), (13000.0, 1)):  # back to 169 frames; 0.95 x 13000 / 12580 -> 177
+        tools = Tools()
+        inp = EditorInput(incumbent="p", files=files, diagnoses=[], gate={**gate, "ceiling": ceiling})
+        out = HeuristicEditor(trials=True)._balanced(inp, tools, ["t"], files, tried)  # type: ignore[arg-type]
+        assert tools.calls.count("trial") == trials and len(out) == trials, (ceiling, tools.calls)

@@ -143,8 +143,8 @@ class HeuristicEditor:
                 continue
             variant = balanced(op, 0.95 * gain_bound(c, inp.gate) / c_new)
             edits = variant.apply(inp.files, config_of(inp.files))
-            if not edits:
-                continue
+            if not edits or all(inp.files.get(path) == content for path, content in edits.items()):
+                continue  # nothing to balance, or balanced back to the parent itself: no trial to spend
             for path, content in edits.items():
                 tools.call("write_file", {"path": f"candidate/{path}", "content": content})
             text, ok = tools.call("trial", {"tasks": tasks})
