@@ -15,7 +15,6 @@ from typing import Any
 from videvolve.editing.base import EditorInput, Proposal, Workspaces, read_files
 from videvolve.editing.operators import CATALOGUE, Operator, config_of, scale_frames
 from videvolve.editing.tools import EditorTools
-from videvolve.search.gate import gain_cost_bound
 
 MEMORY_WEIGHT = 0.5
 """How much one similar past diagnosis moves an operator's score (+ if its revision was accepted, - if not)."""
@@ -44,8 +43,13 @@ def score_operators(inp: EditorInput) -> list[tuple[float, Operator]]:
 
 
 def gain_bound(c: float, gate: dict[str, Any]) -> float:
-    """The most a gain over a parent costing ``c`` may cost under the run's gate (its budget, when it has one)."""
-    return gain_cost_bound(c, gate["alpha"], None, gate.get("ceiling"))
+    """The most a gain over a parent costing ``c`` may cost: the run's budget, else (1 + alpha) x ``c``.
+
+    As the gate's ``search.gate.gain_cost_bound`` (``--cost-ceiling`` replaces the relative bound); the seed's cost,
+    which the gate also bounds a gain by, is not the editor's to know.
+    """
+    ceiling = gate.get("ceiling")
+    return float(ceiling) if ceiling is not None else (1 + gate["alpha"]) * c
 
 
 def passes_on_trial(report: dict[str, Any], gate: dict[str, Any]) -> bool:
