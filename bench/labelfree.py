@@ -326,8 +326,10 @@ def summary(by_world: dict[int, dict[str, dict[str, Any]]]) -> int:
         v = world_verdict(rows)
         lf, te = v.get("label_free_ok", False), v.get("teacher_ok", False)
         ok_all &= lf and te
-        console.print(f"world {seed}: label-free {'meets' if lf else 'misses'} the target ({v.get('label_free_why')}"
-                      f"; target >= {KEEP:.0%} of gold's gain, no significant loss on any kind); teacher arm "
+        free = (f"label-free {'meets' if lf else 'misses'} the target ({v['label_free_why']}; target >= {KEEP:.0%} "
+                "of gold's gain, no significant loss on any kind)" if "label_free_why" in v else
+                "label-free against gold not run")
+        console.print(f"world {seed}: {free}; teacher arm "
                       + (f"{'meets' if te else 'misses'} it ({v['teacher_why']}; target within {TEACHER_MARGIN} of "
                          f"the teacher at <= {TEACHER_TOKENS}x its tokens)" if "teacher_why" in v else "not run"),
                       highlight=False, markup=False)
