@@ -125,7 +125,8 @@ def run_one(seed: int, harness: str, iterations: int, size: dict[str, Any] = SIZ
             "accepted": len(accepted), "proposed": sum(1 for e in history if e.decision in ("accepted", "rejected",
                                                                                        "dropped")),
             "selection_evaluations": sum(1 for _ in (root / "run").glob("evals/*/selection/results/*.json")),
-            "test_would_reject": test_rejects, "test_questions": len(test),
+            "test_would_reject": test_rejects, "test_questions": len(test), "videos": cmp.videos,
+            "videos_gaining": cmp.videos_gaining, "video_p": cmp.video_p,
             "operators": [f"{e.operator}:{e.decision}" for e in history], "mf": mf_agreement(root / "run"),
             "minutes": (time.time() - started) / 60}
 
@@ -228,8 +229,9 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         groups = "; ".join(f"{g['group']} {g['seed']:.3f} -> {g['evolved']:.3f} ({fmt_p(g['p'])})" for g in r["groups"])
         ratio = r["tokens_evolved"] / r["tokens_seed"] if r["tokens_seed"] else 1.0
         world = f"{r['world']} (speaks)" if r["world"] in SPEAKING else str(r["world"])
+        videos = f"; {r['videos_gaining']} / {r['videos']} videos gain, {fmt_p(r['video_p'])}" if "videos" in r else ""
         lines.append(f"| {world} | `{r['seed_harness']}` | {r['score_seed']:.3f} -> {r['score_evolved']:.3f} "
-                     f"({fmt_p(r['score_p'])}) | {groups} | {ratio:.3f}x | {r['accepted']} / {r['proposed']} | "
+                     f"({fmt_p(r['score_p'])}{videos}) | {groups} | {ratio:.3f}x | {r['accepted']} / {r['proposed']} | "
                      f"{r['test_would_reject']} / {r['accepted']} | {_mf(r)} | {verdict(r)} |")
     return "\n".join(lines)
 

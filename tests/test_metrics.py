@@ -142,6 +142,22 @@ def test_wilson_mcnemar_bootstrap():
     assert better.ci_low <= better.diff <= better.ci_high
 
 
+def test_a_gain_one_video_carries_is_not_significant_with_videos_as_the_units():
+    """Per question, 40 gains on one video of four look certain; with videos as the units they are one in four."""
+    from videvolve.metrics import cluster_sign_flip
+
+    videos = [v for v in "abcd" for _ in range(40)]
+    seed = [0.0] * 160
+    carried = [1.0] * 40 + [0.0] * 120  # every question of video a gains, nothing elsewhere
+    assert paired_bootstrap(seed, carried).p_value < 0.001
+    one = cluster_sign_flip(seed, carried, videos)
+    assert (one.clusters, one.gaining) == (4, 1) and one.p_value == 1.0  # its sign is a coin flip, the rest are 0
+    everywhere = [1.0 if i % 4 == 0 else 0.0 for i in range(160)]  # the same number of gains, on every video
+    eight = cluster_sign_flip([0.0] * 320, everywhere * 2, [v for v in "abcdefgh" for _ in range(40)])
+    assert (eight.clusters, eight.gaining) == (8, 8) and eight.p_value == pytest.approx(2 / 2**8)
+    assert cluster_sign_flip(seed, seed, videos).p_value == 1.0
+
+
 def _task(kind, answer, tid="t"):
     if kind == "mcq":
         return Task(id=tid, video_id="v", video="v.mp4", kind="mcq", question="q", options=["a", "b"],

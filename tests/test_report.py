@@ -31,6 +31,7 @@ def test_report_shows_the_heldout_comparison_and_the_demo_says_what_it_showed(ma
     assert len(sentences) == (4 if sentences[3].endswith("is reached.") else 5)
     assert "revision" in sentences[0] and "visual tokens" in sentences[1] and "frames" in sentences[1]
     assert "p = " in sentences[2]
+    assert f"of {cmp.videos} test video(s) gain, sign-flip p = {cmp.video_p:.4f}" in sentences[2]
 
 
 def test_summary_sentences_name_the_operators_the_cost_ratio_and_the_verdict():

@@ -79,7 +79,9 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
                       f"{_visual(s):,.0f}", str(s["errors"]))
     console.print(table)
     console.print(f"paired tests: mean score {cmp.score_diff:+.3f} (bootstrap p = {cmp.score_p:.4f}); grounding "
-                  f"bootstrap p = {cmp.grounding_p:.4f}; mcq McNemar p = {cmp.mcq_p:.4f}")
+                  f"bootstrap p = {cmp.grounding_p:.4f}; mcq McNemar p = {cmp.mcq_p:.4f}; with videos as the "
+                  f"units, {cmp.videos_gaining} of {cmp.videos} test videos gain (sign-flip p = {cmp.video_p:.4f}, "
+                  f"at best {2 * 0.5 ** cmp.videos:.4f} with {cmp.videos})", highlight=False)
     report = build_report(run)
     console.print(f"report, with this comparison: {report} (plots: {RunDir(run).report / 'progress.png'})")
     console.rule("what this showed")
@@ -123,6 +125,9 @@ def summary_sentences(cmp: dict[str, Any], history: list[GateEntry], detectable:
     if g is not None and g < 0.05 and "grounding" in seed and "grounding" in best:
         a, b = seed["grounding"]["miou"], best["grounding"]["miou"]
         sure += f"; grounding alone {'rose' if b > a else 'fell'}, mIoU {a:.3f} -> {b:.3f} (p = {g:.4f})"
+    if cmp.get("videos"):
+        sure += (f"; with videos as the units (questions about one video are not independent), "
+                 f"{cmp['videos_gaining']} of {cmp['videos']} test video(s) gain, sign-flip p = {cmp['video_p']:.4f}")
     sure += "."
     reached = diff > 0 and p < 0.05 and ratio <= 1.1
     target = ("The target -- a significant test-split gain at no more than 1.1x the seed's visual tokens -- is "

@@ -12,7 +12,7 @@ from videvolve.errors import UsageError
 from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.evaluation.summary import summarize
-from videvolve.metrics import mcnemar, paired_bootstrap
+from videvolve.metrics import cluster_sign_flip, mcnemar, paired_bootstrap
 from videvolve.models.base import VLM
 from videvolve.models.cost import CostModel
 from videvolve.rundir import RunDir
@@ -30,11 +30,19 @@ class Comparison:
     mcq_p: float | None
     score_p: float
     score_diff: float
+    videos: int = 0
+    """Test videos (the units of :attr:`video_p`)."""
+    videos_gaining: int = 0
+    """Test videos on which the best harness's mean score is above the seed's."""
+    video_p: float = 1.0
+    """Two-sided sign-flip p of the score difference with videos as the units (questions about one video are not
+    independent; with few test videos this is what the split can establish)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""
         return {"seed": self.seed, "best": self.best, "grounding_p": self.grounding_p, "mcq_p": self.mcq_p,
-                "score_p": self.score_p, "score_diff": self.score_diff}
+                "score_p": self.score_p, "score_diff": self.score_diff, "videos": self.videos,
+                "videos_gaining": self.videos_gaining, "video_p": self.video_p}
 
 
 def compared_versions(run: RunDir) -> tuple[str, str]:
@@ -65,13 +73,15 @@ def compare_on_test(run_dir: Path, vlm: VLM, cost: CostModel, runtime: RuntimeSe
     g = [(x.score, y.score) for x, y in zip(s, b, strict=True) if x.kind == "grounding"]
     m = [(x.score == 1, y.score == 1) for x, y in zip(s, b, strict=True) if x.kind == "mcq"]
     overall = paired_bootstrap([x.score for x in s], [y.score for y in b])
+    by_video = cluster_sign_flip([x.score for x in s], [y.score for y in b], [t.video_id for t in tasks])
     seed_summary = {**summarize(tasks, s), "version": seed_version}
     best_summary = {**summarize(tasks, b), "version": best_version}
     comparison = Comparison(
         seed=seed_summary, best=best_summary,
         grounding_p=paired_bootstrap([x for x, _ in g], [y for _, y in g]).p_value if g else None,
         mcq_p=mcnemar([x for x, _ in m], [y for _, y in m]).p_value if m else None,
-        score_p=overall.p_value, score_diff=overall.diff)
+        score_p=overall.p_value, score_diff=overall.diff, videos=by_video.clusters,
+        videos_gaining=by_video.gaining, video_p=by_video.p_value)
     run.test.mkdir(exist_ok=True)
     run.comparison.write_text(json.dumps(comparison.to_dict(), indent=1, default=float))
     return comparison

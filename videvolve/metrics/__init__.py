@@ -11,14 +11,24 @@ from videvolve.metrics.grounding import (
 from videvolve.metrics.intervals import hull_iou, merge, normalize, set_iou
 from videvolve.metrics.mcq import PARSERS, mcq_accuracy, mlvu_m_avg
 from videvolve.metrics.qvhighlights import score_qvhighlights
-from videvolve.metrics.stats import McNemar, PairedComparison, mcnemar, paired_bootstrap, wilson
+from videvolve.metrics.stats import (
+    ClusterComparison,
+    McNemar,
+    PairedComparison,
+    cluster_sign_flip,
+    mcnemar,
+    paired_bootstrap,
+    wilson,
+)
 from videvolve.metrics.tasks_score import summarize_scores, task_score
 from videvolve.metrics.vue_tr import score_vue_tr
 
 __all__ = [
     "PARSERS",
+    "ClusterComparison",
     "McNemar",
     "PairedComparison",
+    "cluster_sign_flip",
     "hull_iou",
     "mcnemar",
     "mcq_accuracy",
