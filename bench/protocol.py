@@ -47,7 +47,7 @@ SPEAKING = frozenset({7303, 12323, 13331, 14333, 15331, 18347})
 """Worlds that speak: 7303 of the first set (7101 7202 7303 7404 7505, at 16 x 12); 12323, 13331 and 14333 of the
 sets written down on 2026-12-04 at 17:17, 17:34 and 18:06 UTC, each before any run of it (12107 12211 12323 12437
 12541; 13103 13217 13331 13449 13567, at 16 x 12; 14107 14221 14333 14447 14551, at 32 x 6); 15331 of the set written
-down at 18:27 (15101 15223 15331 15443 15557, 32 x 6: :data:`WORLDS`); 18347 of set F, written down at 21:49 before any
+down at 18:27 (15101 15223 15331 15443 15557, 32 x 6: :data:`WORLDS`); 18347 of set F, written down at 21:47 before any
 run of it (18119 18233 18347 18461 18577, at the new default size)."""
 SIZE = {"videos": 32, "minutes": 6, "questions": 100}
 """The protocol's world size: 8 selection and 8 test videos (``--videos 16 --minutes 12``: the same minutes of video
