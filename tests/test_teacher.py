@@ -295,3 +295,10 @@ def test_evolve_says_what_the_teacher_paid_and_what_a_gain_may_cost(taught, tmp_
         _teacher_note(tasks, ctx, Console(file=text, width=400))
         assert f"the teacher spent {spent:,.0f} visual tokens per question" in text.getvalue()
         assert said in text.getvalue(), text.getvalue()
+    frames = teacher_cost(tasks, "frames")  # in the run's cost metric's units
+    assert frames == pytest.approx(statistics.mean(TeacherLabel.model_validate(t.meta["teacher"]).frames
+                                                   for t in tasks))
+    text = StringIO()
+    ctx = Context(run_dir=str(tmp_path), run_id="r", tasks="t.jsonl", cost_metric="frames")
+    _teacher_note(tasks, ctx, Console(file=text, width=400))
+    assert f"the teacher spent {frames:,.0f} frames per question" in text.getvalue()

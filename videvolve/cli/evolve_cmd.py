@@ -302,16 +302,18 @@ def _teacher_note(tasks: list[Task], ctx: Context, console: Console) -> None:
     """On teacher labels: what the teacher paid per question, and whether a gain may spend towards it."""
     from videvolve.labelfree.teacher import teacher_cost
 
-    spent = teacher_cost([t for t in tasks if t.split in ("train", "selection")])
+    metric = ctx.gate.cost_metric
+    spent = teacher_cost([t for t in tasks if t.split in ("train", "selection")], metric)
     if spent is None:
         return
+    unit = "frames" if metric == "frames" else "visual tokens"
     if ctx.gate.cost_ceiling is None:
-        console.print(f"teacher labels: the teacher spent {spent:,.0f} visual tokens per question; without "
+        console.print(f"teacher labels: the teacher spent {spent:,.0f} {unit} per question; without "
                       f"--cost-ceiling a gain may cost at most (1+{ctx.gate.alpha}) x the seed's, so a harness "
                       f"costing well below the teacher but above that cannot be found (--cost-ceiling "
                       f"{spent / 2:.0f}: half the teacher's)", highlight=False)
     else:
-        console.print(f"teacher labels: the teacher spent {spent:,.0f} visual tokens per question; a gain may "
+        console.print(f"teacher labels: the teacher spent {spent:,.0f} {unit} per question; a gain may "
                       f"cost up to {ctx.gate.cost_ceiling:,.0f} ({ctx.gate.cost_ceiling / spent:.2f}x the teacher's)",
                       highlight=False)
 

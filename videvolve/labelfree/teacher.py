@@ -113,12 +113,14 @@ def teach(questions: Sequence[Question], harness_dir: Path, name: str, out_dir: 
     return TeachReport(tasks, failures, reused)
 
 
-def teacher_cost(tasks: Sequence[Task]) -> float | None:
-    """Mean visual tokens per question the teacher spent on the teacher-labelled ``tasks`` (None: none has one).
+def teacher_cost(tasks: Sequence[Task], metric: str = "visual_tokens") -> float | None:
+    """Mean cost per question the teacher spent on the teacher-labelled ``tasks`` (None: none has one).
 
-    What ``--cost-ceiling`` is usually a fraction of: a harness that agrees with the teacher is worth having when it
-    costs a good deal less.
+    In ``metric``'s units: distinct frames for ``frames``, else visual tokens (the transcript text the teacher read
+    is not recorded). What ``--cost-ceiling`` is usually a fraction of: a harness that agrees with the teacher is
+    worth having when it costs a good deal less.
     """
-    spent = [TeacherLabel.model_validate(t.meta[TEACHER_KEY]).visual_tokens for t in tasks
-             if t.label_source == "teacher" and t.meta and TEACHER_KEY in t.meta]
+    labels = [TeacherLabel.model_validate(t.meta[TEACHER_KEY]) for t in tasks
+              if t.label_source == "teacher" and t.meta and TEACHER_KEY in t.meta]
+    spent = [lb.frames if metric == "frames" else lb.visual_tokens for lb in labels]
     return sum(spent) / len(spent) if spent else None
