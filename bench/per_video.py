@@ -22,8 +22,8 @@ from rich.table import Table
 
 from videvolve.evaluation.experiment import compared_versions
 from videvolve.evaluation.results import read_result
+from videvolve.metrics import cluster_sign_flip
 from videvolve.rundir import EvalDir, RunDir
-from videvolve.search.significance import sign_flip_p
 from videvolve.tasks import Task, read_tasks
 
 
@@ -55,7 +55,8 @@ def video_level_p(diffs: dict[str, list[float]]) -> float:
     Videos, not questions, are the independent units when a change suits some videos more than others; with v
     videos the smallest p is 2^-v (0.0039 at 8, 0.0625 at 4).
     """
-    return sign_flip_p([sum(d) / len(d) for d in diffs.values() if d])
+    pairs = [(v, x) for v, d in diffs.items() for x in d]
+    return cluster_sign_flip([0.0] * len(pairs), [x for _, x in pairs], [v for v, _ in pairs], "greater").p_value
 
 
 def main() -> int:

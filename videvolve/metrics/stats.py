@@ -85,15 +85,17 @@ class ClusterComparison:
     gaining: int
     """Clusters whose mean difference is above zero."""
     p_value: float
-    """Two-sided exact sign-flip p of the mean of the cluster means (1.0 when every cluster mean is zero)."""
+    """Exact sign-flip p of the mean of the cluster means (two-sided unless asked; 1.0 when every one is zero)."""
 
 
-def cluster_sign_flip(a: Sequence[float], b: Sequence[float], clusters: Sequence[str]) -> ClusterComparison:
+def cluster_sign_flip(a: Sequence[float], b: Sequence[float], clusters: Sequence[str],
+                      alternative: str = "two-sided") -> ClusterComparison:
     """Paired comparison of mean(b - a) with clusters (the videos questions are about) as the independent units.
 
     Questions about one video are not independent: a change that suits some videos more than others shows a gain
     on the videos it suits, which per-question tests count many times over. Here each video's mean difference is one
-    observation, and the test flips their signs (exact for up to 16 videos; the smallest p is 2 x 2^-v).
+    observation, and the test flips their signs (exact for up to 16 videos; the smallest p is 2 x 2^-v, or 2^-v with
+    ``alternative="greater"``, the one-sided test of a gain).
     """
     by: dict[str, list[float]] = {}
     for x, y, c in zip(a, b, clusters, strict=True):
@@ -101,6 +103,6 @@ def cluster_sign_flip(a: Sequence[float], b: Sequence[float], clusters: Sequence
     means = np.array([np.mean(v) for v in by.values()], dtype=float)
     if len(means) == 0 or np.all(means == 0):
         return ClusterComparison(len(means), 0, 1.0)
-    res = stats.permutation_test((means,), np.mean, permutation_type="samples", alternative="two-sided",
+    res = stats.permutation_test((means,), np.mean, permutation_type="samples", alternative=alternative,
                                  n_resamples=np.inf if len(means) <= 16 else 9_999, random_state=0)
     return ClusterComparison(len(means), int(np.sum(means > 0)), float(min(1.0, res.pvalue)))

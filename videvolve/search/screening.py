@@ -97,8 +97,9 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     paired_gate = gate.rule == "paired"
     level = next_level(history, gate.level, gate.spending) / max(1, len(candidates)) if paired_gate else None
     parent_all = {r.task_id: r for r in run.evaluate(parent, selection, "selection")}
+    seed_bounds = paired_gate and gate.cost_ceiling is None  # a ceiling replaces the seed's bound: no need to read it
     seed_all = {r.task_id: r for r in run.evaluate(seed_version, selection, "selection")} \
-        if paired_gate and seed_version is not None and seed_version != parent else None
+        if seed_bounds and seed_version is not None and seed_version != parent else None
     new: list[TaskResult] = []
     entries: dict[str, GateEntry] = {}
     alive = list(candidates)
