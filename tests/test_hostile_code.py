@@ -239,33 +239,45 @@ def _parsers() -> list[object]:
             grammar.parse_target, grammar.parse_duration, grammar.request_type]
 
 
-def _sweep(scale: float, bound_s: float) -> None:
+def _cpu(parse: object, text: str, repeats: int) -> float:
+    """The least CPU time of a few calls: the test machine is shared, and the least is the least disturbed."""
+    times = []
+    for _ in range(repeats):
+        started = time.process_time()
+        parse(text)  # type: ignore[operator]
+        times.append(time.process_time() - started)
+    return min(times)
+
+
+def _growth(small: float, large: float, floor_s: float, repeats: tuple[int, int] = (3, 2)) -> None:
+    """Ten times the text must cost well under a hundred times the CPU: a linear parser grows about 10x, a
+    quadratic one 100x. Ratios, not absolute bounds, so a loaded CI machine does not fail a linear parser."""
     for text in ADVERSARIAL:
-        text = text[: int(len(text) * scale)]
         for parse in _parsers():
-            started = time.process_time()  # CPU time: the test machine is shared
-            parse(text)  # type: ignore[operator]
-            took = time.process_time() - started
-            assert took < bound_s, f"{parse} took {took:.2f} s of CPU on {text[:20]!r}... ({len(text)} chars)"
+            a = _cpu(parse, text[: int(len(text) * small)], repeats[0])
+            b = _cpu(parse, text[: int(len(text) * large)], repeats[1])
+            assert b < 30 * max(a, floor_s), (
+                f"{parse} took {b:.3f} s of CPU on {int(len(text) * large)} chars of {text[:20]!r}... against "
+                f"{a:.4f} s on a tenth of it: it grows faster than linearly")
 
 
 @pytest.mark.slow
 def test_every_parser_is_linear_on_100_kb_of_adversarial_text() -> None:
     """Before: 29 s for parse_intervals on 10 KB of digits, 11 s for SimVLM's duration rule."""
-    _sweep(0.1, 0.25)
+    _growth(0.01, 0.1, 0.002)
 
 
 @pytest.mark.slow
-def test_every_parser_takes_under_a_second_on_a_megabyte_of_adversarial_text() -> None:
-    _sweep(1.0, 1.0)
+def test_every_parser_stays_linear_up_to_a_megabyte_of_adversarial_text() -> None:
+    _growth(0.1, 1.0, 0.01, (2, 1))
 
 
-def test_simvlm_answers_a_megabyte_prompt_in_under_a_second() -> None:
+def test_simvlm_answers_a_megabyte_prompt_in_linear_time() -> None:
     vlm = SimVLM()
     for text in ("1" * 1_000_000, "A) " + "x " * 499_990, "1 second" * 120_000, "[1.0-2.0 s] " * 80_000):
-        started = time.process_time()
-        vlm.complete([{"role": "user", "content": [{"type": "text", "text": text}]}])
-        assert time.process_time() - started < 1.0
+        def ask(t: str) -> None:
+            vlm.complete([{"role": "user", "content": [{"type": "text", "text": t}]}])
+        assert _cpu(ask, text, 1) < 30 * max(_cpu(ask, text[: len(text) // 10], 2), 0.01)
 
 
 def test_linear_parsers_still_read_what_models_say() -> None:
