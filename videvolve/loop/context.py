@@ -134,13 +134,14 @@ class GateSettings(BaseModel):
         "multi-fidelity", description="multi-fidelity: full validation stochastically curtailed on nested rungs of "
         "the selection set (a candidate stops early when the questions asked so far make full validation's verdict "
         "all but certain; see --curtail and --futility); full: every candidate on the whole set")
-    rungs: list[float] = Field(default_factory=lambda: [0.1, 0.25, 0.5, 1.0],
-                               description="nested rung sizes, as fractions of the selection set (VidHarness's)")
+    rungs: list[float] = Field(default_factory=lambda: [k / 10 for k in range(1, 11)],
+                               description="nested rung sizes, as fractions of the selection set (a tenth more each "
+                               "rung: a candidate stops as soon as its verdict is clear, not at the next doubling)")
     penalty: float = Field(1.5, description="promotion ranks accuracy minus penalty x 0.5/sqrt(n) (worst-case SE)")
     curtail: float = Field(0.99, gt=0.5, le=1, description="multi-fidelity under the paired gate: accept on a "
-                           "partial rung when full validation would accept with at least this probability even if the "
-                           "questions not yet asked held no gain (the level grows by at most a factor 1/curtail; 1: "
-                           "never early)")
+                           "partial rung when the gate's rule passes there and the predictive chance that full "
+                           "validation accepts is at least this (the questions not yet asked alike to those asked; "
+                           "1: never early)")
     futility: float = Field(0.01, ge=0, lt=0.5, description="multi-fidelity under the paired gate: stop a candidate "
                             "on a partial rung when the predictive chance that full validation accepts it is below "
                             "this (0: never; each such stop of a candidate full validation would accept loses a real "

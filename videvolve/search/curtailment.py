@@ -1,18 +1,21 @@
-"""Stochastic curtailment: what part of the selection set says about full validation's verdict on all of it.
+"""Sequential stopping: what part of the selection set says about full validation's verdict on all of it.
 
 Full validation judges a candidate on all N selection questions; multi-fidelity validation has the paired differences
-of n of them (a rung). The final test reads the mean difference over all N, so the unknown part is the sum over the
-other N - n questions. Two probabilities of the final test passing, by the normal approximation of that sum:
+``d`` of n of them (a rung). Its final tests read the whole set: a gain passes when the sign-flip test's statistic,
+the sum of the differences over the root of the sum of their squares, reaches ``z_(1-level)`` (its normal
+approximation); a cost cut when the lower t bound of the mean difference (floored as
+:func:`videvolve.search.significance.t_bounds` floors it) is above ``-margin``. The unknown part is the N - n
+questions not yet asked. Two chances that the final test passes:
 
-- **under the null** (:attr:`Outlook.null`): the remaining questions hold no gain (for a cost cut: a loss of exactly
-  the margin). When even then full validation would pass with probability >= ``curtail``, the candidate is accepted
-  early; stopping this way exceeds the test's level by at most a factor 1 / ``curtail`` (Lan, Simon & Halperin 1982,
-  "Stochastically curtailed tests in long-term clinical trials").
-- **predictive** (:attr:`Outlook.predictive`): the remaining questions' mean unknown around the observed one (a flat
-  prior: its spread grows with (N - n) / n). Below ``futility`` the candidate stops as a clear loser; futility stops
-  only lower the level.
+- **predictive** (:attr:`Outlook.predictive`): the remaining questions alike to those answered, their mean unknown
+  around the observed one (a flat prior: the spread of their sum grows with (N - n) / n, and Student's t with
+  n - 1 degrees of freedom carries the uncertainty of the spread itself). Above ``curtail`` (and with the gate's
+  rule already passing on the rung) a candidate is accepted early; below ``futility`` it stops as a clear loser.
+- **under the null** (:attr:`Outlook.null`): the remaining questions hold no gain (for a cut: a loss of exactly
+  the margin), as stochastic curtailment asks (Lan, Simon & Halperin 1982).
 
-The spread of a per-question difference is the observed one, floored at what n all-agreeing questions can show
+The spread of a per-question difference is the observed one; where fewer than two questions differ it is no
+estimate, and what n all-agreeing questions can hide is used instead
 (:func:`videvolve.search.significance.agreement_floor`): a cut that changed nothing on 20 questions is not certain.
 """
 
@@ -26,6 +29,8 @@ from scipy import stats
 
 from videvolve.search.significance import agreement_floor
 
+TINY = 1e-12
+
 
 @dataclass(frozen=True)
 class Outlook:
@@ -34,33 +39,39 @@ class Outlook:
     null: float
     """Probability of passing if the remaining questions hold nothing (the null at its boundary)."""
     predictive: float
-    """Probability of passing with the remaining questions' mean unknown, around the observed mean."""
+    """Probability of passing with the remaining questions alike to those answered (their mean unknown)."""
 
 
 def spread(d: Sequence[float], level: float) -> float:
-    """Per-question standard deviation of the differences, at least what n agreeing questions can hide."""
+    """Per-question standard deviation of the differences; what n agreeing questions can hide where < 2 differ."""
     n = len(d)
-    floor = math.sqrt(agreement_floor(n, level)) if n else 1.0
-    if n < 2:
-        return max(floor, 1e-9)
+    if sum(1 for x in d if abs(x) > TINY) < 2 or n < 2:
+        return max(math.sqrt(agreement_floor(n, level)) if n else 1.0, 1e-9)
     mean = sum(d) / n
-    return max(math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1)), floor, 1e-9)
+    return max(math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1)), 1e-9)
 
 
 def outlook(d: Sequence[float], population: int, level: float, bound: float = 0.0) -> Outlook:
-    """Chances that the one-sided test at ``level`` on all ``population`` questions finds the mean above ``bound``.
+    """Chances that full validation's test at ``level`` on all ``population`` questions passes.
 
-    ``d``: the paired differences (candidate - parent) seen so far; ``bound``: 0 for a gain, ``-margin`` for a cost
-    cut's non-inferiority. The final test passes when the mean over all questions is at least
-    ``bound + z_(1-level) x sd / sqrt(population)``.
+    ``d``: the paired differences (candidate - parent) seen so far; ``bound``: 0 for a gain (the sign-flip test),
+    ``-margin`` for a cost cut's non-inferiority (the lower t bound).
     """
     n = len(d)
     rest = population - n
     if n == 0 or rest <= 0:
         raise ValueError(f"an outlook needs some answered and some remaining questions ({n} of {population})")
     sd = spread(d, level)
-    need = population * (bound + float(stats.norm.ppf(1 - level)) * sd / math.sqrt(population)) - sum(d)
+    mean = sum(d) / n
+    square = max(sum(x * x for x in d) / n, sd * sd)  # per-question second moment of the remaining questions
+    z = float(stats.norm.ppf(1 - level))
+    if bound >= 0:  # a gain: sum(d) >= z sqrt(sum(d^2)) over all questions
+        need = z * math.sqrt(sum(x * x for x in d) + rest * square) - sum(d)
+    else:  # a cut: mean - half >= bound, with the final half-width t x sd / sqrt(N), floored
+        half = max(float(stats.t.ppf(1 - level, population - 1)) * sd / math.sqrt(population),
+                   agreement_floor(population, level))
+        need = population * (bound + half) - sum(d)
     null = 1 - float(stats.norm.cdf((need - rest * bound) / (sd * math.sqrt(rest))))
-    trend = sum(d) / n
-    predictive = 1 - float(stats.norm.cdf((need - rest * trend) / (sd * math.sqrt(rest * (1 + rest / n)))))
+    scale = sd * math.sqrt(rest * (1 + rest / n))
+    predictive = 1 - float(stats.t.cdf((need - rest * mean) / scale, max(1, n - 1)))
     return Outlook(null=null, predictive=predictive)

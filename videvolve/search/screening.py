@@ -1,18 +1,17 @@
 """Candidate screening on the selection set: full validation, or multi-fidelity rungs (VidHarness).
 
-Multi-fidelity: the selection set is cut into nested rungs (a seeded order; sizes a setting, 10 / 25 / 50 / 100 %
-by default, as in VidHarness). Every candidate is first evaluated on the smallest rung; comparisons with the parent
-are always paired, on the same questions.
+Multi-fidelity: the selection set is cut into nested rungs (a seeded order; sizes a setting, a tenth more each rung
+by default). Every candidate is first evaluated on the smallest rung; comparisons with the parent are always
+paired, on the same questions.
 
-Under the paired gate (the default) this is full validation, stochastically curtailed
-(:mod:`videvolve.search.curtailment`): the full rung is judged by the gate's rule at the decision's whole level, as
-full validation is; on a partial rung a candidate is accepted early only when the gate's rule accepts it there and
-full validation would accept it with probability >= ``--curtail`` even if the questions not yet asked held no gain
-(for a cut, a loss of the whole margin); it stops as a clear loser when the predictive probability that full
-validation accepts it falls below ``--futility``, or when its cost fits neither a gain nor a cut. Among the rest the
-one with the best penalized accuracy (accuracy - penalty x 0.5/sqrt(n)) goes on to the next rung's new questions.
-Under ``--gate video-rsi`` the rule is applied at the full rung only, and a candidate stops early when its optimistic
-paired difference (difference + penalty x its standard error) cannot pass it.
+Under the paired gate (the default) this is full validation, stopped early (:mod:`videvolve.search.curtailment`):
+the full rung is judged by the gate's rule at the decision's whole level, as full validation is; on a partial rung
+a candidate is accepted early only when the gate's rule accepts it there and the predictive chance that full
+validation accepts it is >= ``--curtail``; it stops as a clear loser when that chance falls below ``--futility``, or
+when its cost fits neither a gain nor a cut. Among the rest the one with the best penalized accuracy (accuracy -
+penalty x 0.5/sqrt(n)) goes on to the next rung's new questions. Under ``--gate video-rsi`` the rule is applied at
+the full rung only, and a candidate stops early when its optimistic paired difference (difference + penalty x its
+standard error) cannot pass it.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ def rungs(selection: list[Task], sizes: list[float], seed: int, mode: str) -> li
     n = len(order)
     out: list[list[Task]] = []
     for f in sorted(sizes):
-        k = min(n, max(1, math.ceil(f * n)))
+        k = min(n, max(1, math.ceil(round(f * n, 9))))
         if not out or k > len(out[-1]):
             out.append(order[:k])
     if len(out[-1]) < n:
@@ -203,16 +202,16 @@ def _differences(parent: list[TaskResult], candidate: list[TaskResult]) -> list[
 
 def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, population: int,
                level: float, gate: GateRules, c_seed: float | None = None) -> str | None:
-    """Why an early acceptance is safe (full validation would accept it almost surely), or None."""
+    """Why an early acceptance is safe (full validation would accept it all but surely), or None."""
     if gate.curtail >= 1:
         return None
     d = _differences(parent, candidate)
     rest = population - len(d)
-    for null, bound in _bounds(c, c2, gate, c_seed):
-        chance = outlook(d, population, level, bound).null
+    for _, bound in _bounds(c, c2, gate, c_seed):
+        chance = outlook(d, population, level, bound).predictive
         if chance >= gate.curtail:
-            return (f"curtailed: even if the other {rest} questions held {null}, full validation on all {population} "
-                    f"would accept with probability {chance:.3f} >= {gate.curtail:g}")
+            return (f"the predictive chance that full validation on all {population} questions accepts it (the other "
+                    f"{rest} alike to these) is {chance:.3f} >= {gate.curtail:g}")
     return None
 
 

@@ -11,7 +11,7 @@ search that finds real gains keeps its power. The wealth is a pure function of t
 continues where it stopped.
 
 Within one decision, multi-fidelity validation judges the full rung at the decision's whole level and stops early
-only by curtailment (:mod:`videvolve.search.curtailment`).
+only where the verdict on the whole set is all but certain (:mod:`videvolve.search.curtailment`).
 """
 
 from __future__ import annotations
