@@ -1,6 +1,7 @@
 """Multi-fidelity against full validation on stored runs, for one or more futility thresholds.
 
-``python bench/mf_replay.py RUN_DIR... [--futility 0.05,0.02,0.01]``: every gated decision of each finished run
+``python bench/mf_replay.py RUN_DIR... [--futility 0.05,0.02,0.01] [--curtail 0.99] [--rungs 0.1,0.25,0.5,1]``:
+every gated decision of each finished run
 (an ``evolve`` run folder, e.g. ``bench/.cache/labelfree/world9749-v16-m12-q100/label-free/run``) is made again
 both ways from stored results (candidates screened out early are first evaluated on the whole selection set, with
 SimVLM), and the script prints, per threshold, how many decisions agree, the selection evaluations each way, and
@@ -21,6 +22,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--futility", default="0.05,0.02,0.01", help="thresholds to replay, comma-separated")
+    parser.add_argument("--curtail", type=float, help="early acceptance threshold (default: the gate's)")
+    parser.add_argument("--rungs", help="rung sizes, comma-separated fractions (default: the gate's)")
     args = parser.parse_args()
     thresholds = [float(x) for x in args.futility.split(",")]
     console = Console()
@@ -28,7 +31,8 @@ def main() -> int:
               for f in thresholds}
     for run in args.runs:
         for f in thresholds:
-            got = mf_agreement(run, futility=f)
+            got = mf_agreement(run, futility=f, curtail=args.curtail,
+                               rungs=[float(x) for x in args.rungs.split(",")] if args.rungs else None)
             for k, v in got.items():
                 totals[f][k] += v
             console.print(f"{run}: futility {f:g}: {got['same']} / {got['decisions']} as full validation, "
@@ -43,7 +47,7 @@ def main() -> int:
                       f"{t['evaluations_full'] / max(1, t['evaluations_accepted']):.2f}x")
     console.print(table)
     console.print("ceiling: the saving if every candidate full validation rejects cost nothing and every one it "
-                  "accepts cost the whole selection set (curtailment rarely stops a winner sooner)", highlight=False)
+                  "accepts cost the whole selection set (winners that stop early make it higher)", highlight=False)
     return 0
 
 

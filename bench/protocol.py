@@ -241,14 +241,15 @@ def fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def mf_agreement(run_dir: Path, futility: float | None = None) -> dict[str, int]:
+def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | None = None,
+                 rungs: list[float] | None = None) -> dict[str, int]:
     """Multi-fidelity against full validation on a finished run's own candidates, replayed from stored results.
 
     Candidates screened out on a partial rung are evaluated on the rest of the selection set first (evaluation is
-    deterministic); each decision is then made again both ways at the level the run gave it. ``futility``: replay
-    with this threshold instead of the current default. ``evaluations_accepted``: the selection questions of the
-    candidates full validation accepts, which curtailment can rarely spare (it stops a winner early only if the
-    questions left could not undo it): what no futility rule can save.
+    deterministic); each decision is then made again both ways at the level the run gave it. ``futility``,
+    ``curtail``, ``rungs``: replay with these instead of the current defaults. ``evaluations_accepted``: the
+    selection questions of the candidates full validation accepts (what a rule that stopped every rejected
+    candidate at once would still pay).
     """
     from gate_null import Replay
 
@@ -264,8 +265,11 @@ def mf_agreement(run_dir: Path, futility: float | None = None) -> dict[str, int]
                                   run_dir / "evals" / v / "selection") for v in (e.parent, e.candidate)}
         decisions = {}
         for mode in ("multi-fidelity", "full"):
-            gate = ctx.gate.model_copy(update={"validation": mode, "futility": GateSettings().futility
-                                               if futility is None else futility})
+            default = GateSettings()
+            gate = ctx.gate.model_copy(update={
+                "validation": mode, "futility": default.futility if futility is None else futility,
+                "curtail": default.curtail if curtail is None else curtail,
+                "rungs": default.rungs if rungs is None else rungs})
             replay = Replay(ctx.model_copy(update={"gate": gate}), selection, results)
             (entry,), _ = screen(replay, e.parent, [e.candidate], {}, e.iteration, history=history[:k])
             decisions[mode] = entry.decision
