@@ -246,10 +246,12 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
     """Multi-fidelity against full validation on a finished run's own candidates, replayed from stored results.
 
     Candidates screened out on a partial rung are evaluated on the rest of the selection set first (evaluation is
-    deterministic); each decision is then made again both ways at the level the run gave it. ``futility``,
-    ``curtail``, ``rungs``: replay with these instead of the current defaults. ``evaluations_accepted``: the
-    selection questions of the candidates full validation accepts (what a rule that stopped every rejected
-    candidate at once would still pay).
+    deterministic); each decision is then made again both ways at the level the run gave it, from the run's seed
+    (its first parent). Evaluations are counted as a run pays for them: each (version, question) once, parents and
+    the seed included, so a winner accepted early is paid for again when a later candidate's rungs reach the
+    questions it skipped. ``futility``, ``curtail``, ``rungs``: replay with these instead of the current defaults.
+    ``evaluations_accepted``: the selection questions of the seed and of the candidates full validation accepts
+    (what a rule that stopped every rejected candidate at once would still pay).
     """
     from gate_null import Replay
 
@@ -257,29 +259,34 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
     ctx = Context.model_validate(settings)
     selection = [t for t in read_tasks(ctx.tasks) if t.split == "selection"]
     history = _gated(run_dir)
+    if not history:
+        return {"decisions": 0, "same": 0, "evaluations_mf": 0, "evaluations_full": 0, "evaluations_accepted": 0}
     vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
-    same = evaluations_mf = evaluations_full = evaluations_accepted = 0
+    versions = list(dict.fromkeys(v for e in history for v in (e.parent, e.candidate) if v is not None))
+    results = {v: solve_tasks(load_harness(run_dir / "harnesses" / v), selection, vlm, cost, runtime,
+                              run_dir / "evals" / v / "selection") for v in versions}
+    default = GateSettings()
+    replays = {}
+    for mode in ("multi-fidelity", "full"):
+        gate = ctx.gate.model_copy(update={
+            "validation": mode, "futility": default.futility if futility is None else futility,
+            "curtail": default.curtail if curtail is None else curtail,
+            "rungs": default.rungs if rungs is None else rungs})
+        replays[mode] = Replay(ctx.model_copy(update={"gate": gate}), selection, results)
+    seed = history[0].parent
+    same, evaluations_accepted = 0, len(selection)
     for k, e in enumerate(history):
         assert e.candidate is not None
-        results = {v: solve_tasks(load_harness(run_dir / "harnesses" / v), selection, vlm, cost, runtime,
-                                  run_dir / "evals" / v / "selection") for v in (e.parent, e.candidate)}
         decisions = {}
-        for mode in ("multi-fidelity", "full"):
-            default = GateSettings()
-            gate = ctx.gate.model_copy(update={
-                "validation": mode, "futility": default.futility if futility is None else futility,
-                "curtail": default.curtail if curtail is None else curtail,
-                "rungs": default.rungs if rungs is None else rungs})
-            replay = Replay(ctx.model_copy(update={"gate": gate}), selection, results)
-            (entry,), _ = screen(replay, e.parent, [e.candidate], {}, e.iteration, history=history[:k])
+        for mode, replay in replays.items():
+            (entry,), _ = screen(replay, e.parent, [e.candidate], {}, e.iteration, history=history[:k],
+                                 seed_version=seed)
             decisions[mode] = entry.decision
-            n = len(replay.evaluated[e.candidate])
-            evaluations_mf += n if mode == "multi-fidelity" else 0
-            evaluations_full += n if mode == "full" else 0
         same += decisions["multi-fidelity"] == decisions["full"]
         evaluations_accepted += len(selection) if decisions["full"] == "accepted" else 0
-    return {"decisions": len(history), "same": same, "evaluations_mf": evaluations_mf,
-            "evaluations_full": evaluations_full, "evaluations_accepted": evaluations_accepted}
+    paid = {mode: sum(len(ids) for ids in replay.evaluated.values()) for mode, replay in replays.items()}
+    return {"decisions": len(history), "same": same, "evaluations_mf": paid["multi-fidelity"],
+            "evaluations_full": paid["full"], "evaluations_accepted": evaluations_accepted}
 
 
 def _gated(run_dir: Path) -> list[GateEntry]:

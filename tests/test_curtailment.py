@@ -113,3 +113,22 @@ def test_the_outlook_agrees_with_the_sign_flip_test_it_predicts():
         agree += (outlook(d[:-1], len(d), 0.025).predictive > 0.5) == verdict
     assert 10 <= passes <= 30  # both verdicts are tested
     assert agree >= 38
+
+
+def test_the_parent_is_evaluated_only_as_far_as_its_candidates_go():
+    """An incumbent accepted early has results on part of the selection set; the next decision pays for its other
+    questions only if its candidate gets that far (before, every decision evaluated the parent on the whole set, so
+    an early acceptance saved nothing but the last one)."""
+    rng = random.Random(5)
+    n = 200
+    parent = [float(rng.random() < 0.5) for _ in range(n)]
+    winner = [1.0 if not p and rng.random() < 0.5 else p for p in parent]
+    loser = [0.0 if p and rng.random() < 0.6 else p for p in winner]
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1)
+    run = FakeRun(ctx, {"p": parent, "win": winner, "lose": loser})
+    (first,), _ = screen(run, "p", ["win"], {}, 0)
+    assert first.decision == "accepted" and first.rung < first.rungs  # accepted early
+    assert len(run.evaluated["win"]) == len(run.evaluated["p"]) < n
+    (second,), _ = screen(run, "win", ["lose"], {}, 1, history=[first])
+    assert second.decision == "rejected" and second.rung == 1
+    assert len(run.evaluated["win"]) < n  # the loser stopped on the first rung: nothing more of its parent was paid

@@ -95,10 +95,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     eps = gate.eps if gate.eps is not None else 1 / len(selection)
     paired_gate = gate.rule == "paired"
     level = next_level(history, gate.level, gate.spending) / max(1, len(candidates)) if paired_gate else None
-    parent_all = {r.task_id: r for r in run.evaluate(parent, selection, "selection")}
     seed_bounds = paired_gate and gate.cost_ceiling is None  # a ceiling replaces the seed's bound: no need to read it
-    seed_all = {r.task_id: r for r in run.evaluate(seed_version, selection, "selection")} \
-        if seed_bounds and seed_version is not None and seed_version != parent else None
+    seed = seed_version if seed_bounds and seed_version is not None and seed_version != parent else None
     new: list[TaskResult] = []
     entries: dict[str, GateEntry] = {}
     alive = list(candidates)
@@ -106,10 +104,12 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     ladder = rungs(selection, gate.rungs, ctx.seed, gate.validation)
     for k, rung in enumerate(ladder):
         last = k == len(ladder) - 1
-        p_res = [parent_all[t.id] for t in rung]
+        # the parent (and the seed) only on the questions reached: an incumbent accepted early has been evaluated on
+        # part of the set, and is evaluated further only when a later candidate gets that far
+        p_res = run.evaluate(parent, rung, "selection")
         a, c = aggregate(p_res, gate.cost_metric, gate.text_token_weight)
-        c_seed = None if seed_all is None else \
-            aggregate([seed_all[t.id] for t in rung], gate.cost_metric, gate.text_token_weight)[1]
+        c_seed = None if seed is None else \
+            aggregate(run.evaluate(seed, rung, "selection"), gate.cost_metric, gate.text_token_weight)[1]
         scored = []
         for cand in alive:
             res = run.evaluate(cand, rung, "selection")
