@@ -248,10 +248,10 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
     Candidates screened out on a partial rung are evaluated on the rest of the selection set first (evaluation is
     deterministic); each decision is then made again both ways at the level the run gave it, from the run's seed
     (its first parent). Evaluations are counted as a run pays for them: each (version, question) once, parents and
-    the seed included, so a winner accepted early is paid for again when a later candidate's rungs reach the
-    questions it skipped. ``futility``, ``curtail``, ``rungs``: replay with these instead of the current defaults.
-    ``evaluations_accepted``: the selection questions of the seed and of the candidates full validation accepts
-    (what a rule that stopped every rejected candidate at once would still pay).
+    the seed (on the whole set, as ``prepare`` evaluates it) included, so a winner accepted early is paid for again
+    when a later candidate's rungs reach the questions it skipped. ``futility``, ``curtail``, ``rungs``: replay with
+    these instead of the current defaults. ``evaluations_accepted``: the selection questions of the seed and of the
+    candidates full validation accepts (what a rule that stopped every rejected candidate at once would still pay).
     """
     from gate_null import Replay
 
@@ -274,6 +274,8 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
             "rungs": default.rungs if rungs is None else rungs})
         replays[mode] = Replay(ctx.model_copy(update={"gate": gate}), selection, results)
     seed = history[0].parent
+    for replay in replays.values():  # `prepare` evaluates the seed on the whole selection set, in either mode
+        replay.evaluate(seed, selection, "selection")
     same, evaluations_accepted = 0, len(selection)
     for k, e in enumerate(history):
         assert e.candidate is not None
