@@ -132,3 +132,17 @@ def test_the_parent_is_evaluated_only_as_far_as_its_candidates_go():
     (second,), _ = screen(run, "win", ["lose"], {}, 1, history=[first])
     assert second.decision == "rejected" and second.rung == 1
     assert len(run.evaluated["win"]) < n  # the loser stopped on the first rung: nothing more of its parent was paid
+
+
+def test_what_the_screening_spent_counts_each_result_once():
+    """Rungs are nested: a candidate that reaches the full rung was handed back its earlier rungs' results at each
+    rung, and they all went into the run's spend (--max-visual-tokens, --max-calls): 5.5x its cost on ten rungs."""
+    rng = random.Random(2)
+    n = 200
+    parent = [float(rng.random() < 0.5) for _ in range(n)]
+    close = [float(rng.random() < 0.5) if rng.random() < 0.2 else p for p in parent]  # a close call: goes far
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1)
+    run = FakeRun(ctx, {"p": parent, "c": close})
+    (entry,), new = screen(run, "p", ["c"], {}, 0)
+    assert entry.rung > 1  # it went past the first rung, so a rung handed back earlier results
+    assert len(new) == len({r.task_id for r in new}) == len(run.evaluated["c"])

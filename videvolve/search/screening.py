@@ -102,18 +102,29 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     alive = list(candidates)
     frames: dict[str, float] = {}
     ladder = rungs(selection, gate.rungs, ctx.seed, gate.validation)
+    read: dict[str, list[TaskResult]] = {}
+
+    def reach(version: str, rung: list[Task]) -> tuple[list[TaskResult], list[TaskResult]]:
+        """A version's results on a rung, and those the rung added.
+
+        Rungs are nested, so only the new questions of each are evaluated, and counted once in what it spent.
+        """
+        have = read.setdefault(version, [])
+        added = run.evaluate(version, rung[len(have):], "selection") if len(have) < len(rung) else []
+        have += added
+        return have[:len(rung)], added
+
     for k, rung in enumerate(ladder):
         last = k == len(ladder) - 1
         # the parent (and the seed) only on the questions reached: an incumbent accepted early has been evaluated on
         # part of the set, and is evaluated further only when a later candidate gets that far
-        p_res = run.evaluate(parent, rung, "selection")
+        p_res = reach(parent, rung)[0]
         a, c = aggregate(p_res, gate.cost_metric, gate.text_token_weight)
-        c_seed = None if seed is None else \
-            aggregate(run.evaluate(seed, rung, "selection"), gate.cost_metric, gate.text_token_weight)[1]
+        c_seed = None if seed is None else aggregate(reach(seed, rung)[0], gate.cost_metric, gate.text_token_weight)[1]
         scored = []
         for cand in alive:
-            res = run.evaluate(cand, rung, "selection")
-            new += res
+            res, added = reach(cand, rung)
+            new += added
             a2, c2 = aggregate(res, gate.cost_metric, gate.text_token_weight)
             scored.append((cand, a2, c2, res))
             frames[cand] = mean_frames(res)
