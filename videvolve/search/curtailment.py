@@ -62,16 +62,15 @@ def outlook(d: Sequence[float], population: int, level: float, bound: float = 0.
     if n == 0 or rest <= 0:
         raise ValueError(f"an outlook needs some answered and some remaining questions ({n} of {population})")
     sd = spread(d, level)
-    mean = sum(d) / n
-    square = max(sum(x * x for x in d) / n, sd * sd)  # per-question second moment of the remaining questions
-    z = float(stats.norm.ppf(1 - level))
+    total, squares = sum(d), sum(x * x for x in d)
     if bound >= 0:  # a gain: sum(d) >= z sqrt(sum(d^2)) over all questions
-        need = z * math.sqrt(sum(x * x for x in d) + rest * square) - sum(d)
+        square = max(squares / n, sd * sd)  # per-question second moment of the remaining questions
+        need = float(stats.norm.ppf(1 - level)) * math.sqrt(squares + rest * square) - total
     else:  # a cut: mean - half >= bound, with the final half-width t x sd / sqrt(N), floored
         half = max(float(stats.t.ppf(1 - level, population - 1)) * sd / math.sqrt(population),
                    agreement_floor(population, level))
-        need = population * (bound + half) - sum(d)
+        need = population * (bound + half) - total
     null = 1 - float(stats.norm.cdf((need - rest * bound) / (sd * math.sqrt(rest))))
     scale = sd * math.sqrt(rest * (1 + rest / n))
-    predictive = 1 - float(stats.t.cdf((need - rest * mean) / scale, max(1, n - 1)))
+    predictive = 1 - float(stats.t.cdf((need - rest * total / n) / scale, max(1, n - 1)))
     return Outlook(null=null, predictive=predictive)
