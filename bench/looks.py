@@ -13,16 +13,15 @@ harnesses and results are cached under ``bench/.cache/looks``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import random
-import tomllib
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from videvolve.config import RuntimeSettings
-from videvolve.editing.file_edits import Files, set_key
+from videvolve.editing.base import Proposal, read_files, write_candidate
+from videvolve.editing.file_edits import Files, config_of, set_key
 from videvolve.editing.operators import OPERATORS
 from videvolve.evaluation.results import TaskResult, cost_of
 from videvolve.evaluation.solve import solve_tasks
@@ -37,11 +36,11 @@ CACHE = Path(__file__).resolve().parent / ".cache" / "looks"
 def build(seed: str, spec: str) -> Files:
     """The files of the harness a SPEC names (see the module's docstring)."""
     moves, _, keys = spec.partition("@")
-    files: Files = {p.name: p.read_text() for p in seed_path(seed).iterdir() if p.is_file()}
+    files: Files = read_files(seed_path(seed))
     for name in (m for m in moves.split("+") if m and m != "base"):
         if name not in OPERATORS:
             raise SystemExit(f"{spec}: no operator {name!r} (see docs/reference/operators.md)")
-        made = OPERATORS[name].apply(files, tomllib.loads(files["config.toml"]))
+        made = OPERATORS[name].apply(files, config_of(files))
         if made is None:
             raise SystemExit(f"{spec}: {name} does not apply to what the moves before it made")
         files = {**files, **made}
@@ -79,14 +78,11 @@ def main() -> int:
         table.add_column(col, justify="right")
     first: float | None = None
     for spec in args.specs:
-        files = build(args.seed_harness, spec)
-        digest = hashlib.sha256("\0".join(f"{k}\0{v}" for k, v in sorted(files.items())).encode()).hexdigest()[:12]
-        home = CACHE / digest
-        (home / "harness").mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            (home / "harness" / name).write_text(text)
-        res: list[TaskResult] = solve_tasks(load_harness(home / "harness"), tasks, SimVLM(), cost_model("qwen2.5-vl"),
-                                            RuntimeSettings(concurrency=2), home / "evals" / args.tasks.stem)
+        proposal = Proposal(operator=spec, rationale=spec, edits=dict(build(args.seed_harness, spec)))
+        version = write_candidate(seed_path(args.seed_harness), CACHE / "harnesses", proposal)
+        res: list[TaskResult] = solve_tasks(load_harness(CACHE / "harnesses" / version), tasks, SimVLM(),
+                                            cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2),
+                                            CACHE / "evals" / version / args.tasks.stem)
         tokens = _mean([cost_of(r, "visual_tokens") for r in res])
         first = tokens if first is None else first
         table.add_row(spec, f"{_mean([r.score for r in res]):.3f}",
