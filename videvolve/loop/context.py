@@ -131,9 +131,9 @@ class GateSettings(BaseModel):
     text_token_weight: float = Field(1.0, ge=0, description="weight of a transcript text token against a visual "
                                      "token in the cost with --cost-metric visual_tokens+text")
     validation: Literal["full", "multi-fidelity"] = Field(
-        "multi-fidelity", description="multi-fidelity: full validation stochastically curtailed on nested rungs of "
-        "the selection set (a candidate stops early when the questions asked so far make full validation's verdict "
-        "all but certain; see --curtail and --futility); full: every candidate on the whole set")
+        "multi-fidelity", description="multi-fidelity: full validation stopped early on nested rungs of the "
+        "selection set (a candidate stops when the questions asked so far make full validation's verdict all but "
+        "certain; see --curtail and --futility); full: every candidate on the whole set")
     rungs: list[float] = Field(default_factory=lambda: [k / 10 for k in range(1, 11)],
                                description="nested rung sizes, as fractions of the selection set (a tenth more each "
                                "rung: a candidate stops as soon as its verdict is clear, not at the next doubling)")
