@@ -3,8 +3,9 @@
 Each SPEC is ``op1+op2@key=value,key=value``: the named operators of ``videvolve/editing/operators.py`` applied to
 the seed harness in order, then config keys set (``mcq.frames=176`` sets a key of one question kind's table; ``base``
 is the seed itself). Every harness is solved with SimVLM on the same seeded sample of one split of a tasks file,
-and the table gives its score, per kind, visual tokens per question and their ratio to the first SPEC's. Used to
-ask whether a target is within reach of the moves the search has (docs/benchmarks.md, the teacher arm).
+and the table gives its score and visual tokens per question, each also per kind, and the tokens' ratio to the
+first SPEC's. Used to ask whether a target is within reach of the moves the search has (docs/benchmarks.md, the
+teacher arm).
 
 Usage: ``python bench/looks.py TASKS.jsonl SPEC... [--split train] [--sample 240] [--seed-harness scan_refine]``;
 harnesses and results are cached under ``bench/.cache/looks``.
@@ -74,7 +75,8 @@ def main() -> int:
     tasks = tasks[: args.sample]
     console = Console()
     table = Table(title=f"{args.seed_harness} and moves on {len(tasks)} {args.split} questions of {args.tasks}")
-    for col in ("harness", "score", "grounding", "mcq", "visual tokens / q", "ratio"):
+    for col in ("harness", "score", "grounding", "mcq", "visual tokens / q", "grounding tokens", "mcq tokens",
+                "ratio"):
         table.add_column(col, justify="right")
     first: float | None = None
     for spec in args.specs:
@@ -88,6 +90,8 @@ def main() -> int:
         table.add_row(spec, f"{_mean([r.score for r in res]):.3f}",
                       f"{_mean([r.score for r in res if r.kind == 'grounding']):.3f}",
                       f"{_mean([r.score for r in res if r.kind == 'mcq']):.3f}", f"{tokens:,.0f}",
+                      *(f"{_mean([cost_of(r, 'visual_tokens') for r in res if r.kind == k]):,.0f}"
+                        for k in ("grounding", "mcq")),
                       f"{tokens / first:.2f}x")
         console.print(f"{spec}: done", highlight=False)
     console.print(table)
