@@ -9,9 +9,10 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from videvolve.graph import Context, build_graph
+from videvolve.search.history import GateEntry
 from videvolve.search.mixture import tier_for
 from videvolve.search.screening import rungs
-from videvolve.search.tree import pick_parent
+from videvolve.search.tree import beats, pick_parent, record_children, root
 from videvolve.tasks import Task
 from videvolve.testing import FakeRun
 
@@ -45,6 +46,38 @@ def test_uct_prefers_unvisited_then_balances():
     tree["a"]["exhausted"] = True
     assert pick_parent(tree, "a", "mcts", ctx.uct_c) == "b"
     assert pick_parent(tree, "a", "chain", ctx.uct_c) == "a"  # chain search always revises the incumbent
+
+
+def test_a_score_read_on_a_first_rung_backs_up_less_than_the_same_score_on_the_whole_set():
+    """VidHarness's penalty on few questions: a lucky early rung must not pull the tree towards its parent."""
+    tree = {**root("s", 0.5, 100.0, 200),
+            "a": {"parent": "s", "visits": 0, "value": 0.0, "score": 0.6, "accepted": True, "n": 200},
+            "b": {"parent": "s", "visits": 0, "value": 0.0, "score": 0.6, "accepted": True, "n": 200}}
+
+    def child(parent: str, name: str, score: float, rung: int) -> GateEntry:
+        return GateEntry(iteration=1, parent=parent, candidate=name, decision="rejected", reason="r",
+                         cand_score=score, cand_cost=100.0, n=20 * rung, rung=rung, rungs=10)
+
+    lucky = record_children(tree, "a", [child("a", "a1", 0.80, 1)], [], penalty=1.5)  # 0.80 on 20 questions
+    steady = record_children(tree, "b", [child("b", "b1", 0.70, 10)], [], penalty=1.5)  # 0.70 on all 200
+    assert lucky["a"]["value"] < steady["b"]["value"]
+    assert lucky["a1"]["n"] == 20 and not lucky["a1"]["full"] and steady["b1"]["full"]
+    unpenalized = record_children(tree, "a", [child("a", "a1", 0.80, 1)], [], penalty=0.0)
+    assert unpenalized["a"]["value"] == pytest.approx(0.80)
+
+
+def test_mcts_promotes_on_the_questions_both_versions_answered():
+    """An early winner's score on its rung is compared with the incumbent's on the same questions, not the whole set."""
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", search="mcts")
+    # the incumbent scores 0.9 on the first 20 questions and 0.5 on the rest; the candidate 0.8 on the first 20
+    run = FakeRun(ctx, {"inc": [0.9] * 20 + [0.5] * 180, "cand": [0.8] * 200})
+    run.evaluate("inc", run.selection, "selection")
+    run.evaluate("cand", run.selection[:20], "selection")  # stopped early on its first rung
+    assert not beats(run, "inc", "cand")  # 0.80 against 0.90 there, though 0.80 > the incumbent's 0.54 overall
+    run.evaluate("cand", run.selection, "selection")
+    assert beats(run, "inc", "cand")  # on all 200: 0.80 against 0.54
+    assert not beats(run, "inc", "never")  # no question in common
+    assert run.stored("never", run.selection[0], "selection") is None
 
 
 def test_tier_for_budget():

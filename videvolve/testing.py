@@ -30,7 +30,7 @@ from videvolve.evaluation.results import TaskResult
 from videvolve.media.encode import write_h264
 from videvolve.models.base import Reply
 from videvolve.models.sim import SimVLM
-from videvolve.search.services import Evaluator, SearchSettings
+from videvolve.search.services import SearchSettings, StoredResults
 from videvolve.tasks import Task
 
 BITS = 16
@@ -213,7 +213,7 @@ class FakeRun:
     ``frames``: every version's frames per question (its cost, as frames or as visual tokens), or each version's.
 
     It counts every (version, task) evaluation, as a real run would pay for it; mypy checks it satisfies the
-    search's :class:`~videvolve.search.services.Evaluator`.
+    search's :class:`~videvolve.search.services.StoredResults`.
     """
 
     def __init__(self, ctx: SearchSettings, scores: dict[str, list[float]], frames: int | dict[str, int] = 16) -> None:
@@ -226,14 +226,21 @@ class FakeRun:
     def evaluate(self, version: str, tasks: list[Task], split: str) -> list[TaskResult]:
         """Scripted results, counted."""
         self.evaluated.setdefault(version, set()).update(t.id for t in tasks)
+        return [self._result(version, t) for t in tasks]
+
+
+    def stored(self, version: str, task: Task, split: str) -> TaskResult | None:
+        """The scripted result of a (version, task) already evaluated, without counting it; None otherwise."""
+        return self._result(version, task) if task.id in self.evaluated.get(version, set()) else None
+
+    def _result(self, version: str, task: Task) -> TaskResult:
         frames = self.frames if isinstance(self.frames, int) else self.frames.get(version, 16)
-        return [TaskResult(task_id=t.id, harness_id=version, kind="mcq", outcome="ok",
-                           score=self.scores[version][int(t.id[1:])], usage={"frames": frames,
-                                                                                "image_tokens": frames})
-                for t in tasks]
+        return TaskResult(task_id=task.id, harness_id=version, kind="mcq", outcome="ok",
+                          score=self.scores[version][int(task.id[1:])],
+                          usage={"frames": frames, "image_tokens": frames})
 
 
-def _fake_run_is_an_evaluator(run: FakeRun) -> Evaluator:  # mypy checks the fake against the protocol
+def _fake_run_is_an_evaluator(run: FakeRun) -> StoredResults:  # mypy checks the fake against the protocol
     return run
 
 

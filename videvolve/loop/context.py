@@ -137,7 +137,8 @@ class GateSettings(BaseModel):
     rungs: list[float] = Field(default_factory=lambda: [k / 10 for k in range(1, 11)],
                                description="nested rung sizes, as fractions of the selection set (a tenth more each "
                                "rung: a candidate stops as soon as its verdict is clear, not at the next doubling)")
-    penalty: float = Field(1.5, description="promotion ranks accuracy minus penalty x 0.5/sqrt(n) (worst-case SE)")
+    penalty: float = Field(1.5, description="promotion ranks accuracy minus penalty x 0.5/sqrt(n) (worst-case "
+                         "SE), and mcts backs up the same penalized score")
     curtail: float = Field(0.99, gt=0.5, le=1, description="multi-fidelity under the paired gate: accept on a "
                            "partial rung when the gate's rule passes there and the predictive chance that full "
                            "validation accepts is at least this (the questions not yet asked alike to those asked; "

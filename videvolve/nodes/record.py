@@ -12,7 +12,7 @@ from videvolve.loop.services import Run
 from videvolve.loop.state import State
 from videvolve.memory.records import RevisionOutcome
 from videvolve.search.history import GateEntry, entries
-from videvolve.search.tree import record_children
+from videvolve.search.tree import beats, record_children
 from videvolve.usage import Spend
 
 
@@ -36,8 +36,7 @@ def _promote(run: Run, state: State, best: GateEntry | None) -> dict[str, Any]:
     """The new incumbent, if any: chain search takes the accepted revision, mcts only a better one."""
     if best is None or best.candidate is None:
         return {}
-    if run.ctx.search == "mcts" and ((best.cand_score or 0.0), -(best.cand_cost or 0.0)) <= (
-            state["incumbent_score"], -state["incumbent_cost"]):
+    if run.ctx.search == "mcts" and not beats(run, state["incumbent"], best.candidate):
         return {}
     shutil.rmtree(run.dir.best, ignore_errors=True)
     shutil.copytree(run.harness_dir(best.candidate), run.dir.best)
@@ -60,7 +59,8 @@ def record(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
             run.record_lineage(e.candidate, parent=parent, iteration=it, operator=e.operator, decision=e.decision,
                                reason=e.reason, score=e.cand_score, cost=e.cand_cost, frames=e.cand_frames,
                                rung=e.rung, rungs=e.rungs)
-    update: dict[str, Any] = {"tree": record_children(state.get("tree", {}), parent, gated, refused)}
+    update: dict[str, Any] = {"tree": record_children(state.get("tree", {}), parent, gated, refused,
+                                                      run.ctx.gate.penalty)}
     update["history"] = [e.model_dump() for e in refused]
     accepted = [e for e in gated if e.decision == "accepted"]
     best = max(accepted, key=lambda e: (e.cand_score or 0.0, -(e.cand_cost or 0.0)), default=None)

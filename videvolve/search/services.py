@@ -81,7 +81,15 @@ class Evaluator(Protocol):
         ...
 
 
-class RunServices(Evaluator, Protocol):
+class StoredResults(Evaluator, Protocol):
+    """An evaluator whose stored results can be read without running anything."""
+
+    def stored(self, version: str, task: Task, split: str) -> TaskResult | None:
+        """A stored result, or None where the version has not answered the task."""
+        ...
+
+
+class RunServices(StoredResults, Protocol):
     """Everything of a run the mixture needs besides evaluation."""
 
     @property
@@ -101,10 +109,6 @@ class RunServices(Evaluator, Protocol):
 
     def eval_dir(self, version: str, split: str) -> Path:
         """Where a version's results on a split live."""
-        ...
-
-    def stored(self, version: str, task: Task, split: str) -> TaskResult | None:
-        """A stored result, without running anything."""
         ...
 
     def lineage(self) -> dict[str, LineageRecord]:

@@ -10,7 +10,9 @@ import math
 from collections.abc import Iterable
 from typing import TypedDict
 
+from videvolve.search.gate import aggregate
 from videvolve.search.history import GateEntry
+from videvolve.search.services import StoredResults
 
 
 class TreeNode(TypedDict, total=False):
@@ -30,6 +32,8 @@ class TreeNode(TypedDict, total=False):
     """Its editor had nothing left to propose."""
     full: bool
     """Its decision was made on the whole selection set."""
+    n: int
+    """The selection questions its score was measured on."""
 
 
 Tree = dict[str, TreeNode]
@@ -40,10 +44,19 @@ def seed_of(tree: Tree) -> str | None:
     return next((v for v, node in tree.items() if node.get("parent") is None), None)
 
 
-def root(version: str, score: float, cost: float) -> Tree:
-    """A tree holding only the seed."""
+def root(version: str, score: float, cost: float, n: int) -> Tree:
+    """A tree holding only the seed (its score measured on ``n`` selection questions)."""
     return {version: {"parent": None, "visits": 0, "value": 0.0, "score": score, "cost": cost, "accepted": True,
-                      "exhausted": False}}
+                      "exhausted": False, "n": n}}
+
+
+def penalized(score: float, n: int | None, penalty: float) -> float:
+    """A score measured on ``n`` questions less ``penalty`` worst-case standard errors (0.5 / sqrt(n)).
+
+    VidHarness's penalty: a score read on a few questions of an early rung must not look as good as the same score
+    read on the whole set. Without ``n`` (a node from before it was recorded) the score is taken as it is.
+    """
+    return score - penalty * 0.5 / math.sqrt(n) if n else score
 
 
 def pick_parent(tree: Tree, incumbent: str, search: str, uct_c: float) -> str:
@@ -68,11 +81,14 @@ def pending_children(tree: Tree, parent: str | None, exclude: Iterable[str] = ()
     return sorted(v for v, s in tree.items() if s.get("parent") == parent and s.get("pending") and v not in skip)
 
 
-def record_children(tree: Tree, parent: str, gated: list[GateEntry], refused: list[GateEntry]) -> Tree:
+def record_children(tree: Tree, parent: str, gated: list[GateEntry], refused: list[GateEntry],
+                    penalty: float) -> Tree:
     """Node updates for this iteration's candidates, and the back-up of the expansion to the root.
 
-    The reward is the best score among the children that were gated (the parent's own score when none was); a
-    parent none of whose candidates even reached validation is exhausted.
+    The reward is the best penalized score (:func:`penalized`) among the children that were gated, the parent's own
+    when none was: a child screened out on its first rung with a lucky score does not pull the search towards its
+    parent as a child measured on the whole set would. A parent none of whose candidates even reached validation
+    is exhausted.
     """
     updates: Tree = {}
     for e in [*gated, *refused]:
@@ -81,10 +97,14 @@ def record_children(tree: Tree, parent: str, gated: list[GateEntry], refused: li
         node: TreeNode = {"parent": parent, "visits": 0, "value": 0.0, "score": e.cand_score or 0.0,
                           "cost": e.cand_cost or 0.0, "accepted": e.decision == "accepted",
                           "pending": e.decision == "pending", "exhausted": False, "full": e.full}
+        if e.n:
+            node["n"] = e.n
         if e.candidate in tree:
             node["visits"], node["value"] = tree[e.candidate]["visits"], tree[e.candidate]["value"]
         updates[e.candidate] = node
-    reward = max([e.cand_score or 0.0 for e in gated] or [tree.get(parent, {}).get("score", 0.0)])
+    here = tree.get(parent, {})
+    reward = max([penalized(e.cand_score or 0.0, e.n, penalty) for e in gated]
+                 or [penalized(here.get("score", 0.0), here.get("n"), penalty)])
     node_id: str | None = parent
     while node_id is not None and node_id in tree:
         stats: TreeNode = {**tree[node_id], **updates.get(node_id, {})}
@@ -95,3 +115,21 @@ def record_children(tree: Tree, parent: str, gated: list[GateEntry], refused: li
     if not gated and not any(e.candidate for e in refused):
         updates[parent] = {**updates.get(parent, tree.get(parent, {})), "exhausted": True}
     return updates
+
+
+def beats(run: StoredResults, incumbent: str, candidate: str) -> bool:
+    """Whether ``candidate`` scores higher than ``incumbent`` (or as high for less) on the same selection questions.
+
+    Under multi-fidelity validation the two were measured on different rungs (a winner stops early, the seed
+    answered the whole set), so they are compared on the questions both answered, never one's rung against the
+    other's. False when they share none.
+    """
+    gate = run.ctx.gate
+    pairs = [(a, b) for t in run.selection
+             if (a := run.stored(incumbent, t, "selection")) is not None
+             and (b := run.stored(candidate, t, "selection")) is not None]
+    if not pairs:
+        return False
+    inc = aggregate([a for a, _ in pairs], gate.cost_metric, gate.text_token_weight)
+    cand = aggregate([b for _, b in pairs], gate.cost_metric, gate.text_token_weight)
+    return (cand[0], -cand[1]) > (inc[0], -inc[1])
