@@ -18,8 +18,9 @@ from videvolve.testing import serve_app
 RUNTIME = RuntimeSettings(concurrency=2, warm_sandboxes=False)
 
 
-def run(seed: Path, tasks: list[Task], out: Path, vlm=None, runtime: RuntimeSettings = RUNTIME) -> Evaluation:
-    return evaluate(seed, tasks, out, vlm or SimVLM(), cost_model("qwen2.5-vl"), runtime)
+def run(seed: Path, tasks: list[Task], out: Path, vlm=None, runtime: RuntimeSettings = RUNTIME,
+        family: str = "qwen2.5-vl") -> Evaluation:
+    return evaluate(seed, tasks, out, vlm or SimVLM(family), cost_model(family), runtime)
 
 
 def reused(done: Evaluation) -> int:
@@ -55,6 +56,16 @@ def test_reuse_follows_the_runtime_and_the_task_content(small_world, seed: Path,
     assert reused(run(seed, changed, out)) == 1  # only the unchanged task is reused
 
 
+def test_results_metered_by_another_cost_model_are_not_reused(small_world, seed: Path, tmp_path: Path):
+    tasks = [t for t in small_world.tasks if t.split == "test"][:2]
+    out = tmp_path / "e"
+    qwen25 = run(seed, tasks, out)
+    qwen3 = run(seed, tasks, out, family="qwen3-vl")  # main: both results reused, with Qwen2.5-VL's token counts
+    assert reused(qwen3) == 0
+    assert qwen3.summary["image_tokens_per_question"] != qwen25.summary["image_tokens_per_question"]
+    assert reused(run(seed, tasks, out, family="qwen3-vl")) == 2
+
+
 def test_a_media_error_is_tried_again_once_the_video_is_back(small_world, seed: Path, tmp_path: Path):
     task = next(t for t in read_tasks(small_world.tasks_path) if t.split == "test")
     video = tmp_path / "videos" / "v.mp4"
@@ -77,7 +88,7 @@ def test_the_producer_key_names_backend_model_decoding_and_task(small_world):
         pass
 
     def key(vlm, harness: str = "h1", runtime: RuntimeSettings = RUNTIME, t: Task = task) -> str:
-        return Producer.of(harness, vlm, runtime).key(t)
+        return Producer.of(harness, vlm, runtime, cost_model("qwen2.5-vl")).key(t)
 
     hotter = openai_vlm(ModelSettings(backend="openai", model="simvlm", base_url="http://127.0.0.1:9/v1",
                                       temperature=0.7))

@@ -64,7 +64,7 @@ def evaluate(harness_dir: Path, tasks: Sequence[Task], out_dir: Path, vlm: VLM, 
     and calling again with the same ``out_dir`` continues where it stopped.
     """
     harness = load_harness(copy_harness(harness_dir, EvalDir(out_dir).harnesses))
-    producer = Producer.of(harness.version_id, vlm, runtime)
+    producer = Producer.of(harness.version_id, vlm, runtime, cost)
     reused = {t.id for t in tasks if reusable_result(out_dir, t, producer) is not None}
     rerun = sum(1 for t in tasks if t.id not in reused and read_result(out_dir, t.id) is not None)
     results = solve_tasks(harness, tasks, vlm, cost, runtime, out_dir, cache, on_result=on_result,

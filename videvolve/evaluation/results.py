@@ -1,13 +1,14 @@
 """One harness version's result on one task, and where results live on disk (one JSON file per task).
 
-A stored result names what produced it (:class:`Producer`: harness version, backend, model, decoding and the
-runtime settings that change replies, and the task's content); it is reused only by the same producer, and never
-when it is an error a rerun may cure (a video that was missing or unreadable: ``media``; a timeout reached under a
-shorter task timeout, or before model calls were off the task's clock).
+A stored result names what produced it (:class:`Producer`: harness version, backend, model, decoding, the cost
+model that metered it, the runtime settings that change replies, and the task's content); it is reused only by the
+same producer, and never when it is an error a rerun may cure (a video that was missing or unreadable: ``media``;
+a timeout reached under a shorter task timeout, or before model calls were off the task's clock).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -18,6 +19,7 @@ from pydantic import BaseModel, Field
 from videvolve.config import RuntimeSettings
 from videvolve.errors import ErrorKind, StorageError
 from videvolve.models.base import VLM
+from videvolve.models.cost import CostModel
 from videvolve.rundir import EvalDir
 from videvolve.tasks import Prediction, Task
 from videvolve.usage import TaskUsage
@@ -36,16 +38,17 @@ class Producer(BaseModel):
     model: str
     revision: str
     decoding: dict[str, Any]
+    cost: dict[str, Any] = Field(description="the cost model (--family) that metered its tokens and bounds its context")
     runtime: dict[str, Any] = Field(description="the REPLY_SETTINGS of the run")
     time_limit_s: float | None = Field(None, description="the run's --task-timeout: not part of the key (it changes "
                                        "no answer), but a timeout is reused only under a limit no longer than its own")
 
     @classmethod
-    def of(cls, harness_id: str, vlm: VLM, runtime: RuntimeSettings) -> Producer:
-        """The producer of results of ``harness_id`` answered by ``vlm`` under ``runtime``."""
+    def of(cls, harness_id: str, vlm: VLM, runtime: RuntimeSettings, cost: CostModel) -> Producer:
+        """The producer of results of ``harness_id`` answered by ``vlm``, metered by ``cost``, under ``runtime``."""
         return cls(harness_id=harness_id, backend=type(vlm).__qualname__, model=vlm.name, revision=vlm.revision,
-                   decoding=vlm.decoding(), runtime=runtime.model_dump(include=set(REPLY_SETTINGS)),
-                   time_limit_s=runtime.wall_seconds)
+                   decoding=vlm.decoding(), cost=dataclasses.asdict(cost),
+                   runtime=runtime.model_dump(include=set(REPLY_SETTINGS)), time_limit_s=runtime.wall_seconds)
 
     def key(self, task: Task) -> str:
         """The id of this producer's result on ``task`` (its whole content: question, options, answer, video)."""

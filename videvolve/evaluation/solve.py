@@ -2,7 +2,7 @@
 
 Each (harness version, task) result is written to ``<out>/results/<task_id>.json`` when it exists, with the
 task's trace in ``<out>/traces/<task_id>.jsonl``; a rerun skips what the same producer (harness version, backend,
-model, decoding, task content) finished, except input errors (``media``), which it tries again. In every
+model, decoding, cost model, task content) finished, except input errors (``media``), which it tries again. In every
 aggregate a harness is judged by, an error scores 0 and its frames still count, so failing on hard questions never
 looks cheaper or better. An infrastructure error stops the run after the running tasks finish; nothing finished is lost.
 """
@@ -46,7 +46,7 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
 def _solve(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostModel, settings: RuntimeSettings,
            out_dir: Path, cache: ResponseCache | None, on_result: Callable[[TaskResult], None] | None,
            executor: str, model: ModelSettings | None, ray_address: str | None) -> list[TaskResult]:
-    producer = Producer.of(harness.version_id, vlm, settings)
+    producer = Producer.of(harness.version_id, vlm, settings, cost)
     keys = {t.id: producer.key(t) for t in tasks}  # of the tasks as given (a probed duration changes nothing)
     done: dict[str, TaskResult] = {}
     pending = []

@@ -96,7 +96,7 @@ def teach(questions: Sequence[Question], harness_dir: Path, name: str, out_dir: 
     harness = load_harness(copy_harness(harness_dir, out_dir / "teacher-harness"))
     runs = [_unanswered_run(q) for q in questions]
     runs = list(videos(runs)) if videos else runs
-    producer = Producer.of(harness.version_id, vlm, runtime)
+    producer = Producer.of(harness.version_id, vlm, runtime, cost)
     reused = sum(1 for t in runs if reusable_result(out_dir, t, producer) is not None)
     results = solve_tasks(harness, runs, vlm, cost, runtime, out_dir, cache, on_result=on_result, executor=executor,
                           model=model, ray_address=ray_address)

@@ -85,7 +85,8 @@ class Run:
 
     def stored(self, version: str, task: Task, split: str) -> TaskResult | None:
         """A stored result, without running anything."""
-        return load_result(self.eval_dir(version, split), task, Producer.of(version, self.vlm, self.ctx.runtime))
+        producer = Producer.of(version, self.vlm, self.ctx.runtime, self.cost)
+        return load_result(self.eval_dir(version, split), task, producer)
 
     def batch(self, iteration: int) -> list[Task]:
         """The training batch of an iteration (deterministic in the seed and the iteration)."""
