@@ -81,6 +81,22 @@ def test_a_media_error_is_tried_again_once_the_video_is_back(small_world, seed: 
     assert restored.results[0].outcome == "ok" and reused(restored) == 0
 
 
+def test_a_video_or_transcript_replaced_under_the_same_name_is_run_again(small_world, seed: Path, tmp_path: Path):
+    task = next(t for t in read_tasks(small_world.tasks_path) if t.split == "test")
+    video = tmp_path / "videos" / "v.mp4"
+    video.parent.mkdir()
+    shutil.copy(task.video, video)
+    tasks = read_tasks(write_tasks([task.model_copy(update={"video": str(video)})], tmp_path / "tasks.jsonl"))
+    out = tmp_path / "e"
+    run(seed, tasks, out)
+    assert reused(run(seed, tasks, out)) == 1
+    shutil.copy(next(t.video for t in small_world.tasks if t.video_id != task.video_id), video)  # new content
+    assert reused(run(seed, tasks, out)) == 0  # main: the first video's result was reused
+    video.with_suffix(".vtt").write_text("WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nhello\n", encoding="utf-8")
+    assert reused(run(seed, tasks, out)) == 0  # a transcript the harness may read appeared beside it
+    assert reused(run(seed, tasks, out)) == 1
+
+
 def test_the_producer_key_names_backend_model_decoding_and_task(small_world):
     task = small_world.tasks[0]
 

@@ -9,6 +9,7 @@ a timeout reached under a shorter task timeout, or before model calls were off t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -17,7 +18,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from videvolve.config import RuntimeSettings
-from videvolve.errors import ErrorKind, StorageError
+from videvolve.datasets.transcripts import find_transcript
+from videvolve.errors import ErrorKind, MediaNotFoundError, StorageError
+from videvolve.media.info import FileKey, file_key
+from videvolve.media.proxy import fingerprint
 from videvolve.models.base import VLM
 from videvolve.models.cost import CostModel
 from videvolve.rundir import EvalDir
@@ -51,10 +55,32 @@ class Producer(BaseModel):
                    runtime=runtime.model_dump(include=set(REPLY_SETTINGS)), time_limit_s=runtime.wall_seconds)
 
     def key(self, task: Task) -> str:
-        """The id of this producer's result on ``task`` (its whole content: question, options, answer, video)."""
+        """The id of this producer's result on ``task``: its whole content, that of its video and transcript files too.
+
+        A video or subtitle file replaced under the same name makes another task, whose stored result is not reused.
+        """
         payload = {"producer": self.model_dump(mode="json", exclude={"time_limit_s"}),
-                   "task": task.model_dump(mode="json")}
+                   "task": task.model_dump(mode="json"), "files": input_files(task)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def input_files(task: Task) -> dict[str, str | None]:
+    """Content fingerprints of the files a task reads, its video and its transcript (None: no such file)."""
+    transcript = find_transcript(task)
+    return {"video": _fingerprint(task.video), "transcript": _fingerprint(transcript[0]) if transcript else None}
+
+
+def _fingerprint(path: str | Path) -> str | None:
+    try:
+        return _fingerprint_of(file_key(path))
+    except (MediaNotFoundError, OSError):
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _fingerprint_of(key: FileKey) -> str:
+    """One file version's fingerprint, read once per process (a task file names each video many times)."""
+    return fingerprint(key[0])
 
 
 class TaskResult(BaseModel):
