@@ -269,3 +269,30 @@ def test_tasks_stored_by_an_older_planner_are_not_reused(tmp_path: Path, monkeyp
     assert gen._stamp(video, settings) == now  # the same video and settings: reused
     monkeypatch.setattr(gen, "PLANNER_VERSION", gen.PLANNER_VERSION - 1)
     assert gen._stamp(video, settings) != now
+
+
+def test_perceived_tasks_are_not_reused_for_another_model_or_a_replaced_video(tmp_path: Path):
+    from videvolve.labelfree.generate import Perceiver
+    from videvolve.models.base import Reply
+
+    class Blind(SimVLM):
+        name = "blind"
+
+        def complete(self, messages, tools=None):
+            return Reply(text="I see nothing.")
+
+    generate_world(tmp_path / "w", videos=2, minutes=1.0, seed=3, workers=1)
+    videos, parts = tmp_path / "w" / "videos", tmp_path / "parts"
+    settings = GenerateSettings(sources=("perceived",), questions_per_video=4, perceive_fps=0.5)
+
+    def perceived(vlm: SimVLM, where: Path = parts) -> dict[str, list[str]]:
+        report = generate(videos, settings, where, Perceiver(vlm, cost_model("qwen2.5-vl"), None, where), workers=1)
+        return {v: sorted(t.question for t in report.tasks if t.video_id == v) for v in ("video000", "video001")}
+
+    seen = perceived(SimVLM())
+    assert seen["video000"] and seen["video001"]
+    assert perceived(Blind()) == {"video000": [], "video001": []}  # main: the SimVLM's tasks, as the blind model's
+    shutil.copy(videos / "video000.mp4", videos / "video001.mp4")  # same name, another video
+    again = perceived(SimVLM())
+    assert again == perceived(SimVLM(), tmp_path / "fresh")  # main: video001 kept the old file's timeline
+    assert again["video001"] != seen["video001"]

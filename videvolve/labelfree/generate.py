@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from videvolve.datasets.synthworld.questions import Draft
 from videvolve.errors import MediaError, UsageError
-from videvolve.labelfree.perceived import appearances, cached_look, perceived_drafts
+from videvolve.labelfree.perceived import appearances, cached_look, model_identity, perceived_drafts
 from videvolve.media.check import list_videos
 from videvolve.media.decode import frames_at
 from videvolve.media.info import file_key, probe
@@ -204,9 +204,13 @@ PLANNER_VERSION = 2
 that a video's stored tasks from an older planner are made again rather than reused."""
 
 
-def _stamp(path: Path, settings: GenerateSettings) -> str:
+def _stamp(path: Path, settings: GenerateSettings, model: dict[str, Any] | None = None) -> str:
+    """A video's stored tasks are reused only for the same file version, settings, planner and perceiving model."""
     key = file_key(path)
-    return hashlib.sha1(json.dumps([key[1:], settings.model_dump(mode="json"), PLANNER_VERSION]).encode()).hexdigest()
+    payload = [key[1:], settings.model_dump(mode="json"), PLANNER_VERSION]
+    if model is not None and "perceived" in settings.sources:
+        payload.append(model)
+    return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _load_part(parts: Path, video_id: str, stamp: str) -> list[Task] | None:
@@ -233,14 +237,18 @@ def _ray_job(job: VideoJob, path: str, video_id: str, others: list[str]) -> str:
 
 
 def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings, parts: Path, workers: int,
-             executor: str = "local", on_done: Callable[[VideoOutcome], None] | None = None) -> list[VideoOutcome]:
-    """Run ``job`` on every video not done before; media errors become that video's error, nothing else stops."""
+             executor: str = "local", on_done: Callable[[VideoOutcome], None] | None = None,
+             model: dict[str, Any] | None = None) -> list[VideoOutcome]:
+    """Run ``job`` on every video not done before; media errors become that video's error, nothing else stops.
+
+    ``model``: the perceiving model's :func:`~videvolve.labelfree.perceived.model_identity` (part of what was done).
+    """
     parts.mkdir(parents=True, exist_ok=True, mode=0o700)
     outcomes: dict[str, VideoOutcome] = {}
     pending: list[tuple[str, Path, str]] = []
     for vid, path in videos.items():
         try:
-            stamp = _stamp(path, settings)
+            stamp = _stamp(path, settings, model)
         except (OSError, MediaError) as exc:
             outcomes[vid] = VideoOutcome(vid, str(path), error=f"{path}: {exc}")
             continue
@@ -304,7 +312,8 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
     def job(path: Path, vid: str, others: list[str]) -> list[Task]:
         return video_tasks(path, vid, others, settings, perceiver)
     workers = workers or min(len(videos), max(1, (os.cpu_count() or 1)))
-    outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done)
+    model = model_identity(perceiver.vlm, perceiver.cost) if perceiver is not None else None
+    outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done, model)
     tasks = [t for o in outcomes for t in o.tasks]
     if tasks:
         tasks = split_by_video(tasks, settings.fractions, seed=settings.seed)

@@ -9,11 +9,13 @@ the model's eyes, which is why each task records ``label_source = "perceived"``)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -23,7 +25,7 @@ from videvolve.datasets.synthworld.script import Event, Scene, VideoScript
 from videvolve.media.captions import frame_caption
 from videvolve.media.data_url import encode_data_url
 from videvolve.media.decode import frames_at
-from videvolve.media.info import probe
+from videvolve.media.info import file_key, probe
 from videvolve.models.base import VLM, Message
 from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
@@ -46,6 +48,20 @@ class Timeline(BaseModel):
     requests: int
     prompt_tokens: int
     frames: int
+    stamp: str = ""
+    """:func:`look_stamp` of the look that made it (empty: written before stamps, never reused)."""
+
+
+def model_identity(vlm: VLM, cost: CostModel) -> dict[str, Any]:
+    """What decides a look's replies and its meter: the model client, the model, its decoding, the cost model."""
+    return {"backend": type(vlm).__qualname__, "model": vlm.name, "revision": vlm.revision,
+            "decoding": vlm.decoding(), "cost": cost.name}
+
+
+def look_stamp(path: str, vlm: VLM, cost: CostModel, fps: float) -> str:
+    """One look's identity: the video file's version (size, mtime), the model (:func:`model_identity`) and the rate."""
+    payload = [file_key(path)[1:], model_identity(vlm, cost), fps]
+    return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def look(path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None, fps: float,
@@ -73,16 +89,16 @@ def look(path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCac
         for f in frames:
             entries.append((f.requested, said.get(round(f.requested, 2), "")))
     return Timeline(video_id=video_id, fps=fps, duration=info.duration, entries=entries, requests=requests,
-                    prompt_tokens=tokens, frames=n)
+                    prompt_tokens=tokens, frames=n, stamp=look_stamp(path, vlm, cost, fps))
 
 
 def cached_look(parts: Path, path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None,
                 fps: float) -> Timeline:
-    """:func:`look`, kept in ``parts/<video>.timeline.json`` (one pass per video, ever)."""
+    """:func:`look`, kept in ``parts/<video>.timeline.json`` (one pass per video file, model and rate)."""
     file = parts / f"{video_id}.timeline.json"
     if file.is_file():
         stored = Timeline.model_validate_json(file.read_text(encoding="utf-8"))
-        if stored.fps == fps:
+        if stored.stamp == look_stamp(path, vlm, cost, fps):
             return stored
     timeline = look(path, video_id, vlm, cost, cache, fps)
     file.write_text(timeline.model_dump_json(), encoding="utf-8")
