@@ -136,3 +136,19 @@ def test_a_timeout_is_reused_only_under_a_limit_no_longer_than_its_own(small_wor
     assert older != stored.read_text()
     stored.write_text(older)
     assert reused(run(busy, tasks, out, runtime=short.model_copy(update={"wall_seconds": 1.5}))) == 0
+
+
+def test_a_memory_error_is_reused_only_under_a_limit_no_larger_than_its_own(small_world, seed: Path, tmp_path: Path):
+    """A harness that needs ~500 MB fails under a 300 MB address-space limit; a rerun with a larger --memory-bytes
+    runs it again instead of taking the stored memory error."""
+    hungry = tmp_path / "hungry"
+    shutil.copytree(seed, hungry)
+    (hungry / "solver.py").write_text("def solve(task, ctx):\n    big = [0] * 60_000_000\n    return {'answer': 'A'}\n")
+    tasks = [t for t in small_world.tasks if t.split == "test" and t.kind == "mcq"][:1]
+    out = tmp_path / "e"
+    small = RUNTIME.model_copy(update={"memory_bytes": 300 * 2**20})
+    first = run(hungry, tasks, out, runtime=small)
+    assert first.results[0].error_kind == "memory"
+    assert reused(run(hungry, tasks, out, runtime=small)) == 1
+    larger = run(hungry, tasks, out)  # main: the memory error was reused under the 2 GiB default
+    assert reused(larger) == 0 and larger.results[0].outcome == "ok"

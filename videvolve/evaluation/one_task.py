@@ -40,7 +40,7 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
     result = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
                         outcome=run.outcome, error_kind=run.error_kind, error=run.error, prediction=prediction,
                         score=score, usage=run.usage, wall_s=run.wall_s, produced_by=produced_by,
-                        time_limit_s=settings.wall_seconds)
+                        time_limit_s=settings.wall_seconds, memory_bytes=settings.memory_bytes)
     trace.write("result", outcome=result.outcome, error_kind=result.error_kind, score=score,
                 frames=result.frames)
     write_result(out_dir, result)

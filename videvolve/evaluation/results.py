@@ -3,7 +3,8 @@
 A stored result names what produced it (:class:`Producer`: harness version, backend, model, decoding, the cost
 model that metered it, the runtime settings that change replies, and the task's content); it is reused only by the
 same producer, and never when it is an error a rerun may cure (a video that was missing or unreadable: ``media``;
-a timeout reached under a shorter task timeout, or before model calls were off the task's clock).
+a timeout reached under a shorter task timeout, or before model calls were off the task's clock; a memory error
+reached under a smaller address-space limit).
 """
 
 from __future__ import annotations
@@ -46,20 +47,23 @@ class Producer(BaseModel):
     runtime: dict[str, Any] = Field(description="the REPLY_SETTINGS of the run")
     time_limit_s: float | None = Field(None, description="the run's --task-timeout: not part of the key (it changes "
                                        "no answer), but a timeout is reused only under a limit no longer than its own")
+    memory_bytes: int | None = Field(None, description="the run's --memory-bytes: not part of the key either, but a "
+                                     "memory error is reused only under a limit no larger than its own")
 
     @classmethod
     def of(cls, harness_id: str, vlm: VLM, runtime: RuntimeSettings, cost: CostModel) -> Producer:
         """The producer of results of ``harness_id`` answered by ``vlm``, metered by ``cost``, under ``runtime``."""
         return cls(harness_id=harness_id, backend=type(vlm).__qualname__, model=vlm.name, revision=vlm.revision,
                    decoding=vlm.decoding(), cost=dataclasses.asdict(cost),
-                   runtime=runtime.model_dump(include=set(REPLY_SETTINGS)), time_limit_s=runtime.wall_seconds)
+                   runtime=runtime.model_dump(include=set(REPLY_SETTINGS)), time_limit_s=runtime.wall_seconds,
+                   memory_bytes=runtime.memory_bytes)
 
     def key(self, task: Task) -> str:
         """The id of this producer's result on ``task``: its whole content, that of its video and transcript files too.
 
         A video or subtitle file replaced under the same name makes another task, whose stored result is not reused.
         """
-        payload = {"producer": self.model_dump(mode="json", exclude={"time_limit_s"}),
+        payload = {"producer": self.model_dump(mode="json", exclude={"time_limit_s", "memory_bytes"}),
                    "task": task.model_dump(mode="json"), "files": input_files(task)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -102,6 +106,8 @@ class TaskResult(BaseModel):
                                     "never reused)")
     time_limit_s: float | None = Field(None, description="the harness's own-time limit it ran under (--task-timeout; "
                                        "None: written before model calls were off the task's clock)")
+    memory_bytes: int | None = Field(None, description="the harness's address-space limit it ran under "
+                                     "(--memory-bytes; None: not recorded)")
 
     @property
     def frames(self) -> int:
@@ -136,13 +142,17 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
 
     A timeout is taken only when it was reached under a limit at least as long as this run's, on the harness's own
     time: one written by an older version (whose clock also ran while the endpoint served the harness) or under a
-    shorter ``--task-timeout`` says nothing about this run, and the task runs again.
+    shorter ``--task-timeout`` says nothing about this run, and the task runs again. A memory error likewise, only
+    when reached under a ``--memory-bytes`` at least as large as this run's.
     """
     result = load_result(out_dir, task, producer)
     if result is None or result.error_kind in RETRIED_ON_RERUN:
         return None
     if result.error_kind == ErrorKind.TIMEOUT and (
             result.time_limit_s is None or (producer.time_limit_s or 0.0) > result.time_limit_s):
+        return None
+    if result.error_kind == ErrorKind.MEMORY and (
+            result.memory_bytes is None or (producer.memory_bytes or 0) > result.memory_bytes):
         return None
     return result
 
