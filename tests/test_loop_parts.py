@@ -294,3 +294,50 @@ def test_a_balanced_variant_that_is_its_parent_again_is_not_tried():
         inp = EditorInput(incumbent="p", files=files, diagnoses=[], gate={**gate, "ceiling": ceiling})
         out = HeuristicEditor(trials=True)._balanced(inp, tools, ["t"], files, tried)  # type: ignore[arg-type]
         assert tools.calls.count("trial") == trials and len(out) == trials, (ceiling, tools.calls)
+
+
+def test_a_cut_that_stops_just_short_of_the_cuts_bound_is_tried_deeper():
+    """scan_refine's 20 % frame cut lands at 0.81x its parent's tokens (the final look does not shrink with the
+    frames): seen four iterations running on world 20113, each turned down on cost alone. Balanced, it goes to 0.76x
+    and its trial decides; a cut that lost score, or a prototype that cut nothing, is left alone."""
+    import tomllib
+    from typing import Any
+
+    from videvolve.editing.base import EditorInput
+    from videvolve.editing.heuristic import HeuristicEditor, balance_factor, passes_on_trial
+    from videvolve.editing.operators import CATALOGUE, config_of
+
+    files = read_files(seed_path("scan_refine"))
+    sparser = next(op for op in CATALOGUE if op.name == "sparser_sampling")
+    gate = {"alpha": 0.1, "beta": 0.2, "eps": 0.02, "rule": "paired"}
+    short = {"parent_mean_cost": 19484.0, "mean_cost": 15752.0, "mean_difference_vs_parent": -0.003}
+    assert not passes_on_trial(short, gate)
+    factor = balance_factor(short, sparser, gate)
+    assert factor == pytest.approx(0.95 * 0.8 * 19484 / 15752)
+    assert balance_factor({**short, "mean_difference_vs_parent": -0.05}, sparser, gate) is None  # lost score
+    assert balance_factor({**short, "mean_cost": 19500.0}, sparser, gate) is None  # cut nothing
+    refine = next(op for op in CATALOGUE if op.name == "add_refinement")
+    assert balance_factor(short, refine, gate) is None  # not a cut: a gain's balance only
+
+    class Tools:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+            self.written: dict[str, str] = {}
+
+        def call(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
+            self.calls.append(name)
+            if name == "write_file" and "n_frames" not in args["content"]:
+                self.written.setdefault(args["path"], args["content"])
+            return json.dumps({"mean_difference_vs_parent": 0.0, "mean_cost": 14900.0,
+                               "parent_mean_cost": 19484.0}), True
+
+    tools = Tools()
+    inp = EditorInput(incumbent="p", files=files, diagnoses=[], gate=gate)
+    tried: list[Any] = [(False, -0.003, -15752.0, 0, 1.0, sparser, short)]
+    out = HeuristicEditor(trials=True)._balanced(inp, tools, ["t"], files, tried)  # type: ignore[arg-type]
+    assert tools.calls.count("trial") == 1 and len(out) == 1
+    passes, _, _, _, _, variant, _ = out[0]
+    assert passes and variant.name == "sparser_sampling+fewer_frames"
+    frames = tomllib.loads(variant.apply(files, config_of(files))["config.toml"])["frames"]  # type: ignore[index]
+    plain = tomllib.loads(sparser.apply(files, config_of(files))["config.toml"])["frames"]  # type: ignore[index]
+    assert frames < plain < tomllib.loads(files["config.toml"])["frames"]

@@ -86,6 +86,25 @@ def balanced(op: Operator, factor: float) -> Operator:
                     "stays within the gate's bound", op.weights, apply)
 
 
+def balance_factor(report: dict[str, Any], op: Operator, gate: dict[str, Any]) -> float | None:
+    """The share of its frames a prototype that failed its trial on cost alone keeps, or None (nothing to balance).
+
+    A gain costing more than a gain may: the ratio of the allowed cost to the trial's. A cost cut that kept the score
+    (within ``eps``) and cut, but not as deep as a cut must go (``(1 - beta)`` x the parent's): the ratio of that bound
+    to the trial's cost. Both with a 5 % margin, since cost grows with frames at a fixed resolution: a 20 % frame cut
+    whose final look does not shrink with the frames otherwise lands at 0.81 x and is turned down every time.
+    """
+    c, c_new = report["parent_mean_cost"], report["mean_cost"]
+    gain = report["mean_difference_vs_parent"] or 0.0
+    if c <= 0 or c_new <= 0:
+        return None
+    if gain > 0:
+        return 0.95 * gain_bound(c, gate) / c_new
+    if op.cost_cut and gain >= -gate["eps"] and (1 - gate["beta"]) * c < c_new < c:
+        return 0.95 * (1 - gate["beta"]) * c / c_new
+    return None
+
+
 def candidates(inp: EditorInput, width: int = 3) -> list[tuple[float, Operator]]:
     """The operators worth trying, best first: those the diagnoses call for, and the best cost cut.
 
@@ -135,17 +154,17 @@ class HeuristicEditor:
 
     def _balanced(self, inp: EditorInput, tools: EditorTools, tasks: list[str], parent: dict[str, str],
                   tried: list[Any]) -> list[Any]:
-        """For each prototype that gained but costs more than the gate allows: the same with fewer frames, tried.
+        """For each prototype that misses the gate's cost bound only: the same with fewer frames, tried.
 
-        The frame count is cut by the ratio of the allowed cost to the trial's (with a 5 % margin): cost grows with
-        frames at a fixed resolution, so the gain of looking better is kept where it survives looking less often.
+        See :func:`balance_factor`: the gain of looking better is kept where it survives looking less often, and a
+        cut that kept the score but stopped just short of the cut's bound goes the rest of the way.
         """
         out: list[Any] = []
-        for j, (passes, gain, _, _, score, op, report) in enumerate(list(tried)):
-            c, c_new = report["parent_mean_cost"], report["mean_cost"]
-            if passes or gain <= 0 or not inp.gate or c_new <= 0:
+        for j, (passes, _, _, _, score, op, report) in enumerate(list(tried)):
+            factor = None if passes or not inp.gate else balance_factor(report, op, inp.gate)
+            if factor is None:
                 continue
-            variant = balanced(op, 0.95 * gain_bound(c, inp.gate) / c_new)
+            variant = balanced(op, factor)
             edits = variant.apply(inp.files, config_of(inp.files))
             if not edits or all(inp.files.get(path) == content for path, content in edits.items()):
                 continue  # nothing to balance, or balanced back to the parent itself: no trial to spend
