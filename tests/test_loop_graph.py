@@ -181,3 +181,34 @@ def test_the_driver_hands_its_services_to_every_node_and_closes_only_those_it_bu
         run.cache.get("no such key")
     assert not [v for v in vars(services).values() if isinstance(v, dict) and any(
         isinstance(x, services.Run) for x in v.values())]  # no module-level registry of runs
+
+
+def test_resume_refuses_a_tasks_file_whose_train_or_selection_tasks_changed(small_world, tmp_path, seed):
+    """An overnight run resumed after its tasks file was edited would judge new selection questions against results
+    and decisions made on the old ones: refused, with the file named, and nothing of the run changed."""
+    from videvolve.errors import UsageError
+    from videvolve.graph.driver import evolve
+
+    tasks = tmp_path / "tasks.jsonl"
+    original = small_world.tasks_path.read_text()
+    tasks.write_text(original)
+    ctx = context(small_world, tmp_path, seed, iterations=1, tasks=str(tasks))
+
+    def run(c: Context) -> dict[str, Any]:
+        with open_run(c) as services:
+            services.editor = ScriptedEditor([Proposal(operator="scripted", rationale="r",
+                                                       edits={"SKILL.md": "# scripted\n"})])
+            return evolve(c, services=services)
+
+    assert run(ctx)["iteration"] == 1
+    rows = [json.loads(line) for line in original.splitlines()]
+    changed = next(r for r in rows if r["split"] == "selection")
+    changed["question"] += " (edited)"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    settings = (tmp_path / "run" / "settings.json").read_text()
+    longer = ctx.model_copy(update={"stop": ctx.stop.model_copy(update={"iterations": 2})})
+    with pytest.raises(UsageError, match=r"tasks\.jsonl changed since the run"):
+        run(longer)
+    assert (tmp_path / "run" / "settings.json").read_text() == settings  # the refused resume wrote nothing
+    tasks.write_text(original)  # put back as it was: the run goes on
+    assert run(longer)["iteration"] == 2

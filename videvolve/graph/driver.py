@@ -9,6 +9,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from videvolve.errors import UsageError
 from videvolve.folderlock import ensure_free, hold
 from videvolve.graph.builder import build_graph
 from videvolve.loop.context import Context
@@ -46,12 +47,13 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None
 def _stream(ctx: Context, run: Run, on_update: OnUpdate | None) -> dict[str, Any]:
     """The graph on the run folder's checkpoints, streamed to the end (the folder is held by this process)."""
     folder = run.dir
-    folder.settings.write_text(ctx.model_dump_json(indent=2))
     conn = sqlite3.connect(str(folder.checkpoints), check_same_thread=False)
     try:
         graph = build_graph().compile(checkpointer=SqliteSaver(conn))
         config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}
         snapshot = graph.get_state(config)
+        _same_tasks(ctx, run, snapshot.values or {})
+        folder.settings.write_text(ctx.model_dump_json(indent=2))
         inputs: State | None = {}
         finished = False
         if snapshot.values:
@@ -73,3 +75,15 @@ def _stream(ctx: Context, run: Run, on_update: OnUpdate | None) -> dict[str, Any
         return final
     finally:
         conn.close()
+
+
+def _same_tasks(ctx: Context, run: Run, values: dict[str, Any]) -> None:
+    """A resumed run reads the train and selection tasks it started on: its decisions and stored results rest on them.
+
+    A run checkpointed before the digest was kept is not checked.
+    """
+    started_on = values.get("tasks_digest")
+    if started_on and run.tasks_digest and started_on != run.tasks_digest:
+        raise UsageError(f"{ctx.tasks} changed since the run in {ctx.root} started: its train or selection tasks are "
+                         "not the ones the run's decisions were made on. Put the file back as it was to resume, or "
+                         "start a new --run with it.")

@@ -8,6 +8,8 @@ with fakes where it wants them (``editor``), and passes them in.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import time
 from dataclasses import dataclass
@@ -53,6 +55,8 @@ class Run:
     """The run folder: every path of the run, its lineage and events."""
     editor: Editor | None = None
     """The editor to use instead of the one the settings ask for (tests inject fakes here)."""
+    tasks_digest: str = ""
+    """:func:`tasks_digest` of the train and selection tasks this run read (a resumed run must read the same)."""
 
     def __enter__(self) -> Run:
         return self
@@ -131,6 +135,7 @@ def open_run(ctx: Context) -> Run:
                          f"{len(train)} train and {len(selection)} selection tasks")
     excluded = {t.video_id for t in tasks if t.split not in ("train",)}
     videos = [t.video for t in tasks]
+    digest = tasks_digest(train + selection)
     train, selection = with_proxies(train, ctx.proxy), with_proxies(selection, ctx.proxy)
     del tasks  # the test split is never used by evolve
     if ctx.editor.kind == "agent" and (ctx.editor.model or ctx.model).backend == "sim":
@@ -156,7 +161,14 @@ def open_run(ctx: Context) -> Run:
         memory.close()
         raise
     return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded, vlm=vlm, probe_vlm=probe,
-               cost=cost_model(ctx.model.family), cache=cache, memory=memory, dir=RunDir(ctx.root))
+               cost=cost_model(ctx.model.family), cache=cache, memory=memory, dir=RunDir(ctx.root),
+               tasks_digest=digest)
+
+
+def tasks_digest(tasks: list[Task]) -> str:
+    """What a run's decisions rest on, as one hash: every train and selection task's content, in file order."""
+    text = json.dumps([t.model_dump(mode="json") for t in tasks], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def command_spec(ctx: Context, videos: list[str]) -> CommandSpec:

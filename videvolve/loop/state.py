@@ -29,6 +29,8 @@ class State(TypedDict, total=False):
 
     started_at: float
     """Unix time of the first step (for --hours)."""
+    tasks_digest: str
+    """The train and selection tasks the run started on (``loop.services.tasks_digest``): --resume checks it."""
     iteration: int
     """Iterations finished so far."""
     incumbent: str

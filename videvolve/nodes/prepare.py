@@ -29,7 +29,7 @@ def prepare(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     shutil.rmtree(run.dir.best, ignore_errors=True)
     shutil.copytree(seed, run.dir.best)
     run.event(0, "prepare", "baseline", harness=version, score=score, cost=cost, selection=len(run.selection))
-    return {"started_at": time.time(), "iteration": 0, "incumbent": version, "incumbent_score": score,
-            "incumbent_cost": cost, "parent": version, "history": [], "spent": spent(results),
+    return {"started_at": time.time(), "tasks_digest": run.tasks_digest, "iteration": 0, "incumbent": version,
+            "incumbent_score": score, "incumbent_cost": cost, "parent": version, "history": [], "spent": spent(results),
             "tree": root(version, score, cost, len(results)),
             "stop_reason": "--iterations 0" if ctx.stop.iterations == 0 else None}
