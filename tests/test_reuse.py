@@ -152,3 +152,25 @@ def test_a_memory_error_is_reused_only_under_a_limit_no_larger_than_its_own(smal
     assert reused(run(hungry, tasks, out, runtime=small)) == 1
     larger = run(hungry, tasks, out)  # main: the memory error was reused under the 2 GiB default
     assert reused(larger) == 0 and larger.results[0].outcome == "ok"
+
+
+def test_a_video_spliced_in_by_a_needle_plan_is_part_of_the_result_key(small_world, tmp_path: Path):
+    """A generated task shows stretches of another video (a splice needle): replacing that video changes what the
+    model is shown, so a result made with the old one is not reused."""
+    from videvolve.needles.frames import PLAN_KEY
+    from videvolve.needles.needles import Needle, NeedlePlan
+
+    source = tmp_path / "source.mp4"
+    videos = sorted({t.video for t in small_world.tasks})
+    shutil.copy(videos[1], source)
+    plan = NeedlePlan(id="plan0001", video_id="v", style="synth", width=320, height=180,
+                      needles=(Needle(start=10.0, end=12.0, kind="splice", source=str(source)),))
+    task = small_world.tasks[0].model_copy(update={"meta": {PLAN_KEY: plan.model_dump(mode="json")}})
+
+    def key(t: Task) -> str:
+        return Producer.of("h", SimVLM(), RUNTIME, cost_model("qwen2.5-vl")).key(t)
+
+    before = key(task)
+    assert key(task) == before
+    shutil.copy(videos[2], source)  # the spliced-in video replaced under the same name
+    assert key(task) != before

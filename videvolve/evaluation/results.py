@@ -25,6 +25,7 @@ from videvolve.media.info import FileKey, file_key
 from videvolve.media.proxy import fingerprint
 from videvolve.models.base import VLM
 from videvolve.models.cost import CostModel
+from videvolve.needles.frames import plan_of
 from videvolve.rundir import EvalDir
 from videvolve.tasks import Prediction, Task
 from videvolve.usage import TaskUsage
@@ -68,10 +69,20 @@ class Producer(BaseModel):
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def input_files(task: Task) -> dict[str, str | None]:
-    """Content fingerprints of the files a task reads, its video and its transcript (None: no such file)."""
+def input_files(task: Task) -> dict[str, Any]:
+    """Content fingerprints of the files a task reads (None: no such file).
+
+    Its video, its transcript, and the other videos its needle plan splices in: what the model is shown of those
+    changes with their content too.
+    """
     transcript = find_transcript(task)
-    return {"video": _fingerprint(task.video), "transcript": _fingerprint(transcript[0]) if transcript else None}
+    out: dict[str, Any] = {"video": _fingerprint(task.video),
+                           "transcript": _fingerprint(transcript[0]) if transcript else None}
+    plan = plan_of(task)
+    sources = sorted({n.source for n in plan.needles if n.source}) if plan is not None else []
+    if sources:
+        out["splices"] = {source: _fingerprint(source) for source in sources}
+    return out
 
 
 def _fingerprint(path: str | Path) -> str | None:
