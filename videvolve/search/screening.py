@@ -36,6 +36,7 @@ from videvolve.search.gate import (
 from videvolve.search.history import GateEntry
 from videvolve.search.services import Evaluator, GateRules
 from videvolve.search.spending import next_level
+from videvolve.search.tree import penalized
 from videvolve.tasks import Task
 
 TOL = 1e-9
@@ -165,7 +166,6 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                         decision="pending" if keep_pending else "rejected", cand_score=a2, cand_cost=c2,
                         cand_frames=frames[cand], reason=f"another candidate was accepted at rung {k + 1}")
             break
-        se = 0.5 / math.sqrt(len(rung))
         hopeful = []
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
@@ -183,7 +183,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         if not hopeful:
             alive = []
             break
-        best = max(hopeful, key=lambda x: (x[1] - gate.penalty * se, -x[2], x[0]))
+        best = max(hopeful, key=lambda x: (penalized(x[1], len(rung), gate.penalty), -x[2], x[0]))
         for cand, a2, c2 in hopeful:
             if cand != best[0]:
                 entries[cand] = GateEntry(
@@ -191,7 +191,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                     decision="pending" if keep_pending else "rejected", cand_score=a2, cand_cost=c2,
                     cand_frames=frames[cand],
                     reason=f"not promoted at rung {k + 1}: {best[0]} has the better penalized accuracy "
-                           f"({best[1] - gate.penalty * se:.3f} vs {a2 - gate.penalty * se:.3f})"
+                           f"({penalized(best[1], len(rung), gate.penalty):.3f} vs "
+                           f"{penalized(a2, len(rung), gate.penalty):.3f})"
                            + ("; kept for a later promotion" if keep_pending else ""))
         alive = [best[0]]
     return [entries[c] for c in candidates if c in entries], new
