@@ -65,6 +65,8 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=SIZE["minutes"], help="--compare protocol: minutes each")
     parser.add_argument("--questions", type=int, default=SIZE["questions"],
                         help="--compare protocol: questions per video")
+    parser.add_argument("--children", type=int, default=None,
+                        help="--compare protocol: candidates the editor proposes each iteration (default: evolve's)")
     parser.add_argument("--no-trials", action="store_true", help="--compare seed with the editor's first guesses")
     parser.add_argument("--from-results", type=Path, nargs="+", metavar="JSON",
                         help="--compare protocol: print the table and verdict of stored results files (runs of "
@@ -78,7 +80,7 @@ def main() -> int:
         return stored(args.from_results, args.markdown, args.replay_mf)
     if args.compare == "protocol":
         size = {"videos": args.videos, "minutes": args.minutes, "questions": args.questions}
-        return protocol(args.worlds, args.harness, args.iterations, size)
+        return protocol(args.worlds, args.harness, args.iterations, size, args.children)
     if args.compare == "editors":
         return editors(args.seeds, args.iterations)
     if args.compare == "speech":

@@ -87,17 +87,18 @@ def per_group(tasks: list[Task], a: list[TaskResult], b: list[TaskResult]) -> li
     return out
 
 
-def run_one(seed: int, harness: str, iterations: int, size: dict[str, Any] = SIZE) -> dict[str, Any]:
-    """One world, one seed harness: evolve, then the test split."""
+def run_one(seed: int, harness: str, iterations: int, size: dict[str, Any] = SIZE,
+            children: int | None = None) -> dict[str, Any]:
+    """One world, one seed harness: evolve, then the test split (``children``: candidates an iteration)."""
     started = time.time()
     tasks_path = world(seed, size)
-    root = CACHE / f"world{seed}{size_tag(size)}-{harness}"
+    root = CACHE / f"world{seed}{size_tag(size)}-{harness}{f'-c{children}' if children else ''}"
     remove_tree(root)
     metric = "visual_tokens+text" if seed in SPEAKING else "visual_tokens"
     ctx = Context(run_dir=str(root / "run"), run_id=f"protocol{seed}-{harness}", tasks=str(tasks_path),
                   seed_harness=harness, memory=str(root / "memory"), stop=StopSettings(iterations=iterations),
                   seed=seed, runtime=RuntimeSettings(concurrency=2), cache=str(root / "cache.sqlite"),
-                  gate=GateSettings(validation="multi-fidelity", cost_metric=metric))
+                  gate=GateSettings(validation="multi-fidelity", cost_metric=metric), children=children)
     final = evolve(ctx)
     history = entries(final.get("history", []))
     vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
@@ -167,14 +168,16 @@ def table(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
-def protocol(worlds: list[int], harnesses: list[str], iterations: int, size: dict[str, Any] = SIZE) -> int:
+def protocol(worlds: list[int], harnesses: list[str], iterations: int, size: dict[str, Any] = SIZE,
+             children: int | None = None) -> int:
     """Run every world and seed harness; print the table after each; write results.json."""
     rows: list[dict[str, Any]] = []
     tag = "-".join(harnesses) + ("" if tuple(worlds) == WORLDS else "-" + "-".join(map(str, worlds))) + size_tag(size)
+    tag += f"-c{children}" if children else ""
     out = CACHE / f"results-{tag}.json"  # runs of other worlds, side by side, write their own files
     for harness in harnesses:
         for seed in worlds:
-            rows.append({**run_one(seed, harness, iterations, size), "size": size})
+            rows.append({**run_one(seed, harness, iterations, size, children), "size": size, "children": children})
             console.print(table(rows))
             CACHE.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(rows, indent=1, default=float))
@@ -220,7 +223,9 @@ def stored(paths: list[Path], markdown: bool = False, replay_mf: bool = False) -
     rows = []
     for path in paths:
         for r in json.loads(path.read_text()):
-            run_dir = path.parent / f"world{r['world']}-{r['seed_harness']}" / "run"
+            wide = f"-c{r['children']}" if r.get("children") else ""
+            name = f"world{r['world']}{size_tag(r.get('size', SIZE))}-{r['seed_harness']}{wide}"
+            run_dir = path.parent / name / "run"
             if replay_mf and run_dir.is_dir():
                 r["mf"] = mf_agreement(run_dir)
             rows.append(r)
@@ -288,18 +293,32 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
     for replay in replays.values():  # `prepare` evaluates the seed on the whole selection set, in either mode
         replay.evaluate(seed, selection, "selection")
     same, evaluations_accepted = 0, len(selection)
-    for k, e in enumerate(history):
-        assert e.candidate is not None
-        decisions = {}
-        for mode, replay in replays.items():
-            (entry,), _ = screen(replay, e.parent, [e.candidate], {}, e.iteration, history=history[:k],
-                                 seed_version=seed)
-            decisions[mode] = entry.decision
-        same += decisions["multi-fidelity"] == decisions["full"]
-        evaluations_accepted += len(selection) if decisions["full"] == "accepted" else 0
+    decisions = _decisions(history)
+    for k, group in decisions:
+        parent, iteration = group[0].parent, group[0].iteration
+        chosen = {}
+        for mode, replay in replays.items():  # the decision: which candidate (if any) becomes the incumbent
+            judged, _ = screen(replay, parent, [e.candidate for e in group if e.candidate], {}, iteration,
+                               history=history[:k], seed_version=seed)
+            accepted = [e for e in judged if e.decision == "accepted"]
+            chosen[mode] = max(accepted, key=lambda e: (e.cand_score or 0.0, -(e.cand_cost or 0.0))).candidate \
+                if accepted else None
+        same += chosen["multi-fidelity"] == chosen["full"]
+        evaluations_accepted += len(selection) if chosen["full"] is not None else 0
     paid = {mode: sum(len(ids) for ids in replay.evaluated.values()) for mode, replay in replays.items()}
-    return {"decisions": len(history), "same": same, "evaluations_mf": paid["multi-fidelity"],
+    return {"decisions": len(decisions), "same": same, "evaluations_mf": paid["multi-fidelity"],
             "evaluations_full": paid["full"], "evaluations_accepted": evaluations_accepted}
+
+
+def _decisions(history: list[GateEntry]) -> list[tuple[int, list[GateEntry]]]:
+    """The run's decisions: its judged candidates grouped by (iteration, parent), each with how many came before."""
+    out: list[tuple[int, list[GateEntry]]] = []
+    for k, e in enumerate(history):
+        if out and (out[-1][1][0].iteration, out[-1][1][0].parent) == (e.iteration, e.parent):
+            out[-1][1].append(e)
+        else:
+            out.append((k, [e]))
+    return out
 
 
 def _gated(run_dir: Path) -> list[GateEntry]:

@@ -93,7 +93,7 @@ def estimate(ctx: Context, tasks: list[Task], harness: Harness, video_size: tupl
     train = sum(1 for t in tasks if t.split == "train")
     selection = sum(1 for t in tasks if t.split == "selection")
     batch = min(ctx.batch, train)
-    k = ctx.children if ctx.search == "mcts" else 1
+    k = ctx.candidates_per_iteration
     proposals = k if k > 1 else 1 + ctx.editor.repair_rounds  # a lone invalid candidate goes back to the editor
     trial_runs = 0
     if ctx.editor.kind == "heuristic" and not ctx.editor.no_trials:  # each operator, and a cheaper variant of each

@@ -241,7 +241,8 @@ class Context(BaseModel):
     budgets: list[int] = Field(default_factory=list, description="frame-budget tiers of the final mixture of harnesses")
     search: Literal["chain", "mcts"] = Field("chain", description="chain: revise the incumbent (Video-RSI); mcts: "
                                              "a tree of versions, expanded by UCT (VidHarness)")
-    children: int = Field(3, ge=1, description="candidates per expansion in mcts")
+    children: int | None = Field(None, ge=1, description="candidates the editor proposes each iteration, screened "
+                                 "together at the gate (default: 1 in chain search, 3 in mcts)")
     uct_c: float = Field(0.5, description="exploration weight of UCT")
     executor: Literal["local", "ray"] = Field("local", description="where (harness, task) evaluations run")
     ray_address: str | None = Field(None, description="an existing Ray cluster (default: start one locally)")
@@ -255,6 +256,11 @@ class Context(BaseModel):
     def _nest_flat_keys(cls, data: Any) -> Any:
         """Flat settings (a run from before the grouping, ``Context(gate_level=0.1, ...)``) into their sections."""
         return nest(data) if isinstance(data, Mapping) else data
+
+    @property
+    def candidates_per_iteration(self) -> int:
+        """How many candidates the editor is asked for each iteration (``children``, or the search's default)."""
+        return self.children or (3 if self.search == "mcts" else 1)
 
     @property
     def root(self) -> Path:

@@ -2,7 +2,8 @@
 
 The editor's input holds no selection-set task, question, video or per-item outcome; memory queries leave out
 diagnoses of videos in this run's selection or test split. Each candidate is written as a new version; the
-parent's files are never modified. Chain search asks for one candidate, mcts for ``children``.
+parent's files are never modified. The editor is asked for ``children`` candidates (one in chain search, three in mcts
+by default).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def edit(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     editor = run.editor or make_editor(run, model)
     sessions = Sessions(run, state)
     inp = editor_input(run, state)
-    want = ctx.children if ctx.search == "mcts" else 1
+    want = ctx.candidates_per_iteration
     candidates: list[str] = []
     operators: dict[str, str | None] = {}
     dropped: list[dict[str, Any]] = []
