@@ -14,7 +14,7 @@ from tests.test_editor_agent import NEW, OLD, workspace
 from tests.test_loop_graph import context, run_graph
 from videvolve.editing.base import read_files
 from videvolve.editing.command import CommandEditor, CommandSpec, mounts
-from videvolve.errors import HarnessError, UsageError
+from videvolve.errors import SandboxStartError, UsageError
 from videvolve.loop.services import open_run
 from videvolve.skill_library.sandbox import get_sandbox
 from videvolve.testing import OneWorkspace
@@ -22,7 +22,7 @@ from videvolve.testing import OneWorkspace
 try:
     get_sandbox(False)
     BWRAP = True
-except HarnessError:
+except SandboxStartError:
     BWRAP = False
 needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bubblewrap cannot run here")
 

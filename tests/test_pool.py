@@ -129,6 +129,36 @@ def test_a_sandbox_the_system_will_not_start_stops_the_task_at_once(seed: Path):
         pool.close()
 
 
+def test_a_machine_without_a_sandbox_stops_the_waiting_tasks_at_once(seed: Path, monkeypatch: pytest.MonkeyPatch):
+    """Bubblewrap missing: the spawner's failure reaches every task waiting for a child (a pilot run hung on it)."""
+    from videvolve.skill_library import sandbox
+
+    real_which = sandbox.shutil.which
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    sandbox.get_sandbox.cache_clear()
+    pool = WarmPool(load_harness(seed), RuntimeSettings(concurrency=2), size=2)
+    try:
+        for _ in range(2):  # both tasks of the run, not only the first
+            raised = _taken_within(pool, 10)
+            assert isinstance(raised, SandboxStartError), raised
+            assert "bubblewrap is not installed" in str(raised) and "resume" in str(raised)
+    finally:
+        pool.close()
+        sandbox.get_sandbox.cache_clear()
+
+
+def test_a_spawner_failing_in_any_way_does_not_leave_tasks_waiting(seed: Path):
+    def broken(settings: RuntimeSettings, prepare: bytes) -> pool_module.Child:
+        raise RuntimeError("an unforeseen bug in starting a child")
+
+    pool = WarmPool(load_harness(seed), RuntimeSettings(concurrency=1), size=1, start=broken)
+    try:
+        raised = _taken_within(pool, 10)
+        assert isinstance(raised, RuntimeError) and "unforeseen" in str(raised)
+    finally:
+        pool.close()
+
+
 def test_children_that_die_before_their_task_stop_it_with_their_stderr(seed: Path):
     def dying(settings: RuntimeSettings, prepare: bytes) -> pool_module.Child:
         proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stderr.write('bwrap: no user namespaces')"],

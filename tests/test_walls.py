@@ -21,7 +21,7 @@ import pytest
 
 from tests.sandbox_cases import LEGITIMATE
 from videvolve.config import RuntimeSettings
-from videvolve.errors import HarnessError, InfraError
+from videvolve.errors import InfraError, SandboxStartError
 from videvolve.media import frame_cache
 from videvolve.media.decode import Frame
 from videvolve.media.sheet import MAX_SHEET_PIXELS, SheetTooLarge, contact_sheet
@@ -270,7 +270,7 @@ def test_the_weak_sandbox_runs_only_when_allowed(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
     sandbox.get_sandbox.cache_clear()
     try:
-        with pytest.raises(HarnessError, match="--allow-weak-sandbox"):
+        with pytest.raises(SandboxStartError, match="--allow-weak-sandbox"):  # the machine's, never a task's
             sandbox.get_sandbox()
         if real_which("unshare"):
             assert sandbox.get_sandbox(allow_weak=True).mode == "unshare"

@@ -46,7 +46,7 @@ from videvolve.editing.safefs import (
 from videvolve.editing.tools import EditorTools
 from videvolve.editing.toolserver import ToolServer, install_bin, journal, serve_tools
 from videvolve.editing.workspace import candidate_edits
-from videvolve.errors import HarnessError, UsageError
+from videvolve.errors import SandboxStartError, UsageError
 from videvolve.skill_library.harness import HASHED_SUFFIXES, MAX_FILE_BYTES
 from videvolve.skill_library.sandbox import get_sandbox, ro_bind, system_binds
 
@@ -132,7 +132,7 @@ def require_bwrap() -> None:
     """Refuse at start where bubblewrap cannot run (the weak sandbox is never used for an agent with a shell)."""
     try:
         sandbox = get_sandbox(False)
-    except HarnessError as exc:
+    except SandboxStartError as exc:
         raise UsageError(f"--editor command runs the agent in bubblewrap, and it cannot run here: {exc}. "
                          "--allow-weak-sandbox does not apply to it (under unshare the agent could read the tasks "
                          "file); use another --editor") from None

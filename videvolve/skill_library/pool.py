@@ -115,7 +115,7 @@ class WarmPool:
                  ) -> None:
         self.timeout = timeout or settings.wall_seconds
         self._start = start
-        self._failure: SandboxStartError | None = None
+        self._failure: Exception | None = None
         self.key = pool_key(harness, settings, self.timeout)
         self.settings = settings
         self._prepare = (json.dumps(prepare_message(harness, settings, self.timeout)) + "\n").encode()
@@ -145,8 +145,9 @@ class WarmPool:
     def _spawn_loop(self) -> None:
         """Start a child each time one is wanted; this thread outlives every child it starts.
 
-        A start the system refuses is handed on as ``None`` (and kept in ``_failure``): a task waiting for a child
-        must learn it at once, not wait for one that never comes until its wall-clock limit.
+        A start that fails (the system refuses it, no sandbox can run here, anything else) is handed on as ``None``
+        (and kept in ``_failure``): a task waiting for a child must learn it at once. A task's clock stops while it
+        waits for its sandbox, so a spawner that died instead would leave every waiting task, and the run, hung.
         """
         while True:
             self._wanted.acquire()
@@ -155,7 +156,7 @@ class WarmPool:
             child: Child | None = None
             try:
                 child = self._start(self.settings, self._prepare)
-            except SandboxStartError as exc:
+            except Exception as exc:  # whatever it is, the tasks waiting must get it: a dead spawner hangs them all
                 self._failure = exc
             with self._lock:
                 if child is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from videvolve.errors import HarnessError
+from videvolve.errors import SandboxStartError
 
 log = logging.getLogger(__name__)
 UNPRIVILEGED_UID = 65534
@@ -137,9 +137,10 @@ def get_sandbox(allow_weak: bool = False) -> Sandbox:
     else:
         reason = "bubblewrap is not installed (Debian/Ubuntu: apt install bubblewrap)"
     if not allow_weak:
-        raise HarnessError(f"no sandbox for harness code: {reason}. Fix bubblewrap, or pass --allow-weak-sandbox "
-                           "to run harness code under `unshare`, where it can read every file the unprivileged "
-                           "user can read (your tasks' answers included)")
+        raise SandboxStartError(f"no sandbox for harness code: {reason}. Fix bubblewrap, or pass "
+                                "--allow-weak-sandbox to run harness code under `unshare`, where it can read every "
+                                "file the unprivileged user can read (your tasks' answers included); everything "
+                                "finished is kept: fix it, then resume")
     if shutil.which("unshare"):
         sb = Sandbox("unshare", python)
         ok, why = _works(sb)
@@ -150,4 +151,5 @@ def get_sandbox(allow_weak: bool = False) -> Sandbox:
             print(f"warning: {message}", file=sys.stderr)
             return sb
         reason += f"; unshare failed: {why}"
-    raise HarnessError("no sandbox available for harness code: " + reason)
+    raise SandboxStartError(f"no sandbox available for harness code: {reason} (`videvolve doctor` checks the sandbox; "
+                            "everything finished is kept: fix it, then resume)")
