@@ -174,3 +174,30 @@ def test_a_video_spliced_in_by_a_needle_plan_is_part_of_the_result_key(small_wor
     assert key(task) == before
     shutil.copy(videos[2], source)  # the spliced-in video replaced under the same name
     assert key(task) != before
+
+
+def test_a_request_refused_as_too_long_is_not_reused_once_the_server_takes_longer_ones(small_world, seed: Path,
+                                                                                       tmp_path: Path):
+    """The context guard refuses a request over the served max_model_len (a ``budget`` error, scored 0). Restarted
+    with a longer --max-model-len, the server would take it: the stored refusal is not reused there, and the new
+    result is reused only under that server's length."""
+    from videvolve.models.sim.mimic import MimicSettings
+
+    tasks = [t for t in small_world.tasks if t.split == "test" and t.kind == "mcq"][:1]
+    out = tmp_path / "e"
+
+    def against(max_model_len: int, margin: float = 0.05) -> Evaluation:
+        app = create_app("simvlm", mimic=MimicSettings(max_model_len=max_model_len))
+        with serve_app(app) as base:
+            vlm = openai_vlm(ModelSettings(backend="openai", model="simvlm", base_url=base, retry_window_s=5,
+                                           context_margin=margin))
+            return run(seed, tasks, out, vlm)
+
+    short = against(400)
+    assert short.results[0].error_kind == "budget" and "400 tokens" in str(short.results[0].error)
+    assert short.results[0].served_context == 380
+    assert reused(against(400)) == 1  # the same server: the same refusal
+    longer = against(131_072)  # main: the refusal was reused, scored 0 against a server that takes the request
+    assert reused(longer) == 0 and longer.results[0].outcome == "ok"
+    assert reused(against(131_072)) == 1
+    assert reused(against(131_072, margin=0.10)) == 1  # an answer is reused whatever the limit it fitted under

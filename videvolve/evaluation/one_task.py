@@ -9,7 +9,7 @@ from videvolve.datasets.transcripts import load_transcript
 from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import TaskResult, write_result
 from videvolve.metrics import task_score
-from videvolve.models.base import VLM
+from videvolve.models.base import VLM, served_context_of
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.needles.frames import frame_source
@@ -40,7 +40,8 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
     result = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
                         outcome=run.outcome, error_kind=run.error_kind, error=run.error, prediction=prediction,
                         score=score, usage=run.usage, wall_s=run.wall_s, produced_by=produced_by,
-                        time_limit_s=settings.wall_seconds, memory_bytes=settings.memory_bytes)
+                        time_limit_s=settings.wall_seconds, memory_bytes=settings.memory_bytes,
+                        served_context=served_context_of(vlm))
     trace.write("result", outcome=result.outcome, error_kind=result.error_kind, score=score,
                 frames=result.frames)
     write_result(out_dir, result)

@@ -23,7 +23,7 @@ from videvolve.datasets.transcripts import find_transcript
 from videvolve.errors import ErrorKind, MediaNotFoundError, StorageError
 from videvolve.media.info import FileKey, file_key
 from videvolve.media.proxy import fingerprint
-from videvolve.models.base import VLM
+from videvolve.models.base import VLM, served_context_of
 from videvolve.models.cost import CostModel
 from videvolve.needles.frames import plan_of
 from videvolve.rundir import EvalDir
@@ -32,6 +32,11 @@ from videvolve.usage import TaskUsage
 
 RETRIED_ON_RERUN = frozenset({ErrorKind.MEDIA})
 """Errors caused by inputs that can change (a missing or unreadable video): tried again, never reused."""
+ENDPOINT_BOUND = frozenset({ErrorKind.BAD_REQUEST, ErrorKind.BUDGET})
+"""Errors that may come from the endpoint's limits (a request over its context, refused by it or by the context
+guard): reused only where the endpoint takes as many prompt tokens as when they were made."""
+LIMITS = ("time_limit_s", "memory_bytes", "served_context")
+"""A producer's limits: not part of a result's key (they change no answer), but they decide which errors are reused."""
 REPLY_SETTINGS = ("budget", "image_format", "jpeg_quality", "clip_mode")
 """Runtime settings that change what the model is shown, so a result made under others is not reused."""
 
@@ -50,6 +55,9 @@ class Producer(BaseModel):
                                        "no answer), but a timeout is reused only under a limit no longer than its own")
     memory_bytes: int | None = Field(None, description="the run's --memory-bytes: not part of the key either, but a "
                                      "memory error is reused only under a limit no larger than its own")
+    served_context: int | None = Field(None, description="the prompt tokens the endpoint takes (its max_model_len "
+                                       "less --context-margin): not part of the key, but a request the endpoint "
+                                       "or the context guard refused is reused only under the same")
 
     @classmethod
     def of(cls, harness_id: str, vlm: VLM, runtime: RuntimeSettings, cost: CostModel) -> Producer:
@@ -57,14 +65,14 @@ class Producer(BaseModel):
         return cls(harness_id=harness_id, backend=type(vlm).__qualname__, model=vlm.name, revision=vlm.revision,
                    decoding=vlm.decoding(), cost=dataclasses.asdict(cost),
                    runtime=runtime.model_dump(include=set(REPLY_SETTINGS)), time_limit_s=runtime.wall_seconds,
-                   memory_bytes=runtime.memory_bytes)
+                   memory_bytes=runtime.memory_bytes, served_context=served_context_of(vlm))
 
     def key(self, task: Task) -> str:
         """The id of this producer's result on ``task``: its whole content, that of its video and transcript files too.
 
         A video or subtitle file replaced under the same name makes another task, whose stored result is not reused.
         """
-        payload = {"producer": self.model_dump(mode="json", exclude={"time_limit_s", "memory_bytes"}),
+        payload = {"producer": self.model_dump(mode="json", exclude=set(LIMITS)),
                    "task": task.model_dump(mode="json"), "files": input_files(task)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -119,6 +127,8 @@ class TaskResult(BaseModel):
                                        "None: written before model calls were off the task's clock)")
     memory_bytes: int | None = Field(None, description="the harness's address-space limit it ran under "
                                      "(--memory-bytes; None: not recorded)")
+    served_context: int | None = Field(None, description="the prompt tokens its endpoint took (None: unknown, or a "
+                                       "model with no endpoint)")
 
     @property
     def frames(self) -> int:
@@ -154,7 +164,9 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
     A timeout is taken only when it was reached under a limit at least as long as this run's, on the harness's own
     time: one written by an older version (whose clock also ran while the endpoint served the harness) or under a
     shorter ``--task-timeout`` says nothing about this run, and the task runs again. A memory error likewise, only
-    when reached under a ``--memory-bytes`` at least as large as this run's.
+    when reached under a ``--memory-bytes`` at least as large as this run's. A request refused as too long (by the
+    server, or by the context guard before sending) only where the endpoint takes as many prompt tokens as it did
+    then: a server restarted with another ``--max-model-len``, or another ``--context-margin``, runs it again.
     """
     result = load_result(out_dir, task, producer)
     if result is None or result.error_kind in RETRIED_ON_RERUN:
@@ -164,6 +176,8 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
         return None
     if result.error_kind == ErrorKind.MEMORY and (
             result.memory_bytes is None or (producer.memory_bytes or 0) > result.memory_bytes):
+        return None
+    if result.error_kind in ENDPOINT_BOUND and result.served_context != producer.served_context:
         return None
     return result
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 Message = dict[str, Any]
 """An OpenAI chat message: ``{"role": ..., "content": str | [parts], "tool_calls": [...]}``. Image parts are
@@ -57,6 +57,20 @@ class Reply:
             cached=bool(data.get("cached", False)),
             invalid_tool_calls=list(data.get("invalid_tool_calls", [])),
         )
+
+
+@runtime_checkable
+class ServedContext(Protocol):
+    """A model behind an endpoint whose context length it knows (a server's ``max_model_len``)."""
+
+    def served_context(self) -> int | None:
+        """The prompt tokens a request may use there (the served length less the guard's margin; None: unknown)."""
+        ...
+
+
+def served_context_of(model: object) -> int | None:
+    """``model``'s served context where it knows one (an endpoint's), else None (SimVLM, scripted models)."""
+    return model.served_context() if isinstance(model, ServedContext) else None
 
 
 class VLM(Protocol):

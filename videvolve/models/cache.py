@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from videvolve.models.base import VLM, Message, Reply, Tool
+from videvolve.models.base import VLM, Message, Reply, Tool, served_context_of
 
 
 def _fingerprint(value: Any) -> Any:
@@ -138,6 +138,10 @@ class MeteredVLM:
     def decoding(self) -> dict[str, Any]:
         """The wrapped model's decoding settings."""
         return self.vlm.decoding()
+
+    def served_context(self) -> int | None:
+        """The wrapped model's served context, where it has one."""
+        return served_context_of(self.vlm)
 
     def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
         """One call, through the cache, counted."""

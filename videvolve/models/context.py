@@ -98,6 +98,11 @@ class ContextGuard:
                 self._limit = self._fetch()
             return self._limit
 
+    def usable(self) -> int | None:
+        """The prompt tokens a request may use: the served context less the margin (None while unknown)."""
+        limit = self.limit()
+        return None if limit is None else math.floor(limit * (1 - self.margin))
+
     def check(self, messages: list[Message], tools: list[Tool] | None) -> int:
         """The estimate; raises :class:`ContextTooLong` when it does not fit."""
         estimate = estimate_prompt_tokens(messages, tools, self.cost)

@@ -133,6 +133,10 @@ class ChatModelVLM:
         """Settings that change replies."""
         return dict(self._decoding)
 
+    def served_context(self) -> int | None:
+        """The prompt tokens the endpoint takes (its ``max_model_len`` less the guard's margin; None: no guard)."""
+        return self.guard.usable() if self.guard is not None else None
+
     def _invoke(self, messages: list[BaseMessage], tools: list[Tool] | None, extra: dict[str, Any]) -> AIMessage:
         model: Any = self.chat.bind_tools(tools) if tools else self.chat
         out = model.invoke(messages, **({"extra_body": extra} if extra else {}))
