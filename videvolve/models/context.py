@@ -89,13 +89,21 @@ class ContextGuard:
         self.margin = margin
         self._fetch = max_model_len
         self._limit: int | None = None
+        self._known = False
         self._lock = threading.Lock()
 
     def limit(self) -> int | None:
-        """The served context length (None while unknown)."""
+        """The served context length (None: not reported, or the endpoint not reached yet).
+
+        Asked once: a server that answers without a length (not vLLM) is not asked again before every request; one
+        that could not be reached is asked again next time.
+        """
         with self._lock:
-            if self._limit is None:
-                self._limit = self._fetch()
+            if not self._known:
+                try:
+                    self._limit, self._known = self._fetch(), True
+                except httpx.TransportError:
+                    return None
             return self._limit
 
     def usable(self) -> int | None:
@@ -117,13 +125,16 @@ class ContextGuard:
 
 
 def served_max_model_len(base_url: str, model: str, api_key: str | None, timeout: float = 10.0) -> int | None:
-    """``max_model_len`` of ``model`` as ``GET /v1/models`` reports it (None when not reported or unreachable)."""
+    """``max_model_len`` of ``model`` as ``GET /v1/models`` reports it (None when not reported).
+
+    Raises :class:`httpx.TransportError` when the endpoint cannot be reached (ask again later).
+    """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         r = httpx.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout)
         r.raise_for_status()
         data: Any = r.json().get("data", [])
-    except (httpx.HTTPError, ValueError):
+    except (httpx.HTTPStatusError, ValueError, AttributeError):
         return None
     found = next((m.get("max_model_len") for m in data if isinstance(m, dict) and m.get("id") == model), None)
     return int(found) if isinstance(found, int) else None
