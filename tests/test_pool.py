@@ -159,6 +159,23 @@ def test_a_spawner_failing_in_any_way_does_not_leave_tasks_waiting(seed: Path):
         pool.close()
 
 
+def test_a_sandbox_start_that_hangs_stops_the_task_instead_of_the_run(seed: Path):
+    release = threading.Event()
+
+    def hanging(settings: RuntimeSettings, prepare: bytes) -> pool_module.Child:
+        release.wait(30)  # bubblewrap stuck at start: the task's clock is stopped while it waits for its sandbox
+        raise SandboxStartError("released")
+
+    pool = WarmPool(load_harness(seed), RuntimeSettings(concurrency=1), size=1, start=hanging)
+    pool.wait_s = 0.5
+    try:
+        raised = _taken_within(pool, 10)  # main: waited for the spawner for ever
+        assert isinstance(raised, SandboxStartError) and "within 0.5 s" in str(raised), raised
+    finally:
+        release.set()
+        pool.close()
+
+
 def test_children_that_die_before_their_task_stop_it_with_their_stderr(seed: Path):
     def dying(settings: RuntimeSettings, prepare: bytes) -> pool_module.Child:
         proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stderr.write('bwrap: no user namespaces')"],

@@ -93,6 +93,10 @@ def start_or_refuse(settings: RuntimeSettings, prepare: bytes) -> Child:
                                 "finished is kept: fix it, then resume)") from exc
 
 
+SANDBOX_WAIT_S = 300.0
+"""The longest a task waits for the pool's next child (a start takes well under a second): the machine's time, off
+the task's clock, so it needs a bound of its own, or a sandbox start that hangs would hang the run."""
+
 DEAD_STARTS = 3
 """Children in a row found dead before their task: the sandbox cannot start here (not the harness's doing)."""
 
@@ -114,6 +118,7 @@ class WarmPool:
                  timeout: float | None = None, start: Callable[[RuntimeSettings, bytes], Child] = start_or_refuse
                  ) -> None:
         self.timeout = timeout or settings.wall_seconds
+        self.wait_s = SANDBOX_WAIT_S
         self._start = start
         self._failure: Exception | None = None
         self.key = pool_key(harness, settings, self.timeout)
@@ -176,7 +181,7 @@ class WarmPool:
         while True:
             with self._lock:
                 cold = self._idle.empty() and self._pending == 0  # more tasks than the pool was told: start one
-            child = self._start(self.settings, self._prepare) if cold else self._idle.get()
+            child = self._start(self.settings, self._prepare) if cold else self._next()
             if child is None:
                 raise self._failure or SandboxStartError("cannot start a sandboxed interpreter")
             with self._lock:
@@ -193,6 +198,15 @@ class WarmPool:
                                         "everything finished is kept: fix it, then resume)")
             if not self._want():
                 self._force()
+
+    def _next(self) -> Child | None:
+        """The next child the spawner started (None: it could not), within :data:`SANDBOX_WAIT_S`."""
+        try:
+            return self._idle.get(timeout=self.wait_s)
+        except queue.Empty:
+            raise SandboxStartError(f"no sandboxed interpreter started within {self.wait_s:g} s (the machine is "
+                                    "overloaded, or bubblewrap hangs; `videvolve doctor` checks the sandbox; "
+                                    "everything finished is kept: fix it, then resume)") from None
 
     def _force(self) -> None:
         with self._lock:
