@@ -15,16 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from videvolve.config import RuntimeSettings
+from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.datasets.transcripts import Segment, Transcript
+from videvolve.errors import InfraError
+from videvolve.models.base import VLM
 from videvolve.models.cost import cost_model
+from videvolve.models.openai_backend import openai_vlm
 from videvolve.models.sim import SimVLM
+from videvolve.models.sim.mimic import MimicSettings
+from videvolve.models.sim.server import create_app
 from videvolve.skill_library.harness import Harness, content_hash
 from videvolve.skill_library.runner import RunOutcome, run_task
 from videvolve.skill_library.services import TaskServices
 from videvolve.skill_library.trace import TraceWriter
 from videvolve.tasks import TaskView
-from videvolve.testing import make_index_video
+from videvolve.testing import make_index_video, serve_app
 
 MCQ = TaskView(id="t", kind="mcq", question="What colour is the star that appears on the navy background?",
                options=("red", "blue", "green", "pink"), duration=20.0)
@@ -37,7 +42,7 @@ def video(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def run_source(source: str, video: str, tmp: Path, timeout: float = 4.0, transcript: Transcript | None = None,
-               static_check: bool = True, view: TaskView = MCQ) -> tuple[RunOutcome, Path]:
+               static_check: bool = True, view: TaskView = MCQ, vlm: VLM | None = None) -> tuple[RunOutcome, Path]:
     """Run one harness source on one task in the real sandbox; (outcome, its trace file)."""
     d = tmp / "harness"
     d.mkdir(exist_ok=True)
@@ -45,7 +50,7 @@ def run_source(source: str, video: str, tmp: Path, timeout: float = 4.0, transcr
     harness = Harness(path=d, version_id=content_hash(d), manifest={}, skill="", config={}, solver_source=source)
     settings = RuntimeSettings(budget=32, wall_seconds=timeout, memory_bytes=1024**3)
     trace = tmp / "trace.jsonl"
-    services = TaskServices(view, video, SimVLM(), cost_model("qwen2.5-vl"), settings, trace=TraceWriter(trace),
+    services = TaskServices(view, video, vlm or SimVLM(), cost_model("qwen2.5-vl"), settings, trace=TraceWriter(trace),
                             transcript=transcript)
     return run_task(harness, services, static_check=static_check), trace
 
@@ -133,6 +138,36 @@ def test_a_slow_endpoint_is_not_the_harness_timing_out(video: str, tmp_path: Pat
     (out, _), took = in_thread(lambda: run_source(busy, video, tmp_path, timeout=3.0), 30.0)
     assert (out.outcome, out.error_kind) == ("error", "timeout")  # its own time still runs out
     assert "3 s of its own time (not counting 2 s serving its requests)" in (out.error or ""), out.error
+
+
+ONE_LOOK = "def solve(task, ctx):\n    ctx.ask(ctx.frames([1.0]))\n    return 'A'\n"
+
+
+@pytest.mark.slow
+def test_an_endpoint_outage_longer_than_the_longest_time_is_not_the_harness_timing_out(
+        video: str, tmp_path: Path) -> None:
+    """The endpoint answers 503 (Retry-After: 1 s) to its first 7 requests: about 7 s of outage, more than the task's
+    longest time (4 x 1 s), less than the retry window. Before: the watchdog scored the harness a ``timeout``."""
+    app = create_app("m", mimic=MimicSettings(fail_first=7, retry_after=1.0))
+    with serve_app(app) as base:
+        vlm = openai_vlm(ModelSettings(backend="openai", base_url=base, model="m", retry_window_s=60))
+        (out, _), _ = in_thread(lambda: run_source(ONE_LOOK, video, tmp_path, timeout=1.0, vlm=vlm), 60.0)
+    assert out.outcome == "ok", out.error
+    assert app.state.faults.failed == 7
+
+
+@pytest.mark.slow
+def test_an_endpoint_down_for_the_whole_retry_window_stops_the_run_whatever_the_task_timeout(
+        video: str, tmp_path: Path) -> None:
+    """The endpoint stays down: the request is retried for its window (6 s), then the run stops for --resume.
+
+    Before: with a task timeout under a quarter of the retry window every task ended as a ``timeout`` scored 0 (and
+    reused on resume), and the run never stopped: each task's request was abandoned before its window ran out."""
+    app = create_app("m", mimic=MimicSettings(fail_first=10_000, retry_after=1.0))
+    with serve_app(app) as base:
+        vlm = openai_vlm(ModelSettings(backend="openai", base_url=base, model="m", retry_window_s=6))
+        with pytest.raises(InfraError, match="HTTP 503"):
+            in_thread(lambda: run_source(ONE_LOOK, video, tmp_path, timeout=1.0, vlm=vlm), 60.0)
 
 
 RAW = '''

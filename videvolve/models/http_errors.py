@@ -17,10 +17,11 @@ No ``openai`` exception leaves this module's :func:`call_with_retries`.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import openai
@@ -132,6 +133,24 @@ class OutageNotice:
 
 NOTICE = OutageNotice()
 
+_listening = threading.local()
+
+
+@contextlib.contextmanager
+def outages_to(listener: Callable[[float | None], None]) -> Iterator[None]:
+    """While in this block, this thread's requests tell ``listener`` when they meet a failing endpoint, and when not.
+
+    ``listener(since)``: the request's first attempt failed and is retried (``since``: ``time.monotonic()`` when the
+    request started); ``listener(None)``: the request ended (answered, refused, or the clean stop). A task's runner
+    keeps that time off every clock: an endpoint that is down is never the harness's timeout.
+    """
+    before = getattr(_listening, "listener", None)
+    _listening.listener = listener
+    try:
+        yield
+    finally:
+        _listening.listener = before
+
 
 def call_with_retries(fn: Callable[[], T], where: str, model: str, window_s: float,
                       max_retries: int | None = None, sleep: Callable[[float], None] = interrupt.sleep) -> T:
@@ -143,8 +162,14 @@ def call_with_retries(fn: Callable[[], T], where: str, model: str, window_s: flo
     if max_retries is not None:
         stop = stop_any(stop, stop_after_attempt(max_retries + 1))
     started = time.monotonic()
+    listener: Callable[[float | None], None] | None = getattr(_listening, "listener", None)
+    down = False
 
     def before_sleep(state: RetryCallState) -> None:
+        nonlocal down
+        if listener is not None and not down:
+            down = True
+            listener(started)
         NOTICE.failing(where, model, state.outcome.exception() if state.outcome else None, window_s,
                        time.monotonic() - started, max_retries)
 
@@ -167,6 +192,9 @@ def call_with_retries(fn: Callable[[], T], where: str, model: str, window_s: flo
     except (openai.APIError, ValueError, TypeError) as exc:  # the server answered something unreadable
         raise UnreadableResponse(f"model endpoint {where or '?'} (model {model}) sent a reply the client cannot "
                                  f"read: {describe(exc)}") from exc
+    finally:
+        if down and listener is not None:
+            listener(None)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from videvolve.errors import ErrorKind, HarnessError, HostError, InfraError, RequestRefused
+from videvolve.models.http_errors import outages_to
 from videvolve.models.parsing import parse_intervals, parse_letter
 from videvolve.skill_library.channel import Pipe, decode_request, encode_reply
 from videvolve.skill_library.harness import Harness, content_hash
@@ -48,7 +49,10 @@ OFF_THE_CLOCK = frozenset({"ask", "chat"})
 """Requests whose serving does not count against the harness's timeout: the parent decodes media and waits for the
 model for them, and how long that takes is the machine's and the endpoint's, not the harness's."""
 LONGEST = 4.0
-"""A task's longest time, as a multiple of its timeout, however long the parent spends serving it (then: timeout)."""
+"""A task's longest time, as a multiple of its timeout, however long the parent spends serving it (then: timeout).
+
+Time the model endpoint was failing (a request retried, see :mod:`videvolve.models.http_errors`) is not counted: an
+outage ends within the retry window, in an answer or in the run's clean stop, and is never the harness's timeout."""
 
 
 @dataclass
@@ -130,9 +134,10 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     The timeout is the harness's own time: waiting for its sandbox and for the requests the parent serves off its
     clock (:data:`OFF_THE_CLOCK`: decoding and model calls, slow on a loaded machine or a busy endpoint) is not
     counted, so a slow server does not make a harness's answer a ``timeout`` scored 0. Whatever the child does, the
-    task ends within :data:`LONGEST` x ``timeout`` plus :data:`TIMEOUT_MARGIN_S`: the protocol runs in a thread of
-    its own, and a watchdog here kills the child :data:`WATCHDOG_S` after its deadline and gives up on the thread (a
-    request of the child's still being served) :data:`WATCHDOG_GRACE_S` later.
+    task ends within :data:`LONGEST` x ``timeout`` plus :data:`TIMEOUT_MARGIN_S`, plus the time the model endpoint
+    was down (retried for its window, then :class:`InfraError`, never a task's timeout): the protocol runs in a
+    thread of its own, and a watchdog here kills the child :data:`WATCHDOG_S` after its deadline and gives up on the
+    thread (a request of the child's still being served) :data:`WATCHDOG_GRACE_S` later.
 
     ``static_check=False`` exists only so tests can show that the runtime walls hold on their own.
     """
@@ -196,6 +201,9 @@ class _Attempt:
         self.served = 0.0
         """Seconds spent off the harness's clock so far (its sandbox's start, requests in :data:`OFF_THE_CLOCK`)."""
         self._serving_since: float | None = None
+        self.outages = 0.0
+        """Seconds the model endpoint was failing while it served this task's requests (off every clock)."""
+        self._down_since: float | None = None
         self._lock = threading.Lock()
         self._expired = False
 
@@ -212,9 +220,23 @@ class _Attempt:
         since = self._serving_since
         return self.served + (time.monotonic() - since if since is not None else 0.0)
 
+    def down(self) -> float:
+        """Seconds the model endpoint was failing while serving this task so far, an outage going on included."""
+        since = self._down_since
+        return self.outages + (time.monotonic() - since if since is not None else 0.0)
+
+    def outage(self, since: float | None) -> None:
+        """Start (``since``: when) or stop counting an outage of the model endpoint (:func:`outages_to`)."""
+        if since is None and self._down_since is not None:
+            self.outages += time.monotonic() - self._down_since
+        self._down_since = since
+
     def deadline(self) -> float:
-        """When the task times out: its timeout of the harness's own time, at most :data:`LONGEST` x it in all."""
-        return self.started + min(self.timeout + self.off(), LONGEST * self.timeout)
+        """When the task times out: its timeout of the harness's own time, at most :data:`LONGEST` x it in all.
+
+        An outage of the model endpoint is the machine's, not the harness's: it moves the deadline on by its length.
+        """
+        return self.started + min(self.timeout + self.off(), LONGEST * self.timeout + self.down())
 
     def off_clock(self, since: float | None) -> None:
         """Start (``since``: when) or stop counting time off the harness's clock."""
@@ -236,7 +258,8 @@ class _Attempt:
     def run(self) -> None:
         """The outcome, or what the run must stop for (``raised``): never neither, whatever fails on the way."""
         try:
-            self.outcome = self._outcome()
+            with outages_to(self.outage):
+                self.outcome = self._outcome()
         except BaseException as exc:  # infrastructure, or the task's own files could not be written
             self.raised = exc
 
