@@ -21,13 +21,13 @@ import pytest
 
 from tests.sandbox_cases import LEGITIMATE
 from videvolve.config import RuntimeSettings
-from videvolve.errors import InfraError, SandboxStartError
+from videvolve.errors import HarnessError, InfraError, SandboxStartError
 from videvolve.media import frame_cache
 from videvolve.media.decode import Frame
 from videvolve.media.sheet import MAX_SHEET_PIXELS, SheetTooLarge, contact_sheet
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
-from videvolve.skill_library.harness import SEEDS, seed_path, validate_harness
+from videvolve.skill_library.harness import SEEDS, load_harness, seed_path, validate_harness
 from videvolve.skill_library.runner import _serve
 from videvolve.skill_library.services import ServiceError, TaskServices
 from videvolve.skill_library.static_check import check_source, imported_modules
@@ -103,6 +103,27 @@ def test_the_static_check_admits_ordinary_harness_code_and_the_seeds():
     assert check_source(LEGITIMATE, "solver.py") == []
     for seed in SEEDS:
         assert validate_harness(seed_path(seed)) is None, seed
+
+
+@pytest.mark.parametrize(("file", "text", "why"), [
+    ("config.toml", "n_frames = 16\nsince = 1979-05-27\n", "'since' is a date"),
+    ("config.toml", "n_frames = 16\ndeep = " + "[" * 600 + "]" * 600 + "\n", "nested"),
+    ("tools/x/tool.json", "[" * 100_000 + "]" * 100_000, "nested"),
+], ids=["date", "toml-600-deep", "json-100000-deep"])
+def test_harness_data_the_sandbox_cannot_be_sent_is_refused_not_a_crash_of_the_run(seed: Path, file: str, text: str,
+                                                                                  why: str):
+    """config.toml and tool.json travel to the child as JSON. Before: a date passed the check, and the warm pool's
+    ``json.dumps`` of it raised TypeError out of ``solve_tasks`` (the run crashed, in the validate node's smoke run or
+    an editor's trial); deep nesting raised RecursionError out of ``validate_harness`` itself."""
+    path = seed / file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if file.startswith("tools/"):
+        (path.parent / "tool.py").write_text("def run(ctx):\n    return 1\n")
+    reason = validate_harness(seed)
+    assert reason is not None and file in reason and why in reason, reason
+    with pytest.raises(HarnessError, match="is not valid"):
+        load_harness(seed)
 
 
 def test_a_child_prepares_only_the_modules_its_harness_imports():

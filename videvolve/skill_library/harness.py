@@ -92,6 +92,15 @@ def content_hash(path: str | Path) -> str:
     return h.hexdigest()[:12]
 
 
+def _json_safe(value: Any) -> bool:
+    """Whether JSON can carry a value read from config.toml (TOML's dates and times it cannot)."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def validate_harness(path: str | Path) -> str | None:
     """Why a harness directory is not runnable, or None when it is (structure, config, static code check)."""
     path = Path(path)
@@ -109,9 +118,14 @@ def validate_harness(path: str | Path) -> str | None:
     else:
         problems += check_source(solver.read_text(encoding="utf-8"), "solver.py")
     try:
-        tomllib.loads((path / "config.toml").read_text(encoding="utf-8")) if (path / "config.toml").exists() else {}
+        config = tomllib.loads((path / "config.toml").read_text(encoding="utf-8")) \
+            if (path / "config.toml").exists() else {}
+        problems += [f"config.toml: {key!r} is a date or time, which the sandbox cannot be sent (its config travels "
+                     "as JSON): write it as a string" for key, value in config.items() if not _json_safe(value)]
     except tomllib.TOMLDecodeError as exc:
         problems.append(f"config.toml: {exc}")
+    except RecursionError:
+        problems.append("config.toml: nested too deeply to read")
     tools = path / "tools"
     if tools.exists():
         for tool_dir in sorted(d for d in tools.iterdir() if d.is_dir()):
@@ -122,6 +136,8 @@ def validate_harness(path: str | Path) -> str | None:
                     problems.append(f"{rel}/tool.json: needs name, description and parameters")
             except (OSError, json.JSONDecodeError) as exc:
                 problems.append(f"{rel}/tool.json: {exc}")
+            except RecursionError:
+                problems.append(f"{rel}/tool.json: nested too deeply to read")
             if not (tool_dir / "tool.py").is_file():
                 problems.append(f"{rel}/tool.py is missing")
             else:
