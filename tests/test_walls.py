@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -248,6 +249,39 @@ def test_any_error_serving_a_request_is_the_tasks_error_but_infrastructure_stops
     assert serve(SimVLM(), "frames", {"times": [1.0], "bogus": 1})["kind"] == "invalid"
     with pytest.raises(InfraError):
         serve(_Broken(InfraError("endpoint down")), "chat", chat)
+
+
+def test_a_video_that_cannot_be_read_is_a_media_error_when_the_harness_probes_it_too(tmp_path: Path,
+                                                                                    index_video: Path):
+    """``ctx.probe()`` on a broken video (its duration given, so nothing probed it before the harness ran).
+
+    Before: the request failed as ``invalid``, the harness's own fault (validation sends such a candidate back to the
+    editor), where every other request on the same video says ``media``, an input error retried on rerun."""
+    from videvolve.evaluation.solve import solve_tasks
+    from videvolve.tasks import Task
+
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"\x00not a video" * 100)
+    view = TaskView(id="t", kind="mcq", question="q?", options=("a", "b"), duration=20.0)
+    services = TaskServices(view, str(broken), SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings())
+    for op, args in (("probe", {}), ("frames", {"times": [1.0]})):
+        reply = _serve(services, {"id": 1}, op, args)
+        assert (reply["ok"], reply["kind"]) == (False, "media"), (op, reply)
+    gone = tmp_path / "gone.mp4"
+    shutil.copy(index_video, gone)
+    services = TaskServices(view, str(gone), SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings())
+    handles = _serve(services, {"id": 1}, "frames", {"times": [1.0]})["result"]
+    gone.unlink()  # after its observations were made
+    reply = _serve(services, {"id": 2}, "ask", {"handles": [h["handle"] for h in handles]})
+    assert (reply["ok"], reply["kind"]) == (False, "media"), reply
+    harness = tmp_path / "prober"
+    harness.mkdir()
+    (harness / "solver.py").write_text("def solve(task, ctx):\n    ctx.probe()\n    return 'A'\n")
+    task = Task(id="t0", video_id="v", video=str(broken), kind="mcq", question="What?", options=["x", "y"],
+                answer="A", duration=20.0)
+    [result] = solve_tasks(load_harness(harness), [task], SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(),
+                           tmp_path / "out")
+    assert (result.outcome, result.error_kind) == ("error", "media"), result.error
 
 
 class _Picky:

@@ -92,7 +92,10 @@ class TaskServices(ReadingServices):
 
     def op_probe(self) -> dict[str, Any]:
         """Duration, rate and size of the task's video."""
-        info = probe(self.video)
+        try:
+            info = probe(self.video)
+        except MediaError as exc:  # the task's input, not the harness's request: as every other request says it
+            raise ServiceError("media", str(exc)) from None
         return {"duration": info.duration, "fps": info.fps, "width": info.width, "height": info.height}
 
     def _clamp(self, t: Any) -> float:
@@ -349,6 +352,8 @@ class TaskServices(ReadingServices):
         except limits.CapExceeded as exc:
             self.trace.write(exc.kind, error=str(exc), used=self.meter.frames, budget=self.settings.budget)
             raise ServiceError(exc.kind, str(exc)) from None
+        except MediaError as exc:  # the video went away or changed since its observations were made
+            raise ServiceError("media", str(exc)) from None
         encoding_before = self.meter.seconds.get("encode", 0.0)
         rendering = time.perf_counter()
         rendered, keys, image_tokens, video_tokens, observed = self._render(messages)
