@@ -1,12 +1,17 @@
-"""The context guard asks the endpoint for its max_model_len once, not before every request."""
+"""What the endpoint says of its model (GET /v1/models): asked once; its context bounds requests, its checkpoint
+keys replies and results."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
 
-from videvolve.models.context import ContextGuard, served_max_model_len
+from videvolve.config import ModelSettings
+from videvolve.models.cache import request_key
+from videvolve.models.context import ContextGuard, EndpointInfo, ServedModel, served_model
 from videvolve.models.cost import cost_model
+from videvolve.models.openai_backend import openai_vlm
+from videvolve.models.sim.mimic import MimicSettings
 from videvolve.models.sim.server import create_app
 from videvolve.testing import serve_app
 
@@ -14,22 +19,47 @@ from videvolve.testing import serve_app
 def test_a_length_not_reported_is_not_asked_for_again_and_an_unreachable_endpoint_is():
     asked: list[str] = []
 
-    def fetch() -> int | None:
+    def fetch() -> ServedModel:
         asked.append("GET /v1/models")
         if len(asked) == 1:
             raise httpx.ConnectError("connection refused")  # the server is still starting
-        return None  # then it answers, without a length (not vLLM)
+        return ServedModel()  # then it answers, without a length (not vLLM)
 
-    guard = ContextGuard(cost_model("qwen2.5-vl"), fetch)
+    endpoint = EndpointInfo(fetch)
+    guard = ContextGuard(cost_model("qwen2.5-vl"), endpoint.max_model_len)
     assert guard.limit() is None and len(asked) == 1
     for _ in range(5):
         guard.check([{"role": "user", "content": "hello"}], None)
     assert guard.limit() is None and len(asked) == 2  # main: one GET before every request (7)
 
 
-def test_served_max_model_len_against_a_real_server():
+def test_what_a_real_server_reports_and_what_a_broken_one_does():
     with serve_app(create_app()) as base:
-        assert served_max_model_len(base, "simvlm", None) == 131072
-        assert served_max_model_len(base, "another-model", None) is None  # answered: not this model's
-    with pytest.raises(httpx.TransportError):  # gone: not taken for a server that reports no length
-        served_max_model_len(base, "simvlm", None, timeout=2)
+        assert served_model(base, "simvlm", None) == ServedModel(max_model_len=131072)
+        assert served_model(base, "another-model", None) == ServedModel()  # answered: not this model's
+    with pytest.raises(httpx.TransportError):  # gone: not taken for a server that reports nothing
+        served_model(base, "simvlm", None, timeout=2)
+    broken = create_app()
+    broken.router.routes = [r for r in broken.router.routes if getattr(r, "path", "") != "/v1/models"]
+
+    @broken.get("/v1/models")
+    async def models() -> dict[str, object]:
+        return {"object": "list", "data": None}  # main: TypeError out of the guard, the run crashed
+
+    with serve_app(broken) as base:
+        assert served_model(base, "simvlm", None) == ServedModel()
+
+
+def test_another_checkpoint_under_the_same_served_name_shares_no_reply():
+    """``vllm serve ckpt-a --served-model-name qwen``, then ckpt-b under the same name: a reply cached from the
+    first is not the second's (its revision names the checkpoint vLLM reports as ``root``)."""
+    messages = [{"role": "user", "content": "Which letter? A or B"}]
+    keys = {}
+    for checkpoint in ("/models/ckpt-a", "/models/ckpt-b", None):
+        app = create_app("qwen", mimic=MimicSettings(checkpoint=checkpoint))
+        with serve_app(app) as base:
+            vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=5))
+            keys[checkpoint] = (vlm.revision, request_key(vlm, messages, None))
+    assert keys["/models/ckpt-a"][0] == "checkpoint=/models/ckpt-a"
+    assert keys["/models/ckpt-a"][1] != keys["/models/ckpt-b"][1]  # main: the same key, ckpt-a's replies reused
+    assert keys[None][0] == ""  # served under its own name: the revision (and every key made so far) unchanged

@@ -78,8 +78,10 @@ class VLM(Protocol):
 
     name: str
     """Model name (also part of the response-cache key)."""
-    revision: str
-    """Anything that changes the model's behaviour beyond its name (a checkpoint hash, a version)."""
+    @property
+    def revision(self) -> str:
+        """Anything that changes the model's behaviour beyond its name (a checkpoint hash, a version)."""
+        ...
 
     def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
         """Answer a conversation; raise ``InfraError`` (retryable, run stops) or ``ModelRequestError``."""

@@ -132,8 +132,13 @@ class MeteredVLM:
 
     def __init__(self, vlm: VLM, cache: ResponseCache | None) -> None:
         self.vlm, self.cache = vlm, cache
-        self.name, self.revision = vlm.name, vlm.revision
+        self.name = vlm.name
         self.ledger: dict[str, float] = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0}
+
+    @property
+    def revision(self) -> str:
+        """The wrapped model's revision (an endpoint's may be learnt after the first request)."""
+        return self.vlm.revision
 
     def decoding(self) -> dict[str, Any]:
         """The wrapped model's decoding settings."""

@@ -15,6 +15,7 @@ import json
 import math
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -82,29 +83,16 @@ def estimate_prompt_tokens(messages: list[Message], tools: list[Tool] | None, co
 
 
 class ContextGuard:
-    """Refuses requests that would not fit ``max_model_len`` (read once from ``/v1/models``) less ``margin``."""
+    """Refuses requests that would not fit ``max_model_len`` (read from ``/v1/models``) less ``margin``."""
 
     def __init__(self, cost: CostModel, max_model_len: Callable[[], int | None], margin: float = 0.05) -> None:
         self.cost = cost
         self.margin = margin
         self._fetch = max_model_len
-        self._limit: int | None = None
-        self._known = False
-        self._lock = threading.Lock()
 
     def limit(self) -> int | None:
-        """The served context length (None: not reported, or the endpoint not reached yet).
-
-        Asked once: a server that answers without a length (not vLLM) is not asked again before every request; one
-        that could not be reached is asked again next time.
-        """
-        with self._lock:
-            if not self._known:
-                try:
-                    self._limit, self._known = self._fetch(), True
-                except httpx.TransportError:
-                    return None
-            return self._limit
+        """The served context length (None: not reported, or not known yet; :class:`EndpointInfo` asks once)."""
+        return self._fetch()
 
     def usable(self) -> int | None:
         """The prompt tokens a request may use: the served context less the margin (None while unknown)."""
@@ -124,8 +112,18 @@ class ContextGuard:
         return estimate
 
 
-def served_max_model_len(base_url: str, model: str, api_key: str | None, timeout: float = 10.0) -> int | None:
-    """``max_model_len`` of ``model`` as ``GET /v1/models`` reports it (None when not reported).
+@dataclass(frozen=True)
+class ServedModel:
+    """What ``GET /v1/models`` says of one served model (vLLM: ``entrypoints/openai/serving_models.py``)."""
+
+    max_model_len: int | None = None
+    """Its context length (None: not reported, as servers other than vLLM do)."""
+    root: str | None = None
+    """The checkpoint behind the served name (vLLM: the model path, also under ``--served-model-name``)."""
+
+
+def served_model(base_url: str, model: str, api_key: str | None, timeout: float = 10.0) -> ServedModel:
+    """What the endpoint reports of ``model`` (empty when it reports nothing readable of it).
 
     Raises :class:`httpx.TransportError` when the endpoint cannot be reached (ask again later).
     """
@@ -135,6 +133,35 @@ def served_max_model_len(base_url: str, model: str, api_key: str | None, timeout
         r.raise_for_status()
         data: Any = r.json().get("data", [])
     except (httpx.HTTPStatusError, ValueError, AttributeError):
-        return None
-    found = next((m.get("max_model_len") for m in data if isinstance(m, dict) and m.get("id") == model), None)
-    return int(found) if isinstance(found, int) else None
+        return ServedModel()
+    card = next((m for m in data if isinstance(m, dict) and m.get("id") == model), None) \
+        if isinstance(data, list) else None
+    if card is None:
+        return ServedModel()
+    length, root = card.get("max_model_len"), card.get("root")
+    return ServedModel(max_model_len=length if isinstance(length, int) and not isinstance(length, bool) else None,
+                       root=root if isinstance(root, str) and root else None)
+
+
+class EndpointInfo:
+    """:func:`served_model`, asked once: again only while the endpoint cannot be reached (None until then)."""
+
+    def __init__(self, fetch: Callable[[], ServedModel]) -> None:
+        self._fetch = fetch
+        self._known: ServedModel | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> ServedModel | None:
+        """What the endpoint said, or None while it could not be asked."""
+        with self._lock:
+            if self._known is None:
+                try:
+                    self._known = self._fetch()
+                except httpx.TransportError:
+                    return None
+            return self._known
+
+    def max_model_len(self) -> int | None:
+        """The served context length (None: not reported, or not known yet)."""
+        known = self.get()
+        return known.max_model_len if known is not None else None

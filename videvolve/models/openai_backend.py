@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from videvolve.config import ModelSettings
 from videvolve.errors import UsageError
 from videvolve.models.base import Message, Reply, Tool, ToolCall, Usage
-from videvolve.models.context import ContextGuard, served_max_model_len
+from videvolve.models.context import ContextGuard, EndpointInfo, served_model
 from videvolve.models.http_errors import EndpointError, RequestRejected, call_with_retries
 from videvolve.models.toolcalls import TAG, calls_in_text
 
@@ -118,16 +118,32 @@ class ChatModelVLM:
 
     def __init__(self, chat: BaseChatModel, name: str, revision: str = "", where: str = "",
                  decoding: dict[str, Any] | None = None, max_retries: int | None = None,
-                 retry_window_s: float = 600.0, family: str | None = None, guard: ContextGuard | None = None) -> None:
+                 retry_window_s: float = 600.0, family: str | None = None, guard: ContextGuard | None = None,
+                 endpoint: EndpointInfo | None = None) -> None:
         self.chat = chat
         self.name = name
-        self.revision = revision
+        self._revision = revision
+        self.endpoint = endpoint
         self.where = where
         self._decoding = decoding or {}
         self.max_retries = max_retries
         self.retry_window_s = retry_window_s
         self.family = family
         self.guard = guard
+
+    @property
+    def revision(self) -> str:
+        """The given revision, and the checkpoint the endpoint serves under this name when that is another name.
+
+        ``vllm serve /models/ckpt-b --served-model-name qwen`` is not ``... ckpt-a --served-model-name qwen``: their
+        replies and results are not each other's. The checkpoint is vLLM's ``root`` in ``GET /v1/models``; a model
+        served under its own name keeps the revision it had (and the cache keys with it).
+        """
+        known = self.endpoint.get() if self.endpoint is not None else None
+        root = known.root if known is not None else None
+        if root is None or root == self.name:
+            return self._revision
+        return f"{self._revision} checkpoint={root}".strip()
 
     def decoding(self) -> dict[str, Any]:
         """Settings that change replies."""
@@ -187,8 +203,9 @@ def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModel
                       temperature=settings.temperature, max_tokens=settings.max_tokens,
                       timeout=settings.timeout_s, max_retries=0)
     base, model = settings.base_url, settings.model
-    guard = ContextGuard(cost_model(settings.family), lambda: served_max_model_len(base, model, key),
-                         settings.context_margin)
+    endpoint = EndpointInfo(lambda: served_model(base, model, key))
+    guard = ContextGuard(cost_model(settings.family), endpoint.max_model_len, settings.context_margin)
     return ChatModelVLM(chat, name=settings.model, where=settings.base_url, max_retries=settings.max_retries,
                         retry_window_s=settings.retry_window_s, family=settings.family, guard=guard,
+                        endpoint=endpoint,
                         decoding={"temperature": settings.temperature, "max_tokens": settings.max_tokens})

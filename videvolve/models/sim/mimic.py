@@ -33,6 +33,9 @@ class MimicSettings(BaseModel):
 
     family: str = "qwen2.5-vl"
     max_model_len: int = 131072
+    checkpoint: str | None = None
+    """The model path served under the name (``vllm serve PATH --served-model-name NAME``; None: the name itself),
+    reported as ``root`` by ``GET /v1/models``."""
     limit_mm_per_prompt: dict[str, int] = Field(default_factory=lambda: {"image": 999, "video": 999})
     enable_auto_tool_choice: bool = False
     tool_call_parser: str | None = None

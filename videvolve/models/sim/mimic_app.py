@@ -65,7 +65,7 @@ def create_mimic_app(model: str, s: MimicSettings, backend: VLM, api_key: str | 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": model, "object": "model", "created": int(time.time()),
-                                            "owned_by": "vllm", "root": model, "parent": None,
+                                            "owned_by": "vllm", "root": s.checkpoint or model, "parent": None,
                                             "max_model_len": s.max_model_len}]}
 
     @app.get("/mimic/stats")
