@@ -15,14 +15,13 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from videvolve.errors import ErrorKind, HarnessError, HostError, InfraError, RequestRefused
 from videvolve.models.http_errors import outages_to
-from videvolve.models.parsing import parse_intervals, parse_letter
 from videvolve.skill_library.channel import Pipe, decode_request, encode_reply
 from videvolve.skill_library.harness import Harness, content_hash
+from videvolve.skill_library.outcome import RunOutcome, final_outcome, to_prediction
 from videvolve.skill_library.pool import (
     STDERR_TAIL,
     Child,
@@ -35,7 +34,6 @@ from videvolve.skill_library.pool import (
 )
 from videvolve.skill_library.services import TaskServices
 from videvolve.skill_library.static_check import check_source
-from videvolve.tasks import Interval, Prediction, TaskView
 
 log = logging.getLogger(__name__)
 
@@ -53,58 +51,6 @@ LONGEST = 4.0
 
 Time the model endpoint was failing (a request retried, see :mod:`videvolve.models.http_errors`) is not counted: an
 outage ends within the retry window, in an answer or in the run's clean stop, and is never the harness's timeout."""
-
-
-@dataclass
-class RunOutcome:
-    """The result of one harness on one task (no score: scoring needs the gold answer, kept elsewhere)."""
-
-    outcome: str
-    error_kind: str | None = None
-    error: str | None = None
-    prediction: Prediction | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    wall_s: float = 0.0
-
-
-def _to_prediction(view: TaskView, result: Any) -> tuple[Prediction | None, str | None]:
-    """Turn what ``solve`` returned into a prediction, or say why it cannot be used."""
-    raw = ""
-    evidence: list[float] = []
-    answer = result
-    if isinstance(result, dict):
-        answer = result.get("answer")
-        raw = str(result.get("raw", ""))[:4000]
-        ev = result.get("evidence_times", [])
-        evidence = [float(t) for t in ev if isinstance(t, int | float)] if isinstance(ev, list) else []
-    if view.kind == "mcq":
-        n = len(view.options or ())
-        letter = parse_letter(answer, n) if isinstance(answer, str) else None
-        if letter is None:
-            return None, f"no option letter in the answer {str(answer)[:200]!r}"
-        return Prediction(task_id=view.id, kind="mcq", answer=letter, raw=raw or str(answer)[:4000],
-                          evidence_times=evidence), None
-    if isinstance(answer, str):
-        pairs = parse_intervals(answer, view.duration)
-        raw = raw or answer[:4000]
-    elif isinstance(answer, list) and all(isinstance(x, list | tuple) and len(x) == 2 and
-                                          all(isinstance(v, int | float) for v in x) for x in answer):
-        pairs = parse_intervals(json.dumps([list(map(float, x)) for x in answer]), view.duration)
-    else:
-        pairs = None
-    if pairs is None:
-        return None, f"no intervals in the answer {str(answer)[:200]!r}"
-    return Prediction(task_id=view.id, kind="grounding", answer=[Interval(start=a, end=b) for a, b in pairs],
-                      raw=raw, evidence_times=evidence), None
-
-
-def _final(prediction: Prediction | None, why: str | None, notice: str | None) -> RunOutcome:
-    """A final answer's outcome: ok, else ``unsupported`` after a model's notice, else ``parse``."""
-    if why is None:
-        return RunOutcome("ok", prediction=prediction)
-    if notice is not None:
-        return RunOutcome("error", ErrorKind.UNSUPPORTED.value, notice)
-    return RunOutcome("error", ErrorKind.PARSE, why)
 
 
 def code_problems(harness: Harness) -> list[str]:
@@ -324,11 +270,11 @@ class _Attempt:
                 op, args = msg["op"], msg.get("args", {})
                 if op == "final":
                     try:
-                        prediction, why = _to_prediction(services.view, args.get("result"))
+                        prediction, why = to_prediction(services.view, args.get("result"))
                     except (ValueError, TypeError, OverflowError, AttributeError, RecursionError) as exc:
                         prediction, why = None, f"the answer could not be read: {type(exc).__name__}: {exc}"
                     services.trace.write("final", answer=str(args.get("result"))[:2000], parsed=why is None)
-                    outcome = _final(prediction, why, services.meter.notice)
+                    outcome = final_outcome(prediction, why, services.meter.notice)
                 elif op == "fail":
                     kind = _child_kind(args.get("kind"))
                     if kind == ErrorKind.BAD_REQUEST and last_error_kind in (

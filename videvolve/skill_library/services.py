@@ -84,18 +84,18 @@ class TaskServices(ReadingServices):
     # ---- the allowlist of calls ----
 
     def handle(self, op: str, args: dict[str, Any]) -> Any:
-        """Dispatch one request from the harness."""
+        """Dispatch one request from the harness (a video that cannot be read: the task's ``media`` error)."""
         method = getattr(self, f"op_{op}", None)
         if method is None:
             raise ServiceError("invalid", f"unknown request {op!r}")
-        return method(**args)
+        try:
+            return method(**args)
+        except MediaError as exc:  # the task's input (gone, or changed since it was observed), not the harness's
+            raise ServiceError("media", str(exc)) from None
 
     def op_probe(self) -> dict[str, Any]:
         """Duration, rate and size of the task's video."""
-        try:
-            info = probe(self.video)
-        except MediaError as exc:  # the task's input, not the harness's request: as every other request says it
-            raise ServiceError("media", str(exc)) from None
+        info = probe(self.video)
         return {"duration": info.duration, "fps": info.fps, "width": info.width, "height": info.height}
 
     def _clamp(self, t: Any) -> float:
@@ -108,10 +108,7 @@ class TaskServices(ReadingServices):
         if len(self._handles) >= limits.MAX_HANDLES or held > limits.MAX_HELD_TIMES:
             raise ServiceError("invalid", f"this task's observations would exceed the cap of {limits.MAX_HANDLES} "
                                           f"handles or {limits.MAX_HELD_TIMES} times; reuse the ones you have")
-        try:
-            info = probe(self.video)
-        except MediaError as exc:
-            raise ServiceError("media", str(exc)) from None
+        info = probe(self.video)
         obs.shape = limits.observation_shape(obs.kind, obs.times, info, obs.max_side, obs.cols, obs.cell_width)
         try:
             limits.check_observation(obs.kind, obs.shape)
@@ -352,8 +349,6 @@ class TaskServices(ReadingServices):
         except limits.CapExceeded as exc:
             self.trace.write(exc.kind, error=str(exc), used=self.meter.frames, budget=self.settings.budget)
             raise ServiceError(exc.kind, str(exc)) from None
-        except MediaError as exc:  # the video went away or changed since its observations were made
-            raise ServiceError("media", str(exc)) from None
         encoding_before = self.meter.seconds.get("encode", 0.0)
         rendering = time.perf_counter()
         rendered, keys, image_tokens, video_tokens, observed = self._render(messages)

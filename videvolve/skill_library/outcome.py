@@ -1,0 +1,63 @@
+"""What a harness's ``solve`` returned, as a task's outcome: a prediction, or why it cannot be one."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from videvolve.errors import ErrorKind
+from videvolve.models.parsing import parse_intervals, parse_letter
+from videvolve.tasks import Interval, Prediction, TaskView
+
+
+@dataclass
+class RunOutcome:
+    """The result of one harness on one task (no score: scoring needs the gold answer, kept elsewhere)."""
+
+    outcome: str
+    error_kind: str | None = None
+    error: str | None = None
+    prediction: Prediction | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+def to_prediction(view: TaskView, result: Any) -> tuple[Prediction | None, str | None]:
+    """Turn what ``solve`` returned into a prediction, or say why it cannot be used."""
+    raw = ""
+    evidence: list[float] = []
+    answer = result
+    if isinstance(result, dict):
+        answer = result.get("answer")
+        raw = str(result.get("raw", ""))[:4000]
+        ev = result.get("evidence_times", [])
+        evidence = [float(t) for t in ev if isinstance(t, int | float)] if isinstance(ev, list) else []
+    if view.kind == "mcq":
+        n = len(view.options or ())
+        letter = parse_letter(answer, n) if isinstance(answer, str) else None
+        if letter is None:
+            return None, f"no option letter in the answer {str(answer)[:200]!r}"
+        return Prediction(task_id=view.id, kind="mcq", answer=letter, raw=raw or str(answer)[:4000],
+                          evidence_times=evidence), None
+    if isinstance(answer, str):
+        pairs = parse_intervals(answer, view.duration)
+        raw = raw or answer[:4000]
+    elif isinstance(answer, list) and all(isinstance(x, list | tuple) and len(x) == 2 and
+                                          all(isinstance(v, int | float) for v in x) for x in answer):
+        pairs = parse_intervals(json.dumps([list(map(float, x)) for x in answer]), view.duration)
+    else:
+        pairs = None
+    if pairs is None:
+        return None, f"no intervals in the answer {str(answer)[:200]!r}"
+    return Prediction(task_id=view.id, kind="grounding", answer=[Interval(start=a, end=b) for a, b in pairs],
+                      raw=raw, evidence_times=evidence), None
+
+
+def final_outcome(prediction: Prediction | None, why: str | None, notice: str | None) -> RunOutcome:
+    """A final answer's outcome: ok, else ``unsupported`` after a model's notice, else ``parse``."""
+    if why is None:
+        return RunOutcome("ok", prediction=prediction)
+    if notice is not None:
+        return RunOutcome("error", ErrorKind.UNSUPPORTED.value, notice)
+    return RunOutcome("error", ErrorKind.PARSE, why)
