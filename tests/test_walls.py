@@ -127,6 +127,21 @@ def test_harness_data_the_sandbox_cannot_be_sent_is_refused_not_a_crash_of_the_r
         load_harness(seed)
 
 
+@pytest.mark.parametrize("file", ["solver.py", "config.toml", "SKILL.md", "tools/x/tool.py"])
+def test_a_harness_file_that_is_not_utf8_is_refused_not_a_crash_of_the_run(seed: Path, file: str):
+    """A command editor's workspace can leave any bytes behind. Before: UnicodeDecodeError out of
+    ``validate_harness`` (SKILL.md: out of ``load_harness``), which no caller expects."""
+    path = seed / file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if file.startswith("tools/"):
+        (path.parent / "tool.json").write_text('{"name": "x", "description": "x", "parameters": {}}')
+    path.write_bytes(b"# caf\xe9\n" + (path.read_bytes() if path.exists() else b""))
+    reason = validate_harness(seed)
+    assert reason is not None and f"{file}: not UTF-8 text" in reason, reason
+    with pytest.raises(HarnessError, match="is not valid"):
+        load_harness(seed)
+
+
 def test_a_child_prepares_only_the_modules_its_harness_imports():
     source = ("import json, math as m\nfrom statistics import mean\nfrom collections.abc import Sequence\n"
               "def solve(task, ctx):\n    import heapq\n    return 1\n")

@@ -101,6 +101,18 @@ def _json_safe(value: Any) -> bool:
     return True
 
 
+TEXT_SUFFIXES = frozenset({".py", ".toml", ".json", ".md"})
+"""A harness's files read as text (code, config, tool specs, the skill notes, the manifest)."""
+
+
+def _utf8(path: Path) -> bool:
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def validate_harness(path: str | Path) -> str | None:
     """Why a harness directory is not runnable, or None when it is (structure, config, static code check)."""
     path = Path(path)
@@ -112,6 +124,10 @@ def validate_harness(path: str | Path) -> str | None:
             problems.append(f"{p.relative_to(path)}: symbolic links are not allowed")
         elif p.is_file() and p.stat().st_size > MAX_FILE_BYTES:
             problems.append(f"{p.relative_to(path)}: larger than {MAX_FILE_BYTES} bytes")
+        elif p.is_file() and p.suffix in TEXT_SUFFIXES and not _utf8(p):
+            problems.append(f"{p.relative_to(path)}: not UTF-8 text")
+    if any(p.endswith("not UTF-8 text") for p in problems):  # the checks below read those files as text
+        return "; ".join(problems)
     solver = path / "solver.py"
     if not solver.is_file():
         problems.append("solver.py is missing")
