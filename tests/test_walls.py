@@ -282,6 +282,7 @@ def test_a_video_that_cannot_be_read_is_a_media_error_when_the_harness_probes_it
     for op, args in (("probe", {}), ("frames", {"times": [1.0]})):
         reply = _serve(services, {"id": 1}, op, args)
         assert (reply["ok"], reply["kind"]) == (False, "media"), (op, reply)
+        assert str(tmp_path) not in str(reply) and "the task's video" in str(reply), reply  # harnesses see no path
     gone = tmp_path / "gone.mp4"
     shutil.copy(index_video, gone)
     services = TaskServices(view, str(gone), SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings())
@@ -289,6 +290,7 @@ def test_a_video_that_cannot_be_read_is_a_media_error_when_the_harness_probes_it
     gone.unlink()  # after its observations were made
     reply = _serve(services, {"id": 2}, "ask", {"handles": [h["handle"] for h in handles]})
     assert (reply["ok"], reply["kind"]) == (False, "media"), reply
+    assert str(tmp_path) not in str(reply), reply
     harness = tmp_path / "prober"
     harness.mkdir()
     (harness / "solver.py").write_text("def solve(task, ctx):\n    ctx.probe()\n    return 'A'\n")
@@ -297,6 +299,7 @@ def test_a_video_that_cannot_be_read_is_a_media_error_when_the_harness_probes_it
     [result] = solve_tasks(load_harness(harness), [task], SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(),
                            tmp_path / "out")
     assert (result.outcome, result.error_kind) == ("error", "media"), result.error
+    assert str(broken) in str(result.error), result.error  # the user is told which file
 
 
 class _Picky:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
+from videvolve.errors import ErrorKind
 from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import TaskResult, write_result
 from videvolve.metrics import task_score
@@ -37,6 +38,8 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
     run = run_task(harness, services, pool=pool)
     prediction = run.prediction.model_copy(update={"task_id": task.id}) if run.prediction else None
     score = task_score(task, prediction) if run.outcome == "ok" else 0.0
+    if run.error_kind == ErrorKind.MEDIA and run.error and task.video not in run.error:  # harnesses see no path
+        run.error = f"{run.error} (video: {task.video})"
     result = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
                         outcome=run.outcome, error_kind=run.error_kind, error=run.error, prediction=prediction,
                         score=score, usage=run.usage, wall_s=run.wall_s, produced_by=produced_by,

@@ -91,7 +91,10 @@ class TaskServices(ReadingServices):
         try:
             return method(**args)
         except MediaError as exc:  # the task's input (gone, or changed since it was observed), not the harness's
-            raise ServiceError("media", str(exc)) from None
+            said = str(exc)  # without the file's path, which harness code never sees
+            for path in {str(getattr(exc, "path", "") or self.video), str(self.video)}:
+                said = said.replace(path, "the task's video")
+            raise ServiceError("media", said) from None
 
     def op_probe(self) -> dict[str, Any]:
         """Duration, rate and size of the task's video."""
@@ -278,39 +281,33 @@ class TaskServices(ReadingServices):
                 obs = self._handles[part["handle"]] if part.get("type") == "observation_ref" else None
                 if obs is not None and obs.kind == "frame":
                     wanted.setdefault(obs.max_side, []).append(obs.times[0])
-        try:
-            self._video_key = (file_key(self.video), self.pictures.key)
-            return {(side, t): f for side, times in wanted.items()
-                    for t, f in zip(times, self.pictures.frames(times, side), strict=True)}
-        except MediaError as exc:
-            raise ServiceError("media", str(exc)) from exc
+        self._video_key = (file_key(self.video), self.pictures.key)
+        return {(side, t): f for side, times in wanted.items()
+                for t, f in zip(times, self.pictures.frames(times, side), strict=True)}
 
     def _render_obs(self, obs: _Obs, single: dict[tuple[int | None, float], Frame]
                     ) -> tuple[list[dict[str, Any]], set[float], int, int]:
-        try:
-            if obs.kind == "frame":
-                frame = single[(obs.max_side, obs.times[0])]
-                return ([{"type": "text", "text": frame_caption(obs.times[0])},
-                         self._image_part(frame.image, (obs.max_side, frame.time))],
-                        {frame.time}, self.cost.image_tokens(*frame.image.size), 0)
-            if obs.kind == "sheet":
-                frames = self.pictures.frames(obs.times, obs.cell_width)
-                sheet = contact_sheet(frames, cols=obs.cols, cell_width=obs.cell_width)
-                return ([{"type": "text", "text": sheet_caption(sheet)}, self._image_part(sheet.image)],
-                        {f.time for f in frames}, self.cost.image_tokens(*sheet.image.size), 0)
-            frames = self.pictures.frames(obs.times, obs.max_side)
-            keys = {f.time for f in frames}
-            if self.settings.clip_mode == "video":
-                return self._video_part(obs, frames), keys, 0, self.cost.video_tokens(
-                    *frames[0].image.size, len(frames), len(obs.times) / max(obs.end - obs.start, 1e-6))
-            parts: list[dict[str, Any]] = []
-            tokens = 0
-            for t, f in zip(obs.times, frames, strict=True):
-                parts += [{"type": "text", "text": frame_caption(t)}, self._image_part(f.image, (obs.max_side, f.time))]
-                tokens += self.cost.image_tokens(*f.image.size)
-            return parts, keys, tokens, 0
-        except MediaError as exc:
-            raise ServiceError("media", str(exc)) from exc
+        if obs.kind == "frame":
+            frame = single[(obs.max_side, obs.times[0])]
+            return ([{"type": "text", "text": frame_caption(obs.times[0])},
+                     self._image_part(frame.image, (obs.max_side, frame.time))],
+                    {frame.time}, self.cost.image_tokens(*frame.image.size), 0)
+        if obs.kind == "sheet":
+            frames = self.pictures.frames(obs.times, obs.cell_width)
+            sheet = contact_sheet(frames, cols=obs.cols, cell_width=obs.cell_width)
+            return ([{"type": "text", "text": sheet_caption(sheet)}, self._image_part(sheet.image)],
+                    {f.time for f in frames}, self.cost.image_tokens(*sheet.image.size), 0)
+        frames = self.pictures.frames(obs.times, obs.max_side)
+        keys = {f.time for f in frames}
+        if self.settings.clip_mode == "video":
+            return self._video_part(obs, frames), keys, 0, self.cost.video_tokens(
+                *frames[0].image.size, len(frames), len(obs.times) / max(obs.end - obs.start, 1e-6))
+        parts: list[dict[str, Any]] = []
+        tokens = 0
+        for t, f in zip(obs.times, frames, strict=True):
+            parts += [{"type": "text", "text": frame_caption(t)}, self._image_part(f.image, (obs.max_side, f.time))]
+            tokens += self.cost.image_tokens(*f.image.size)
+        return parts, keys, tokens, 0
 
     def _video_part(self, obs: _Obs, frames: list[Any]) -> list[dict[str, Any]]:
         import tempfile
