@@ -50,3 +50,26 @@ def test_cache_use_line_and_sums():
     use = CacheUse.of([{"requests": 30, "cache_hits": 12}, {"requests": 10, "cache_hits": 0}, {}], enabled=True)
     assert use.line() == "12 of 40 replies from the response cache (--no-cache to disable)"
     assert "turned off by --no-cache" in CacheUse.of([{"requests": 2}], enabled=False).line()
+
+
+def test_a_reply_cached_for_one_processor_is_not_served_to_another(tmp_path: Path):
+    """SimVLM counts a reply's prompt tokens with its family's processor: a reply cached under qwen2.5-vl carried
+    its usage into a qwen3-vl run (the cache key left the family out)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from videvolve.models.cache import ResponseCache, complete
+    from videvolve.models.sim import SimVLM
+
+    buf = io.BytesIO()
+    Image.new("RGB", (448, 448), (10, 20, 30)).save(buf, format="PNG")
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(buf.getvalue())
+                                                .decode()}}
+    messages = [{"role": "user", "content": [image, {"type": "text", "text": "What colour is it? A. red B. blue"}]}]
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    first = complete(SimVLM("qwen2.5-vl"), messages, None, cache)
+    other = complete(SimVLM("qwen3-vl"), messages, None, cache)
+    assert not other.cached and other.usage.prompt_tokens != first.usage.prompt_tokens
+    assert complete(SimVLM("qwen3-vl"), messages, None, cache).cached  # its own reply is reused

@@ -79,11 +79,12 @@ class SimVLM:
     revision = "1"
 
     def __init__(self, family: str = "qwen2.5-vl") -> None:
+        self.family = family
         self.cost: CostModel = cost_model(family)
 
     def decoding(self) -> dict[str, Any]:
-        """SimVLM is deterministic; nothing to set."""
-        return {}
+        """SimVLM is deterministic; only the processor it counts prompt tokens with changes its replies' usage."""
+        return {"processor": self.family}
 
     def observe(self, messages: list[Message]) -> tuple[list[Seen], str, int]:
         """Every observation in the conversation (time order), all its text, and its prompt tokens."""
