@@ -196,3 +196,37 @@ def test_paired_se_finite_population_correction():
     d = [float(x) for x in [0, 1] * 15]
     assert paired_se([0.0] * 30, d, population=60) == pytest.approx(paired_se([0.0] * 30, d) * 0.5 ** 0.5)
     assert paired_se([0.0] * 30, d, population=30) == 0.0  # the full rung: nothing left to estimate
+
+
+def test_when_the_candidate_promoted_fails_the_next_one_goes_on_as_full_validation_would_judge_it():
+    """Chain search, several candidates: "lucky" leads on the first rung by chance and then fails; "real" gains on
+    the whole set. Before, "real" was rejected as "not promoted" at rung 1 and the decision was no revision, where
+    full validation accepts "real" (world 23251, `--children 5`: a resolution raise lost the rung-1 promotion by
+    0.008 of penalized accuracy to a candidate that then stopped at rung 9)."""
+    from videvolve.search.screening import rungs, screen
+
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=3)
+    n = 300
+    first = {int(t.id[1:]) for t in rungs(FakeRun(ctx, {"p": [0.0] * n}).selection, ctx.gate.rungs, ctx.seed,
+                                          "multi-fidelity")[0]}
+    parent = [1.0 if i % 2 else 0.0 for i in range(n)]  # 0.5
+    real = [1.0 if i % 2 or i % 3 == 0 else 0.0 for i in range(n)]  # about 0.67 everywhere
+    extra = min(i for i in first if real[i] == 0.0)
+    lucky = [max(real[i], float(i == extra)) if i in first  # real's answers and one more on the first rung,
+             else 0.0 if i % 10 == 1 else parent[i] for i in range(n)]  # then worse than the parent
+    scores = {"p": parent, "lucky": lucky, "real": real}
+    run = FakeRun(ctx, scores)
+    entries, _ = screen(run, "p", ["lucky", "real"], {}, 0)
+    by = {e.candidate: e for e in entries}
+    assert by["lucky"].decision == "rejected" and by["real"].decision == "accepted", by  # main: real "not promoted"
+    full = FakeRun(ctx.model_copy(update={"gate": ctx.gate.model_copy(update={"validation": "full"})}), scores)
+    judged = {e.candidate: e.decision for e in screen(full, "p", ["lucky", "real"], {}, 0)[0]}
+    assert judged == {"lucky": "rejected", "real": "accepted"}
+    assert sum(map(len, run.evaluated.values())) < sum(map(len, full.evaluated.values()))
+    # once one is accepted, the one still waiting is turned down without being evaluated further
+    run = FakeRun(ctx, {**scores, "also": real})
+    entries, _ = screen(run, "p", ["real", "also"], {}, 0)
+    by = {e.candidate: e for e in entries}
+    assert [by["real"].decision, by["also"].decision].count("accepted") == 1
+    waited = by["also"] if by["real"].decision == "accepted" else by["real"]
+    assert "another candidate was accepted" in waited.reason and waited.level is None

@@ -115,7 +115,10 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         have += added
         return have[:len(rung)], added
 
-    for k, rung in enumerate(ladder):
+    waiting: list[tuple[float, str, int]] = []  # hopefuls not promoted (chain): (penalized score, name, rung reached)
+    k = 0
+    while k < len(ladder):
+        rung = ladder[k]
         last = k == len(ladder) - 1
         # the parent (and the seed) only on the questions reached: an incumbent accepted early has been evaluated on
         # part of the set, and is evaluated further only when a later candidate gets that far
@@ -158,7 +161,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 decision="accepted" if decision.accept else "rejected", reason=reason, cand_score=a2,
                 cand_cost=c2, p_value=boot.p_value, ci=(boot.ci_low, boot.ci_high),
                 mcnemar_p=mcnemar([x for x, _ in mcq], [y for _, y in mcq]).p_value if mcq else None, **extra)
-        if last or any(entries.get(cand) and entries[cand].decision == "accepted" for cand in alive):
+        won = any(entries.get(cand) and entries[cand].decision == "accepted" for cand in alive)
+        if won:
             for cand, a2, c2, _ in scored:  # an early winner ends the decision: the others wait or go
                 if cand not in entries:
                     entries[cand] = GateEntry(
@@ -166,6 +170,12 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                         decision="pending" if keep_pending else "rejected", cand_score=a2, cand_cost=c2,
                         cand_frames=frames[cand], reason=f"another candidate was accepted at rung {k + 1}")
             break
+        if last:  # judged on the whole set and turned down: the best waiting goes on where it stopped
+            if not waiting:
+                break
+            _, resumed, reached = waiting.pop(0)
+            alive, k = [resumed], reached + 1
+            continue
         hopeful = []
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
@@ -180,21 +190,37 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                     operator=operators.get(cand), decision="rejected", cand_score=a2, cand_frames=frames[cand],
                     cand_cost=c2,
                     reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): {why_not}")
-        if not hopeful:
-            alive = []
-            break
+        if not hopeful:  # the one promoted stopped: full validation would still judge the others
+            if not waiting:
+                break
+            _, resumed, reached = waiting.pop(0)
+            alive, k = [resumed], reached + 1
+            continue
         best = max(hopeful, key=lambda x: (penalized(x[1], len(rung), gate.penalty), -x[2], x[0]))
         for cand, a2, c2 in hopeful:
-            if cand != best[0]:
-                entries[cand] = GateEntry(
-                    **base, candidate=cand, operator=operators.get(cand),
-                    decision="pending" if keep_pending else "rejected", cand_score=a2, cand_cost=c2,
-                    cand_frames=frames[cand],
-                    reason=f"not promoted at rung {k + 1}: {best[0]} has the better penalized accuracy "
-                           f"({penalized(best[1], len(rung), gate.penalty):.3f} vs "
-                           f"{penalized(a2, len(rung), gate.penalty):.3f})"
-                           + ("; kept for a later promotion" if keep_pending else ""))
+            if cand == best[0]:
+                continue
+            if not keep_pending:  # chain: it goes on from here if the one promoted fails
+                waiting.append((penalized(a2, len(rung), gate.penalty), cand, k))
+                waiting.sort(key=lambda w: (-w[0], w[1]))
+                continue
+            entries[cand] = GateEntry(
+                **base, candidate=cand, operator=operators.get(cand), decision="pending", cand_score=a2,
+                cand_cost=c2, cand_frames=frames[cand],
+                reason=f"not promoted at rung {k + 1}: {best[0]} has the better penalized accuracy "
+                       f"({penalized(best[1], len(rung), gate.penalty):.3f} vs "
+                       f"{penalized(a2, len(rung), gate.penalty):.3f}); kept for a later promotion")
         alive = [best[0]]
+        k += 1
+    for _, cand, reached in waiting:  # never resumed: another candidate was accepted first
+        n = len(ladder[reached])
+        a, c = aggregate(read[parent][:n], gate.cost_metric, gate.text_token_weight)
+        a2, c2 = aggregate(read[cand][:n], gate.cost_metric, gate.text_token_weight)
+        entries[cand] = GateEntry(
+            iteration=iteration, parent=parent, score=a, cost=c, n=n, rung=reached + 1, rungs=len(ladder), eps=eps,
+            metric=gate.cost_metric, frames=mean_frames(read[parent][:n]), level=None, candidate=cand,
+            operator=operators.get(cand), decision="rejected", cand_score=a2, cand_cost=c2, cand_frames=frames[cand],
+            reason=f"not promoted at rung {reached + 1} ({n} questions), and another candidate was accepted")
     return [entries[c] for c in candidates if c in entries], new
 
 
