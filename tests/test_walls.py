@@ -387,6 +387,7 @@ def test_tasks_files_are_private(tmp_path: Path):
 TIDY = '''
 import sys
 from tests.sandbox_cases import LEGITIMATE
+from videvolve import interrupt
 from videvolve.config import RuntimeSettings
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
@@ -400,7 +401,8 @@ services = TaskServices(view, sys.argv[1], SimVLM(), cost_model("qwen2.5-vl"),
                         RuntimeSettings(clip_mode="video", wall_seconds=60))
 harness = load_harness(sys.argv[2])
 print("running", flush=True)
-print(run_task(harness, services).outcome, flush=True)
+with interrupt.installed():  # as the console runs every command
+    print(run_task(harness, services).outcome, flush=True)
 '''
 
 

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any
 
+from videvolve import interrupt
 from videvolve.errors import ErrorKind, HarnessError, HostError, InfraError, RequestRefused
 from videvolve.models.http_errors import outages_to
 from videvolve.skill_library.channel import Pipe, decode_request, encode_reply
@@ -104,6 +105,8 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     try:
         while worker.is_alive() and (left := attempt.deadline() + WATCHDOG_S - time.monotonic()) > 0:
             worker.join(min(left, 1.0))  # the deadline moves while the parent serves off the clock
+            if interrupt.requested():  # Ctrl-C whose KeyboardInterrupt Python swallowed (see videvolve.interrupt)
+                raise KeyboardInterrupt
         if worker.is_alive():
             attempt.expire()
             worker.join(WATCHDOG_GRACE_S)
