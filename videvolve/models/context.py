@@ -102,13 +102,11 @@ class ContextGuard:
     def check(self, messages: list[Message], tools: list[Tool] | None) -> int:
         """The estimate; raises :class:`ContextTooLong` when it does not fit."""
         estimate = estimate_prompt_tokens(messages, tools, self.cost)
-        limit = self.limit()
-        if limit is not None:
-            usable = math.floor(limit * (1 - self.margin))
-            if estimate > usable:
-                raise ContextTooLong(f"the request needs about {estimate} prompt tokens but the server's context is "
-                                     f"{limit} tokens ({usable} usable with a {self.margin:.0%} margin); not sent. "
-                                     "Show fewer or smaller frames, or serve a longer --max-model-len.")
+        limit, usable = self.limit(), self.usable()
+        if limit is not None and usable is not None and estimate > usable:
+            raise ContextTooLong(f"the request needs about {estimate} prompt tokens but the server's context is "
+                                 f"{limit} tokens ({usable} usable with a {self.margin:.0%} margin); not sent. "
+                                 "Show fewer or smaller frames, or serve a longer --max-model-len.")
         return estimate
 
 

@@ -170,14 +170,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                         decision="pending" if keep_pending else "rejected", cand_score=a2, cand_cost=c2,
                         cand_frames=frames[cand], reason=f"another candidate was accepted at rung {k + 1}")
             break
-        if last:  # judged on the whole set and turned down: the best waiting goes on where it stopped
-            if not waiting:
-                break
-            _, resumed, reached = waiting.pop(0)
-            alive, k = [resumed], reached + 1
-            continue
         hopeful = []
-        for cand, a2, c2, res in scored:
+        for cand, a2, c2, res in [] if last else scored:
             if paired_gate and level is not None:
                 why_not = _futile(p_res, res, a, a2, c, c2, len(selection), level, gate, c_seed)
             else:
@@ -190,7 +184,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                     operator=operators.get(cand), decision="rejected", cand_score=a2, cand_frames=frames[cand],
                     cand_cost=c2,
                     reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): {why_not}")
-        if not hopeful:  # the one promoted stopped: full validation would still judge the others
+        if not hopeful:  # turned down on the whole set, or stopped: full validation would still judge the others
             if not waiting:
                 break
             _, resumed, reached = waiting.pop(0)
