@@ -259,7 +259,7 @@ def fmt_p(p: float) -> str:
 
 
 def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | None = None,
-                 rungs: list[float] | None = None) -> dict[str, int]:
+                 rungs: list[float] | None = None, orders: int = 1) -> dict[str, int]:
     """Multi-fidelity against full validation on a finished run's own candidates, replayed from stored results.
 
     Candidates screened out on a partial rung are evaluated on the rest of the selection set first (evaluation is
@@ -269,6 +269,8 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
     when a later candidate's rungs reach the questions it skipped. ``futility``, ``curtail``, ``rungs``: replay with
     these instead of the current defaults. ``evaluations_accepted``: the selection questions of the seed and of the
     candidates full validation accepts (what a rule that stopped every rejected candidate at once would still pay).
+    ``orders``: replay both ways that many times, under the run's seed and the next ``orders - 1`` (each its own
+    order of the questions in the rungs), and sum: one order is one draw of what multi-fidelity decides.
     """
     from gate_null import Replay
 
@@ -283,13 +285,22 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
     results = {v: solve_tasks(load_harness(run_dir / "harnesses" / v), selection, vlm, cost, runtime,
                               run_dir / "evals" / v / "selection") for v in versions}
     default = GateSettings()
-    replays = {}
-    for mode in ("multi-fidelity", "full"):
-        gate = ctx.gate.model_copy(update={
-            "validation": mode, "futility": default.futility if futility is None else futility,
-            "curtail": default.curtail if curtail is None else curtail,
-            "rungs": default.rungs if rungs is None else rungs})
-        replays[mode] = Replay(ctx.model_copy(update={"gate": gate}), selection, results)
+    totals = {"decisions": 0, "same": 0, "evaluations_mf": 0, "evaluations_full": 0, "evaluations_accepted": 0}
+    for j in range(orders):
+        replays = {}
+        for mode in ("multi-fidelity", "full"):
+            gate = ctx.gate.model_copy(update={
+                "validation": mode, "futility": default.futility if futility is None else futility,
+                "curtail": default.curtail if curtail is None else curtail,
+                "rungs": default.rungs if rungs is None else rungs})
+            replays[mode] = Replay(ctx.model_copy(update={"gate": gate, "seed": ctx.seed + j}), selection, results)
+        for key, value in _replayed(replays, selection, history).items():
+            totals[key] += value
+    return totals
+
+
+def _replayed(replays: dict[str, Any], selection: list[Task], history: list[GateEntry]) -> dict[str, int]:
+    """The run's decisions made again by each replay (multi-fidelity, full), and what each paid."""
     seed = history[0].parent
     for replay in replays.values():  # `prepare` evaluates the seed on the whole selection set, in either mode
         replay.evaluate(seed, selection, "selection")
