@@ -201,3 +201,26 @@ def test_a_request_refused_as_too_long_is_not_reused_once_the_server_takes_longe
     assert reused(longer) == 0 and longer.results[0].outcome == "ok"
     assert reused(against(131_072)) == 1
     assert reused(against(131_072, margin=0.10)) == 1  # an answer is reused whatever the limit it fitted under
+
+
+def test_a_request_the_server_refused_is_not_reused_once_it_is_restarted_to_take_it(small_world, seed: Path,
+                                                                                    tmp_path: Path):
+    """vLLM refuses a prompt with more images than its --limit-mm-per-prompt (a 400: that task's ``bad_request``
+    error, scored 0); /v1/models does not say the limit. Restarted with a higher one, the server takes the request:
+    the stored refusal is run again, not reused."""
+    from videvolve.models.sim.mimic import MimicSettings
+
+    tasks = [t for t in small_world.tasks if t.split == "test" and t.kind == "mcq"][:1]
+    out = tmp_path / "e"
+
+    def against(images: int) -> Evaluation:
+        app = create_app("simvlm", mimic=MimicSettings(limit_mm_per_prompt={"image": images, "video": 1}))
+        with serve_app(app) as base:
+            vlm = openai_vlm(ModelSettings(backend="openai", model="simvlm", base_url=base, retry_window_s=5))
+            return run(seed, tasks, out, vlm)
+
+    tight = against(2)
+    assert tight.results[0].error_kind == "bad_request" and "At most 2 image(s)" in str(tight.results[0].error)
+    wide = against(999)  # main: the refusal was reused, scored 0 against a server that takes the request
+    assert reused(wide) == 0 and wide.results[0].outcome == "ok"
+    assert reused(against(999)) == 1

@@ -30,11 +30,13 @@ from videvolve.rundir import EvalDir
 from videvolve.tasks import Prediction, Task
 from videvolve.usage import TaskUsage
 
-RETRIED_ON_RERUN = frozenset({ErrorKind.MEDIA})
-"""Errors caused by inputs that can change (a missing or unreadable video): tried again, never reused."""
-ENDPOINT_BOUND = frozenset({ErrorKind.BAD_REQUEST, ErrorKind.BUDGET})
-"""Errors that may come from the endpoint's limits (a request over its context, refused by it or by the context
-guard): reused only where the endpoint takes as many prompt tokens as when they were made."""
+RETRIED_ON_RERUN = frozenset({ErrorKind.MEDIA, ErrorKind.BAD_REQUEST})
+"""Errors caused by what can change between runs: tried again, never reused. A missing or unreadable video; a
+request the server refused or answered unreadably, which depends on how it was started (``--max-model-len``,
+``--limit-mm-per-prompt``, the media it accepts, its chat template), and the endpoint reports only part of that."""
+ENDPOINT_BOUND = frozenset({ErrorKind.BUDGET})
+"""Errors that come from the endpoint's context length (a request the context guard refused as too long before
+sending it): reused only where the endpoint takes as many prompt tokens as when they were made."""
 LIMITS = ("time_limit_s", "memory_bytes", "served_context")
 """A producer's limits: not part of a result's key (they change no answer), but they decide which errors are reused."""
 REPLY_SETTINGS = ("budget", "image_format", "jpeg_quality", "clip_mode")
@@ -56,8 +58,8 @@ class Producer(BaseModel):
     memory_bytes: int | None = Field(None, description="the run's --memory-bytes: not part of the key either, but a "
                                      "memory error is reused only under a limit no larger than its own")
     served_context: int | None = Field(None, description="the prompt tokens the endpoint takes (its max_model_len "
-                                       "less --context-margin): not part of the key, but a request the endpoint "
-                                       "or the context guard refused is reused only under the same")
+                                       "less --context-margin): not part of the key, but a request the context "
+                                       "guard refused as too long is reused only under the same")
 
     @classmethod
     def of(cls, harness_id: str, vlm: VLM, runtime: RuntimeSettings, cost: CostModel) -> Producer:
@@ -164,9 +166,9 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
     A timeout is taken only when it was reached under a limit at least as long as this run's, on the harness's own
     time: one written by an older version (whose clock also ran while the endpoint served the harness) or under a
     shorter ``--task-timeout`` says nothing about this run, and the task runs again. A memory error likewise, only
-    when reached under a ``--memory-bytes`` at least as large as this run's. A request refused as too long (by the
-    server, or by the context guard before sending) only where the endpoint takes as many prompt tokens as it did
-    then: a server restarted with another ``--max-model-len``, or another ``--context-margin``, runs it again.
+    when reached under a ``--memory-bytes`` at least as large as this run's. A request the context guard refused as
+    too long only where the endpoint takes as many prompt tokens as it did then: a server restarted with another
+    ``--max-model-len``, or another ``--context-margin``, runs it again. A request the server itself refused, never.
     """
     result = load_result(out_dir, task, producer)
     if result is None or result.error_kind in RETRIED_ON_RERUN:
