@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from fastapi.responses import Response
 
 from videvolve.config import ModelSettings
 from videvolve.models.cache import request_key
@@ -63,3 +64,30 @@ def test_another_checkpoint_under_the_same_served_name_shares_no_reply():
     assert keys["/models/ckpt-a"][0] == "checkpoint=/models/ckpt-a"
     assert keys["/models/ckpt-a"][1] != keys["/models/ckpt-b"][1]  # main: the same key, ckpt-a's replies reused
     assert keys[None][0] == ""  # served under its own name: the revision (and every key made so far) unchanged
+
+
+def _models_route(app, answer):
+    """``app`` with its GET /v1/models replaced by ``answer(n)`` (n: how many times it was asked, from 1)."""
+    app.router.routes = [r for r in app.router.routes if getattr(r, "path", "") != "/v1/models"]
+    asked = [0]
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        asked[0] += 1
+        return answer(asked[0])
+
+    return asked
+
+
+def test_a_models_list_the_client_cannot_read_does_not_crash_the_run():
+    """A broken or hostile endpoint's GET /v1/models (a body nested past Python's recursion limit, a gzip body that
+    is not gzip) is a server that reports nothing readable, not an exception out of every request."""
+    for body, headers in ((b"[" * 200_000, {}), (b"not gzip", {"content-encoding": "gzip"})):
+        app = create_app("qwen", mimic=MimicSettings())
+        _models_route(app, lambda n, body=body, headers=headers: Response(body, headers=headers,
+                                                                          media_type="application/json"))
+        with serve_app(app) as base:
+            assert served_model(base, "qwen", None) == ServedModel()  # main: RecursionError, httpx.DecodingError
+            vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=5))
+            assert vlm.revision == "" and vlm.served_context() is None
+            assert vlm.complete([{"role": "user", "content": "Which letter? A or B"}]).text

@@ -130,8 +130,8 @@ def served_model(base_url: str, model: str, api_key: str | None, timeout: float 
         r = httpx.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout)
         r.raise_for_status()
         data: Any = r.json().get("data", [])
-    except (httpx.HTTPStatusError, ValueError, AttributeError):
-        return ServedModel()
+    except (httpx.HTTPStatusError, httpx.DecodingError, ValueError, AttributeError, RecursionError):
+        return ServedModel()  # answered, but nothing readable (a body nested too deep, or not the encoding it says)
     card = next((m for m in data if isinstance(m, dict) and m.get("id") == model), None) \
         if isinstance(data, list) else None
     if card is None:
