@@ -98,7 +98,8 @@ def test_a_response_the_client_cannot_validate_is_no_openai_exception() -> None:
 
 
 BODIES = {"not json": (b"oops", "text/plain"), "no choices": (b'{"id": "x"}', "application/json"),
-          "wrong choices": (b'{"choices": 5}', "application/json")}
+          "wrong choices": (b'{"choices": 5}', "application/json"),
+          "nested too deep": (b'{"choices": ' + b"[" * 200_000, "application/json")}  # main: RecursionError
 
 
 @contextmanager

@@ -9,7 +9,8 @@
   ``--resume`` (:class:`InfraError`). The first failure of an endpoint says on stderr, at once, what is retried and
   until when (:class:`OutageNotice`); a wait between retries ends at once on Ctrl-C (:mod:`videvolve.interrupt`).
 - a reply the client cannot read (``APIResponseValidationError``, any other ``openai.APIError``, or a 200 whose
-  body is not a chat completion, which langchain reports as ``ValueError`` / ``TypeError``): not retried; that
+  body is not a chat completion, which langchain reports as ``ValueError`` / ``TypeError``, or JSON nested too deep
+  to parse, a ``RecursionError``): not retried; that
   request's error (:class:`UnreadableResponse`, a ``ModelRequestError``).
 
 No ``openai`` exception leaves this module's :func:`call_with_retries`.
@@ -189,7 +190,8 @@ def call_with_retries(fn: Callable[[], T], where: str, model: str, window_s: flo
         raise InfraError(f"model endpoint {where or '?'} (model {model}) failed after {attempts - 1} retries over "
                          f"{time.monotonic() - started:.0f} s: {describe(exc)}. Check that the server is up; "
                          "finished work is kept.") from exc
-    except (openai.APIError, ValueError, TypeError) as exc:  # the server answered something unreadable
+    except (openai.APIError, ValueError, TypeError, RecursionError) as exc:  # the server answered something unreadable
+        # (RecursionError: JSON nested past Python's limit, which json.loads does not report as a ValueError)
         raise UnreadableResponse(f"model endpoint {where or '?'} (model {model}) sent a reply the client cannot "
                                  f"read: {describe(exc)}") from exc
     finally:
