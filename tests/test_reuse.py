@@ -224,3 +224,43 @@ def test_a_request_the_server_refused_is_not_reused_once_it_is_restarted_to_take
     wide = against(999)  # main: the refusal was reused, scored 0 against a server that takes the request
     assert reused(wide) == 0 and wide.results[0].outcome == "ok"
     assert reused(against(999)) == 1
+
+
+def test_results_made_while_the_endpoint_was_still_starting_name_its_checkpoint(small_world, seed: Path,
+                                                                                tmp_path: Path):
+    """``vllm serve /models/ckpt-a --served-model-name qwen`` still loading when the loop starts solving: GET
+    /v1/models is not reached at first. The checkpoint is asked again before anything is sent, not taken for a model
+    served under its own name: what the run makes is ckpt-a's, reused against ckpt-a and never against ckpt-b."""
+    import httpx
+
+    from videvolve.evaluation.solve import solve_tasks
+    from videvolve.models.context import ContextGuard, EndpointInfo, ServedModel, served_model
+    from videvolve.models.sim.mimic import MimicSettings
+    from videvolve.skill_library.harness import load_harness
+
+    harness = load_harness(seed)
+    tasks = [t for t in small_world.tasks if t.split == "test"][:2]
+    out = tmp_path / "e"
+
+    def against(checkpoint: str, starting: bool) -> tuple[list[str | None], int]:
+        app = create_app("qwen", mimic=MimicSettings(checkpoint=checkpoint))
+        with serve_app(app) as base:
+            vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=30))
+            if starting:  # the first GET /v1/models finds no server yet (counted by requests, not by the clock)
+                asked: list[int] = []
+
+                def fetch() -> ServedModel:
+                    asked.append(1)
+                    if len(asked) == 1:
+                        raise httpx.ConnectError("connection refused")
+                    return served_model(base, "qwen", None)
+
+                assert vlm.guard is not None
+                vlm.endpoint = EndpointInfo(fetch)
+                vlm.guard = ContextGuard(vlm.guard.cost, vlm.endpoint.max_model_len, vlm.guard.margin)
+            results = solve_tasks(harness, tasks, vlm, cost_model("qwen2.5-vl"), RUNTIME, out)
+            return [r.outcome for r in results], app.state.stats["served"]
+
+    assert against("/models/ckpt-a", starting=True)[0] == ["ok", "ok"]
+    assert against("/models/ckpt-a", starting=False)[1] == 0  # main: run again (keyed as a model under its own name)
+    assert against("/models/ckpt-b", starting=True)[1] > 0  # main: 0, ckpt-a's results reused for ckpt-b

@@ -20,7 +20,7 @@ from videvolve.evaluation.one_task import run_one
 from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import Producer, TaskResult, reusable_result, write_result
 from videvolve.folderlock import hold
-from videvolve.models.base import VLM
+from videvolve.models.base import VLM, reach
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.skill_library.harness import Harness
@@ -47,6 +47,9 @@ def _solve(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostModel, s
            out_dir: Path, cache: ResponseCache | None, on_result: Callable[[TaskResult], None] | None,
            executor: str, model: ModelSettings | None, ray_address: str | None) -> list[TaskResult]:
     producer = Producer.of(harness.version_id, vlm, settings, cost)
+    if any(reusable_result(out_dir, t, producer) is None for t in tasks):  # the model is to be asked: what it makes
+        reach(vlm)  # names the checkpoint its endpoint serves, also when the server was still loading a moment ago
+        producer = Producer.of(harness.version_id, vlm, settings, cost)
     keys = {t.id: producer.key(t) for t in tasks}  # of the tasks as given (a probed duration changes nothing)
     done: dict[str, TaskResult] = {}
     pending = []

@@ -73,6 +73,17 @@ def served_context_of(model: object) -> int | None:
     return model.served_context() if isinstance(model, ServedContext) else None
 
 
+def reach(model: object) -> None:
+    """Have ``model`` learn what its endpoint serves, where it has one (retried; :class:`InfraError` when never).
+
+    Its revision names the checkpoint behind the served name: what it is to produce is keyed once that is known, not
+    while a server still loading looks like one serving the name itself.
+    """
+    ask = getattr(model, "reach", None)
+    if callable(ask):
+        ask()
+
+
 class VLM(Protocol):
     """A vision-language model behind one call."""
 

@@ -23,7 +23,7 @@ from PIL import Image
 
 from videvolve.models.base import Message, Tool
 from videvolve.models.cost import CostModel
-from videvolve.models.http_errors import ContextTooLong
+from videvolve.models.http_errors import ContextTooLong, call_with_retries
 
 _HEADER_CHARS = 4 * 16384  # 48 KiB of base64: enough for a PNG's or a JPEG's size
 
@@ -148,6 +148,7 @@ class EndpointInfo:
         self._fetch = fetch
         self._known: ServedModel | None = None
         self._lock = threading.Lock()
+        self._unreached: httpx.TransportError | None = None
 
     def get(self) -> ServedModel | None:
         """What the endpoint said, or None while it could not be asked."""
@@ -155,9 +156,24 @@ class EndpointInfo:
             if self._known is None:
                 try:
                     self._known = self._fetch()
-                except httpx.TransportError:
+                except httpx.TransportError as exc:
+                    self._unreached = exc
                     return None
             return self._known
+
+    def wait(self, where: str, model: str, window_s: float, max_retries: int | None = None) -> ServedModel:
+        """What the endpoint said, asked again as a failing request is retried (then :class:`InfraError`).
+
+        For what must not be guessed while the endpoint is not reached yet: the checkpoint that keys replies and
+        results (a server still loading is not one that serves the name itself).
+        """
+        def ask() -> ServedModel:
+            known = self.get()
+            if known is None:
+                raise self._unreached or httpx.ConnectError("not reached")
+            return known
+
+        return call_with_retries(ask, where, model, window_s, max_retries)
 
     def max_model_len(self) -> int | None:
         """The served context length (None: not reported, or not known yet)."""

@@ -4,14 +4,15 @@
   error, carrying the server's message.
 - 401, 403, 404, and a 400 saying the server lacks the tool flags: retrying will not help; the run stops with what
   to fix (:class:`EndpointError`), never scoring every task as an error.
-- connection errors, timeouts, 408, 409, 429, 5xx: retried with exponential backoff (honouring ``Retry-After``)
-  for a window (10 minutes by default, so a vLLM restart does not end an overnight run), then the clean stop for
-  ``--resume`` (:class:`InfraError`). The first failure of an endpoint says on stderr, at once, what is retried and
-  until when (:class:`OutageNotice`); a wait between retries ends at once on Ctrl-C (:mod:`videvolve.interrupt`).
+- connection errors (the client's, or ``httpx``'s asking ``GET /v1/models``), timeouts, 408, 409, 429, 5xx:
+  retried with exponential backoff (honouring ``Retry-After``) for a window (10 minutes by default, so a vLLM
+  restart does not end an overnight run), then the clean stop for ``--resume`` (:class:`InfraError`). The first
+  failure of an endpoint says on stderr, at once, what is retried and until when (:class:`OutageNotice`); a wait
+  between retries ends at once on Ctrl-C (:mod:`videvolve.interrupt`).
 - a reply the client cannot read (``APIResponseValidationError``, any other ``openai.APIError``, or a 200 whose
   body is not a chat completion, which langchain reports as ``ValueError`` / ``TypeError``, or JSON nested too deep
-  to parse, a ``RecursionError``): not retried; that
-  request's error (:class:`UnreadableResponse`, a ``ModelRequestError``).
+  to parse, a ``RecursionError``): not retried; that request's error (:class:`UnreadableResponse`, a
+  ``ModelRequestError``).
 
 No ``openai`` exception leaves this module's :func:`call_with_retries`.
 """
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+import httpx
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_any
 from tenacity.stop import stop_base
@@ -57,7 +59,7 @@ def server_message(exc: openai.APIStatusError) -> str:
 
 def transient(exc: BaseException) -> bool:
     """Whether retrying may help."""
-    if isinstance(exc, openai.APIConnectionError):  # includes timeouts
+    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):  # includes timeouts
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in RETRIED_STATUS or exc.status_code >= 500
@@ -186,7 +188,7 @@ def call_with_retries(fn: Callable[[], T], where: str, model: str, window_s: flo
                 return reply
     except openai.APIStatusError as exc:
         raise classify(exc, where, model, attempts, time.monotonic() - started) from exc
-    except openai.APIConnectionError as exc:
+    except (openai.APIConnectionError, httpx.TransportError) as exc:
         raise InfraError(f"model endpoint {where or '?'} (model {model}) failed after {attempts - 1} retries over "
                          f"{time.monotonic() - started:.0f} s: {describe(exc)}. Check that the server is up; "
                          "finished work is kept.") from exc

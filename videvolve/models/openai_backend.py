@@ -137,13 +137,19 @@ class ChatModelVLM:
 
         ``vllm serve /models/ckpt-b --served-model-name qwen`` is not ``... ckpt-a --served-model-name qwen``: their
         replies and results are not each other's. The checkpoint is vLLM's ``root`` in ``GET /v1/models``; a model
-        served under its own name keeps the revision it had (and the cache keys with it).
+        served under its own name keeps the revision it had (and the cache keys with it), and so does one not
+        reached yet (:meth:`reach` waits for it where that matters).
         """
         known = self.endpoint.get() if self.endpoint is not None else None
         root = known.root if known is not None else None
         if root is None or root == self.name:
             return self._revision
         return f"{self._revision} checkpoint={root}".strip()
+
+    def reach(self) -> None:
+        """Ask the endpoint what it serves until it answers, retried as a request is (then :class:`InfraError`)."""
+        if self.endpoint is not None:
+            self.endpoint.wait(self.where, self.name, self.retry_window_s, self.max_retries)
 
     def decoding(self) -> dict[str, Any]:
         """Settings that change replies."""
