@@ -91,3 +91,32 @@ def test_a_models_list_the_client_cannot_read_does_not_crash_the_run():
             vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=5))
             assert vlm.revision == "" and vlm.served_context() is None
             assert vlm.complete([{"role": "user", "content": "Which letter? A or B"}]).text
+
+
+def test_a_reply_cached_while_the_endpoint_was_still_starting_is_not_another_checkpoints(tmp_path):
+    """The first request of ``tasks generate --sources perceived``, an editor or an investigator may find the server
+    still loading (GET /v1/models not reached yet): its reply is ckpt-a's, not that of a model served under its own
+    name, and ckpt-b, starting alike, does not get it from the cache."""
+    from videvolve.models.cache import ResponseCache, complete
+
+    messages = [{"role": "user", "content": "Which letter? A or B"}]
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    served = {}
+    for checkpoint in ("/models/ckpt-a", "/models/ckpt-b"):
+        app = create_app("qwen", mimic=MimicSettings(checkpoint=checkpoint))
+        with serve_app(app) as base:
+            vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=30))
+            asked: list[int] = []
+
+            def fetch(base: str = base, asked: list[int] = asked) -> ServedModel:
+                asked.append(1)
+                if len(asked) == 1:  # counted by requests, not by the clock
+                    raise httpx.ConnectError("connection refused")
+                return served_model(base, "qwen", None)
+
+            assert vlm.guard is not None
+            vlm.endpoint = EndpointInfo(fetch)
+            vlm.guard = ContextGuard(vlm.guard.cost, vlm.endpoint.max_model_len, vlm.guard.margin)
+            complete(vlm, messages, None, cache)
+            served[checkpoint] = app.state.stats["served"]
+    assert served == {"/models/ckpt-a": 1, "/models/ckpt-b": 1}  # main: ckpt-b got ckpt-a's reply from the cache

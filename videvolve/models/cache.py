@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from videvolve.models.base import VLM, Message, Reply, Tool, served_context_of
+from videvolve.models.base import VLM, Message, Reply, Tool, reach, served_context_of
 
 
 def _fingerprint(value: Any) -> Any:
@@ -112,6 +112,8 @@ class CacheUse(BaseModel):
 def complete(vlm: VLM, messages: list[Message], tools: list[Tool] | None = None,
              cache: ResponseCache | None = None) -> Reply:
     """One model call through the cache (when given)."""
+    if cache is not None:  # the revision in the key names the checkpoint the endpoint serves: asked first
+        reach(vlm)
     key = request_key(vlm, messages, tools) if cache is not None else ""
     if cache is not None:
         hit = cache.get(key)
