@@ -120,3 +120,22 @@ def test_a_reply_cached_while_the_endpoint_was_still_starting_is_not_another_che
             complete(vlm, messages, None, cache)
             served[checkpoint] = app.state.stats["served"]
     assert served == {"/models/ckpt-a": 1, "/models/ckpt-b": 1}  # main: ckpt-b got ckpt-a's reply from the cache
+
+
+def test_a_gateway_busy_on_the_models_list_is_asked_again_not_taken_for_a_server_reporting_nothing():
+    """A proxy in front of vLLM answers 503 while the server restarts or is overloaded: that GET /v1/models is
+    asked again, as a failing request is retried, not taken as a server that reports no checkpoint and no length
+    (the context guard off and replies keyed as a model served under its own name, for the whole run)."""
+    from fastapi.responses import JSONResponse
+
+    from videvolve.models.base import reach
+
+    app = create_app("qwen", mimic=MimicSettings(checkpoint="/models/ckpt-a", max_model_len=4000))
+    card = {"id": "qwen", "object": "model", "root": "/models/ckpt-a", "max_model_len": 4000}
+    asked = _models_route(app, lambda n: JSONResponse({"error": "upstream busy"}, status_code=503) if n == 1
+                          else JSONResponse({"object": "list", "data": [card]}))
+    with serve_app(app) as base:
+        vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=30))
+        reach(vlm)
+        assert vlm.revision == "checkpoint=/models/ckpt-a"  # main: "" (the 503 was kept for the whole run)
+        assert vlm.served_context() == 3800 and asked[0] == 2  # main: None, the context guard off

@@ -120,17 +120,26 @@ class ServedModel:
     """The checkpoint behind the served name (vLLM: the model path, also under ``--served-model-name``)."""
 
 
+BUSY = frozenset({408, 429, 502, 503, 504})
+"""Statuses of ``GET /v1/models`` that say "not now" (a server or a proxy before it restarting or overloaded)."""
+
+
 def served_model(base_url: str, model: str, api_key: str | None, timeout: float = 10.0) -> ServedModel:
     """What the endpoint reports of ``model`` (empty when it reports nothing readable of it).
 
-    Raises :class:`httpx.TransportError` when the endpoint cannot be reached (ask again later).
+    Raises :class:`httpx.TransportError` when the endpoint cannot be reached, and :class:`httpx.HTTPStatusError`
+    when it (or a proxy before it) answers that it is busy or restarting (:data:`BUSY`): ask again later.
     """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         r = httpx.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout)
         r.raise_for_status()
         data: Any = r.json().get("data", [])
-    except (httpx.HTTPStatusError, httpx.DecodingError, ValueError, AttributeError, RecursionError):
+    except httpx.HTTPStatusError as exc:
+        if exc.response.status_code in BUSY:
+            raise
+        return ServedModel()
+    except (httpx.DecodingError, ValueError, AttributeError, RecursionError):
         return ServedModel()  # answered, but nothing readable (a body nested too deep, or not the encoding it says)
     card = next((m for m in data if isinstance(m, dict) and m.get("id") == model), None) \
         if isinstance(data, list) else None
@@ -142,13 +151,13 @@ def served_model(base_url: str, model: str, api_key: str | None, timeout: float 
 
 
 class EndpointInfo:
-    """:func:`served_model`, asked once: again only while the endpoint cannot be reached (None until then)."""
+    """:func:`served_model`, asked once: again only while the endpoint cannot be reached or is busy (None till then)."""
 
     def __init__(self, fetch: Callable[[], ServedModel]) -> None:
         self._fetch = fetch
         self._known: ServedModel | None = None
         self._lock = threading.Lock()
-        self._unreached: httpx.TransportError | None = None
+        self._unreached: httpx.HTTPError | None = None
 
     def get(self) -> ServedModel | None:
         """What the endpoint said, or None while it could not be asked."""
@@ -156,7 +165,7 @@ class EndpointInfo:
             if self._known is None:
                 try:
                     self._known = self._fetch()
-                except httpx.TransportError as exc:
+                except (httpx.TransportError, httpx.HTTPStatusError) as exc:  # not reached, or busy
                     self._unreached = exc
                     return None
             return self._known

@@ -61,8 +61,9 @@ def transient(exc: BaseException) -> bool:
     """Whether retrying may help."""
     if isinstance(exc, openai.APIConnectionError | httpx.TransportError):  # includes timeouts
         return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in RETRIED_STATUS or exc.status_code >= 500
+    if isinstance(exc, openai.APIStatusError | httpx.HTTPStatusError):
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else exc.response.status_code
+        return status in RETRIED_STATUS or status >= 500
     return False
 
 
@@ -188,7 +189,7 @@ def call_with_retries(fn: Callable[[], T], where: str, model: str, window_s: flo
                 return reply
     except openai.APIStatusError as exc:
         raise classify(exc, where, model, attempts, time.monotonic() - started) from exc
-    except (openai.APIConnectionError, httpx.TransportError) as exc:
+    except (openai.APIConnectionError, httpx.TransportError, httpx.HTTPStatusError) as exc:
         raise InfraError(f"model endpoint {where or '?'} (model {model}) failed after {attempts - 1} retries over "
                          f"{time.monotonic() - started:.0f} s: {describe(exc)}. Check that the server is up; "
                          "finished work is kept.") from exc
