@@ -139,3 +139,18 @@ def test_a_gateway_busy_on_the_models_list_is_asked_again_not_taken_for_a_server
         reach(vlm)
         assert vlm.revision == "checkpoint=/models/ckpt-a"  # main: "" (the 503 was kept for the whole run)
         assert vlm.served_context() == 3800 and asked[0] == 2  # main: None, the context guard off
+
+
+def test_a_context_length_no_server_can_have_does_not_refuse_every_request():
+    """A broken endpoint reporting ``max_model_len`` 0 or below: not a length (vLLM's is at least 1), so the guard
+    does not refuse every request as the harness's ``budget`` error, scored 0, on the server's word."""
+    from fastapi.responses import JSONResponse
+
+    for length in (0, -1):
+        app = create_app("qwen", mimic=MimicSettings())
+        card = {"id": "qwen", "object": "model", "root": "qwen", "max_model_len": length}
+        _models_route(app, lambda n, card=card: JSONResponse({"object": "list", "data": [card]}))
+        with serve_app(app) as base:
+            assert served_model(base, "qwen", None) == ServedModel(root="qwen")  # main: max_model_len=0 / -1
+            vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=5))
+            assert vlm.complete([{"role": "user", "content": "Which letter? A or B"}]).text  # main: ContextTooLong

@@ -146,7 +146,8 @@ def served_model(base_url: str, model: str, api_key: str | None, timeout: float 
     if card is None:
         return ServedModel()
     length, root = card.get("max_model_len"), card.get("root")
-    return ServedModel(max_model_len=length if isinstance(length, int) and not isinstance(length, bool) else None,
+    usable = isinstance(length, int) and not isinstance(length, bool) and length > 0  # else no length at all
+    return ServedModel(max_model_len=length if usable else None,
                        root=root if isinstance(root, str) and root else None)
 
 
