@@ -129,6 +129,32 @@ def test_a_sandbox_the_system_will_not_start_stops_the_task_at_once(seed: Path):
         pool.close()
 
 
+def test_a_machine_out_of_threads_stops_the_task_as_the_machines_failure_and_leaves_no_child(
+        seed: Path, monkeypatch: pytest.MonkeyPatch):
+    """Starting a child needs a thread to read its stderr; "can't start new thread" (a RuntimeError) reached the task
+    as a plain exception, scored as the harness's crash, and left the child running."""
+    from videvolve.skill_library.harness import load_harness as load
+    from videvolve.skill_library.pool import prepare_message, start_or_refuse
+
+    real_start = threading.Thread.start
+
+    def no_thread(self: threading.Thread) -> None:
+        if getattr(self, "_target", None) is pool_module._drain:
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    import json
+
+    prepare = (json.dumps(prepare_message(load(seed), RuntimeSettings(), 10.0)) + "\n").encode()
+    with pytest.raises(SandboxStartError, match="can't start new thread"):
+        start_or_refuse(RuntimeSettings(), prepare)
+    deadline = time.monotonic() + 5
+    while sandbox_children(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sandbox_children(os.getpid()) == []
+
+
 def test_a_machine_without_a_sandbox_stops_the_waiting_tasks_at_once(seed: Path, monkeypatch: pytest.MonkeyPatch):
     """Bubblewrap missing: the spawner's failure reaches every task waiting for a child (a pilot run hung on it)."""
     from videvolve.skill_library import sandbox

@@ -150,6 +150,10 @@ class MeteredVLM:
         """The wrapped model's served context, where it has one."""
         return served_context_of(self.vlm)
 
+    def reach(self) -> None:
+        """The wrapped model learns what its endpoint serves (:func:`~videvolve.models.base.reach`)."""
+        reach(self.vlm)
+
     def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
         """One call, through the cache, counted."""
         reply = complete(self.vlm, messages, tools, self.cache)

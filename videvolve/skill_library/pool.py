@@ -75,7 +75,11 @@ def start_child(settings: RuntimeSettings, prepare: bytes) -> Child:
                             close_fds=True, env={}, start_new_session=True)
     child = Child(proc, time.perf_counter())
     child.drain = threading.Thread(target=_drain, args=(proc, child.stderr), daemon=True)
-    child.drain.start()
+    try:
+        child.drain.start()
+    except RuntimeError:  # no thread for its stderr: the child is not left running
+        kill_process(proc)
+        raise
     assert proc.stdin is not None
     with contextlib.suppress(BrokenPipeError):  # a child that died at once: its task reports it as a crash
         proc.stdin.write(prepare)
@@ -87,7 +91,7 @@ def start_or_refuse(settings: RuntimeSettings, prepare: bytes) -> Child:
     """:func:`start_child`, or :class:`SandboxStartError` when the system will not start it (no task's fault)."""
     try:
         return start_child(settings, prepare)
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:  # RuntimeError: "can't start new thread" (its stderr's reader)
         raise SandboxStartError(f"cannot start a sandboxed interpreter: {exc} (the machine refuses new processes, "
                                 "or bubblewrap cannot run; `videvolve doctor` checks the sandbox; everything "
                                 "finished is kept: fix it, then resume)") from exc
