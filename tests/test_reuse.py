@@ -264,3 +264,40 @@ def test_results_made_while_the_endpoint_was_still_starting_name_its_checkpoint(
     assert against("/models/ckpt-a", starting=True)[0] == ["ok", "ok"]
     assert against("/models/ckpt-a", starting=False)[1] == 0  # main: run again (keyed as a model under its own name)
     assert against("/models/ckpt-b", starting=True)[1] > 0  # main: 0, ckpt-a's results reused for ckpt-b
+
+
+def test_the_summary_counts_the_results_reused_when_the_endpoint_was_still_starting(small_world, seed: Path,
+                                                                                   tmp_path: Path):
+    """The reuse figure an evaluation prints is counted as solve_tasks reuses: with the endpoint's checkpoint asked
+    first, not from a producer made before it answered (which read 0 reused while every result was)."""
+    import httpx
+
+    from videvolve.models.context import ContextGuard, EndpointInfo, ServedModel, served_model
+    from videvolve.models.sim.mimic import MimicSettings
+
+    tasks = [t for t in small_world.tasks if t.split == "test"][:2]
+    out = tmp_path / "e"
+
+    def against(starting: bool) -> tuple[Evaluation, int]:
+        app = create_app("qwen", mimic=MimicSettings(checkpoint="/models/ckpt-a"))
+        with serve_app(app) as base:
+            vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=30))
+            if starting:  # the first GET /v1/models finds no server yet (counted by requests, not by the clock)
+                asked: list[int] = []
+
+                def fetch() -> ServedModel:
+                    asked.append(1)
+                    if len(asked) == 1:
+                        raise httpx.ConnectError("connection refused")
+                    return served_model(base, "qwen", None)
+
+                assert vlm.guard is not None
+                vlm.endpoint = EndpointInfo(fetch)
+                vlm.guard = ContextGuard(vlm.guard.cost, vlm.endpoint.max_model_len, vlm.guard.margin)
+            return run(seed, tasks, out, vlm), int(app.state.stats["served"])
+
+    first, served = against(starting=False)
+    assert reused(first) == 0 and served > 0
+    again, served = against(starting=True)
+    assert served == 0  # nothing asked: every result was reused
+    assert reused(again) == 2  # main: 0 (the summary's producer did not know the checkpoint yet)

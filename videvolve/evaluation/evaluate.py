@@ -15,8 +15,8 @@ from typing import Any
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.datasets.submissions import write_submissions
 from videvolve.errors import UsageError
-from videvolve.evaluation.results import Producer, TaskResult, read_result, reusable_result
-from videvolve.evaluation.solve import solve_tasks
+from videvolve.evaluation.results import TaskResult, read_result, reusable_result
+from videvolve.evaluation.solve import producer_of, solve_tasks
 from videvolve.evaluation.summary import summarize, write_summary
 from videvolve.models.base import VLM
 from videvolve.models.cache import CacheUse, ResponseCache
@@ -64,7 +64,7 @@ def evaluate(harness_dir: Path, tasks: Sequence[Task], out_dir: Path, vlm: VLM, 
     and calling again with the same ``out_dir`` continues where it stopped.
     """
     harness = load_harness(copy_harness(harness_dir, EvalDir(out_dir).harnesses))
-    producer = Producer.of(harness.version_id, vlm, runtime, cost)
+    producer = producer_of(harness, tasks, vlm, cost, runtime, out_dir)  # as solve_tasks keys what it reuses
     reused = {t.id for t in tasks if reusable_result(out_dir, t, producer) is not None}
     rerun = sum(1 for t in tasks if t.id not in reused and read_result(out_dir, t.id) is not None)
     results = solve_tasks(harness, tasks, vlm, cost, runtime, out_dir, cache, on_result=on_result,

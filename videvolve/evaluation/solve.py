@@ -43,13 +43,24 @@ def solve_tasks(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostMod
         return _solve(harness, tasks, vlm, cost, settings, out_dir, cache, on_result, executor, model, ray_address)
 
 
+def producer_of(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostModel, settings: RuntimeSettings,
+                out_dir: Path) -> Producer:
+    """Who makes ``tasks``' results in ``out_dir``: when any is to be made, the model's endpoint is asked first.
+
+    Its revision then names the checkpoint the endpoint serves, also where the server was still loading a moment ago
+    (:func:`~videvolve.models.base.reach`); a run whose results are all stored needs no endpoint.
+    """
+    producer = Producer.of(harness.version_id, vlm, settings, cost)
+    if any(reusable_result(out_dir, t, producer) is None for t in tasks):
+        reach(vlm)
+        producer = Producer.of(harness.version_id, vlm, settings, cost)
+    return producer
+
+
 def _solve(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostModel, settings: RuntimeSettings,
            out_dir: Path, cache: ResponseCache | None, on_result: Callable[[TaskResult], None] | None,
            executor: str, model: ModelSettings | None, ray_address: str | None) -> list[TaskResult]:
-    producer = Producer.of(harness.version_id, vlm, settings, cost)
-    if any(reusable_result(out_dir, t, producer) is None for t in tasks):  # the model is to be asked: what it makes
-        reach(vlm)  # names the checkpoint its endpoint serves, also when the server was still loading a moment ago
-        producer = Producer.of(harness.version_id, vlm, settings, cost)
+    producer = producer_of(harness, tasks, vlm, cost, settings, out_dir)
     keys = {t.id: producer.key(t) for t in tasks}  # of the tasks as given (a probed duration changes nothing)
     done: dict[str, TaskResult] = {}
     pending = []

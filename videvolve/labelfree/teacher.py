@@ -18,8 +18,8 @@ from pydantic import BaseModel, Field, ValidationError
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.datasets.own import Question
 from videvolve.errors import describe
-from videvolve.evaluation.results import Producer, TaskResult, reusable_result
-from videvolve.evaluation.solve import solve_tasks
+from videvolve.evaluation.results import TaskResult, reusable_result
+from videvolve.evaluation.solve import producer_of, solve_tasks
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
@@ -96,7 +96,7 @@ def teach(questions: Sequence[Question], harness_dir: Path, name: str, out_dir: 
     harness = load_harness(copy_harness(harness_dir, out_dir / "teacher-harness"))
     runs = [_unanswered_run(q) for q in questions]
     runs = list(videos(runs)) if videos else runs
-    producer = Producer.of(harness.version_id, vlm, runtime, cost)
+    producer = producer_of(harness, runs, vlm, cost, runtime, out_dir)  # as solve_tasks keys what it reuses
     reused = sum(1 for t in runs if reusable_result(out_dir, t, producer) is not None)
     results = solve_tasks(harness, runs, vlm, cost, runtime, out_dir, cache, on_result=on_result, executor=executor,
                           model=model, ray_address=ray_address)
