@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.evaluation.evaluate import Evaluation, evaluate
@@ -226,15 +227,32 @@ def test_a_request_the_server_refused_is_not_reused_once_it_is_restarted_to_take
     assert reused(against(999)) == 1
 
 
+def still_starting(vlm: Any, base: str) -> None:
+    """The model's first GET /v1/models finds no server yet (counted by requests, not by the clock)."""
+    import httpx
+
+    from videvolve.models.context import ContextGuard, EndpointInfo, ServedModel, served_model
+
+    asked: list[int] = []
+
+    def fetch() -> ServedModel:
+        asked.append(1)
+        if len(asked) == 1:
+            raise httpx.ConnectError("connection refused")
+        return served_model(base, "qwen", None)
+
+    assert vlm.guard is not None
+    vlm.endpoint = EndpointInfo(fetch)
+    vlm.guard = ContextGuard(vlm.guard.cost, vlm.endpoint.max_model_len, vlm.guard.margin)
+
+
 def test_results_made_while_the_endpoint_was_still_starting_name_its_checkpoint(small_world, seed: Path,
                                                                                 tmp_path: Path):
     """``vllm serve /models/ckpt-a --served-model-name qwen`` still loading when the loop starts solving: GET
     /v1/models is not reached at first. The checkpoint is asked again before anything is sent, not taken for a model
     served under its own name: what the run makes is ckpt-a's, reused against ckpt-a and never against ckpt-b."""
-    import httpx
 
     from videvolve.evaluation.solve import solve_tasks
-    from videvolve.models.context import ContextGuard, EndpointInfo, ServedModel, served_model
     from videvolve.models.sim.mimic import MimicSettings
     from videvolve.skill_library.harness import load_harness
 
@@ -246,18 +264,8 @@ def test_results_made_while_the_endpoint_was_still_starting_name_its_checkpoint(
         app = create_app("qwen", mimic=MimicSettings(checkpoint=checkpoint))
         with serve_app(app) as base:
             vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=30))
-            if starting:  # the first GET /v1/models finds no server yet (counted by requests, not by the clock)
-                asked: list[int] = []
-
-                def fetch() -> ServedModel:
-                    asked.append(1)
-                    if len(asked) == 1:
-                        raise httpx.ConnectError("connection refused")
-                    return served_model(base, "qwen", None)
-
-                assert vlm.guard is not None
-                vlm.endpoint = EndpointInfo(fetch)
-                vlm.guard = ContextGuard(vlm.guard.cost, vlm.endpoint.max_model_len, vlm.guard.margin)
+            if starting:
+                still_starting(vlm, base)
             results = solve_tasks(harness, tasks, vlm, cost_model("qwen2.5-vl"), RUNTIME, out)
             return [r.outcome for r in results], app.state.stats["served"]
 
@@ -270,9 +278,7 @@ def test_the_summary_counts_the_results_reused_when_the_endpoint_was_still_start
                                                                                    tmp_path: Path):
     """The reuse figure an evaluation prints is counted as solve_tasks reuses: with the endpoint's checkpoint asked
     first, not from a producer made before it answered (which read 0 reused while every result was)."""
-    import httpx
 
-    from videvolve.models.context import ContextGuard, EndpointInfo, ServedModel, served_model
     from videvolve.models.sim.mimic import MimicSettings
 
     tasks = [t for t in small_world.tasks if t.split == "test"][:2]
@@ -282,18 +288,8 @@ def test_the_summary_counts_the_results_reused_when_the_endpoint_was_still_start
         app = create_app("qwen", mimic=MimicSettings(checkpoint="/models/ckpt-a"))
         with serve_app(app) as base:
             vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=30))
-            if starting:  # the first GET /v1/models finds no server yet (counted by requests, not by the clock)
-                asked: list[int] = []
-
-                def fetch() -> ServedModel:
-                    asked.append(1)
-                    if len(asked) == 1:
-                        raise httpx.ConnectError("connection refused")
-                    return served_model(base, "qwen", None)
-
-                assert vlm.guard is not None
-                vlm.endpoint = EndpointInfo(fetch)
-                vlm.guard = ContextGuard(vlm.guard.cost, vlm.endpoint.max_model_len, vlm.guard.margin)
+            if starting:
+                still_starting(vlm, base)
             return run(seed, tasks, out, vlm), int(app.state.stats["served"])
 
     first, served = against(starting=False)
