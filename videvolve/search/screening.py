@@ -116,6 +116,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         return have[:len(rung)], added
 
     waiting: list[tuple[float, str, int]] = []  # hopefuls not promoted (chain): (penalized score, name, rung reached)
+    champion: str | None = None  # chain: the best accepted so far; another is accepted only if it beats it
     k = 0
     while k < len(ladder):
         rung = ladder[k]
@@ -125,6 +126,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         p_res = reach(parent, rung)[0]
         a, c = aggregate(p_res, gate.cost_metric, gate.text_token_weight)
         c_seed = None if seed is None else aggregate(reach(seed, rung)[0], gate.cost_metric, gate.text_token_weight)[1]
+        champ = reach(champion, rung)[0] if champion is not None else None
         scored = []
         for cand in alive:
             res, added = reach(cand, rung)
@@ -145,7 +147,15 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 if last:
                     decided[cand] = (verdict, extra)
                 elif verdict.accept and (why := _curtailed(p_res, res, c, c2, len(selection), level, gate, c_seed)):
-                    decided[cand] = (Decision(True, f"{verdict.reason}; {why}"), extra)
+                    rivals = [] if keep_pending else [  # full validation keeps the best accepted: it must beat them
+                        v for v in [*([champion] if champion else []), *alive, *(w for _, w, _ in waiting)]
+                        if v != cand and (v not in entries or entries[v].decision == "accepted")]
+                    ahead = min((_beats(read[v], res, len(selection)) for v in rivals), default=1.0)
+                    if ahead < gate.curtail:
+                        continue  # it passes, but another may yet score higher on the whole set: both go on
+                    decided[cand] = (Decision(True, f"{verdict.reason}; {why}" + (
+                        f"; the chance that it scores at least as well as {', '.join(rivals)} is {ahead:.3f}"
+                        if rivals else "")), extra)
             elif last:
                 decided[cand] = (gate_rule(a, c, a2, c2, gate.alpha, gate.beta, eps, gate.cost_ceiling), {})
         for cand, a2, c2, res in scored:
@@ -161,8 +171,11 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 decision="accepted" if decision.accept else "rejected", reason=reason, cand_score=a2,
                 cand_cost=c2, p_value=boot.p_value, ci=(boot.ci_low, boot.ci_high),
                 mcnemar_p=mcnemar([x for x, _ in mcq], [y for _, y in mcq]).p_value if mcq else None, **extra)
-        won = any(entries.get(cand) and entries[cand].decision == "accepted" for cand in alive)
-        if won:
+        won = [cand for cand in alive if entries.get(cand) and entries[cand].decision == "accepted"]
+        if won and not keep_pending:  # chain: the best accepted so far; the others go on only to beat it
+            champion = _crown(champion, won, read, entries, parent, len(rung), gate, candidates)
+            champ = read[champion][:len(rung)]
+        elif won:
             for cand, a2, c2, _ in scored:  # an early winner ends the decision: the others wait or go
                 if cand not in entries:
                     entries[cand] = GateEntry(
@@ -172,8 +185,14 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             break
         hopeful = []
         for cand, a2, c2, res in [] if last else scored:
+            if cand in entries:
+                continue
             if paired_gate and level is not None:
                 why_not = _futile(p_res, res, a, a2, c, c2, len(selection), level, gate, c_seed)
+                if why_not is None and champ is not None and (beat := _beats(champ, res, len(selection))) < \
+                        gate.futility:
+                    why_not = (f"{champion} was accepted, and the predictive chance that this one scores higher on "
+                               f"all {len(selection)} questions is {beat:.3f} < {gate.futility:g}")
             else:
                 why_not = _cannot_pass(p_res, res, a, a2, c, c2, len(selection), eps, gate)
             if why_not is None:
@@ -216,6 +235,41 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             operator=operators.get(cand), decision="rejected", cand_score=a2, cand_cost=c2, cand_frames=frames[cand],
             reason=f"not promoted at rung {reached + 1} ({n} questions), and another candidate was accepted")
     return [entries[c] for c in candidates if c in entries], new
+
+
+def _beats(rival: list[TaskResult], candidate: list[TaskResult], population: int) -> float:
+    """The predictive chance that ``candidate`` scores at least ``rival``'s mean on all ``population`` questions.
+
+    From the first questions both were read on (rungs are nested). Full validation takes the accepted candidate with
+    the best score on the whole set: one that cannot be expected to beat the one already accepted is not worth its
+    evaluations, and one accepted early must be all but sure to beat every other still in the running.
+    """
+    m = min(len(rival), len(candidate))
+    if m == 0:
+        return 0.5
+    d = _differences(rival[:m], candidate[:m])
+    if len(d) >= population:
+        return 1.0 if sum(d) >= 0 else 0.0
+    return outlook(d, population, 0.5).predictive
+
+
+def _crown(champion: str | None, won: list[str], read: dict[str, list[TaskResult]], entries: dict[str, GateEntry],
+           parent: str, n: int, gate: GateRules, order: list[str]) -> str:
+    """The best of the accepted (the one so far and those accepted on this rung), as full validation chooses it.
+
+    They are compared on the same ``n`` questions, the higher score first, then the lower cost, then the earlier in
+    ``order`` (the candidates as proposed); their entries are set to those questions' figures, so that whoever picks
+    the best accepted entry (the first of the best, in that order) picks the same one.
+    """
+    contenders = [v for v in dict.fromkeys([*([champion] if champion else []), *won])]
+    figures = {v: aggregate(read[v][:n], gate.cost_metric, gate.text_token_weight) for v in contenders}
+    best = max(contenders, key=lambda v: (figures[v][0], -figures[v][1], -order.index(v)))
+    if len(contenders) > 1:
+        a, c = aggregate(read[parent][:n], gate.cost_metric, gate.text_token_weight)
+        for v in contenders:
+            entries[v] = entries[v].model_copy(update={"cand_score": figures[v][0], "cand_cost": figures[v][1],
+                                                       "score": a, "cost": c, "n": n})
+    return best
 
 
 def _bounds(c: float, c2: float, gate: GateRules, c_seed: float | None = None) -> list[tuple[str, float]]:
