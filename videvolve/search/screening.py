@@ -225,15 +225,6 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                        f"{penalized(a2, len(rung), gate.penalty):.3f}); kept for a later promotion")
         alive = [best[0]]
         k += 1
-    for _, cand, reached in waiting:  # never resumed: another candidate was accepted first
-        n = len(ladder[reached])
-        a, c = aggregate(read[parent][:n], gate.cost_metric, gate.text_token_weight)
-        a2, c2 = aggregate(read[cand][:n], gate.cost_metric, gate.text_token_weight)
-        entries[cand] = GateEntry(
-            iteration=iteration, parent=parent, score=a, cost=c, n=n, rung=reached + 1, rungs=len(ladder), eps=eps,
-            metric=gate.cost_metric, frames=mean_frames(read[parent][:n]), level=None, candidate=cand,
-            operator=operators.get(cand), decision="rejected", cand_score=a2, cand_cost=c2, cand_frames=frames[cand],
-            reason=f"not promoted at rung {reached + 1} ({n} questions), and another candidate was accepted")
     return [entries[c] for c in candidates if c in entries], new
 
 
