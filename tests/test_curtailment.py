@@ -146,3 +146,26 @@ def test_what_the_screening_spent_counts_each_result_once():
     (entry,), new = screen(run, "p", ["c"], {}, 0)
     assert entry.rung > 1  # it went past the first rung, so a rung handed back earlier results
     assert len(new) == len({r.task_id for r in new}) == len(run.evaluated["c"])
+
+
+def test_an_early_acceptance_predicts_the_guard_on_each_kind_as_full_validation_applies_it():
+    """Full validation turns down a candidate under which one kind of question loses significantly, whatever it gains
+    elsewhere. Early acceptance predicted only the overall test: on world 22109 (set J) a cut was accepted at rung
+    5 of 10 that full validation turns down for a significant grounding loss (-0.011 on 156 questions)."""
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=3)
+    n = 300
+    evidence = ["visual" if i % 2 == 0 else "speech" for i in range(n)]
+    parent = [1.0 if i % 4 < 2 else 0.0 for i in range(n)]
+    gains = [i for i in range(n) if evidence[i] == "visual" and parent[i] == 0.0][:40]
+    random.Random(1).shuffle(gains)
+    losses = [i for i in range(n) if evidence[i] == "speech" and parent[i] == 1.0][:6]
+    cheaper = [1.0 if i in gains else 0.0 if i in losses else parent[i] for i in range(n)]
+    decided = {}
+    for mode in ("multi-fidelity", "full"):
+        gate = ctx.gate.model_copy(update={"validation": mode})
+        run = FakeRun(ctx.model_copy(update={"gate": gate}), {"p": parent, "c": cheaper},
+                      frames={"p": 16, "c": 12}, evidence=evidence)
+        (entry,), _ = screen(run, "p", ["c"], {}, 0)
+        decided[mode] = (entry.decision, entry.reason)
+    assert decided["full"][0] == "rejected" and "speech questions lose significantly" in decided["full"][1]
+    assert decided["multi-fidelity"] == decided["full"]  # main: accepted early at rung 5

@@ -210,17 +210,20 @@ def _satisfies(editor: ScriptedEditor, one: OneWorkspace) -> tuple[Editor, Works
 class FakeRun:
     """A run whose versions have fixed per-question scores on ``len(scores[v])`` mcq selection tasks.
 
-    ``frames``: every version's frames per question (its cost, as frames or as visual tokens), or each version's.
+    ``frames``: every version's frames per question (its cost, as frames or as visual tokens), or each version's;
+    ``evidence``: each question's evidence type (the gate guards each type apart, as on a speaking world).
 
     It counts every (version, task) evaluation, as a real run would pay for it; mypy checks it satisfies the
     search's :class:`~videvolve.search.services.StoredResults`.
     """
 
-    def __init__(self, ctx: SearchSettings, scores: dict[str, list[float]], frames: int | dict[str, int] = 16) -> None:
+    def __init__(self, ctx: SearchSettings, scores: dict[str, list[float]], frames: int | dict[str, int] = 16,
+                 evidence: list[str] | None = None) -> None:
         self.ctx, self.scores, self.frames = ctx, scores, frames
         n = len(next(iter(scores.values())))
         self.selection = [Task(id=f"t{i}", video_id=f"v{i}", video="v.mp4", kind="mcq", question="q",
-                               options=["a", "b"], answer="A", duration=10) for i in range(n)]
+                               options=["a", "b"], answer="A", duration=10,
+                               meta={"evidence": evidence[i]} if evidence else {}) for i in range(n)]
         self.evaluated: dict[str, set[str]] = {}
 
     def evaluate(self, version: str, tasks: list[Task], split: str) -> list[TaskResult]:

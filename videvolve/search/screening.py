@@ -30,6 +30,7 @@ from videvolve.search.gate import (
     bound_text,
     gain_cost_bound,
     gate_rule,
+    group_of,
     mean_frames,
     paired_rule,
 )
@@ -146,7 +147,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 extra = {"p_gain": st.p_gain, "bound": st.lower} if st else {}
                 if last:
                     decided[cand] = (verdict, extra)
-                elif verdict.accept and (why := _curtailed(p_res, res, c, c2, len(selection), level, gate, c_seed)):
+                elif verdict.accept and (why := _curtailed(p_res, res, c, c2, selection, level, gate, c_seed)):
                     rivals = [] if keep_pending else [  # full validation keeps the best accepted: it must beat them
                         v for v in [*([champion] if champion else []), *alive, *(w for _, w, _ in waiting)]
                         if v != cand and (v not in entries or entries[v].decision == "accepted")]
@@ -277,13 +278,24 @@ def _differences(parent: list[TaskResult], candidate: list[TaskResult]) -> list[
     return [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
 
 
-def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, population: int,
+def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, selection: list[Task],
                level: float, gate: GateRules, c_seed: float | None = None) -> str | None:
-    """Why an early acceptance is safe (full validation would accept it all but surely), or None."""
+    """Why an early acceptance is safe (full validation would accept it all but surely), or None.
+
+    Full validation also turns down a candidate under which one kind of question (on a speaking world, one kind of
+    evidence) loses significantly: the predictive chance of that, kind by kind, must be at most 1 - ``--curtail``.
+    """
     if gate.curtail >= 1:
         return None
+    population = len(selection)
     d = _differences(parent, candidate)
     rest = population - len(d)
+    by_id = {t.id: t for t in selection}
+    for group in sorted({group_of(by_id[r.task_id]) for r in parent}):
+        lost = [-x for x, r in zip(d, parent, strict=True) if group_of(by_id[r.task_id]) == group]
+        size = sum(1 for t in selection if group_of(t) == group)
+        if len(lost) < size and outlook(lost, size, level).predictive > 1 - gate.curtail:
+            return None  # this kind may yet lose significantly on the whole set
     for _, bound in _bounds(c, c2, gate, c_seed):
         chance = outlook(d, population, level, bound).predictive
         if chance >= gate.curtail:
