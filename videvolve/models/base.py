@@ -73,15 +73,23 @@ def served_context_of(model: object) -> int | None:
     return model.served_context() if isinstance(model, ServedContext) else None
 
 
+@runtime_checkable
+class Reachable(Protocol):
+    """A model behind an endpoint that can be asked what it serves (``GET /v1/models``)."""
+
+    def reach(self) -> None:
+        """Ask until the endpoint answers (retried as a request is; :class:`InfraError` when it never does)."""
+        ...
+
+
 def reach(model: object) -> None:
-    """Have ``model`` learn what its endpoint serves, where it has one (retried; :class:`InfraError` when never).
+    """Have ``model`` learn what its endpoint serves, where it has one (:class:`Reachable`; SimVLM has none).
 
     Its revision names the checkpoint behind the served name: what it is to produce is keyed once that is known, not
     while a server still loading looks like one serving the name itself.
     """
-    ask = getattr(model, "reach", None)
-    if callable(ask):
-        ask()
+    if isinstance(model, Reachable):
+        model.reach()
 
 
 class VLM(Protocol):

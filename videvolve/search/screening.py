@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -253,7 +254,7 @@ def _crown(champion: str | None, won: list[str], read: dict[str, list[TaskResult
     ``order`` (the candidates as proposed); their entries are set to those questions' figures, so that whoever picks
     the best accepted entry (the first of the best, in that order) picks the same one.
     """
-    contenders = [v for v in dict.fromkeys([*([champion] if champion else []), *won])]
+    contenders = list(dict.fromkeys([*([champion] if champion else []), *won]))
     figures = {v: aggregate(read[v][:n], gate.cost_metric, gate.text_token_weight) for v in contenders}
     best = max(contenders, key=lambda v: (figures[v][0], -figures[v][1], -order.index(v)))
     if len(contenders) > 1:
@@ -291,10 +292,11 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
     d = _differences(parent, candidate)
     rest = population - len(d)
     by_id = {t.id: t for t in selection}
-    for group in sorted({group_of(by_id[r.task_id]) for r in parent}):
-        lost = [-x for x, r in zip(d, parent, strict=True) if group_of(by_id[r.task_id]) == group]
-        size = sum(1 for t in selection if group_of(t) == group)
-        if len(lost) < size and outlook(lost, size, level).predictive > 1 - gate.curtail:
+    sizes = Counter(group_of(t) for t in selection)
+    answered = [group_of(by_id[r.task_id]) for r in parent]
+    for group in sorted(set(answered)):
+        lost = [-x for x, g in zip(d, answered, strict=True) if g == group]
+        if len(lost) < sizes[group] and outlook(lost, sizes[group], level).predictive > 1 - gate.curtail:
             return None  # this kind may yet lose significantly on the whole set
     for _, bound in _bounds(c, c2, gate, c_seed):
         chance = outlook(d, population, level, bound).predictive
