@@ -170,6 +170,39 @@ def test_an_endpoint_down_for_the_whole_retry_window_stops_the_run_whatever_the_
             in_thread(lambda: run_source(ONE_LOOK, video, tmp_path, timeout=1.0, vlm=vlm), 60.0)
 
 
+def silent_app():  # type: ignore[no-untyped-def]
+    """A server that says what it serves and then never answers a chat request (hung, not refusing)."""
+    import asyncio
+
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, object]:
+        return {"object": "list", "data": [{"id": "m", "object": "model", "root": "m", "max_model_len": 32768}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat() -> None:
+        await asyncio.sleep(3600)
+
+    return app
+
+
+@pytest.mark.slow
+def test_a_server_that_never_answers_stops_the_run_even_when_one_request_outlasts_the_tasks_longest_time(
+        video: str, tmp_path: Path) -> None:
+    """--timeout 3 s per request, --task-timeout 0.5 s (its longest time, 4 x 0.5 s, is shorter than one request).
+
+    Before: the watchdog ended the task at 2 s, before the request failed, and scored the harness a ``timeout``; a
+    hung server made every task a 0 and the run went on. Now the request fails by its own timeout, is retried for
+    the window (4 s), and the run stops for --resume."""
+    with serve_app(silent_app()) as base:
+        vlm = openai_vlm(ModelSettings(backend="openai", base_url=base, model="m", timeout_s=3.0, retry_window_s=4))
+        with pytest.raises(InfraError, match="timed out"):
+            in_thread(lambda: run_source(ONE_LOOK, video, tmp_path, timeout=0.5, vlm=vlm), 60.0)
+
+
 RAW = '''
 def solve(task, ctx):
     w = ctx._channel._writer

@@ -92,6 +92,21 @@ def reach(model: object) -> None:
         model.reach()
 
 
+@runtime_checkable
+class Timed(Protocol):
+    """A model whose requests give up after a known time (then they are retried, or the run stops cleanly)."""
+
+    @property
+    def request_timeout_s(self) -> float | None:
+        """Seconds one attempt of a request may take (an endpoint's client timeout; None: unbounded)."""
+        ...
+
+
+def request_timeout_of(model: object) -> float | None:
+    """``model``'s :attr:`Timed.request_timeout_s` where it has one (an endpoint's), else None."""
+    return model.request_timeout_s if isinstance(model, Timed) else None
+
+
 class VLM(Protocol):
     """A vision-language model behind one call."""
 

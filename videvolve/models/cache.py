@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from videvolve.models.base import VLM, Message, Reply, Tool, reach, served_context_of
+from videvolve.models.base import VLM, Message, Reply, Tool, reach, request_timeout_of, served_context_of
 
 
 def _fingerprint(value: Any) -> Any:
@@ -149,6 +149,11 @@ class MeteredVLM:
     def served_context(self) -> int | None:
         """The wrapped model's served context, where it has one."""
         return served_context_of(self.vlm)
+
+    @property
+    def request_timeout_s(self) -> float | None:
+        """The wrapped model's time limit of one attempt, where it has one."""
+        return request_timeout_of(self.vlm)
 
     def reach(self) -> None:
         """The wrapped model learns what its endpoint serves (:func:`~videvolve.models.base.reach`)."""

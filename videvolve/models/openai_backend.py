@@ -119,8 +119,10 @@ class ChatModelVLM:
     def __init__(self, chat: BaseChatModel, name: str, revision: str = "", where: str = "",
                  decoding: dict[str, Any] | None = None, max_retries: int | None = None,
                  retry_window_s: float = 600.0, family: str | None = None, guard: ContextGuard | None = None,
-                 endpoint: EndpointInfo | None = None) -> None:
+                 endpoint: EndpointInfo | None = None, request_timeout_s: float | None = None) -> None:
         self.chat = chat
+        self.request_timeout_s = request_timeout_s
+        """Seconds one attempt may take (the client's timeout): a task's runner lets an attempt fail by it."""
         self.name = name
         self._revision = revision
         self.endpoint = endpoint
@@ -213,5 +215,5 @@ def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModel
     guard = ContextGuard(cost_model(settings.family), endpoint.max_model_len, settings.context_margin)
     return ChatModelVLM(chat, name=settings.model, where=settings.base_url, max_retries=settings.max_retries,
                         retry_window_s=settings.retry_window_s, family=settings.family, guard=guard,
-                        endpoint=endpoint,
+                        endpoint=endpoint, request_timeout_s=settings.timeout_s,
                         decoding={"temperature": settings.temperature, "max_tokens": settings.max_tokens})

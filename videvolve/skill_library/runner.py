@@ -19,6 +19,7 @@ from typing import Any
 
 from videvolve import interrupt
 from videvolve.errors import ErrorKind, HarnessError, HostError, InfraError, RequestRefused
+from videvolve.models.base import request_timeout_of
 from videvolve.models.http_errors import outages_to
 from videvolve.skill_library.channel import Pipe, decode_request, encode_reply
 from videvolve.skill_library.harness import Harness, content_hash
@@ -47,6 +48,8 @@ TIMEOUT_MARGIN_S = WATCHDOG_S + WATCHDOG_GRACE_S + 1.0
 OFF_THE_CLOCK = frozenset({"ask", "chat"})
 """Requests whose serving does not count against the harness's timeout: the parent decodes media and waits for the
 model for them, and how long that takes is the machine's and the endpoint's, not the harness's."""
+REQUEST_GRACE_S = 5.0
+"""Seconds past a model request's own timeout before a task's longest time may end it (the failure is reported)."""
 LONGEST = 4.0
 """A task's longest time, as a multiple of its timeout, however long the parent spends serving it (then: timeout).
 
@@ -82,7 +85,8 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     clock (:data:`OFF_THE_CLOCK`: decoding and model calls, slow on a loaded machine or a busy endpoint) is not
     counted, so a slow server does not make a harness's answer a ``timeout`` scored 0. Whatever the child does, the
     task ends within :data:`LONGEST` x ``timeout`` plus :data:`TIMEOUT_MARGIN_S`, plus the time the model endpoint
-    was down (retried for its window, then :class:`InfraError`, never a task's timeout): the protocol runs in a
+    was down (retried for its window, then :class:`InfraError`, never a task's timeout), and never before a model
+    request in flight has had its own timeout (:data:`REQUEST_GRACE_S` more): the protocol runs in a
     thread of its own, and a watchdog here kills the child :data:`WATCHDOG_S` after its deadline and gives up on the
     thread (a request of the child's still being served) :data:`WATCHDOG_GRACE_S` later.
 
@@ -184,8 +188,14 @@ class _Attempt:
         """When the task times out: its timeout of the harness's own time, at most :data:`LONGEST` x it in all.
 
         An outage of the model endpoint is the machine's, not the harness's: it moves the deadline on by its length.
+        A model request in flight may first fail by its own timeout (the endpoint's client's), so that a server that
+        never answers becomes that outage (retried, then the run's clean stop), not the harness's timeout.
         """
-        return self.started + min(self.timeout + self.off(), LONGEST * self.timeout + self.down())
+        end = self.started + min(self.timeout + self.off(), LONGEST * self.timeout + self.down())
+        since, limit = self._serving_since, request_timeout_of(self.services.vlm)
+        if since is not None and self.serving in OFF_THE_CLOCK and limit is not None:
+            end = max(end, since + limit + REQUEST_GRACE_S)  # an endpoint that never answers fails as one, not here
+        return end
 
     def off_clock(self, since: float | None) -> None:
         """Start (``since``: when) or stop counting time off the harness's clock."""
