@@ -154,3 +154,45 @@ def test_a_context_length_no_server_can_have_does_not_refuse_every_request():
             assert served_model(base, "qwen", None) == ServedModel(root="qwen")  # main: max_model_len=0 / -1
             vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=5))
             assert vlm.complete([{"role": "user", "content": "Which letter? A or B"}]).text  # main: ContextTooLong
+
+
+def test_a_models_list_trickled_a_byte_at_a_time_or_endless_is_bounded():
+    """``httpx``'s timeout is per read: a body trickled a byte every 0.2 s never tripped it, and the request held the
+    lock every request of the run waits on (main: still reading after 12 s; now 2 s, then "not reached", asked again
+    as a failing request is). A body larger than any models list is read no further than 4 MiB."""
+    import asyncio
+    import threading
+    import time
+
+    from fastapi.responses import StreamingResponse
+
+    async def trickle():  # type: ignore[no-untyped-def]
+        while True:
+            yield b" "
+            await asyncio.sleep(0.2)
+
+    async def endless():  # type: ignore[no-untyped-def]
+        while True:
+            yield b" " * 65536
+
+    for body, expect in ((trickle, httpx.ReadTimeout), (endless, None)):
+        app = create_app("qwen", mimic=MimicSettings())
+        _models_route(app, lambda n, body=body: StreamingResponse(body(), media_type="application/json"))
+        box: list[object] = []
+        with serve_app(app) as base:
+            def ask(base: str = base, box: list[object] = box) -> None:
+                try:
+                    box.append(served_model(base, "qwen", None, timeout=2))
+                except httpx.HTTPError as exc:
+                    box.append(exc)
+
+            started = time.monotonic()
+            worker = threading.Thread(target=ask, daemon=True)
+            worker.start()
+            worker.join(12)
+            assert not worker.is_alive(), "still reading the models list after 12 s"
+        assert time.monotonic() - started < 6
+        if expect is None:
+            assert box == [ServedModel()]
+        else:
+            assert isinstance(box[0], expect), box

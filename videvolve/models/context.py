@@ -14,6 +14,7 @@ import io
 import json
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -132,14 +133,12 @@ def served_model(base_url: str, model: str, api_key: str | None, timeout: float 
     """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        r = httpx.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout)
-        r.raise_for_status()
-        data: Any = r.json().get("data", [])
+        data: Any = json.loads(_models_body(f"{base_url.rstrip('/')}/models", headers, timeout)).get("data", [])
     except httpx.HTTPStatusError as exc:
         if exc.response.status_code in BUSY:
             raise
         return ServedModel()
-    except (httpx.DecodingError, ValueError, AttributeError, RecursionError):
+    except (httpx.DecodingError, ValueError, AttributeError, RecursionError, _TooLarge):
         return ServedModel()  # answered, but nothing readable (a body nested too deep, or not the encoding it says)
     card = next((m for m in data if isinstance(m, dict) and m.get("id") == model), None) \
         if isinstance(data, list) else None
@@ -149,6 +148,32 @@ def served_model(base_url: str, model: str, api_key: str | None, timeout: float 
     usable = isinstance(length, int) and not isinstance(length, bool) and length > 0  # else no length at all
     return ServedModel(max_model_len=length if usable else None,
                        root=root if isinstance(root, str) and root else None)
+
+
+MAX_MODELS_BYTES = 4 * 1024 * 1024
+"""The most of a ``GET /v1/models`` body read (vLLM's is a few hundred bytes a model): more is nothing readable."""
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _models_body(url: str, headers: dict[str, str], timeout: float) -> bytes:
+    """The body of ``GET url``, read within ``timeout`` in all and at most :data:`MAX_MODELS_BYTES`.
+
+    ``httpx``'s timeouts are per read: a body trickled a byte at a time would hold every request waiting on it.
+    """
+    deadline = time.monotonic() + timeout
+    body = bytearray()
+    with httpx.stream("GET", url, headers=headers, timeout=timeout) as r:
+        r.raise_for_status()
+        for chunk in r.iter_bytes():
+            body += chunk
+            if len(body) > MAX_MODELS_BYTES:
+                raise _TooLarge
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout(f"{url} sent {len(body)} bytes in {timeout:g} s and had not finished")
+    return bytes(body)
 
 
 class EndpointInfo:
