@@ -196,3 +196,46 @@ def test_a_models_list_trickled_a_byte_at_a_time_or_endless_is_bounded():
             assert box == [ServedModel()]
         else:
             assert isinstance(box[0], expect), box
+
+
+def test_a_chat_reply_trickled_a_byte_at_a_time_ends_in_the_clean_stop_not_a_hang():
+    """``--timeout`` is the time of a whole request: a reply trickled a byte every 0.2 s never tripped ``httpx``'s
+    per-read timeout, and an editor's or investigator's request to it (no task runner around it) ran for ever.
+    Now each attempt ends at 2 s, is retried as a timeout for the window (3 s), and the run stops for --resume."""
+    import asyncio
+    import threading
+    import time
+
+    from fastapi.responses import StreamingResponse
+
+    from videvolve.errors import InfraError
+
+    async def trickle():  # type: ignore[no-untyped-def]
+        while True:
+            yield b" "
+            await asyncio.sleep(0.2)
+
+    app = create_app("qwen", mimic=MimicSettings())
+    app.router.routes = [r for r in app.router.routes if getattr(r, "path", "") != "/v1/chat/completions"]
+
+    @app.post("/v1/chat/completions")
+    async def chat() -> StreamingResponse:
+        return StreamingResponse(trickle(), media_type="application/json")
+
+    box: list[object] = []
+    with serve_app(app) as base:
+        vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, timeout_s=2, retry_window_s=3))
+
+        def ask() -> None:
+            try:
+                box.append(vlm.complete([{"role": "user", "content": "Which letter? A or B"}]))
+            except InfraError as exc:
+                box.append(exc)
+
+        started = time.monotonic()
+        worker = threading.Thread(target=ask, daemon=True)
+        worker.start()
+        worker.join(30)
+        assert not worker.is_alive(), "still waiting for the reply after 30 s"
+    assert isinstance(box[0], InfraError) and "timed out" in str(box[0]), box
+    assert time.monotonic() - started < 15

@@ -21,6 +21,7 @@ from videvolve.config import ModelSettings
 from videvolve.errors import UsageError
 from videvolve.models.base import Message, Reply, Tool, ToolCall, Usage
 from videvolve.models.context import ContextGuard, EndpointInfo, served_model
+from videvolve.models.deadline import total_timeout_client
 from videvolve.models.http_errors import EndpointError, RequestRejected, call_with_retries
 from videvolve.models.toolcalls import TAG, calls_in_text
 
@@ -209,7 +210,8 @@ def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModel
     key = api_key_of(settings, api_key)
     chat = ChatOpenAI(base_url=settings.base_url, api_key=key or "EMPTY", model=settings.model,
                       temperature=settings.temperature, max_tokens=settings.max_tokens,
-                      timeout=settings.timeout_s, max_retries=0)
+                      timeout=settings.timeout_s, max_retries=0,
+                      http_client=total_timeout_client(settings.timeout_s))
     base, model = settings.base_url, settings.model
     endpoint = EndpointInfo(lambda: served_model(base, model, key))
     guard = ContextGuard(cost_model(settings.family), endpoint.max_model_len, settings.context_margin)
