@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +23,8 @@ from videvolve.errors import InputNotFoundError, UsageError, VidevolveError
 
 MAX_VIDEO_BYTES = 2 * 1024**3
 """The largest video a request may bring by URL or data URL."""
+DOWNLOAD_S = 600.0
+"""The longest a video's download may take in all (a server trickling it would otherwise hold the request)."""
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[\w-]+=[\w.-]+)*)(?P<b64>;base64)?,",
                        re.I)
 
@@ -64,13 +68,16 @@ class MediaRoots:
         return p
 
 
-def _write_capped(chunks: Iterator[bytes], dest: Path, source: str) -> Path:
+def _write_capped(chunks: Iterator[bytes], dest: Path, source: str, deadline: float = math.inf) -> Path:
     size = 0
     with dest.open("wb") as fh:
         for chunk in chunks:
             size += len(chunk)
             if size > MAX_VIDEO_BYTES:
                 raise BadVideoSource(f"the video at {source[:100]} is over {MAX_VIDEO_BYTES} bytes")
+            if time.monotonic() > deadline:
+                raise VideoUnreachable(f"the video at {source[:100]} was still arriving ({size} bytes) after the "
+                                       f"{DOWNLOAD_S:g} s a download may take; put it under a media root instead")
             fh.write(chunk)
     return dest
 
@@ -87,11 +94,12 @@ def _from_data_url(url: str, dest: Path) -> Path:
 
 
 def _download(url: str, dest: Path, timeout_s: float) -> Path:
+    deadline = time.monotonic() + DOWNLOAD_S  # httpx's timeout is per read: a trickled body would never end
     try:
         with httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True) as response:
             if response.status_code != 200:
                 raise VideoUnreachable(f"fetching the video {url} answered HTTP {response.status_code}")
-            return _write_capped(response.iter_bytes(1 << 20), dest, url)
+            return _write_capped(response.iter_bytes(), dest, url, deadline)  # chunks as they come
     except httpx.HTTPError as exc:
         raise VideoUnreachable(f"cannot fetch the video {url}: {type(exc).__name__}: {exc}") from None
 
