@@ -14,6 +14,7 @@ from PIL import Image
 
 from videvolve.config import ModelSettings
 from videvolve.errors import InfraError, ModelRequestError, VidevolveError
+from videvolve.models.deadline import total_timeout_client
 from videvolve.models.http_errors import TOOL_FLAGS, server_misconfigured
 
 
@@ -67,7 +68,8 @@ class _Client:
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def get_models(self) -> httpx.Response:
-        return httpx.get(f"{self.base}/models", headers=self.headers, timeout=10)
+        with total_timeout_client(10) as client:  # within 10 s in all, not per read
+            return client.get(f"{self.base}/models", headers=self.headers)
 
     def chat(self, content: Any, tools: list[dict[str, Any]] | None = None,
              extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -77,7 +79,8 @@ class _Client:
         if tools:
             body["tools"] = tools
         try:
-            r = httpx.post(f"{self.base}/chat/completions", headers=self.headers, json=body, timeout=120)
+            with total_timeout_client(120) as client:
+                r = client.post(f"{self.base}/chat/completions", headers=self.headers, json=body)
         except httpx.HTTPError as exc:
             raise InfraError(f"{self.base} did not answer: {exc}") from exc
         if r.status_code != 200:

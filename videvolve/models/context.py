@@ -138,7 +138,7 @@ def served_model(base_url: str, model: str, api_key: str | None, timeout: float 
         if exc.response.status_code in BUSY:
             raise
         return ServedModel()
-    except (httpx.DecodingError, ValueError, AttributeError, RecursionError, _TooLarge):
+    except (httpx.DecodingError, ValueError, AttributeError, RecursionError):
         return ServedModel()  # answered, but nothing readable (a body nested too deep, or not the encoding it says)
     card = next((m for m in data if isinstance(m, dict) and m.get("id") == model), None) \
         if isinstance(data, list) else None
@@ -154,10 +154,6 @@ MAX_MODELS_BYTES = 4 * 1024 * 1024
 """The most of a ``GET /v1/models`` body read (vLLM's is a few hundred bytes a model): more is nothing readable."""
 
 
-class _TooLarge(Exception):
-    pass
-
-
 def _models_body(url: str, headers: dict[str, str], timeout: float) -> bytes:
     """The body of ``GET url``, read within ``timeout`` in all and at most :data:`MAX_MODELS_BYTES`.
 
@@ -170,7 +166,7 @@ def _models_body(url: str, headers: dict[str, str], timeout: float) -> bytes:
         for chunk in r.iter_bytes():
             body += chunk
             if len(body) > MAX_MODELS_BYTES:
-                raise _TooLarge
+                raise ValueError(f"{url} sent more than {MAX_MODELS_BYTES} bytes")  # nothing readable
             if time.monotonic() > deadline:
                 raise httpx.ReadTimeout(f"{url} sent {len(body)} bytes in {timeout:g} s and had not finished")
     return bytes(body)
