@@ -3,6 +3,8 @@ keys replies and results."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 from fastapi.responses import Response
@@ -14,7 +16,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.openai_backend import openai_vlm
 from videvolve.models.sim.mimic import MimicSettings
 from videvolve.models.sim.server import create_app
-from videvolve.testing import serve_app
+from videvolve.testing import in_thread, serve_app, trickle
 
 
 def test_a_length_not_reported_is_not_asked_for_again_and_an_unreachable_endpoint_is():
@@ -160,60 +162,27 @@ def test_a_models_list_trickled_a_byte_at_a_time_or_endless_is_bounded():
     """``httpx``'s timeout is per read: a body trickled a byte every 0.2 s never tripped it, and the request held the
     lock every request of the run waits on (main: still reading after 12 s; now 2 s, then "not reached", asked again
     as a failing request is). A body larger than any models list is read no further than 4 MiB."""
-    import asyncio
-    import threading
-    import time
-
     from fastapi.responses import StreamingResponse
 
-    async def trickle():  # type: ignore[no-untyped-def]
-        while True:
-            yield b" "
-            await asyncio.sleep(0.2)
-
-    async def endless():  # type: ignore[no-untyped-def]
-        while True:
-            yield b" " * 65536
-
-    for body, expect in ((trickle, httpx.ReadTimeout), (endless, None)):
+    for body in (trickle, lambda: trickle(b" " * 65536, 0.0)):
         app = create_app("qwen", mimic=MimicSettings())
         _models_route(app, lambda n, body=body: StreamingResponse(body(), media_type="application/json"))
-        box: list[object] = []
         with serve_app(app) as base:
-            def ask(base: str = base, box: list[object] = box) -> None:
-                try:
-                    box.append(served_model(base, "qwen", None, timeout=2))
-                except httpx.HTTPError as exc:
-                    box.append(exc)
-
-            started = time.monotonic()
-            worker = threading.Thread(target=ask, daemon=True)
-            worker.start()
-            worker.join(12)
-            assert not worker.is_alive(), "still reading the models list after 12 s"
-        assert time.monotonic() - started < 6
-        if expect is None:
-            assert box == [ServedModel()]
-        else:
-            assert isinstance(box[0], expect), box
+            if body is trickle:
+                with pytest.raises(httpx.ReadTimeout):
+                    in_thread(lambda base=base: served_model(base, "qwen", None, timeout=2), 12)
+            else:
+                known, took = in_thread(lambda base=base: served_model(base, "qwen", None, timeout=2), 12)
+                assert known == ServedModel() and took < 6
 
 
 def test_a_chat_reply_trickled_a_byte_at_a_time_ends_in_the_clean_stop_not_a_hang():
     """``--timeout`` is the time of a whole request: a reply trickled a byte every 0.2 s never tripped ``httpx``'s
     per-read timeout, and an editor's or investigator's request to it (no task runner around it) ran for ever.
     Now each attempt ends at 2 s, is retried as a timeout for the window (3 s), and the run stops for --resume."""
-    import asyncio
-    import threading
-    import time
-
     from fastapi.responses import StreamingResponse
 
     from videvolve.errors import InfraError
-
-    async def trickle():  # type: ignore[no-untyped-def]
-        while True:
-            yield b" "
-            await asyncio.sleep(0.2)
 
     app = create_app("qwen", mimic=MimicSettings())
     app.router.routes = [r for r in app.router.routes if getattr(r, "path", "") != "/v1/chat/completions"]
@@ -222,20 +191,9 @@ def test_a_chat_reply_trickled_a_byte_at_a_time_ends_in_the_clean_stop_not_a_han
     async def chat() -> StreamingResponse:
         return StreamingResponse(trickle(), media_type="application/json")
 
-    box: list[object] = []
     with serve_app(app) as base:
         vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, timeout_s=2, retry_window_s=3))
-
-        def ask() -> None:
-            try:
-                box.append(vlm.complete([{"role": "user", "content": "Which letter? A or B"}]))
-            except InfraError as exc:
-                box.append(exc)
-
         started = time.monotonic()
-        worker = threading.Thread(target=ask, daemon=True)
-        worker.start()
-        worker.join(30)
-        assert not worker.is_alive(), "still waiting for the reply after 30 s"
-    assert isinstance(box[0], InfraError) and "timed out" in str(box[0]), box
+        with pytest.raises(InfraError, match="timed out"):
+            in_thread(lambda: vlm.complete([{"role": "user", "content": "Which letter? A or B"}]), 30)
     assert time.monotonic() - started < 15

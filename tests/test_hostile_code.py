@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from videvolve.skill_library.runner import RunOutcome, run_task
 from videvolve.skill_library.services import TaskServices
 from videvolve.skill_library.trace import TraceWriter
 from videvolve.tasks import TaskView
-from videvolve.testing import make_index_video, serve_app
+from videvolve.testing import in_thread, make_index_video, serve_app
 
 MCQ = TaskView(id="t", kind="mcq", question="What colour is the star that appears on the navy background?",
                options=("red", "blue", "green", "pink"), duration=20.0)
@@ -53,28 +52,6 @@ def run_source(source: str, video: str, tmp: Path, timeout: float = 4.0, transcr
     services = TaskServices(view, video, vlm or SimVLM(), cost_model("qwen2.5-vl"), settings, trace=TraceWriter(trace),
                             transcript=transcript)
     return run_task(harness, services, static_check=static_check), trace
-
-
-def in_thread(fn, seconds: float):  # type: ignore[no-untyped-def]
-    """``fn()``'s value, or fail the test when it takes longer than ``seconds`` (a hang ends the test, not CI)."""
-    box: list[object] = []
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            box.append(fn())
-        except BaseException as exc:
-            errors.append(exc)
-
-    worker = threading.Thread(target=target, daemon=True)
-    started = time.monotonic()
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        pytest.fail(f"still running after {seconds} s (hung)")
-    if errors:
-        raise errors[0]
-    return box[0], time.monotonic() - started
 
 
 # ---- 1. the write deadlock ----

@@ -13,9 +13,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import httpx
 import numpy as np
@@ -34,6 +34,8 @@ from videvolve.search.services import SearchSettings, StoredResults
 from videvolve.tasks import Task
 
 BITS = 16
+
+T = TypeVar("T")
 
 
 def index_frame(i: int, width: int, height: int) -> np.ndarray:
@@ -299,3 +301,37 @@ def serve_app(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def in_thread(fn: Callable[[], T], seconds: float) -> tuple[T, float]:
+    """``fn()``'s value and how long it took, in a thread of its own; what ``fn`` raises is raised here.
+
+    ``AssertionError`` when it is still running after ``seconds``: a hang ends the test, not CI.
+    """
+    box: list[T] = []
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            box.append(fn())
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=target, daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise AssertionError(f"still running after {seconds} s (hung)")
+    if errors:
+        raise errors[0]
+    return box[0], time.monotonic() - started
+
+
+async def trickle(chunk: bytes = b" ", every_s: float = 0.2) -> AsyncIterator[bytes]:
+    """A response body that never ends, a chunk at a time (a broken proxy): for ``StreamingResponse``."""
+    import asyncio
+
+    while True:
+        yield chunk
+        await asyncio.sleep(every_s)
