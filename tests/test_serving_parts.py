@@ -237,6 +237,61 @@ def test_harness_failures_and_endpoint_failures(tmp_path: Path, outcome: str, ra
         assert body["error"]["code"] == status and str(raises) in body["error"]["message"]
 
 
+
+def _chunked_post(base: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    """POST a body in 64 KiB chunks without a Content-Length (Transfer-Encoding: chunked), as a raw socket does;
+    the reply's status and JSON (the server may answer before it has read everything)."""
+    import json
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(base)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        try:
+            for i in range(0, len(body), 65536):
+                piece = body[i:i + 65536]
+                sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:  # the server answered and closed before reading the rest
+            pass
+        reply = b""
+        while b"\r\n\r\n" not in reply or len(reply.split(b"\r\n\r\n", 1)[1]) < _length(reply):
+            got = sock.recv(65536)
+            if not got:
+                break
+            reply += got
+    head, _, rest = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(rest[:_length(reply)])
+
+
+def _length(reply: bytes) -> int:
+    head = reply.split(b"\r\n\r\n", 1)[0].lower()
+    return next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.startswith(b"content-length:")),
+                1 << 30)
+
+
+def test_a_chunked_body_over_the_cap_is_413(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The 413 cap held for a Content-Length only: a chunked body of any size was read into memory whole."""
+    import json
+
+    from videvolve.serving import openai_api
+
+    monkeypatch.setattr(openai_api, "MAX_BODY_BYTES", 1024 * 1024)
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = FakeAgent()
+    agent.release.set()
+    message = {"role": "user", "content": [{"type": "video_url", "video_url": {"url": (tmp_path / "v.mp4").as_uri()}},
+                                           {"type": "text", "text": "Which?\nA) x\nB) y"}]}
+    with running(create_app(FakeAgents(agent), MediaRoots([tmp_path]), ServerLimits())) as base:
+        over = json.dumps({"model": "fake", "messages": [message], "pad": "x" * 3 * 1024 * 1024}).encode()
+        status, body = _chunked_post(base, over)
+        assert status == 413 and "over 1048576 bytes" in body["error"]["message"], body
+        under = json.dumps({"model": "fake", "messages": [message], "pad": "x" * 512 * 1024}).encode()
+        status, body = _chunked_post(base, under)  # read as it comes, and answered
+        assert status == 200 and body["choices"][0]["message"]["content"] == "B", body
+
 def test_catalog_of_a_seed_and_of_a_run(tmp_path: Path):
     import shutil
 

@@ -10,6 +10,7 @@ JSON: 400 bad request, 401 bad key, 403 a path outside the media roots, 404 unkn
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import time
@@ -190,8 +191,7 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
                 return ApiError(401, "authentication_error", "invalid API key: send Authorization: Bearer <key> "
                                 "(the value of the server's --api-key-env variable)").response()
         if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            return ApiError(413, "invalid_request_error", f"request body over {MAX_BODY_BYTES} bytes: send the "
-                            "video as a file:// or https:// URL").response()
+            return _too_large().response()
         return await call_next(request)
 
     @app.get("/health")
@@ -206,7 +206,9 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Any:
         try:
-            req = ChatRequest.model_validate(await request.json())
+            req = ChatRequest.model_validate(json.loads(await _read_body(request)))
+        except ApiError as exc:
+            return exc.response()
         except ValueError as exc:  # JSON or pydantic
             detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
                 if isinstance(exc, ValidationError) else "the body is not JSON"
@@ -235,6 +237,23 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
         return completion(req.model, agents.describe(req.model), answer)
 
     return app
+
+
+def _too_large() -> ApiError:
+    return ApiError(413, "invalid_request_error", f"request body over {MAX_BODY_BYTES} bytes: send the video as a "
+                    "file:// or https:// URL")
+
+
+async def _read_body(request: Request) -> bytes:
+    """The body, read as it comes and refused past :data:`MAX_BODY_BYTES` (a chunked one names no length)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _answer(agent: Answerer, q: VideoQuestion, roots: Any) -> AgentAnswer:
