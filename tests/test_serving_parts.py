@@ -292,6 +292,25 @@ def test_a_chunked_body_over_the_cap_is_413(tmp_path: Path, monkeypatch: pytest.
         status, body = _chunked_post(base, under)  # read as it comes, and answered
         assert status == 200 and body["choices"][0]["message"]["content"] == "B", body
 
+
+def test_a_body_nested_too_deep_is_400(tmp_path: Path):
+    """JSON nested past Python's recursion limit raised RecursionError out of the handler: a bare-text 500."""
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = FakeAgent()
+    agent.release.set()
+    video = {"type": "video_url", "video_url": {"url": (tmp_path / "v.mp4").as_uri()}}
+    with running(create_app(FakeAgents(agent), MediaRoots([tmp_path]), ServerLimits())) as base:
+        for body in (b"[" * 100_000, b'{"model": "fake", "messages": ' + b"[" * 5000 + b"]" * 5000 + b"}"):
+            r = httpx.post(f"{base}/v1/chat/completions", content=body, timeout=30,
+                           headers={"content-type": "application/json"})
+            assert r.status_code == 400 and "nested" in r.json()["error"]["message"], r.text
+        deep = [[]]  # just under the limit, in a part's extra field: read, and answered
+        for _ in range(500):
+            deep = [deep]
+        r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={"model": "fake", "messages": [{
+            "role": "user", "content": [video, {"type": "text", "text": "Which?\nA) x\nB) y", "extra": deep}]}]})
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "B", r.text
+
 def test_catalog_of_a_seed_and_of_a_run(tmp_path: Path):
     import shutil
 

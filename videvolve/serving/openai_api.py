@@ -209,6 +209,9 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             req = ChatRequest.model_validate(json.loads(await _read_body(request)))
         except ApiError as exc:
             return exc.response()
+        except RecursionError:
+            return ApiError(400, "invalid_request_error", "the body is nested too deep to read: send the messages "
+                            "as a chat completion request has them").response()
         except ValueError as exc:  # JSON or pydantic
             detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
                 if isinstance(exc, ValidationError) else "the body is not JSON"
