@@ -72,6 +72,30 @@ def test_data_urls_and_schemes(tmp_path: Path):
             pass
 
 
+
+UNUSABLE = ["v.mp4\x00", "file:///%00/v.mp4", "~no-such-user-here/v.mp4", "a" * 5000 + ".mp4", "x/" * 3000 + "v.mp4",
+            "http://[::1/v.mp4", "https://[bad/v.mp4", "http://127.0.0.1:9/v\x7f.mp4", "http://" + "a" * 70 + ".com/v",
+            "http://ex\u00e4mple..com/v.mp4"]
+
+
+def test_unusable_video_references_are_400(tmp_path: Path):
+    """A NUL byte, an unknown ~user, a name too long or a URL that cannot be parsed raised ValueError, RuntimeError
+    or OSError out of the media layer: a 500 "a bug in videvolve, not in your request"."""
+    roots = MediaRoots([tmp_path])
+    for bad in UNUSABLE:
+        with pytest.raises(BadVideoSource, match="file://"), video_file(bad, roots):
+            pass
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = FakeAgent()
+    agent.release.set()
+    with running(create_app(FakeAgents(agent), roots, ServerLimits())) as base:
+        for bad in UNUSABLE:
+            r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={"model": "fake", "messages": [{
+                "role": "user", "content": [{"type": "video_url", "video_url": {"url": bad}},
+                                            {"type": "text", "text": "Which?\nA) x\nB) y"}]}]})
+            assert r.status_code == 400 and "file://" in r.json()["error"]["message"], (bad[:20], r.text[:300])
+        assert agent.started.acquire(timeout=0) is False  # none reached the harness
+
 def test_a_video_trickled_a_byte_at_a_time_ends_the_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """httpx's timeout is per read: a server trickling a "video" held the request (and its worker) for ever. A
     download now ends within its time in all (DOWNLOAD_S, here 2 s) as an unreachable video."""
