@@ -180,7 +180,7 @@ class FakeAgent:
 
 
 class FakeAgents:
-    def __init__(self, agent: FakeAgent) -> None:
+    def __init__(self, agent: Any) -> None:
         self.the = agent
 
     def ids(self) -> list[str]:
@@ -334,6 +334,29 @@ def test_a_body_nested_too_deep_is_400(tmp_path: Path):
         r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={"model": "fake", "messages": [{
             "role": "user", "content": [video, {"type": "text", "text": "Which?\nA) x\nB) y", "extra": deep}]}]})
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "B", r.text
+
+
+def test_a_server_that_cannot_start_a_sandbox_is_503(index_video: Path, monkeypatch: pytest.MonkeyPatch):
+    """No sandbox on the serving machine (bubblewrap missing) is the server's failure, as it stops a run for
+    --resume: it was answered 500, "a bug in videvolve"."""
+    from videvolve.api import load_harness
+    from videvolve.config import ModelSettings, RuntimeSettings
+    from videvolve.serving.agent import VideoAgent
+    from videvolve.skill_library import sandbox
+
+    real_which = sandbox.shutil.which
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    sandbox.get_sandbox.cache_clear()
+    agent = VideoAgent(load_harness("uniform"), ModelSettings(), RuntimeSettings())
+    try:
+        with running(create_app(FakeAgents(agent), MediaRoots([index_video.parent]), ServerLimits())) as base:
+            r = httpx.post(f"{base}/v1/chat/completions", timeout=120, json={"model": "fake", "messages": [{
+                "role": "user", "content": [{"type": "video_url", "video_url": {"url": index_video.as_uri()}},
+                                            {"type": "text", "text": "Which?\nA) x\nB) y"}]}]})
+    finally:
+        sandbox.get_sandbox.cache_clear()
+    assert r.status_code == 503, r.text
+    assert "--allow-weak-sandbox" in r.json()["error"]["message"] and "bug" not in r.json()["error"]["message"]
 
 def test_catalog_of_a_seed_and_of_a_run(tmp_path: Path):
     import shutil

@@ -5,7 +5,8 @@ as ``A) red`` make it mcq; without options, or with ``"grounding": true`` in the
 question, as ``videvolve ask`` decides). The harness decodes the video itself. The reply's content is the answer
 text; ``usage`` and the extra field ``videvolve`` carry the evidence times and the cost. Errors are OpenAI-style
 JSON: 400 bad request, 401 bad key, 403 a path outside the media roots, 404 unknown model, 429 queue full,
-502/503 when the model endpoint behind the harness refuses or is down.
+502/503 when the model endpoint behind the harness refuses or is down, 503 when this machine cannot run a harness
+(no sandbox, no processes left).
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from videvolve.errors import EndpointError, InfraError, InputNotFoundError, MediaError, UsageError, VidevolveError
+from videvolve.errors import (
+    EndpointError,
+    HostError,
+    InfraError,
+    InputNotFoundError,
+    MediaError,
+    UsageError,
+    VidevolveError,
+)
 from videvolve.serving.agent import AgentAnswer, split_question
 from videvolve.serving.media import OutsideMediaRoots, VideoUnreachable, video_file
 
@@ -170,6 +179,9 @@ def _check(exc: Exception) -> ApiError:
         return ApiError(502, "bad_gateway", f"the model endpoint behind the harness refuses us: {exc}")
     if isinstance(exc, InfraError):
         return ApiError(503, "service_unavailable", f"the model endpoint behind the harness is down: {exc}")
+    if isinstance(exc, HostError):  # no sandbox, no processes left, a full disk: this machine's, as in a run
+        log.error("this server cannot run a harness: %s", exc)
+        return ApiError(503, "service_unavailable", f"this server cannot run the harness now: {exc}")
     if isinstance(exc, MediaError | InputNotFoundError | UsageError | VideoUnreachable):
         return ApiError(400, "invalid_request_error", str(exc))
     log.exception("a bug in videvolve while answering")
