@@ -262,32 +262,48 @@ def test_harness_failures_and_endpoint_failures(tmp_path: Path, outcome: str, ra
 
 
 
-def _chunked_post(base: str, body: bytes) -> tuple[int, dict[str, Any]]:
-    """POST a body in 64 KiB chunks without a Content-Length (Transfer-Encoding: chunked), as a raw socket does;
-    the reply's status and JSON (the server may answer before it has read everything)."""
-    import json
+def _chunked_open(base: str) -> Any:
+    """A raw socket that has sent a chat request's head with Transfer-Encoding: chunked (no Content-Length)."""
     import socket
     from urllib.parse import urlparse
 
     url = urlparse(base)
-    with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n")
-        try:
-            for i in range(0, len(body), 65536):
-                piece = body[i:i + 65536]
-                sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+    sock = socket.create_connection((url.hostname, url.port), timeout=30)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n")
+    return sock
+
+
+def _chunked_send(sock: Any, body: bytes, end: bool = True) -> None:
+    try:
+        for i in range(0, len(body), 65536):
+            piece = body[i:i + 65536]
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+        if end:
             sock.sendall(b"0\r\n\r\n")
-        except OSError:  # the server answered and closed before reading the rest
-            pass
-        reply = b""
-        while b"\r\n\r\n" not in reply or len(reply.split(b"\r\n\r\n", 1)[1]) < _length(reply):
-            got = sock.recv(65536)
-            if not got:
-                break
-            reply += got
+    except OSError:  # the server answered and closed before reading the rest
+        pass
+
+
+def _reply(sock: Any) -> tuple[int, dict[str, Any]]:
+    """The status and JSON of the reply on a raw socket (within the socket's timeout)."""
+    import json
+
+    reply = b""
+    while b"\r\n\r\n" not in reply or len(reply.split(b"\r\n\r\n", 1)[1]) < _length(reply):
+        got = sock.recv(65536)
+        if not got:
+            break
+        reply += got
     head, _, rest = reply.partition(b"\r\n\r\n")
     return int(head.split()[1]), json.loads(rest[:_length(reply)])
+
+
+def _chunked_post(base: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    """POST a body in 64 KiB chunks without a Content-Length; the reply's status and JSON."""
+    with _chunked_open(base) as sock:
+        _chunked_send(sock, body)
+        return _reply(sock)
 
 
 def _length(reply: bytes) -> int:
@@ -335,6 +351,42 @@ def test_a_body_nested_too_deep_is_400(tmp_path: Path):
             "role": "user", "content": [video, {"type": "text", "text": "Which?\nA) x\nB) y", "extra": deep}]}]})
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "B", r.text
 
+
+
+def test_a_full_queue_turns_a_request_away_before_reading_its_body(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The queue was counted after the body was read: a flood of large bodies was read into memory, all at once,
+    before any was told 429. A body that does not arrive within BODY_S frees its place (408)."""
+    from videvolve.serving import openai_api
+
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    url = (tmp_path / "v.mp4").as_uri()
+    agent = FakeAgent()
+    with running(create_app(FakeAgents(agent), MediaRoots([tmp_path]), ServerLimits(concurrency=1, queue=0))) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        results: list[Any] = []
+        first = _ask_in_thread(client, url, results)
+        assert agent.started.acquire(timeout=30)
+        with _chunked_open(base) as sock:
+            _chunked_send(sock, b'{"model": "fake", "pad": "' + b"x" * 100_000, end=False)  # more to come
+            sock.settimeout(10)
+            try:
+                status, body = _reply(sock)
+            except TimeoutError:
+                raise AssertionError("the server waits for the body of a request it has no place for") from None
+            assert status == 429 and "retry later" in body["error"]["message"], body
+        agent.release.set()
+        first.join(30)
+        _running_or_queued(base, 0)
+        monkeypatch.setattr(openai_api, "BODY_S", 1.0)
+        with _chunked_open(base) as sock:  # admitted, and never finished: its place comes back
+            _chunked_send(sock, b'{"model": "fake"', end=False)
+            sock.settimeout(20)
+            status, body = _reply(sock)
+            assert status == 408 and "1 s" in body["error"]["message"], body
+        _running_or_queued(base, 0)
+        second: list[Any] = []
+        _ask_in_thread(client, url, second).join(30)
+        assert results[0].choices[0].message.content == "B" == second[0].choices[0].message.content
 
 def test_a_server_that_cannot_start_a_sandbox_is_503(index_video: Path, monkeypatch: pytest.MonkeyPatch):
     """No sandbox on the serving machine (bubblewrap missing) is the server's failure, as it stops a run for

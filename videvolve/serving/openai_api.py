@@ -37,6 +37,8 @@ from videvolve.serving.agent import AgentAnswer, split_question
 from videvolve.serving.media import OutsideMediaRoots, VideoUnreachable, video_file
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
+BODY_S = 300.0
+"""The longest a request's body may take to arrive (it holds a place in the queue meanwhile)."""
 log = logging.getLogger(__name__)
 
 
@@ -73,7 +75,8 @@ class ServerLimits:
     concurrency: int = 4
     """Questions answered at once (each runs its own sandboxed harness)."""
     queue: int = 16
-    """Questions waiting beyond those; one more is answered 429."""
+    """Questions waiting beyond those (a request counts from its arrival, its body still to read); one more is
+    answered 429 before its body is read."""
 
 
 class ContentPart(BaseModel):
@@ -217,6 +220,16 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Any:
+        if admitted["n"] >= limits.concurrency + limits.queue:  # before the body: a flood is never read at all
+            return ApiError(429, "rate_limit_error", f"{admitted['n']} questions running or queued (--concurrency "
+                            f"{limits.concurrency}, --queue {limits.queue}); retry later").response()
+        admitted["n"] += 1
+        try:
+            return await respond(request)
+        finally:
+            admitted["n"] -= 1
+
+    async def respond(request: Request) -> Any:
         try:
             req = ChatRequest.model_validate(json.loads(await _read_body(request)))
         except ApiError as exc:
@@ -239,16 +252,10 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             q = read_question(req)
         except ApiError as exc:
             return exc.response()
-        if admitted["n"] >= limits.concurrency + limits.queue:
-            return ApiError(429, "rate_limit_error", f"{admitted['n']} questions running or queued (--concurrency "
-                            f"{limits.concurrency}, --queue {limits.queue}); retry later").response()
-        admitted["n"] += 1
         try:
             answer = await anyio.to_thread.run_sync(_answer, agent, q, roots, limiter=limiter)
         except Exception as exc:
             return _check(exc).response()
-        finally:
-            admitted["n"] -= 1
         return completion(req.model, agents.describe(req.model), answer)
 
     return app
@@ -260,14 +267,19 @@ def _too_large() -> ApiError:
 
 
 async def _read_body(request: Request) -> bytes:
-    """The body, read as it comes and refused past :data:`MAX_BODY_BYTES` (a chunked one names no length)."""
+    """The body as it comes, refused past :data:`MAX_BODY_BYTES` (chunked names no length) or :data:`BODY_S`."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _too_large()
-        chunks.append(chunk)
+    try:
+        with anyio.fail_after(BODY_S):  # a body trickled for ever would hold its place in the queue
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise _too_large()
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(408, "invalid_request_error", f"the request body was still arriving ({size} bytes) after "
+                       f"{BODY_S:g} s: send the video as a file:// or https:// URL") from None
     return b"".join(chunks)
 
 
