@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,59 @@ def test_streamable_http(world):
 
         got = anyio.run(main)
     _check(got, w)
+
+
+class _Blocking:
+    """An agent whose questions wait to be released, counting how many run at once (the harness's place)."""
+
+    def __init__(self, concurrency: int) -> None:
+        from types import SimpleNamespace
+
+        self.runtime = SimpleNamespace(concurrency=concurrency)
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+
+    def ask(self, video: Any, question: str, options: list[str] | None = None, grounding: bool = False) -> Any:
+        from videvolve.serving.agent import AgentAnswer, Cost
+
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            assert self.release.wait(60)
+            return AgentAnswer(harness="fake@1", kind="grounding", outcome="ok", answer=[], text="[]", cost=Cost())
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+@pytest.mark.timeout(120)
+def test_concurrent_asks_run_at_most_concurrency_harnesses(tmp_path: Path):
+    """Every ask ran at once (up to anyio's 40 threads), each a sandboxed harness and its decoding: a client's
+    flood of calls held them all. At most --concurrency run; the others wait their turn."""
+    from videvolve.serving.mcp_server import create_mcp
+    from videvolve.serving.media import MediaRoots
+
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = _Blocking(concurrency=2)
+    server = create_mcp(agent, MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+
+    async def main() -> list[Any]:
+        results: list[Any] = []
+        async with Client(server) as client:
+            async def one() -> None:
+                results.append(await client.call_tool("ground_in_video", {"video": "v.mp4", "query": "When?"}))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(6):
+                    tg.start_soon(one)
+                with anyio.fail_after(30):
+                    while agent.now < 2:
+                        await anyio.sleep(0.02)
+                await anyio.sleep(1.0)  # time for more to start, were they let
+                agent.release.set()
+        return results
+
+    results = anyio.run(main)
+    assert agent.most == 2 and len(results) == 6 and not any(r.is_error for r in results), agent.most

@@ -72,6 +72,30 @@ def test_data_urls_and_schemes(tmp_path: Path):
             pass
 
 
+
+UNUSABLE = ["v.mp4\x00", "file:///%00/v.mp4", "~no-such-user-here/v.mp4", "a" * 5000 + ".mp4", "x/" * 3000 + "v.mp4",
+            "http://[::1/v.mp4", "https://[bad/v.mp4", "http://127.0.0.1:9/v\x7f.mp4", "http://" + "a" * 70 + ".com/v",
+            "http://ex\u00e4mple..com/v.mp4"]
+
+
+def test_unusable_video_references_are_400(tmp_path: Path):
+    """A NUL byte, an unknown ~user, a name too long or a URL that cannot be parsed raised ValueError, RuntimeError
+    or OSError out of the media layer: a 500 "a bug in videvolve, not in your request"."""
+    roots = MediaRoots([tmp_path])
+    for bad in UNUSABLE:
+        with pytest.raises(BadVideoSource, match="file://"), video_file(bad, roots):
+            pass
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = FakeAgent()
+    agent.release.set()
+    with running(create_app(FakeAgents(agent), roots, ServerLimits())) as base:
+        for bad in UNUSABLE:
+            r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={"model": "fake", "messages": [{
+                "role": "user", "content": [{"type": "video_url", "video_url": {"url": bad}},
+                                            {"type": "text", "text": "Which?\nA) x\nB) y"}]}]})
+            assert r.status_code == 400 and "file://" in r.json()["error"]["message"], (bad[:20], r.text[:300])
+        assert agent.started.acquire(timeout=0) is False  # none reached the harness
+
 def test_a_video_trickled_a_byte_at_a_time_ends_the_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """httpx's timeout is per read: a server trickling a "video" held the request (and its worker) for ever. A
     download now ends within its time in all (DOWNLOAD_S, here 2 s) as an unreachable video."""
@@ -142,7 +166,7 @@ class FakeAgent:
 
 
 class FakeAgents:
-    def __init__(self, agent: FakeAgent) -> None:
+    def __init__(self, agent: Any) -> None:
         self.the = agent
 
     def ids(self) -> list[str]:
@@ -222,6 +246,155 @@ def test_harness_failures_and_endpoint_failures(tmp_path: Path, outcome: str, ra
     else:
         assert body["error"]["code"] == status and str(raises) in body["error"]["message"]
 
+
+
+def _chunked_open(base: str) -> Any:
+    """A raw socket that has sent a chat request's head with Transfer-Encoding: chunked (no Content-Length)."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(base)
+    sock = socket.create_connection((url.hostname, url.port), timeout=30)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n")
+    return sock
+
+
+def _chunked_send(sock: Any, body: bytes, end: bool = True) -> None:
+    try:
+        for i in range(0, len(body), 65536):
+            piece = body[i:i + 65536]
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+        if end:
+            sock.sendall(b"0\r\n\r\n")
+    except OSError:  # the server answered and closed before reading the rest
+        pass
+
+
+def _reply(sock: Any) -> tuple[int, dict[str, Any]]:
+    """The status and JSON of the reply on a raw socket (within the socket's timeout)."""
+    import json
+
+    reply = b""
+    while b"\r\n\r\n" not in reply or len(reply.split(b"\r\n\r\n", 1)[1]) < _length(reply):
+        got = sock.recv(65536)
+        if not got:
+            break
+        reply += got
+    head, _, rest = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(rest[:_length(reply)])
+
+
+def _chunked_post(base: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    """POST a body in 64 KiB chunks without a Content-Length; the reply's status and JSON."""
+    with _chunked_open(base) as sock:
+        _chunked_send(sock, body)
+        return _reply(sock)
+
+
+def _length(reply: bytes) -> int:
+    head = reply.split(b"\r\n\r\n", 1)[0].lower()
+    return next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.startswith(b"content-length:")),
+                1 << 30)
+
+
+def test_a_chunked_body_over_the_cap_is_413(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The 413 cap held for a Content-Length only: a chunked body of any size was read into memory whole."""
+    import json
+
+    from videvolve.serving import openai_api
+
+    monkeypatch.setattr(openai_api, "MAX_BODY_BYTES", 1024 * 1024)
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = FakeAgent()
+    agent.release.set()
+    message = {"role": "user", "content": [{"type": "video_url", "video_url": {"url": (tmp_path / "v.mp4").as_uri()}},
+                                           {"type": "text", "text": "Which?\nA) x\nB) y"}]}
+    with running(create_app(FakeAgents(agent), MediaRoots([tmp_path]), ServerLimits())) as base:
+        over = json.dumps({"model": "fake", "messages": [message], "pad": "x" * 3 * 1024 * 1024}).encode()
+        status, body = _chunked_post(base, over)
+        assert status == 413 and "over 1048576 bytes" in body["error"]["message"], body
+        under = json.dumps({"model": "fake", "messages": [message], "pad": "x" * 512 * 1024}).encode()
+        status, body = _chunked_post(base, under)  # read as it comes, and answered
+        assert status == 200 and body["choices"][0]["message"]["content"] == "B", body
+
+
+def test_a_body_nested_too_deep_is_400(tmp_path: Path):
+    """JSON nested past Python's recursion limit raised RecursionError out of the handler: a bare-text 500."""
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = FakeAgent()
+    agent.release.set()
+    video = {"type": "video_url", "video_url": {"url": (tmp_path / "v.mp4").as_uri()}}
+    with running(create_app(FakeAgents(agent), MediaRoots([tmp_path]), ServerLimits())) as base:
+        for body in (b"[" * 100_000, b'{"model": "fake", "messages": ' + b"[" * 5000 + b"]" * 5000 + b"}"):
+            r = httpx.post(f"{base}/v1/chat/completions", content=body, timeout=30,
+                           headers={"content-type": "application/json"})
+            assert r.status_code == 400 and "nested" in r.json()["error"]["message"], r.text
+        deep = [[]]  # just under the limit, in a part's extra field: read, and answered
+        for _ in range(500):
+            deep = [deep]
+        r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={"model": "fake", "messages": [{
+            "role": "user", "content": [video, {"type": "text", "text": "Which?\nA) x\nB) y", "extra": deep}]}]})
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "B", r.text
+
+
+
+def test_a_full_queue_turns_a_request_away_before_reading_its_body(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The queue was counted after the body was read: a flood of large bodies was read into memory, all at once,
+    before any was told 429. A body that does not arrive within BODY_S frees its place (408)."""
+    from videvolve.serving import openai_api
+
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    url = (tmp_path / "v.mp4").as_uri()
+    agent = FakeAgent()
+    with running(create_app(FakeAgents(agent), MediaRoots([tmp_path]), ServerLimits(concurrency=1, queue=0))) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        results: list[Any] = []
+        first = _ask_in_thread(client, url, results)
+        assert agent.started.acquire(timeout=30)
+        with _chunked_open(base) as sock:
+            _chunked_send(sock, b'{"model": "fake", "pad": "' + b"x" * 100_000, end=False)  # more to come
+            sock.settimeout(10)
+            try:
+                status, body = _reply(sock)
+            except TimeoutError:
+                raise AssertionError("the server waits for the body of a request it has no place for") from None
+            assert status == 429 and "retry later" in body["error"]["message"], body
+        agent.release.set()
+        first.join(30)
+        _running_or_queued(base, 0)
+        monkeypatch.setattr(openai_api, "BODY_S", 1.0)
+        with _chunked_open(base) as sock:  # admitted, and never finished: its place comes back
+            _chunked_send(sock, b'{"model": "fake"', end=False)
+            sock.settimeout(20)
+            status, body = _reply(sock)
+            assert status == 408 and "1 s" in body["error"]["message"], body
+        _running_or_queued(base, 0)
+        second: list[Any] = []
+        _ask_in_thread(client, url, second).join(30)
+        assert results[0].choices[0].message.content == "B" == second[0].choices[0].message.content
+
+def test_a_server_that_cannot_start_a_sandbox_is_503(index_video: Path, monkeypatch: pytest.MonkeyPatch):
+    """No sandbox on the serving machine (bubblewrap missing) is the server's failure, as it stops a run for
+    --resume: it was answered 500, "a bug in videvolve"."""
+    from videvolve.api import load_harness
+    from videvolve.config import ModelSettings, RuntimeSettings
+    from videvolve.serving.agent import VideoAgent
+    from videvolve.skill_library import sandbox
+
+    real_which = sandbox.shutil.which
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    sandbox.get_sandbox.cache_clear()
+    agent = VideoAgent(load_harness("uniform"), ModelSettings(), RuntimeSettings())
+    try:
+        with running(create_app(FakeAgents(agent), MediaRoots([index_video.parent]), ServerLimits())) as base:
+            r = httpx.post(f"{base}/v1/chat/completions", timeout=120, json={"model": "fake", "messages": [{
+                "role": "user", "content": [{"type": "video_url", "video_url": {"url": index_video.as_uri()}},
+                                            {"type": "text", "text": "Which?\nA) x\nB) y"}]}]})
+    finally:
+        sandbox.get_sandbox.cache_clear()
+    assert r.status_code == 503, r.text
+    assert "--allow-weak-sandbox" in r.json()["error"]["message"] and "bug" not in r.json()["error"]["message"]
 
 def test_catalog_of_a_seed_and_of_a_run(tmp_path: Path):
     import shutil

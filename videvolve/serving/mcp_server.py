@@ -2,11 +2,13 @@
 
 Tools: ``ask_video`` (a question, with options or not, as ``videvolve ask``), ``ground_in_video`` (every interval
 where a query happens), ``search_diagnoses`` (the Chroma memory of failure diagnoses) and ``show_harness``. Video
-paths are confined to the media roots; every answer carries its evidence times and its cost.
+paths are confined to the media roots; every answer carries its evidence times and its cost. At most
+``--concurrency`` questions are answered at once; the others wait their turn.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -78,10 +80,10 @@ def harness_card(agent: VideoAgent) -> HarnessCard:
                        scores=dict(m.get("scores") or {}))
 
 
-def _answer(agent: VideoAgent, roots: MediaRoots, video: str, question: str, options: list[str] | None,
-            grounding: bool) -> AgentAnswer:
+def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, video: str, question: str,
+            options: list[str] | None, grounding: bool) -> AgentAnswer:
     try:
-        with video_file(video, roots) as path:
+        with gate, video_file(video, roots) as path:  # at most --concurrency harnesses (and downloads) at once
             return agent.ask(path, question, options, grounding)
     except EndpointError as exc:
         raise ToolError(f"the model endpoint behind the harness refuses us: {exc}") from None
@@ -95,6 +97,7 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
                open_memory: Callable[[Path], DiagnosisStore] | None = None) -> MCPServer:
     """The server; ``open_memory`` opens the diagnosis memory for each search (default: ``read_store``)."""
     server: MCPServer = MCPServer("videvolve", instructions=INSTRUCTIONS)
+    gate = threading.BoundedSemaphore(agent.runtime.concurrency)  # the SDK runs each call in a thread of its own
 
     @server.tool()
     def ask_video(video: str, question: str, options: list[str] | None = None) -> AgentAnswer:
@@ -104,12 +107,12 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         'when does X happen?' question answered with every [start, end] interval in seconds. The reply carries the
         evidence times and the cost (frames, visual tokens, model calls).
         """
-        return _answer(agent, roots, video, question, options, grounding=False)
+        return _answer(agent, roots, gate, video, question, options, grounding=False)
 
     @server.tool()
     def ground_in_video(video: str, query: str) -> AgentAnswer:
         """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does."""
-        return _answer(agent, roots, video, query, None, grounding=True)
+        return _answer(agent, roots, gate, video, query, None, grounding=True)
 
     @server.tool()
     def search_diagnoses(text: str, k: int = 5, category: str | None = None) -> DiagnosisHits:

@@ -58,14 +58,26 @@ class MediaRoots:
         if not self.roots:
             raise OutsideMediaRoots(f"local videos are not served: start the server with --media-root DIR "
                                     f"(asked for {path})")
-        p = Path(path).expanduser()
-        p = (p if p.is_absolute() else self.roots[0] / p).resolve()
+        try:  # a NUL byte (ValueError), ~no-such-user (RuntimeError)
+            p = Path(path).expanduser()
+            p = (p if p.is_absolute() else self.roots[0] / p).resolve()
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise _unusable(str(path), exc) from None
         if not any(p.is_relative_to(root) for root in self.roots):
             shown = ", ".join(map(str, self.roots))
             raise OutsideMediaRoots(f"{path} is outside the media roots ({shown}); only videos under them are served")
-        if not p.is_file():
+        try:
+            found = p.is_file()
+        except (ValueError, OSError) as exc:  # a name too long, a folder this server may not read
+            raise _unusable(str(path), exc) from None
+        if not found:
             raise InputNotFoundError(f"no video at {p} (under the media roots)")
         return p
+
+
+def _unusable(ref: str, exc: Exception) -> BadVideoSource:
+    return BadVideoSource(f"the video {ref[:100]!r} is not a usable path or URL ({type(exc).__name__}: "
+                          f"{str(exc)[:200]}): send a path under a media root, a file://, http(s):// or data: URL")
 
 
 def _write_capped(chunks: Iterator[bytes], dest: Path, source: str, deadline: float = math.inf) -> Path:
@@ -100,6 +112,8 @@ def _download(url: str, dest: Path, timeout_s: float) -> Path:
             if response.status_code != 200:
                 raise VideoUnreachable(f"fetching the video {url} answered HTTP {response.status_code}")
             return _write_capped(response.iter_bytes(), dest, url, deadline)  # chunks as they come
+    except (httpx.InvalidURL, UnicodeError) as exc:  # a character or a host name no request can carry
+        raise _unusable(url, exc) from None
     except httpx.HTTPError as exc:
         raise VideoUnreachable(f"cannot fetch the video {url}: {type(exc).__name__}: {exc}") from None
 
@@ -111,9 +125,13 @@ def video_file(url: str, roots: MediaRoots, timeout_s: float = 120.0) -> Iterato
     ``file:///abs/path`` and plain paths must lie under a media root; ``http(s)://`` is downloaded and
     ``data:video/...;base64,`` decoded into a temporary folder removed afterwards.
     """
-    scheme = urlparse(url).scheme.lower() if "://" in url or url.startswith("data:") else ""
+    try:
+        parsed = urlparse(url)  # "http://[::1/v.mp4": ValueError
+    except ValueError as exc:
+        raise _unusable(url, exc) from None
+    scheme = parsed.scheme.lower() if "://" in url or url.startswith("data:") else ""
     if scheme in ("", "file"):
-        yield roots.resolve(unquote(urlparse(url).path) if scheme == "file" else url)
+        yield roots.resolve(unquote(parsed.path) if scheme == "file" else url)
         return
     if scheme not in ("http", "https", "data"):
         raise BadVideoSource(f"unsupported video URL scheme {scheme!r}: use file://, http(s):// or a data URL")

@@ -5,11 +5,13 @@ as ``A) red`` make it mcq; without options, or with ``"grounding": true`` in the
 question, as ``videvolve ask`` decides). The harness decodes the video itself. The reply's content is the answer
 text; ``usage`` and the extra field ``videvolve`` carry the evidence times and the cost. Errors are OpenAI-style
 JSON: 400 bad request, 401 bad key, 403 a path outside the media roots, 404 unknown model, 429 queue full,
-502/503 when the model endpoint behind the harness refuses or is down.
+502/503 when the model endpoint behind the harness refuses or is down, 503 when this machine cannot run a harness
+(no sandbox, no processes left).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import time
@@ -22,11 +24,21 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from videvolve.errors import EndpointError, InfraError, InputNotFoundError, MediaError, UsageError, VidevolveError
+from videvolve.errors import (
+    EndpointError,
+    HostError,
+    InfraError,
+    InputNotFoundError,
+    MediaError,
+    UsageError,
+    VidevolveError,
+)
 from videvolve.serving.agent import AgentAnswer, split_question
 from videvolve.serving.media import OutsideMediaRoots, VideoUnreachable, video_file
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
+BODY_S = 300.0
+"""The longest a request's body may take to arrive (it holds a place in the queue meanwhile)."""
 log = logging.getLogger(__name__)
 
 
@@ -63,7 +75,8 @@ class ServerLimits:
     concurrency: int = 4
     """Questions answered at once (each runs its own sandboxed harness)."""
     queue: int = 16
-    """Questions waiting beyond those; one more is answered 429."""
+    """Questions waiting beyond those (a request counts from its arrival, its body still to read); one more is
+    answered 429 before its body is read."""
 
 
 class ContentPart(BaseModel):
@@ -169,6 +182,9 @@ def _check(exc: Exception) -> ApiError:
         return ApiError(502, "bad_gateway", f"the model endpoint behind the harness refuses us: {exc}")
     if isinstance(exc, InfraError):
         return ApiError(503, "service_unavailable", f"the model endpoint behind the harness is down: {exc}")
+    if isinstance(exc, HostError):  # no sandbox, no processes left, a full disk: this machine's, as in a run
+        log.error("this server cannot run a harness: %s", exc)
+        return ApiError(503, "service_unavailable", f"this server cannot run the harness now: {exc}")
     if isinstance(exc, MediaError | InputNotFoundError | UsageError | VideoUnreachable):
         return ApiError(400, "invalid_request_error", str(exc))
     log.exception("a bug in videvolve while answering")
@@ -190,8 +206,7 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
                 return ApiError(401, "authentication_error", "invalid API key: send Authorization: Bearer <key> "
                                 "(the value of the server's --api-key-env variable)").response()
         if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            return ApiError(413, "invalid_request_error", f"request body over {MAX_BODY_BYTES} bytes: send the "
-                            "video as a file:// or https:// URL").response()
+            return _too_large().response()
         return await call_next(request)
 
     @app.get("/health")
@@ -205,8 +220,23 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Any:
+        if admitted["n"] >= limits.concurrency + limits.queue:  # before the body: a flood is never read at all
+            return ApiError(429, "rate_limit_error", f"{admitted['n']} questions running or queued (--concurrency "
+                            f"{limits.concurrency}, --queue {limits.queue}); retry later").response()
+        admitted["n"] += 1
         try:
-            req = ChatRequest.model_validate(await request.json())
+            return await respond(request)
+        finally:
+            admitted["n"] -= 1
+
+    async def respond(request: Request) -> Any:
+        try:
+            req = ChatRequest.model_validate(json.loads(await _read_body(request)))
+        except ApiError as exc:
+            return exc.response()
+        except RecursionError:
+            return ApiError(400, "invalid_request_error", "the body is nested too deep to read: send the messages "
+                            "as a chat completion request has them").response()
         except ValueError as exc:  # JSON or pydantic
             detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
                 if isinstance(exc, ValidationError) else "the body is not JSON"
@@ -222,19 +252,35 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             q = read_question(req)
         except ApiError as exc:
             return exc.response()
-        if admitted["n"] >= limits.concurrency + limits.queue:
-            return ApiError(429, "rate_limit_error", f"{admitted['n']} questions running or queued (--concurrency "
-                            f"{limits.concurrency}, --queue {limits.queue}); retry later").response()
-        admitted["n"] += 1
         try:
             answer = await anyio.to_thread.run_sync(_answer, agent, q, roots, limiter=limiter)
         except Exception as exc:
             return _check(exc).response()
-        finally:
-            admitted["n"] -= 1
         return completion(req.model, agents.describe(req.model), answer)
 
     return app
+
+
+def _too_large() -> ApiError:
+    return ApiError(413, "invalid_request_error", f"request body over {MAX_BODY_BYTES} bytes: send the video as a "
+                    "file:// or https:// URL")
+
+
+async def _read_body(request: Request) -> bytes:
+    """The body as it comes, refused past :data:`MAX_BODY_BYTES` (chunked names no length) or :data:`BODY_S`."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with anyio.fail_after(BODY_S):  # a body trickled for ever would hold its place in the queue
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise _too_large()
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(408, "invalid_request_error", f"the request body was still arriving ({size} bytes) after "
+                       f"{BODY_S:g} s: send the video as a file:// or https:// URL") from None
+    return b"".join(chunks)
 
 
 def _answer(agent: Answerer, q: VideoQuestion, roots: Any) -> AgentAnswer:
