@@ -396,6 +396,30 @@ def test_a_server_that_cannot_start_a_sandbox_is_503(index_video: Path, monkeypa
     assert r.status_code == 503, r.text
     assert "--allow-weak-sandbox" in r.json()["error"]["message"] and "bug" not in r.json()["error"]["message"]
 
+
+def test_a_harness_changed_on_disk_under_the_server_is_503_not_a_bug(index_video: Path, tmp_path: Path):
+    """Harness versions are immutable: one edited while the server answers with it is refused for every question.
+    That is how the server was set up (503, restart it), not "a bug in videvolve" (500, before)."""
+    import shutil
+
+    from videvolve.api import load_harness
+    from videvolve.config import ModelSettings, RuntimeSettings
+    from videvolve.serving.agent import VideoAgent
+    from videvolve.skill_library.harness import seed_path
+
+    shutil.copytree(seed_path("uniform"), tmp_path / "h")
+    agent = VideoAgent(load_harness(tmp_path / "h"), ModelSettings(), RuntimeSettings())
+    with (tmp_path / "h" / "solver.py").open("a") as fh:
+        fh.write("\n# edited after the server started\n")
+    with running(create_app(FakeAgents(agent), MediaRoots([index_video.parent]), ServerLimits())) as base:
+        r = httpx.post(f"{base}/v1/chat/completions", timeout=120, json={"model": "fake", "messages": [{
+            "role": "user", "content": [{"type": "video_url", "video_url": {"url": index_video.as_uri()}},
+                                        {"type": "text", "text": "Which?\nA) x\nB) y"}]}]})
+    assert r.status_code == 503, r.text
+    message = r.json()["error"]["message"]
+    assert "changed on disk" in message and "restart" in message and "bug" not in message
+
+
 def test_catalog_of_a_seed_and_of_a_run(tmp_path: Path):
     import shutil
 

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from videvolve.errors import (
     EndpointError,
+    HarnessError,
     HostError,
     InfraError,
     InputNotFoundError,
@@ -185,6 +186,10 @@ def _check(exc: Exception) -> ApiError:
     if isinstance(exc, HostError):  # no sandbox, no processes left, a full disk: this machine's, as in a run
         log.error("this server cannot run a harness: %s", exc)
         return ApiError(503, "service_unavailable", f"this server cannot run the harness now: {exc}")
+    if isinstance(exc, HarnessError):  # what the server answers with is unusable (a version edited on disk)
+        log.error("the server's harness cannot be used: %s", exc)
+        return ApiError(503, "service_unavailable", f"this server's harness cannot be used: {exc}; restart the server "
+                        "with a harness that is not being edited (copy it first)")
     if isinstance(exc, MediaError | InputNotFoundError | UsageError | VideoUnreachable):
         return ApiError(400, "invalid_request_error", str(exc))
     log.exception("a bug in videvolve while answering")
