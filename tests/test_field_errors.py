@@ -68,3 +68,27 @@ def test_tasks_file_reports_plain_field_errors(tmp_path: Path):
     [problem] = problems_of(read_tasks, path)
     assert problem == f"{path}:1: answer, item 1: interval start 24.25 is after its end 17.0"
     assert "function-after" not in problem and "list[" not in problem
+
+
+READERS = [read_tasks, read_json_records, lambda path: tasks_from_table(path, path.parent)]
+
+
+@pytest.mark.parametrize("read", READERS, ids=["tasks", "import", "from-csv"])
+@pytest.mark.parametrize(("second", "says"), [
+    (b'{"id": "caf\xe9"}', "not UTF-8 text (byte 0xe9"),  # a Latin-1 file
+    (b'{"meta": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deep"),
+])
+def test_a_file_python_cannot_read_as_json_names_the_file_and_line(tmp_path: Path, read, second: bytes, says: str):
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n" + second + b"\n")
+    [problem] = problems_of(read, path)
+    assert problem.startswith(f"{path}:2: {says}"), problem
+
+
+@pytest.mark.parametrize("read", READERS[:2], ids=["tasks", "import"])
+def test_a_byte_order_mark_and_a_line_separator_inside_a_string_are_read(tmp_path: Path, read):
+    path = tmp_path / "tasks.jsonl"  # Windows tools write the mark; json.dumps(ensure_ascii=False) writes U+2028 raw
+    records = [{**GOOD, "id": "a", "question": "When\u2028does it\u0085 happen?"}, {**GOOD, "id": "b"}]
+    path.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode())
+    got = read(path)
+    assert [r.id if isinstance(r, Task) else r["id"] for r in got] == ["a", "b"]

@@ -11,6 +11,7 @@ A row without an answer (no column, or an empty cell) is a :class:`Question` for
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from dataclasses import dataclass
@@ -19,10 +20,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from videvolve.errors import InputNotFoundError, MediaError, TaskFormatError, UsageError, describe, json_error
+from videvolve.errors import InputNotFoundError, MediaError, TaskFormatError, UsageError, describe
 from videvolve.media import probe
 from videvolve.metrics.intervals import to_seconds
-from videvolve.tasks import LETTERS, Interval, Kind, LabelSource, Task
+from videvolve.tasks import LETTERS, Interval, Kind, LabelSource, Task, parse_json, read_text, text_lines
 
 _ABSENT = {"", "none", "never", "[]", "absent", "no"}
 
@@ -48,18 +49,17 @@ def parse_intervals_cell(text: str) -> list[Interval]:
 def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if path.suffix.lower() == ".jsonl":
         rows, problems = [], []
-        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for i, line in text_lines(path):
             if not line.strip():
                 continue
             try:
-                rows.append((i, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                problems.append(json_error(path, exc, i))
+                rows.append((i, parse_json(line, path, i)))
+            except TaskFormatError as exc:
+                problems += exc.problems
         if problems:
             raise TaskFormatError(path, problems)
         return rows
-    with path.open(newline="", encoding="utf-8") as fh:
-        return [(i, dict(row)) for i, row in enumerate(csv.DictReader(fh), start=2)]
+    return [(i, dict(row)) for i, row in enumerate(csv.DictReader(io.StringIO(read_text(path), newline="")), start=2)]
 
 
 class Question(BaseModel):
