@@ -110,3 +110,23 @@ def test_loaders_keep_evidence_durations_and_report_bad_records(tmp_path: Path):
     bad.write_text(json.dumps([{"qid": "x", "video_id": "v", "question": "q"}]))
     with pytest.raises(Exception, match="record 1: missing field 'correct_interval'"):
         import_benchmark("extremewhenbench", bad, tmp_path)
+
+
+def test_a_durations_file_or_an_mlvu_file_of_the_wrong_shape_names_the_file(tmp_path: Path):
+    from videvolve.errors import InputNotFoundError, TaskFormatError
+
+    charades = tmp_path / "charades.txt"
+    charades.write_text("AO8RW 0.0 6.9##a person is putting a book on a shelf.\n")
+    meta = tmp_path / "Charades_v1_test.csv"
+    with pytest.raises(InputNotFoundError, match=f"durations file not found: {meta}"):
+        import_benchmark("charades-sta", charades, tmp_path, meta)
+    for text, says in [("name,len\nAO8RW,30\n", f"{meta}: no 'id' and 'length' columns"),
+                       ("id,length\nAO8RW,30\nAO8RX,abc\n", f"{meta}:3: length 'abc' is not a number of seconds")]:
+        meta.write_text(text)
+        with pytest.raises(TaskFormatError, match=says):
+            import_benchmark("charades-sta", charades, tmp_path, meta)
+    mlvu = tmp_path / "mlvu.json"
+    for data, says in [([1, 2], "record 1 is not a JSON object"), ({"plotQA": 5}, "'plotQA' is not a list")]:
+        mlvu.write_text(json.dumps(data))
+        with pytest.raises(TaskFormatError, match=says):
+            import_benchmark("mlvu", mlvu, tmp_path)

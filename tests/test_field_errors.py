@@ -68,3 +68,57 @@ def test_tasks_file_reports_plain_field_errors(tmp_path: Path):
     [problem] = problems_of(read_tasks, path)
     assert problem == f"{path}:1: answer, item 1: interval start 24.25 is after its end 17.0"
     assert "function-after" not in problem and "list[" not in problem
+
+
+READERS = [read_tasks, read_json_records, lambda path: tasks_from_table(path, path.parent)]
+
+
+@pytest.mark.parametrize("read", READERS, ids=["tasks", "import", "from-csv"])
+@pytest.mark.parametrize(("second", "says"), [
+    (b'{"id": "caf\xe9"}', "not UTF-8 text (byte 0xe9"),  # a Latin-1 file
+    (b'{"meta": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deep"),
+])
+def test_a_file_python_cannot_read_as_json_names_the_file_and_line(tmp_path: Path, read, second: bytes, says: str):
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n" + second + b"\n")
+    [problem] = problems_of(read, path)
+    assert problem.startswith(f"{path}:2: {says}"), problem
+
+
+@pytest.mark.parametrize("read", READERS[:2], ids=["tasks", "import"])
+def test_a_byte_order_mark_and_a_line_separator_inside_a_string_are_read(tmp_path: Path, read):
+    path = tmp_path / "tasks.jsonl"  # Windows tools write the mark; json.dumps(ensure_ascii=False) writes U+2028 raw
+    records = [{**GOOD, "id": "a", "question": "When\u2028does it\u0085 happen?"}, {**GOOD, "id": "b"}]
+    path.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode())
+    got = read(path)
+    assert [r.id if isinstance(r, Task) else r["id"] for r in got] == ["a", "b"]
+
+
+def test_questions_rows_of_the_wrong_shape_are_named_by_line(tmp_path: Path, index_video: Path):
+    rows = [{"video": index_video.name, "question": "When?", "answer": "[1, 2]"},
+            {"video": index_video.name, "question": "When?", "answer": "[[1, [2]]]"},
+            {"video": index_video.name, "question": "Which?", "kind": 5, "options": "a|b", "answer": "A"},
+            {"video": index_video.name, "question": "When?", "answer": "[" * 5000 + "]" * 5000}]
+    path = tmp_path / "questions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    problems = problems_of(tasks_from_table, path, index_video.parent)
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{i}" for i in range(1, 5)], problems
+    assert "[start, end]" in problems[0] and "valid number" in problems[1] and "kind" in problems[2], problems
+    path.write_text(json.dumps(rows[0]) + "\n[1, 2]\n")
+    assert problems_of(tasks_from_table, path, index_video.parent) == [
+        f"{path}:2: expected a JSON object, got list"]
+
+
+def test_questions_ids_are_unique_and_a_row_shorter_or_longer_than_the_header_says_so(tmp_path: Path,
+                                                                                       index_video: Path):
+    v = index_video.name
+    path = tmp_path / "questions.csv"  # saved by Excel: a byte-order mark before the first column's name
+    path.write_bytes(f"\ufeffid,video,question,answer\nq1,{v},When?,1-2\nq1,{v},Where?,3-4\n,{v},How?,1-2\n"
+                     f"index-003,{v},Why?,2-3\nq8,{v}\n".encode())
+    assert problems_of(tasks_from_table, path, index_video.parent) == [
+        f"{path}:3: duplicate id 'q1' (first on line 2): give each question its own id",
+        f"{path}:5: duplicate id 'index-003' (first on line 4): give each question its own id",
+        f"{path}:6: no 'question' (the row has fewer cells than the header)"]
+    path.write_text(f"video,question,answer\n{v},When?,1-2\n{v},Who?,1-2,3-4\n")
+    assert problems_of(tasks_from_table, path, index_video.parent) == [
+        f"{path}:3: 4 cells, but the header names 3 columns (quote a cell that holds a comma)"]

@@ -296,3 +296,27 @@ def test_perceived_tasks_are_not_reused_for_another_model_or_a_replaced_video(tm
     again = perceived(SimVLM())
     assert again == perceived(SimVLM(), tmp_path / "fresh")  # main: video001 kept the old file's timeline
     assert again["video001"] != seen["video001"]
+
+
+def test_stored_tasks_are_not_reused_after_the_folder_moved_or_a_splice_source_went(tmp_path: Path,
+                                                                                  index_video: Path):
+    videos, parts = tmp_path / "videos", tmp_path / "out.jsonl.parts"
+    videos.mkdir()
+    for name in ("a.mp4", "b.mp4", "c.mp4"):
+        shutil.copy2(index_video, videos / name)  # real footage (not a SynthWorld): each plan splices another video
+    settings = GenerateSettings(questions_per_video=4)
+
+    def files(report) -> set[Path]:
+        plans = [plan_of(t) for t in report.tasks]
+        return {Path(t.video) for t in report.tasks} | {Path(n.source) for p in plans if p for n in p.needles
+                                                        if n.source}
+
+    assert {f.parent for f in files(generate(videos, settings, parts, workers=1))} == {videos.resolve()}
+    moved = videos.rename(tmp_path / "moved")  # mv keeps every file's size and time
+    report = generate(moved, settings, parts, workers=1)
+    assert {f.parent for f in files(report)} == {moved.resolve()}  # main: every task pointed into the old folder
+    a = (moved / "a.mp4").resolve()
+    assert len(files(report)) == 3 and any(t.video == str(a) and plan_of(t) for t in report.tasks)
+    for name in ("b.mp4", "c.mp4"):
+        (moved / name).unlink()  # main: a's stored plan still spliced from one of them
+    assert files(generate(moved, settings, parts, workers=1)) == {a}

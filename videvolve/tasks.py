@@ -6,11 +6,12 @@ Relative ``video`` paths are resolved against the directory of the tasks file.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -158,22 +159,52 @@ class Prediction(BaseModel):
     evidence_times: list[float] = Field(default_factory=list, description="times the answer rests on")
 
 
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """A UTF-8 file's lines (with their ends) numbered from 1; a leading byte-order mark is skipped.
+
+    Split at newlines only: a JSON string may hold U+2028 or U+0085 as they are. A line that is not UTF-8 raises
+    :class:`TaskFormatError` naming it.
+    """
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                yield lineno, raw.removeprefix(codecs.BOM_UTF8 if lineno == 1 else b"").decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TaskFormatError(path, [f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                                             f"byte {exc.start + 1} of the line): save the file as UTF-8"]) from None
+
+
+def read_text(path: Path) -> str:
+    """A UTF-8 file's text, as :func:`text_lines` reads it."""
+    return "".join(line for _, line in text_lines(path))
+
+
+def parse_json(text: str, path: Path, lineno: int | None = None) -> Any:
+    """``json.loads``; bad syntax, or nesting too deep for Python, is a :class:`TaskFormatError` naming the line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TaskFormatError(path, [json_error(path, exc, lineno)]) from None
+    except RecursionError:
+        where = f"{path}:{lineno}" if lineno else str(path)
+        raise TaskFormatError(path, [f"{where}: nested too deep to read (hundreds of levels of [ or {{)"]) from None
+
+
 def _read_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
     records: list[tuple[int, dict[str, Any]]] = []
     problems: list[tuple[int, str]] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append((lineno, json_error(path, exc, lineno)))
-                continue
-            if not isinstance(obj, dict):
-                problems.append((lineno, f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}"))
-                continue
-            records.append((lineno, obj))
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = parse_json(line, path, lineno)
+        except TaskFormatError as exc:
+            problems += [(lineno, p) for p in exc.problems]
+            continue
+        if not isinstance(obj, dict):
+            problems.append((lineno, f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}"))
+            continue
+        records.append((lineno, obj))
     return records, problems
 
 

@@ -7,15 +7,14 @@ predictions can be written back in the benchmark's submission format.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from videvolve.errors import InputNotFoundError, TaskFormatError, describe, json_error
-from videvolve.tasks import Task
+from videvolve.errors import InputNotFoundError, TaskFormatError, describe
+from videvolve.tasks import Task, parse_json, read_text
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v")
 
@@ -25,25 +24,25 @@ def read_json_records(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise InputNotFoundError(f"annotation file not found: {path}")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:  # a JSON array, a single object, or one line of JSON Lines
-        whole = json.loads(text)
-    except json.JSONDecodeError as exc:
+        whole = parse_json(text, path)
+    except TaskFormatError:
         if text.lstrip().startswith("["):
-            raise TaskFormatError(path, [json_error(path, exc)]) from exc
+            raise
     else:
         data = whole if isinstance(whole, list) else [whole]
         if not all(isinstance(x, dict) for x in data):
             raise TaskFormatError(path, [f"{path}: expected JSON objects (a list, or one per line)"])
         return data
     records, problems = [], []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):  # not splitlines(): a string may hold U+2028
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(json_error(path, exc, lineno))
+            obj = parse_json(line, path, lineno)
+        except TaskFormatError as exc:
+            problems += exc.problems
             continue
         if not isinstance(obj, dict):
             problems.append(f"{path}:{lineno}: expected a JSON object")

@@ -11,6 +11,7 @@ A row without an answer (no column, or an empty cell) is a :class:`Question` for
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from dataclasses import dataclass
@@ -19,10 +20,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from videvolve.errors import InputNotFoundError, MediaError, TaskFormatError, UsageError, describe, json_error
+from videvolve.errors import InputNotFoundError, MediaError, TaskFormatError, UsageError, describe
 from videvolve.media import probe
 from videvolve.metrics.intervals import to_seconds
-from videvolve.tasks import LETTERS, Interval, Kind, LabelSource, Task
+from videvolve.tasks import LETTERS, Interval, Kind, LabelSource, Task, parse_json, read_text, text_lines
 
 _ABSENT = {"", "none", "never", "[]", "absent", "no"}
 
@@ -33,7 +34,13 @@ def parse_intervals_cell(text: str) -> list[Interval]:
     if s.lower() in _ABSENT:
         return []
     if s.startswith("["):
-        return [Interval(start=a, end=b) for a, b in json.loads(s)]
+        try:
+            pairs = json.loads(s)
+        except (json.JSONDecodeError, RecursionError):
+            pairs = None
+        if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            raise UsageError(f"cannot read the intervals {s[:60]!r} (write [[start, end], ...] in seconds)")
+        return [Interval.model_validate(p) for p in pairs]
     out = []
     for part in re.split(r"[;,]\s*", s):
         if not part.strip():
@@ -45,21 +52,44 @@ def parse_intervals_cell(text: str) -> list[Interval]:
     return out
 
 
-def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _rows(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
+    """The file's rows by line, and the lines that are not rows (not JSON objects, not CSV of the header's width)."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    problems: list[tuple[int, str]] = []
     if path.suffix.lower() == ".jsonl":
-        rows, problems = [], []
-        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for i, line in text_lines(path):
             if not line.strip():
                 continue
             try:
-                rows.append((i, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                problems.append(json_error(path, exc, i))
-        if problems:
-            raise TaskFormatError(path, problems)
-        return rows
-    with path.open(newline="", encoding="utf-8") as fh:
-        return [(i, dict(row)) for i, row in enumerate(csv.DictReader(fh), start=2)]
+                row = parse_json(line, path, i)
+            except TaskFormatError as exc:
+                problems += [(i, p) for p in exc.problems]
+                continue
+            if isinstance(row, dict):
+                rows.append((i, row))
+            else:
+                problems.append((i, f"{path}:{i}: expected a JSON object, got {type(row).__name__}"))
+    else:
+        reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
+        try:
+            for row in reader:  # line_num: the row's last line (a quoted cell may span lines; blank lines skipped)
+                if None in row:
+                    problems.append((reader.line_num, f"{path}:{reader.line_num}: {len(row) - 1 + len(row[None])} "
+                                     f"cells, but the header names {len(reader.fieldnames or [])} columns (quote a "
+                                     "cell that holds a comma)"))
+                else:
+                    rows.append((reader.line_num, dict(row)))
+        except csv.Error as exc:
+            problems.append((reader.line_num, f"{path}:{reader.line_num}: cannot read this row as CSV ({exc})"))
+    return rows, problems
+
+
+def _cell(row: dict[str, Any], name: str) -> Any:
+    """A required cell; a CSV row shorter than its header has None there."""
+    value = row[name]
+    if value is None:
+        raise ValueError(f"no {name!r} (the row has fewer cells than the header)")
+    return value
 
 
 class Question(BaseModel):
@@ -125,12 +155,17 @@ def read_questions(path: str | Path, videos_dir: str | Path, source: str = "cust
     path, videos = Path(path), Path(videos_dir)
     if not path.is_file():
         raise InputNotFoundError(f"questions file not found: {path}")
-    tasks, unanswered, problems = [], [], []
+    tasks: list[Task] = []
+    unanswered: list[Question] = []
+    rows, problems = _rows(path)
+    if problems:  # the file's form first: nothing is probed in a file that is not a table
+        raise TaskFormatError(path, [msg for _, msg in problems])
     durations: dict[str, float] = {}
     counters: dict[str, int] = {}
-    for line, row in _rows(path):
+    first_line: dict[str, int] = {}
+    for line, row in rows:
         try:
-            video = videos / str(row["video"]).strip()
+            video = videos / str(_cell(row, "video")).strip()
             if str(video) not in durations:
                 durations[str(video)] = probe(video).duration
             stem = video.stem
@@ -138,15 +173,20 @@ def read_questions(path: str | Path, videos_dir: str | Path, source: str = "cust
             options = row.get("options")
             options = [o.strip() for o in options.split("|")] if isinstance(options, str) and options.strip() \
                 else options if isinstance(options, list) else None
-            kind = (row.get("kind") or "").strip() or ("mcq" if options else "grounding")
+            kind = str(row.get("kind") or "").strip() or ("mcq" if options else "grounding")
             evidence = row.get("evidence")
             question = Question(
                 line=line, id=str(row.get("id") or f"{stem}-{counters[stem]:03d}"), video_id=stem,
-                video=str(video.resolve()), kind=kind, question=str(row["question"]).strip(), options=options,
+                video=str(video.resolve()), kind=kind, question=str(_cell(row, "question")).strip(), options=options,
                 duration=durations[str(video)], source=source,
                 evidence=parse_intervals_cell(evidence) if isinstance(evidence, str) else evidence or [],
                 meta={k: v for k, v in row.items() if k not in ("video", "question", "answer", "options", "kind",
                                                                "evidence", "id") and v not in (None, "")})
+            if question.id in first_line:
+                problems.append((line, f"{path}:{line}: duplicate id {question.id!r} (first on line "
+                                       f"{first_line[question.id]}): give each question its own id"))
+                continue
+            first_line[question.id] = line
             cell = _answer_cell(row)
             if cell is None:
                 unanswered.append(question)
@@ -157,13 +197,13 @@ def read_questions(path: str | Path, videos_dir: str | Path, source: str = "cust
                 answer = LETTERS[options.index(answer)]  # the option's text is accepted too
             tasks.append(question.answered(answer, "gold"))
         except KeyError as exc:
-            problems.append(f"{path}:{line}: missing column {exc}")
+            problems.append((line, f"{path}:{line}: missing column {exc}"))
         except ValidationError as exc:
-            problems.append(f"{path}:{line}: {describe(exc)}")
-        except (MediaError, ValueError, json.JSONDecodeError) as exc:
-            problems.append(f"{path}:{line}: {str(exc).splitlines()[0]}")
+            problems.append((line, f"{path}:{line}: {describe(exc)}"))
+        except (MediaError, ValueError) as exc:
+            problems.append((line, f"{path}:{line}: {str(exc).splitlines()[0]}"))
     if problems:
-        raise TaskFormatError(path, problems)
+        raise TaskFormatError(path, [msg for _, msg in sorted(problems)])
     return QuestionTable(path, tasks, unanswered)
 
 

@@ -205,15 +205,15 @@ that a video's stored tasks from an older planner are made again rather than reu
 
 
 def _stamp(path: Path, settings: GenerateSettings, model: dict[str, Any] | None = None) -> str:
-    """A video's stored tasks are reused only for the same file version, settings, planner and perceiving model."""
-    key = file_key(path)
-    payload = [key[1:], settings.model_dump(mode="json"), PLANNER_VERSION]
+    """Stored tasks are reused only for the same file (path too: tasks name it), settings, planner and perceiver."""
+    payload = [file_key(path), settings.model_dump(mode="json"), PLANNER_VERSION]
     if model is not None and "perceived" in settings.sources:
         payload.append(model)
     return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _load_part(parts: Path, video_id: str, stamp: str) -> list[Task] | None:
+def _load_part(parts: Path, video_id: str, stamp: str, videos: Sequence[str]) -> list[Task] | None:
+    """The video's stored tasks, unless made otherwise or splicing in a video no longer among ``videos``."""
     p = _part_path(parts, video_id)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
@@ -221,7 +221,11 @@ def _load_part(parts: Path, video_id: str, stamp: str) -> list[Task] | None:
         return None
     if data.get("stamp") != stamp:
         return None
-    return [Task.model_validate(t) for t in data["tasks"]]
+    tasks = [Task.model_validate(t) for t in data["tasks"]]
+    plans = [NeedlePlan.model_validate(t.meta[PLAN_KEY]) for t in tasks if PLAN_KEY in t.meta]
+    if any(n.source is not None and n.source not in videos for plan in plans for n in plan.needles):
+        return None
+    return tasks
 
 
 def _save_part(parts: Path, video_id: str, stamp: str, tasks: list[Task]) -> None:
@@ -246,13 +250,14 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
     parts.mkdir(parents=True, exist_ok=True, mode=0o700)
     outcomes: dict[str, VideoOutcome] = {}
     pending: list[tuple[str, Path, str]] = []
+    all_paths = [str(p.resolve()) for p in videos.values()]
     for vid, path in videos.items():
         try:
             stamp = _stamp(path, settings, model)
         except (OSError, MediaError) as exc:
             outcomes[vid] = VideoOutcome(vid, str(path), error=f"{path}: {exc}")
             continue
-        stored = _load_part(parts, vid, stamp)
+        stored = _load_part(parts, vid, stamp, all_paths)
         if stored is not None:
             outcomes[vid] = VideoOutcome(vid, str(path), stored, cached=True)
         else:
@@ -260,7 +265,6 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
     for o in outcomes.values():
         if on_done:
             on_done(o)
-    all_paths = [str(p.resolve()) for p in videos.values()]
 
     def finish(vid: str, path: Path, stamp: str, tasks: list[Task] | None, error: str | None) -> None:
         if tasks is not None:

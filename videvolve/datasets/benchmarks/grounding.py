@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from videvolve.datasets.benchmarks.registry import (
     write_jsonl,
 )
 from videvolve.datasets.loaders import build_tasks, find_video, read_json_records
-from videvolve.errors import TaskFormatError
+from videvolve.errors import InputNotFoundError, TaskFormatError
 from videvolve.metrics import (
     parse_extremewhen,
     render_extremewhen,
@@ -27,7 +28,7 @@ from videvolve.metrics import (
     score_qvhighlights,
     score_vue_tr,
 )
-from videvolve.tasks import Interval, Task
+from videvolve.tasks import Interval, Task, read_text
 
 
 def _vue(version: int) -> Benchmark:
@@ -131,12 +132,27 @@ def _charades_rows(path: Path) -> list[tuple[str, float, float, str]]:
     return rows
 
 
+def _charades_lengths(meta: Path) -> dict[str, float]:
+    """Charades_v1_test.csv's ``length`` by ``id``; errors name the file and line."""
+    if not meta.is_file():
+        raise InputNotFoundError(f"durations file not found: {meta} (Charades_v1_test.csv, or leave out --meta)")
+    reader = csv.DictReader(io.StringIO(read_text(meta), newline=""))
+    if not {"id", "length"} <= set(reader.fieldnames or []):
+        raise TaskFormatError(meta, [f"{meta}: no 'id' and 'length' columns (is it Charades_v1_test.csv?)"])
+    lengths, problems = {}, []
+    for r in reader:
+        try:
+            lengths[r["id"]] = float(r["length"])
+        except (TypeError, ValueError):
+            problems.append(f"{meta}:{reader.line_num}: length {r['length']!r} is not a number of seconds")
+    if problems:
+        raise TaskFormatError(meta, problems)
+    return lengths
+
+
 def _charades_load(path: Path, videos: Path, meta: Path | None) -> list[Task]:
-    lengths: dict[str, float] = {}
     meta = meta or next((p for p in (path.parent / "Charades_v1_test.csv",) if p.exists()), None)
-    if meta is not None:
-        with meta.open(newline="") as fh:
-            lengths = {r["id"]: float(r["length"]) for r in csv.DictReader(fh)}
+    lengths = _charades_lengths(meta) if meta is not None else {}
     records = [{"i": i, "vid": v, "s": s, "e": e, "q": q} for i, (v, s, e, q) in enumerate(_charades_rows(path))]
     return build_tasks(path, records, lambda r: {
         "id": f"charades-{r['i']}", "video_id": r["vid"], "video": str(find_video(videos, r["vid"])),

@@ -26,7 +26,7 @@ from videvolve.datasets.loaders import build_tasks, find_subtitles, find_video, 
 from videvolve.errors import TaskFormatError
 from videvolve.metrics import mcq_accuracy, mlvu_m_avg
 from videvolve.metrics.mcq import parse_lvbench, parse_mlvu
-from videvolve.tasks import LETTERS, Task
+from videvolve.tasks import LETTERS, Task, parse_json, read_text
 
 _INLINE = re.compile(r"^\s*\(([A-Z])\)\s*(.+?)\s*$", re.M)
 
@@ -69,10 +69,14 @@ def _mlvu_records(path: Path) -> list[dict[str, Any]]:
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     out = []
     for f in files:
-        data = json.loads(f.read_text(encoding="utf-8"))
+        data = parse_json(read_text(f), f)
         groups = data.items() if isinstance(data, dict) else [(f.stem, data)]
         for stem, items in groups:
+            if not isinstance(items, list):
+                raise TaskFormatError(f, [f"{f}: {stem!r} is not a list of questions"])
             for i, r in enumerate(items):
+                if not isinstance(r, dict):
+                    raise TaskFormatError(f, [f"{f}: {stem!r}, record {i + 1} is not a JSON object"])
                 if r.get("candidates"):  # the two generation tasks have no options
                     out.append({**r, "stem": stem, "index": i})
     return out
