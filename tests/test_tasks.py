@@ -106,6 +106,22 @@ def test_read_tasks_reports_every_bad_line(tmp_path: Path):
     assert str(path) in str(info.value)
 
 
+def test_a_duration_or_time_that_is_not_a_number_is_refused(tmp_path: Path):
+    """JSON as Python writes it may hold Infinity and NaN: a task with an infinite duration passed, and a harness
+    was told the video lasts for ever (the reviewer's find, left alone by the last review)."""
+    good = mcq(0).model_dump(mode="json")
+    lines = [json.dumps({**good, "id": "a", "duration": float("inf")}),
+             json.dumps({**good, "id": "b", "evidence": [[0.0, float("nan")]]}),
+             json.dumps({**good, "id": "c", "evidence": [[float("inf"), float("inf")]]})]
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TaskFormatError) as info:
+        read_tasks(path)
+    problems = info.value.problems
+    assert [p.split(": ")[0] for p in problems] == [f"{path}:1", f"{path}:2", f"{path}:3"], problems
+    assert all("finite" in p for p in problems), problems
+
+
 def test_missing_tasks_file():
     with pytest.raises(FileNotFoundError, match="tasks file not found"):
         read_tasks("/no/such/tasks.jsonl")

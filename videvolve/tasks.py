@@ -33,8 +33,8 @@ class Interval(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    start: float = Field(ge=0, description="start time in seconds")
-    end: float = Field(ge=0, description="end time in seconds")
+    start: float = Field(ge=0, allow_inf_nan=False, description="start time in seconds")
+    end: float = Field(ge=0, allow_inf_nan=False, description="end time in seconds")
 
     @model_validator(mode="before")
     @classmethod
@@ -89,8 +89,8 @@ class Task(BaseModel):
     question: str = Field(min_length=1)
     options: list[str] | None = Field(default=None, description="mcq only: option texts, lettered A, B, ...")
     answer: str | list[Interval] = Field(description="mcq: a letter; grounding: [[start, end], ...], [] if absent")
-    duration: float | None = Field(None, gt=0, description="video duration in seconds (omitted: probed from the "
-                                   "video before the task runs)")
+    duration: float | None = Field(None, gt=0, allow_inf_nan=False, description="video duration in seconds "
+                                   "(omitted: probed from the video before the task runs)")
     evidence: list[Interval] = Field(default_factory=list, description="optional: where the answer can be seen")
     split: str | None = Field(default=None, description="train | selection | test (or any name)")
     source: str = Field(default="custom", description="benchmark the task comes from")
