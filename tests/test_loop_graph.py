@@ -212,3 +212,26 @@ def test_resume_refuses_a_tasks_file_whose_train_or_selection_tasks_changed(smal
     assert (tmp_path / "run" / "settings.json").read_text() == settings  # the refused resume wrote nothing
     tasks.write_text(original)  # put back as it was: the run goes on
     assert run(longer)["iteration"] == 2
+
+
+def test_resuming_a_run_its_budget_stopped_spends_nothing_more(small_world, tmp_path, seed):
+    """A run stopped by --max-calls (or --hours, or a STOP file) and resumed without more budget is finished: it
+    reports its stop and runs no further iteration past the budget it was given."""
+    from videvolve.graph.driver import evolve
+
+    ctx = context(small_world, tmp_path, seed, stop={"iterations": 3, "max_calls": 1})
+
+    def run(c: Context) -> dict[str, Any]:
+        with open_run(c) as services:
+            services.editor = ScriptedEditor([Proposal(operator="scripted", rationale="r",
+                                                       edits={"SKILL.md": "# scripted\n"})] * 3)
+            return evolve(c, services=services)
+
+    first = run(ctx)
+    assert first["iteration"] == 1 and first["stop_reason"] == "--max-calls 1"
+    events = (tmp_path / "run" / "events.jsonl").read_text()
+    again = run(ctx)
+    assert again["iteration"] == 1 and again["stop_reason"] == "--max-calls 1"
+    assert (tmp_path / "run" / "events.jsonl").read_text() == events  # nothing ran
+    more = ctx.model_copy(update={"stop": ctx.stop.model_copy(update={"max_calls": None})})
+    assert run(more)["iteration"] == 3  # a budget grown on --resume is used
