@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite import SqliteSaver
 
 from videvolve.errors import UsageError
 from videvolve.folderlock import ensure_free, hold
 from videvolve.graph.builder import build_graph
+from videvolve.graph.checkpoints import RunCheckpoints
 from videvolve.loop.context import Context
 from videvolve.loop.services import Run, open_run
 from videvolve.loop.state import State
@@ -48,9 +47,9 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None
 def _stream(ctx: Context, run: Run, on_update: OnUpdate | None) -> dict[str, Any]:
     """The graph on the run folder's checkpoints, streamed to the end (the folder is held by this process)."""
     folder = run.dir
-    conn = sqlite3.connect(str(folder.checkpoints), check_same_thread=False)
+    checkpoints = RunCheckpoints(folder.checkpoints)
     try:
-        graph = build_graph().compile(checkpointer=SqliteSaver(conn))
+        graph = build_graph().compile(checkpointer=checkpoints)
         config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}
         snapshot = graph.get_state(config)
         _same_tasks(ctx, run, snapshot.values or {})
@@ -77,7 +76,7 @@ def _stream(ctx: Context, run: Run, on_update: OnUpdate | None) -> dict[str, Any
             final["mixture"] = build_mixture(run, ctx.budgets, final["incumbent"])
         return final
     finally:
-        conn.close()
+        checkpoints.close()
 
 
 def _same_tasks(ctx: Context, run: Run, values: dict[str, Any]) -> None:
