@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.errors import UsageError
+from videvolve.memory.jsonl import append_lines, complete_lines
 from videvolve.memory.lineage import LineageRecord, LineageStore
 
 
@@ -192,16 +193,23 @@ class RunDir:
         return data
 
     def read_events(self) -> list[dict[str, Any]]:
-        """Every event of the run, in order."""
+        """Every event of the run, in order (a last one a stopped write left unfinished is none)."""
         if not self.events.exists():
             return []
-        return [json.loads(x) for x in self.events.read_text(encoding="utf-8").splitlines() if x.strip()]
+        out = []
+        for n, line in enumerate(complete_lines(self.events.read_text(encoding="utf-8")), 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError as exc:
+                    raise UsageError(f"{self.events}:{n}: not an event ({exc}); remove or repair that line") \
+                        from None
+        return out
 
     def append_event(self, record: dict[str, Any]) -> None:
         """One line in the events file."""
-        line = json.dumps(record, default=str)
-        with self._lock, self.events.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        with self._lock:
+            append_lines(self.events, [json.dumps(record, default=str)], "the run's events")
 
     def lineage(self) -> dict[str, LineageRecord]:
         """Every version with its parent, scores, decision and reason (the last line of a version wins)."""
