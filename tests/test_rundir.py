@@ -105,6 +105,33 @@ def test_an_event_a_full_disk_tore_does_not_break_the_events(tmp_path: Path) -> 
         run.read_events()
 
 
+def test_a_promotion_a_full_disk_stops_leaves_the_former_best_whole(tmp_path: Path) -> None:
+    """best/ was deleted, then copied file by file: a copy stopped half-way (a full disk, a kill) left a half harness
+    that `eval --harness RUN` loads as the run's best. The former best stays whole until the new one is."""
+    import shutil
+    from types import SimpleNamespace
+
+    from videvolve.nodes.record import _promote
+    from videvolve.search.history import GateEntry
+
+    run = RunDir(tmp_path / "run")
+    for version, size in (("old", 10), ("new", 50_000)):
+        run.harness(version).mkdir(parents=True)
+        (run.harness(version) / "manifest.json").write_text(json.dumps({"version_id": version}))
+        (run.harness(version) / "solver.py").write_text("#" * size)
+    shutil.copytree(run.harness("old"), run.best)
+    services = SimpleNamespace(ctx=SimpleNamespace(search="chain"), dir=run, harness_dir=run.harness)
+    entry = GateEntry(iteration=0, parent="old", candidate="new", decision="accepted", reason="gain", cand_score=1.0,
+                      cand_cost=1.0)
+    with full_disk(20_000), pytest.raises(StorageError, match="best"):
+        _promote(services, {"incumbent": "old"}, entry)  # type: ignore[arg-type]
+    assert (run.best / "solver.py").read_text() == "#" * 10
+    assert json.loads((run.best / "manifest.json").read_text())["version_id"] == "old"
+    assert _promote(services, {"incumbent": "old"}, entry)["incumbent"] == "new"  # type: ignore[arg-type]
+    assert (run.best / "solver.py").read_text() == "#" * 50_000
+    assert [p.name for p in run.root.iterdir() if "best" in p.name] == ["best"]
+
+
 def test_recording_an_unchanged_entry_writes_nothing(tmp_path: Path) -> None:
     store = LineageStore(tmp_path / "lineage.jsonl")
     store.record("a", parent=None, decision="seed", score=0.5)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from typing import Any
 
@@ -39,8 +38,7 @@ def _promote(run: Run, state: State, best: GateEntry | None) -> dict[str, Any]:
         return {}
     if run.ctx.search == "mcts" and not beats(run, state["incumbent"], best.candidate):
         return {}
-    shutil.rmtree(run.dir.best, ignore_errors=True)
-    shutil.copytree(run.harness_dir(best.candidate), run.dir.best)
+    run.dir.set_best(run.harness_dir(best.candidate))
     return {"incumbent": best.candidate, "incumbent_score": best.cand_score, "incumbent_cost": best.cand_cost}
 
 
