@@ -212,3 +212,75 @@ def test_resume_refuses_a_tasks_file_whose_train_or_selection_tasks_changed(smal
     assert (tmp_path / "run" / "settings.json").read_text() == settings  # the refused resume wrote nothing
     tasks.write_text(original)  # put back as it was: the run goes on
     assert run(longer)["iteration"] == 2
+
+
+def test_resuming_a_run_its_budget_stopped_spends_nothing_more(small_world, tmp_path, seed):
+    """A run stopped by --max-calls (or --hours, or a STOP file) and resumed without more budget is finished: it
+    reports its stop and runs no further iteration past the budget it was given."""
+    from videvolve.graph.driver import evolve
+
+    ctx = context(small_world, tmp_path, seed, stop={"iterations": 3, "max_calls": 1})
+
+    def run(c: Context) -> dict[str, Any]:
+        with open_run(c) as services:
+            services.editor = ScriptedEditor([Proposal(operator="scripted", rationale="r",
+                                                       edits={"SKILL.md": "# scripted\n"})] * 3)
+            return evolve(c, services=services)
+
+    first = run(ctx)
+    assert first["iteration"] == 1 and first["stop_reason"] == "--max-calls 1"
+    events = (tmp_path / "run" / "events.jsonl").read_text()
+    again = run(ctx)
+    assert again["iteration"] == 1 and again["stop_reason"] == "--max-calls 1"
+    assert (tmp_path / "run" / "events.jsonl").read_text() == events  # nothing ran
+    more = ctx.model_copy(update={"stop": ctx.stop.model_copy(update={"max_calls": None})})
+    assert run(more)["iteration"] == 3  # a budget grown on --resume is used
+
+
+
+def finished_run(small_world, tmp_path, seed) -> Context:
+    """A run of no iteration (the seed's baseline only), finished on disk."""
+    from videvolve.graph.driver import evolve
+
+    ctx = context(small_world, tmp_path, seed, stop={"iterations": 0})
+    with open_run(ctx) as services:
+        evolve(ctx, services=services)
+    return ctx
+
+
+def test_a_corrupt_checkpoints_file_is_named_with_what_to_do(small_world, tmp_path, seed):
+    """A checkpoints.sqlite that is not a database any more was 'a bug in videvolve' with sqlite's traceback."""
+    from videvolve.errors import UsageError
+    from videvolve.graph.driver import evolve
+
+    ctx = finished_run(small_world, tmp_path, seed)
+    checkpoints = tmp_path / "run" / "checkpoints.sqlite"
+    with checkpoints.open("r+b") as fh:
+        fh.write(b"garbage" * 20)  # its header overwritten
+    with open_run(ctx) as services, pytest.raises(UsageError, match=r"checkpoints\.sqlite.*new --run"):
+        evolve(ctx, services=services)
+
+
+def test_a_full_disk_under_the_checkpoints_stops_the_run_for_resume(small_world, tmp_path, seed):
+    """The checkpointer that cannot write (a full disk) stops the run as every other write of the run does: a
+    HostError naming the file (`run stopped: ...`, exit 3, resume later), not a traceback."""
+    import resource
+    import signal
+
+    from videvolve.errors import HostError
+    from videvolve.graph.driver import evolve
+
+    ctx = finished_run(small_world, tmp_path, seed)
+    grown = ctx.model_copy(update={"stop": ctx.stop.model_copy(update={"iterations": 1})})
+    with open_run(grown) as services:
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, hard))  # no file may grow past 2 KiB: a full disk
+        try:
+            with pytest.raises(HostError, match=r"checkpoints\.sqlite"):
+                evolve(grown, services=services)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, handler)
+    with open_run(grown) as services:  # the disk has room again: the run resumes
+        assert evolve(grown, services=services)["iteration"] == 1

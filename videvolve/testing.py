@@ -335,3 +335,23 @@ async def trickle(chunk: bytes = b" ", every_s: float = 0.2) -> AsyncIterator[by
     while True:
         yield chunk
         await asyncio.sleep(every_s)
+
+
+@contextlib.contextmanager
+def full_disk(size: int) -> Iterator[None]:
+    """Within the block no file may grow past ``size`` bytes: a write that would fails half-way, as on a full disk.
+
+    ``RLIMIT_FSIZE`` (writes past it fail with ``EFBIG``, ``SIGXFSZ`` ignored meanwhile): it holds for the whole
+    process, so use it in the main thread, around the one write under test.
+    """
+    import resource
+    import signal
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite import SqliteSaver
 
 from videvolve.errors import UsageError
 from videvolve.folderlock import ensure_free, hold
 from videvolve.graph.builder import build_graph
+from videvolve.graph.checkpoints import RunCheckpoints
 from videvolve.loop.context import Context
 from videvolve.loop.services import Run, open_run
 from videvolve.loop.state import State
+from videvolve.nodes.record import stop_reason
 from videvolve.rundir import RunDir
 from videvolve.search.mixture import build_mixture
 
@@ -47,20 +47,20 @@ def evolve(ctx: Context, on_update: OnUpdate | None = None, services: Run | None
 def _stream(ctx: Context, run: Run, on_update: OnUpdate | None) -> dict[str, Any]:
     """The graph on the run folder's checkpoints, streamed to the end (the folder is held by this process)."""
     folder = run.dir
-    conn = sqlite3.connect(str(folder.checkpoints), check_same_thread=False)
+    checkpoints = RunCheckpoints(folder.checkpoints)
     try:
-        graph = build_graph().compile(checkpointer=SqliteSaver(conn))
+        graph = build_graph().compile(checkpointer=checkpoints)
         config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}
         snapshot = graph.get_state(config)
         _same_tasks(ctx, run, snapshot.values or {})
         folder.settings.write_text(ctx.model_dump_json(indent=2))
         inputs: State | None = {}
-        finished = False
+        finished: str | None = None
         if snapshot.values:
             inputs = None
-            if not snapshot.next:
-                finished = snapshot.values.get("iteration", 0) >= ctx.stop.iterations
-                if not finished:
+            if not snapshot.next:  # ended: it goes on only where its stop settings now allow more
+                finished = stop_reason(run, cast(State, snapshot.values), snapshot.values.get("iteration", 0))
+                if finished is None:
                     graph.update_state(config, {"stop_reason": None}, as_node="record")
         state: dict[str, Any] = dict(snapshot.values or {})
         if not finished:
@@ -70,11 +70,13 @@ def _stream(ctx: Context, run: Run, on_update: OnUpdate | None) -> dict[str, Any
                         state = dict(graph.get_state(config).values)
                         on_update(node, values or {}, state)
         final = dict(graph.get_state(config).values)
+        if finished is not None:  # why it is still over (a budget it used up, a STOP file still there)
+            final["stop_reason"] = finished
         if ctx.budgets:  # (re)built from results on disk, so a run stopped while building it finishes it
             final["mixture"] = build_mixture(run, ctx.budgets, final["incumbent"])
         return final
     finally:
-        conn.close()
+        checkpoints.close()
 
 
 def _same_tasks(ctx: Context, run: Run, values: dict[str, Any]) -> None:

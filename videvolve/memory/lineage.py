@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from videvolve.errors import UsageError
+from videvolve.memory.jsonl import append_lines, complete_lines
 
 
 class LineageRecord(BaseModel):
@@ -49,12 +50,13 @@ class LineageStore:
     def read(self) -> dict[str, LineageRecord]:
         """Every version, in the order of its first line, merged (the last line of a version wins).
 
-        Raises :class:`UsageError` naming the file and line when a line is not a lineage entry.
+        Raises :class:`UsageError` naming the file and line when a line is not a lineage entry (a last line that a
+        stopped write left unfinished is no entry: it is left out, and the resumed run records it again).
         """
         merged: dict[str, dict[str, Any]] = {}
         if not self.path.exists():
             return {}
-        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+        for n, line in enumerate(complete_lines(self.path.read_text(encoding="utf-8")), 1):
             if not line.strip():
                 continue
             try:
@@ -75,5 +77,5 @@ class LineageStore:
         current = old.as_dict() if old is not None else {}
         merged = {**current, "version": version, **data}
         if merged != current:
-            with self._lock, self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(merged, default=float) + "\n")
+            with self._lock:
+                append_lines(self.path, [json.dumps(merged, default=float)], "the run's lineage")

@@ -19,6 +19,7 @@ import numpy as np
 from videvolve.errors import UsageError
 from videvolve.folderlock import FolderBusy, acquire
 from videvolve.memory.embedders import Embedder
+from videvolve.memory.jsonl import append_lines, complete_lines
 from videvolve.memory.records import Diagnosis, RevisionOutcome
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class _Records:
         """When each record was first written: equal similarities go to the older record, whatever the ids."""
         self.lock = threading.Lock()
         if path is not None and path.exists():
-            for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for lineno, line in enumerate(complete_lines(path.read_text(encoding="utf-8")), start=1):
                 if line.strip():
                     try:
                         d = Diagnosis.model_validate_json(line)
@@ -81,10 +82,7 @@ class _Records:
             return []
         with self.lock:
             if self.path is not None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a", encoding="utf-8") as fh:
-                    for r in changed:
-                        fh.write(r.model_dump_json() + "\n")
+                append_lines(self.path, [r.model_dump_json() for r in changed], "the diagnoses")
             for r in changed:
                 self.by_id.pop(r.id, None)
                 self.by_id[r.id] = r

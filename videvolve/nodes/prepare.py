@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from typing import Any
 
@@ -26,8 +25,7 @@ def prepare(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     score, cost = aggregate(results, ctx.gate.cost_metric, ctx.gate.text_token_weight)
     run.record_lineage(version, parent=None, iteration=0, operator=None, decision="seed", reason="the seed harness",
                        score=score, cost=cost, frames=mean_frames(results))
-    shutil.rmtree(run.dir.best, ignore_errors=True)
-    shutil.copytree(seed, run.dir.best)
+    run.dir.set_best(seed)
     run.event(0, "prepare", "baseline", harness=version, score=score, cost=cost, selection=len(run.selection))
     return {"started_at": time.time(), "tasks_digest": run.tasks_digest, "iteration": 0, "incumbent": version,
             "incumbent_score": score, "incumbent_cost": cost, "parent": version, "history": [], "spent": spent(results),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from typing import Any
 
@@ -16,7 +15,8 @@ from videvolve.search.tree import beats, record_children
 from videvolve.usage import Spend
 
 
-def _stop_reason(run: Run, state: State, iteration: int) -> str | None:
+def stop_reason(run: Run, state: State, iteration: int) -> str | None:
+    """Why the run stops after ``iteration`` finished iterations (None: it goes on); a resume asks it too."""
     ctx = run.ctx
     spent = Spend.from_state(state.get("spent"))
     if run.dir.stop_file.exists():
@@ -38,8 +38,7 @@ def _promote(run: Run, state: State, best: GateEntry | None) -> dict[str, Any]:
         return {}
     if run.ctx.search == "mcts" and not beats(run, state["incumbent"], best.candidate):
         return {}
-    shutil.rmtree(run.dir.best, ignore_errors=True)
-    shutil.copytree(run.harness_dir(best.candidate), run.dir.best)
+    run.dir.set_best(run.harness_dir(best.candidate))
     return {"incumbent": best.candidate, "incumbent_score": best.cand_score, "incumbent_cost": best.cand_cost}
 
 
@@ -72,7 +71,7 @@ def record(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     run.memory.set_outcome(state.get("diagnoses", []), RevisionOutcome(
         candidate=lead.candidate, operator=lead.operator, decision=lead.decision, reason=lead.reason,
         d_score=d_score, d_cost=d_cost))
-    stop = _stop_reason(run, state, it + 1)
+    stop = stop_reason(run, state, it + 1)
     run.event(it, "record", lead.decision, parent=parent, candidate=lead.candidate, operator=lead.operator,
               reason=lead.reason,
               incumbent=update.get("incumbent", state["incumbent"]), stop=stop)
