@@ -132,6 +132,36 @@ def test_a_promotion_a_full_disk_stops_leaves_the_former_best_whole(tmp_path: Pa
     assert [p.name for p in run.root.iterdir() if "best" in p.name] == ["best"]
 
 
+def test_settings_predictions_and_mixture_are_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    """settings.json (rewritten at every resume), predictions and mixture.json were written in place: a full disk or
+    a kill half-way left half a file (the run's settings then unreadable). Now the former file stays whole."""
+    from videvolve.atomic import write_text_atomic
+    from videvolve.tasks import Prediction, read_predictions, write_predictions
+
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"run_id": "r"}))
+    with pytest.raises(StorageError, match="the run's settings"), full_disk(100):
+        write_text_atomic(settings, json.dumps({"run_id": "r", "padding": "x" * 10_000}), "the run's settings")
+    assert json.loads(settings.read_text()) == {"run_id": "r"} and not list(tmp_path.glob("*.tmp"))
+    preds = tmp_path / "preds.jsonl"
+    write_predictions([Prediction(task_id="a", kind="mcq", answer="A")], preds)
+    with pytest.raises(StorageError, match="the predictions"), full_disk(200):
+        write_predictions([Prediction(task_id=f"t{i}", kind="mcq", answer="B") for i in range(100)], preds)
+    assert [p.task_id for p in read_predictions(preds)] == ["a"]
+
+
+def test_a_damaged_mixture_is_named_with_what_to_do(tmp_path: Path) -> None:
+    """A mixture.json that is not one videvolve wrote (edited, truncated) was a traceback out of eval/ask/serve."""
+    from videvolve.search.mixture import resolve_run_harness
+
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    for text in ("{not json", json.dumps({"tiers": {}}), json.dumps([1])):
+        run.mixture.write_text(text)
+        with pytest.raises(UsageError, match=r"not a mixture videvolve wrote.*delete it"):
+            resolve_run_harness(run.root, 32)
+
+
 def test_recording_an_unchanged_entry_writes_nothing(tmp_path: Path) -> None:
     store = LineageStore(tmp_path / "lineage.jsonl")
     store.record("a", parent=None, decision="seed", score=0.5)

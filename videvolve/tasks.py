@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
+from videvolve.atomic import write_text_atomic
 from videvolve.errors import InputNotFoundError, TaskFormatError, UsageError, describe, json_error
 
 Kind = Literal["mcq", "grounding"]
@@ -282,10 +283,7 @@ def read_predictions(path: str | Path) -> list[Prediction]:
 def write_predictions(preds: Iterable[Prediction], path: str | Path) -> Path:
     """Write predictions as JSONL."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for p in preds:
-            fh.write(p.model_dump_json() + "\n")
+    write_text_atomic(path, "".join(p.model_dump_json() + "\n" for p in preds), "the predictions")
     return path
 
 

@@ -18,9 +18,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from videvolve.atomic import write_text_atomic
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import find_transcript
-from videvolve.errors import ErrorKind, MediaNotFoundError, StorageError
+from videvolve.errors import ErrorKind, MediaNotFoundError
 from videvolve.media.info import FileKey, file_key
 from videvolve.media.proxy import fingerprint
 from videvolve.models.base import VLM, served_context_of
@@ -186,14 +187,7 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
 
 def write_result(out_dir: Path, result: TaskResult) -> None:
     """Store a result atomically (a crash never leaves half a file)."""
-    path = result_path(out_dir, result.task_id)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(result.model_dump_json(indent=1), encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        raise StorageError.writing("the result", path, exc) from exc
+    write_text_atomic(result_path(out_dir, result.task_id), result.model_dump_json(indent=1), "the result")
 
 
 def cost_of(result: TaskResult, metric: str = "visual_tokens", text_weight: float = 1.0) -> float:

@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
+from videvolve.atomic import write_text_atomic
 from videvolve.errors import UsageError
 from videvolve.folderlock import ensure_free, hold
 from videvolve.graph.builder import build_graph
@@ -53,7 +54,7 @@ def _stream(ctx: Context, run: Run, on_update: OnUpdate | None) -> dict[str, Any
         config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}
         snapshot = graph.get_state(config)
         _same_tasks(ctx, run, snapshot.values or {})
-        folder.settings.write_text(ctx.model_dump_json(indent=2))
+        write_text_atomic(folder.settings, ctx.model_dump_json(indent=2), "the run's settings")
         inputs: State | None = {}
         finished: str | None = None
         if snapshot.values:

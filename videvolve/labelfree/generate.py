@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from videvolve.atomic import write_text_atomic
 from videvolve.datasets.synthworld.questions import Draft
 from videvolve.errors import MediaError, UsageError
 from videvolve.labelfree.perceived import appearances, cached_look, model_identity, perceived_drafts
@@ -229,11 +230,9 @@ def _load_part(parts: Path, video_id: str, stamp: str, videos: Sequence[str]) ->
 
 
 def _save_part(parts: Path, video_id: str, stamp: str, tasks: list[Task]) -> None:
-    p = _part_path(parts, video_id)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps({"stamp": stamp, "tasks": [t.model_dump(mode="json") for t in tasks]}),
-                   encoding="utf-8")
-    tmp.replace(p)
+    write_text_atomic(_part_path(parts, video_id),
+                      json.dumps({"stamp": stamp, "tasks": [t.model_dump(mode="json") for t in tasks]}),
+                      "a video's generated tasks")
 
 
 def _ray_job(job: VideoJob, path: str, video_id: str, others: list[str]) -> str:

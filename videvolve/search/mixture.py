@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from videvolve.atomic import write_text_atomic
+from videvolve.errors import UsageError
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.rundir import RunDir
 from videvolve.search.gate import aggregate
@@ -54,7 +56,7 @@ def build_mixture(run: RunServices, tiers: list[int], best: str) -> dict[str, An
                            "candidates": {v: sc for v, (sc, _) in scored.items()}}
         run.event(-1, "mixture", "tier", cap=cap, version=version, score=score, frames=frames, why=why)
     mixture = {"tiers": table, "best": best, "selection_questions": len(run.selection)}
-    run.dir.mixture.write_text(json.dumps(mixture, indent=1))
+    write_text_atomic(run.dir.mixture, json.dumps(mixture, indent=1), "the run's mixture")
     return mixture
 
 
@@ -73,6 +75,11 @@ def resolve_run_harness(path: Path, budget: int | None) -> Path:
     """A run directory given as a harness: its mixture's tier for the budget, else its best harness."""
     run = RunDir(path)
     if run.mixture.exists():
-        _, version = tier_for(json.loads(run.mixture.read_text()), budget)
+        try:
+            _, version = tier_for(json.loads(run.mixture.read_text(encoding="utf-8")), budget)
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+            raise UsageError(f"{run.mixture} is not a mixture videvolve wrote ({type(exc).__name__}: {exc}); "
+                             f"delete it to use the run's best harness, or rebuild it with `videvolve evolve "
+                             f"--resume`") from None
         return run.harness(version)
     return run.best
