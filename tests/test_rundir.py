@@ -283,3 +283,22 @@ def f(run, out_dir, task):
     cfg = "~/.claude/settings.json"
 '''
     assert path_literals(old) == {"lineage.jsonl", "traces", "evals", "results", "mixture.json"}
+
+
+def test_the_end_of_run_note_on_errors_leaves_out_a_result_it_cannot_read(tmp_path: Path) -> None:
+    """The note at the end of `evolve` parsed every selection result of the best harness as it found it: one file
+    edited or torn by hand ended an overnight run's summary in a traceback."""
+    from videvolve.cli.evolve_cmd import _errors_note
+    from videvolve.evaluation.results import TaskResult
+    from videvolve.loop.context import Context
+
+    ctx = Context(run_dir=str(tmp_path / "run"), run_id="r", tasks=str(tmp_path / "tasks.jsonl"))
+    folder = RunDir(ctx.root).evals("v1", "selection").results
+    folder.mkdir(parents=True)
+    for i in range(3):
+        result = TaskResult(task_id=f"t{i}", harness_id="v1", kind="mcq", outcome="error",
+                            error="the model cannot see it", score=0.0)
+        (folder / f"t{i}.json").write_text(result.model_dump_json())
+    (folder / "t3.json").write_text("{torn")
+    note = _errors_note(ctx, "v1")
+    assert note is not None and note.startswith("3 of 3 selection answers") and "cannot see it" in note

@@ -288,8 +288,12 @@ def _errors_note(ctx: Context, version: str | None) -> str | None:
     from videvolve.evaluation.results import TaskResult
 
     folder = RunDir(ctx.root).evals(str(version), "selection").results
-    results = [TaskResult.model_validate_json(p.read_text()) for p in sorted(folder.glob("*.json"))] \
-        if version else []
+    results = []
+    for path in sorted(folder.glob("*.json")) if version else []:
+        try:  # a note at the end of a run: a result it cannot read (edited, torn by hand) is left out
+            results.append(TaskResult.model_validate_json(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
     errors = [r for r in results if r.outcome == "error"]
     if not results or 2 * len(errors) < len(results):
         return None
