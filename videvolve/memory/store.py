@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from videvolve.errors import UsageError
+from videvolve.errors import StorageError, UsageError
 from videvolve.folderlock import FolderBusy, acquire
 from videvolve.memory.embedders import Embedder
 from videvolve.memory.jsonl import append_lines, complete_lines
@@ -209,13 +209,20 @@ class ChromaStore:
         return len(self._records.by_id)
 
     def _upsert(self, records: Sequence[Diagnosis]) -> None:
-        for i in range(0, len(records), 256):
-            chunk = records[i : i + 256]
-            self._collection.upsert(
-                ids=[r.id for r in chunk], embeddings=self.embedder.embed([r.text() for r in chunk]).tolist(),
-                metadatas=[{"video_id": r.video_id, "run_id": r.run_id, "category": r.category, "kind": r.kind}
-                           for r in chunk],
-                documents=[r.text() for r in chunk])
+        from chromadb.errors import ChromaError
+
+        try:
+            for i in range(0, len(records), 256):
+                chunk = records[i : i + 256]
+                self._collection.upsert(
+                    ids=[r.id for r in chunk], embeddings=self.embedder.embed([r.text() for r in chunk]).tolist(),
+                    metadatas=[{"video_id": r.video_id, "run_id": r.run_id, "category": r.category, "kind": r.kind}
+                               for r in chunk],
+                    documents=[r.text() for r in chunk])
+        except ChromaError as exc:  # a full disk: "disk I/O error"; the records are already in diagnoses.jsonl
+            raise StorageError(f"cannot write the diagnosis index {self.root / 'chroma'}: {exc} (is the disk full? "
+                               "Every diagnosis is kept in diagnoses.jsonl, and the index is rebuilt from it when "
+                               "the run resumes)") from exc
 
     def put(self, records: Sequence[Diagnosis]) -> None:
         """Add or replace records."""
