@@ -298,6 +298,22 @@ def test_perceived_tasks_are_not_reused_for_another_model_or_a_replaced_video(tm
     assert again["video001"] != seen["video001"]
 
 
+def test_a_stored_part_that_is_not_one_generate_wrote_is_made_again(tmp_path: Path, index_video: Path):
+    """A part damaged or edited by hand (valid JSON, not tasks) raised a ValidationError, TypeError or KeyError out of
+    `tasks generate`; it is made again as a part made otherwise is."""
+    videos, parts = tmp_path / "videos", tmp_path / "out.jsonl.parts"
+    videos.mkdir()
+    shutil.copy2(index_video, videos / "a.mp4")
+    settings = GenerateSettings(questions_per_video=4)
+    first = generate(videos, settings, parts, workers=1)
+    (part,) = list(parts.glob("*.json"))
+    stamp = json.loads(part.read_text())["stamp"]
+    for damaged in ([1, 2], {"stamp": stamp}, {"stamp": stamp, "tasks": [{"id": "x"}]}, {"stamp": stamp, "tasks": 3}):
+        part.write_text(json.dumps(damaged))
+        again = generate(videos, settings, parts, workers=1)
+        assert [t.id for t in again.tasks] == [t.id for t in first.tasks]
+
+
 def test_stored_tasks_are_not_reused_after_the_folder_moved_or_a_splice_source_went(tmp_path: Path,
                                                                                   index_video: Path):
     videos, parts = tmp_path / "videos", tmp_path / "out.jsonl.parts"

@@ -216,14 +216,14 @@ def _stamp(path: Path, settings: GenerateSettings, model: dict[str, Any] | None 
 def _load_part(parts: Path, video_id: str, stamp: str, videos: Sequence[str]) -> list[Task] | None:
     """The video's stored tasks, unless made otherwise or splicing in a video no longer among ``videos``."""
     p = _part_path(parts, video_id)
-    try:
+    try:  # a part that is not one this tool wrote (edited, damaged) is made again
         data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if not isinstance(data, dict) or data.get("stamp") != stamp:
+            return None
+        tasks = [Task.model_validate(t) for t in data["tasks"]]
+        plans = [NeedlePlan.model_validate(t.meta[PLAN_KEY]) for t in tasks if PLAN_KEY in t.meta]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # ValidationError is a ValueError
         return None
-    if data.get("stamp") != stamp:
-        return None
-    tasks = [Task.model_validate(t) for t in data["tasks"]]
-    plans = [NeedlePlan.model_validate(t.meta[PLAN_KEY]) for t in tasks if PLAN_KEY in t.meta]
     if any(n.source is not None and n.source not in videos for plan in plans for n in plan.needles):
         return None
     return tasks
