@@ -130,3 +130,24 @@ def test_a_durations_file_or_an_mlvu_file_of_the_wrong_shape_names_the_file(tmp_
         mlvu.write_text(json.dumps(data))
         with pytest.raises(TaskFormatError, match=says):
             import_benchmark("mlvu", mlvu, tmp_path)
+
+
+def test_answer_files_of_the_wrong_shape_or_nested_too_deep_name_the_file(tmp_path: Path):
+    """An LVBench answer file that is a list (not uid -> letter) was a TypeError out of the scorer; Video-MME's
+    lenient JSON and a LongVideoBench subtitle file nested past Python's limit were a RecursionError."""
+    from videvolve.datasets.transcripts import TranscriptFormatError, parse_subtitles
+    from videvolve.errors import TaskFormatError
+
+    gt = crafted(tmp_path, "lvbench")
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps(["A", "B"]))
+    with pytest.raises(TaskFormatError, match="one JSON object"):
+        REGISTRY["lvbench"].score(gt, answers, {})
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(TaskFormatError, match="nested too deep"):
+        read_lenient_json(deep)
+    subs = tmp_path / "v_en.json"
+    subs.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(TranscriptFormatError, match="nested too deep"):
+        parse_subtitles(subs)

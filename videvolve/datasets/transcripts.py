@@ -142,6 +142,9 @@ def _parse_lvb_json(path: Path, offset: float) -> Transcript:
         records = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TranscriptFormatError(path, [f"{path}:{getattr(exc, 'lineno', 1)}: not JSON ({exc})"]) from None
+    except RecursionError:
+        raise TranscriptFormatError(path, [f"{path}: nested too deep to read (hundreds of levels of [ or {{)"]) \
+            from None
     if not isinstance(records, list):
         raise TranscriptFormatError(path, [f"{path}: expected a list of subtitle records"])
     segments, problems = [], []

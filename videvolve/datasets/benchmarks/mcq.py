@@ -5,7 +5,6 @@ Each writer renders the predicted letter the way the benchmark's official parser
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -51,7 +50,9 @@ def _lvbench_load(path: Path, videos: Path, meta: Path | None) -> list[Task]:
 
 
 def _lvbench_score(gt: Path, pred: Path, opts: dict[str, Any]) -> dict[str, Any]:
-    answers = json.loads(pred.read_text(encoding="utf-8"))
+    answers = parse_json(read_text(pred), pred)
+    if not isinstance(answers, dict):
+        raise TaskFormatError(pred, [f"{pred}: LVBench's answers are one JSON object, uid -> answer letter"])
     truth = {str(qa["uid"]): qa["answer"] for v in read_json_records(gt) for qa in v.get("qa", [])}
     present = [u for u in answers if u in truth]  # the official denominator: uids present in the answer file
     right = sum(parse_lvbench(str(answers[u])) == truth[u] for u in present)
@@ -117,11 +118,7 @@ register(Benchmark("mlvu", "mcq", _mlvu_load,
 
 def read_lenient_json(path: Path) -> Any:
     """JSON that may carry trailing commas (Video-MME's template does)."""
-    text = re.sub(r",(\s*[}\]])", r"\1", path.read_text(encoding="utf-8"))
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TaskFormatError(path, [f"{path}:{exc.lineno}: not JSON ({exc.msg})"]) from exc
+    return parse_json(re.sub(r",(\s*[}\]])", r"\1", read_text(path)), path)
 
 
 def _videomme_load(path: Path, videos: Path, meta: Path | None) -> list[Task]:
