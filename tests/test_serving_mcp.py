@@ -97,6 +97,31 @@ def test_streamable_http(world):
     _check(got, w)
 
 
+def test_streamable_http_with_a_key_refuses_clients_without_it(world):
+    """`videvolve mcp --http` answered anyone who could reach it; `--api-key-env VAR` asks for Authorization: Bearer
+    $VAR as `videvolve serve` does. The SDK's own client with the key gets the whole session; without it, 401."""
+    import httpx
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    w, memory = world
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with videvolve_server([*_args(w, memory), "--http", "--port", str(port), "--api-key-env", "MCP_TEST_KEY"], url,
+                          extra_env={"MCP_TEST_KEY": "s3cret"}):
+        refused = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=30)
+        wrong = httpx.post(url, json={}, headers={"Authorization": "Bearer nope"}, timeout=30)
+
+        async def main() -> dict[str, Any]:
+            keyed = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"}, timeout=300)
+            async with Client(streamable_http_client(url, http_client=keyed), read_timeout_seconds=300) as client:
+                return await _session(client, w)
+
+        got = anyio.run(main)
+    assert refused.status_code == wrong.status_code == 401 and "--api-key-env" in refused.json()["error"]
+    _check(got, w)
+
+
 class _Blocking:
     """An agent whose questions wait to be released, counting how many run at once (the harness's place)."""
 

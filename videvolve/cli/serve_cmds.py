@@ -51,6 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp (default: stdio)")
     m.add_argument("--host", default="127.0.0.1")
     m.add_argument("--port", type=int, default=8101)
+    m.add_argument("--api-key-env", dest="server_api_key_env", default=None, metavar="VAR",
+                   help="--http: require Authorization: Bearer $VAR from clients (the variable must be set)")
     m.add_argument("--memory", type=Path, default=DEFAULT_MEMORY, help="the diagnosis memory search_diagnoses reads")
     _agent_args(m)
     m.set_defaults(func=cmd_mcp)
@@ -97,11 +99,20 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     runtime = runtime_settings(args)
     agent = VideoAgent(load_harness(args.harness, runtime.budget), model_settings(args), runtime,
                        cache=open_cache(args))
+    if args.server_api_key_env is not None and not args.http:
+        raise UsageError("--api-key-env asks HTTP clients for a key: it goes with --http (stdio has no clients but "
+                         "the host that started the server)")
+    key = _server_key(args.server_api_key_env)
     server = create_mcp(agent, MediaRoots(args.media_root, fetch=not args.no_fetch), args.memory)
     if args.http:
-        err.print(f"MCP server for {agent.version} at http://{args.host}:{args.port}/mcp (Ctrl-C stops)",
-                  highlight=False)
-        server.run("streamable-http", host=args.host, port=args.port)
+        import uvicorn
+
+        from videvolve.serving.mcp_server import http_app
+
+        err.print(f"MCP server for {agent.version} at http://{args.host}:{args.port}/mcp"
+                  f"{' (clients send Authorization: Bearer $' + args.server_api_key_env + ')' if key else ''} "
+                  "(Ctrl-C stops)", highlight=False)
+        uvicorn.run(http_app(server, args.host, key), host=args.host, port=args.port, log_level="warning")
     else:
         server.run("stdio")
     return 0

@@ -8,6 +8,8 @@ paths are confined to the media roots; every answer carries its evidence times a
 
 from __future__ import annotations
 
+import json
+import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from videvolve.errors import EndpointError, InfraError, VidevolveError
 from videvolve.memory.store import DiagnosisStore
@@ -141,3 +144,30 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         return harness_card(agent)
 
     return server
+
+
+def http_app(server: MCPServer, host: str, api_key: str | None = None) -> ASGIApp:
+    """The server's streamable HTTP app (``/mcp``), as the SDK's own ``streamable-http`` transport serves it.
+
+    With ``api_key`` every request must send ``Authorization: Bearer <key>`` (401 otherwise), as ``videvolve serve
+    --api-key-env`` asks of its clients.
+    """
+    app = server.streamable_http_app(host=host)
+    if api_key is None:
+        return app
+    expected = f"Bearer {api_key}".encode()
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not secrets.compare_digest(given, expected):
+                body = json.dumps({"error": "invalid API key: send Authorization: Bearer <key> (the value of the "
+                                            "server's --api-key-env variable)"}).encode()
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
