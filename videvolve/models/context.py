@@ -14,7 +14,6 @@ import io
 import json
 import math
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from PIL import Image
 
 from videvolve.models.base import Message, Tool
 from videvolve.models.cost import CostModel
+from videvolve.models.deadline import total_timeout_client
 from videvolve.models.http_errors import ContextTooLong, call_with_retries
 
 _HEADER_CHARS = 4 * 16384  # 48 KiB of base64: enough for a PNG's or a JPEG's size
@@ -157,18 +157,15 @@ MAX_MODELS_BYTES = 4 * 1024 * 1024
 def _models_body(url: str, headers: dict[str, str], timeout: float) -> bytes:
     """The body of ``GET url``, read within ``timeout`` in all and at most :data:`MAX_MODELS_BYTES`.
 
-    ``httpx``'s timeouts are per read: a body trickled a byte at a time would hold every request waiting on it.
+    :func:`total_timeout_client`: a body trickled a byte at a time would otherwise hold every request waiting on it.
     """
-    deadline = time.monotonic() + timeout
     body = bytearray()
-    with httpx.stream("GET", url, headers=headers, timeout=timeout) as r:
+    with total_timeout_client(timeout) as client, client.stream("GET", url, headers=headers) as r:
         r.raise_for_status()
         for chunk in r.iter_bytes():
             body += chunk
             if len(body) > MAX_MODELS_BYTES:
                 raise ValueError(f"{url} sent more than {MAX_MODELS_BYTES} bytes")  # nothing readable
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout(f"{url} sent {len(body)} bytes in {timeout:g} s and had not finished")
     return bytes(body)
 
 

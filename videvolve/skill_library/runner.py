@@ -154,6 +154,8 @@ class _Attempt:
         self.served = 0.0
         """Seconds spent off the harness's clock so far (its sandbox's start, requests in :data:`OFF_THE_CLOCK`)."""
         self._serving_since: float | None = None
+        self.request_limit = request_timeout_of(services.vlm)
+        """Seconds one model request may take (its client's timeout; None: unbounded), asked once."""
         self.outages = 0.0
         """Seconds the model endpoint was failing while it served this task's requests (off every clock)."""
         self._down_since: float | None = None
@@ -192,7 +194,7 @@ class _Attempt:
         never answers becomes that outage (retried, then the run's clean stop), not the harness's timeout.
         """
         end = self.started + min(self.timeout + self.off(), LONGEST * self.timeout + self.down())
-        since, limit = self._serving_since, request_timeout_of(self.services.vlm)
+        since, limit = self._serving_since, self.request_limit
         if since is not None and self.serving in OFF_THE_CLOCK and limit is not None:
             end = max(end, since + limit + REQUEST_GRACE_S)  # an endpoint that never answers fails as one, not here
         return end
