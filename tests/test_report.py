@@ -74,3 +74,21 @@ def test_the_demo_says_why_its_target_was_not_reached():
     costly = summary_sentences({**nothing, "best": {**seed, "image_tokens_per_question": 6000.0},
                                 "score_diff": 0.1, "score_p": 0.001}, history)
     assert "1.17x the seed's visual tokens" in costly[4]
+
+
+def test_the_demo_names_only_the_revisions_the_evolved_harness_descends_from():
+    from videvolve.search.history import GateEntry
+
+    seed = {"frames_per_question": 256.0, "image_tokens_per_question": 5120.0, "video_tokens_per_question": 0.0,
+            "version": "a"}
+    best = {"frames_per_question": 113.0, "image_tokens_per_question": 5311.0, "video_tokens_per_question": 0.0,
+            "version": "d"}
+    history = [GateEntry(iteration=0, parent="a", candidate="b", operator="raise_resolution", decision="accepted",
+                         reason="r"),
+               GateEntry(iteration=0, parent="a", candidate="c", operator="add_refinement", decision="accepted",
+                         reason="r"),  # passed too, but b scored higher: c never became the incumbent
+               GateEntry(iteration=1, parent="b", candidate="d", operator="bisect_boundaries", decision="accepted",
+                         reason="r")]
+    s = summary_sentences({"seed": seed, "best": best, "score_diff": 0.14, "score_p": 0.0, "mcq_p": 0.0}, history)
+    assert "tried 3 revision(s) of the uniform seed and kept 2 (raise_resolution, bisect_boundaries); the gate " \
+           "accepted 3" in s[0]  # main: "kept 3 (raise_resolution, add_refinement, bisect_boundaries)."

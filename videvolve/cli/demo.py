@@ -42,11 +42,12 @@ def _line(node: str, values: dict[str, Any], state: dict[str, Any], started: flo
 
 
 DEMO_QUESTIONS = 100
-"""Questions asked per video, as many as its events allow (about 56 in a 10-minute video): the demo's 190 selection
-questions let the gate detect about +0.07, not +0.05, and the power note at the start says so."""
+"""Questions asked per video, as many as its events allow (about 39 in a 6-minute video): the demo's world is the
+efficacy protocol's (``bench/protocol.py: SIZE``), whose 335 selection questions detect about +0.054."""
 
 
-def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, iterations: int = 6) -> int:
+def run_demo(out: Path, videos: int = 32, minutes: float = 6.0, seed: int = 0, iterations: int = 6,
+             children: int = 3) -> int:
     """Run the demo into ``out``; returns an exit code."""
     started = time.time()
     console.rule("1. SynthWorld: long videos of short events, questions of both kinds")
@@ -64,7 +65,7 @@ def run_demo(out: Path, videos: int = 12, minutes: float = 10.0, seed: int = 0, 
     ctx = Context(run_dir=str(run.resolve()), run_id="demo", tasks=str(world.tasks_path.resolve()),
                   seed_harness="uniform", memory=str((out / "memory").resolve()), seed=seed,
                   runtime=RuntimeSettings(concurrency=2), stop=StopSettings(iterations=iterations),
-                  gate=gate, cache=str((out / "cache.sqlite").resolve()))
+                  gate=gate, cache=str((out / "cache.sqlite").resolve()), children=children)
     final = evolve(ctx, lambda node, values, state: _line(node, values, state, started))
     console.print(f"stopped: {final.get('stop_reason')}; best harness {final['incumbent']} -> {RunDir(run).best}")
 
@@ -102,12 +103,17 @@ def summary_sentences(cmp: dict[str, Any], history: list[GateEntry], detectable:
 
     ``detectable``: the gain the selection set detects with 80 % power (said when nothing was kept).
     """
-    kept = [e.operator or "?" for e in history if e.decision == "accepted"]
-    tried = [e for e in history if e.candidate]
     seed, best = cmp["seed"], cmp["best"]
+    accepted = [e for e in history if e.decision == "accepted"]
+    kept = [e.operator or "?" for e in lineage(accepted, best.get("version"))]
+    tried = [e for e in history if e.candidate]
     if kept:
         changed = (f"The loop tried {len(tried)} revision(s) of the uniform seed and kept {len(kept)} "
-                   f"({', '.join(kept)}).")
+                   f"({', '.join(kept)})")
+        if len(accepted) > len(kept):  # several passed one decision: the best of them on the selection set went on
+            changed += (f"; the gate accepted {len(accepted)}, and where several passed one decision the best of "
+                        "them went on")
+        changed += "."
     else:
         changed = f"The loop tried {len(tried)} revision(s) of the uniform seed and kept none: the seed stayed best."
     v0, v1 = _visual(seed), _visual(best)
@@ -135,6 +141,18 @@ def summary_sentences(cmp: dict[str, Any], history: list[GateEntry], detectable:
     if reached:
         return [changed, cost, sure, target]
     return [changed, cost, sure, target, why_not(kept, history, diff, p, ratio, detectable)]
+
+
+def lineage(accepted: list[GateEntry], best: str | None) -> list[GateEntry]:
+    """The accepted revisions the evolved harness descends from, oldest first (all of them when ``best`` is unknown)."""
+    if best is None:
+        return accepted
+    by_candidate = {e.candidate: e for e in accepted}
+    line: list[GateEntry] = []
+    while (e := by_candidate.get(best)) is not None and e not in line:
+        line.append(e)
+        best = e.parent
+    return line[::-1]
 
 
 def why_not(kept: list[str], history: list[GateEntry], diff: float, p: float, ratio: float,
