@@ -1,9 +1,11 @@
 """Launch harness code in a confined child process, as an unprivileged user.
 
-bubblewrap (the default): new network, PID, IPC and UTS namespaces; the root file system holds only the
-interpreter (read-only) and a 64 MB tmpfs; an empty environment; the child is its own session and dies with its
-parent. The harness code and the SDK travel in the init message and the bootstrap in ``-c``, so nothing is written
-to disk for the sandbox and there is no folder to clean up. The child always runs as a real unprivileged uid
+bubblewrap (the default): new network, PID, IPC and UTS namespaces; the file system holds only the interpreter and
+is read-only throughout (a file in a tmpfs is the machine's memory, outside every limit of the child's: empty files
+cost no bytes of a tmpfs's size, and under a user namespace the root and ``/dev`` belong to the child's uid); an
+empty environment; the child is its own session and dies with its parent. The harness code and the SDK travel in the
+init message and the bootstrap in ``-c``, so nothing is written to disk for the sandbox and there is no folder to
+clean up. The child always runs as a real unprivileged uid
 (65534), so ``RLIMIT_NPROC`` and the other limits hold:
 
 - started by root: bubblewrap keeps only CAP_SETUID and CAP_SETGID, and the bootstrap drops to 65534 before it
@@ -30,7 +32,6 @@ from videvolve.errors import SandboxStartError
 
 log = logging.getLogger(__name__)
 UNPRIVILEGED_UID = 65534
-SCRATCH_BYTES = 64 * 1024 * 1024
 _PROBE = ("import os\nif os.getuid() == 0:\n    os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
           "print('ok', os.getuid())")
 
@@ -109,8 +110,8 @@ def _bwrap_prefix(python: str) -> list[str]:
     py_dir = Path(python).parent
     if not str(py_dir).startswith(("/usr", str(prefix))):
         args += ro_bind(py_dir, made)
-    args += ["--size", str(SCRATCH_BYTES), "--perms", "1777", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
-             "--chdir", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--dir", "/tmp", "--remount-ro", "/",
+             "--chdir", "/tmp"]  # read-only last: the mount points above are made in the root first
     return args
 
 
