@@ -58,3 +58,42 @@ def test_a_harness_past_the_static_check_can_write_no_file(video: str, tmp_path:
     seen = json.loads(out.prediction.raw)
     assert "written" not in seen["made"].values(), seen
     assert seen["cwd"] == "/tmp" and seen["tmp"] == [], seen
+
+
+ESCAPES = '''
+def solve(task, ctx):
+    b = len.__self__
+    os = b.__import__("os")
+    libc = b.__import__("ctypes").CDLL(None, use_errno=True)
+
+    def unshare():  # in a forked process: a process of several threads (this one) may not make a user namespace
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if libc.unshare(0x10000000 | 0x00020000) == 0 else 1)
+        return 0 if os.waitpid(pid, 0)[1] == 0 else -1
+
+    said = {}
+    for name, call in (("own user namespace", unshare),
+                       ("System V shared memory", lambda: libc.shmget(0, 256 * 1024 * 1024, 0o1600)),
+                       ("System V message queue", lambda: libc.msgget(0, 0o1600))):
+        said[name] = "refused" if call() == -1 else "made"
+    b.__import__("threading").Thread(target=print).start()  # a thread still starts
+    return {"answer": "A", "raw": b.__import__("json").dumps(said)}
+'''
+
+
+@pytest.mark.parametrize("user_namespace", [False, True])
+def test_a_harness_past_the_static_check_makes_no_namespace_or_ipc_object(video: str, tmp_path: Path,
+                                                                          user_namespace: bool,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: ``unshare(CLONE_NEWUSER | CLONE_NEWNS)`` made the harness root of namespaces of its own, where it mounted
+    a writable tmpfs over the read-only ``/tmp`` (100,000 files made); ``shmget`` and ``msgget`` kept memory outside
+    its address-space limit (eight 256 MB segments, written and detached, held 2 GB under a 1 GB limit)."""
+    if user_namespace:
+        if os.geteuid() != 0:
+            pytest.skip("the test as this user is the user-namespace case already")
+        monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    out, _ = run_source(ESCAPES, video, tmp_path, static_check=False)
+    assert out.outcome == "ok" and out.prediction is not None, out.error
+    said = json.loads(out.prediction.raw)
+    assert set(said.values()) == {"refused"}, said
