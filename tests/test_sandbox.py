@@ -88,8 +88,7 @@ def check(outcomes: dict[str, dict[str, object]]) -> None:
     assert "not allowed" in str(outcomes["runtime_imports_os"]["error"])
     net = str(outcomes["runtime_network"]["error"])
     assert "refused" in net or "unreachable" in net, net
-    assert "signal" in str(outcomes["runtime_writes_huge_file"]["error"]) or \
-        "File too large" in str(outcomes["runtime_writes_huge_file"]["error"])
+    assert "Read-only file system" in str(outcomes["runtime_writes_huge_file"]["error"])  # nowhere to write
     seen = json.loads(str(outcomes["runtime_lists_host_files"]["raw"]))
     assert seen["/tmp"] == []  # the host's /tmp (where the tasks file is) is not there
     assert not {"etc", "home", "work", "var", "srv", "mnt"} & set(seen["/"]), seen["/"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +32,7 @@ def to_prediction(view: TaskView, result: Any) -> tuple[Prediction | None, str |
     if isinstance(result, dict):
         answer = result.get("answer")
         raw = str(result.get("raw", ""))[:4000]
-        ev = result.get("evidence_times", [])
-        evidence = [float(t) for t in ev if isinstance(t, int | float)] if isinstance(ev, list) else []
+        evidence = _times(result.get("evidence_times", []))
     if view.kind == "mcq":
         n = len(view.options or ())
         letter = parse_letter(answer, n) if isinstance(answer, str) else None
@@ -52,6 +52,20 @@ def to_prediction(view: TaskView, result: Any) -> tuple[Prediction | None, str |
         return None, f"no intervals in the answer {str(answer)[:200]!r}"
     return Prediction(task_id=view.id, kind="grounding", answer=[Interval(start=a, end=b) for a, b in pairs],
                       raw=raw, evidence_times=evidence), None
+
+
+def _times(value: Any) -> list[float]:
+    """The finite times in what a harness gave as evidence (JSON carries NaN and Infinity; a stored result cannot)."""
+    times = []
+    for t in value if isinstance(value, list) else ():
+        if isinstance(t, int | float) and not isinstance(t, bool):
+            try:
+                t = float(t)
+            except OverflowError:  # an int too large for a float
+                continue
+            if math.isfinite(t):
+                times.append(t)
+    return times
 
 
 def final_outcome(prediction: Prediction | None, why: str | None, notice: str | None) -> RunOutcome:

@@ -70,9 +70,8 @@ def prepare_message(harness: Harness, settings: RuntimeSettings, timeout: float)
 
 def start_child(settings: RuntimeSettings, prepare: bytes) -> Child:
     """Start a sandboxed interpreter and write its first line (``prepare``, JSON ending in a newline)."""
-    argv = get_sandbox(settings.allow_weak_sandbox).command()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            close_fds=True, env={}, start_new_session=True)
+    proc = get_sandbox(settings.allow_weak_sandbox).popen(stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                          stderr=subprocess.PIPE, start_new_session=True)
     child = Child(proc, time.perf_counter())
     child.drain = threading.Thread(target=_drain, args=(proc, child.stderr), daemon=True)
     try:

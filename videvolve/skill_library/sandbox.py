@@ -1,9 +1,12 @@
 """Launch harness code in a confined child process, as an unprivileged user.
 
-bubblewrap (the default): new network, PID, IPC and UTS namespaces; the root file system holds only the
-interpreter (read-only) and a 64 MB tmpfs; an empty environment; the child is its own session and dies with its
-parent. The harness code and the SDK travel in the init message and the bootstrap in ``-c``, so nothing is written
-to disk for the sandbox and there is no folder to clean up. The child always runs as a real unprivileged uid
+bubblewrap (the default): new network, PID, IPC and UTS namespaces; the file system holds only the interpreter and
+is read-only throughout (a file in a tmpfs is the machine's memory, outside every limit of the child's: empty files
+cost no bytes of a tmpfs's size, and under a user namespace the root and ``/dev`` belong to the child's uid); a
+seccomp filter (no namespace of its own, no System V shared memory: :mod:`~videvolve.skill_library.seccomp`); an
+empty environment; the child is its own session and dies with its parent. The harness code and the SDK travel in the
+init message and the bootstrap in ``-c``, so nothing is written to disk for the sandbox and there is no folder to
+clean up. The child always runs as a real unprivileged uid
 (65534), so ``RLIMIT_NPROC`` and the other limits hold:
 
 - started by root: bubblewrap keeps only CAP_SETUID and CAP_SETGID, and the bootstrap drops to 65534 before it
@@ -25,12 +28,13 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from videvolve.errors import SandboxStartError
+from videvolve.skill_library import seccomp
 
 log = logging.getLogger(__name__)
 UNPRIVILEGED_UID = 65534
-SCRATCH_BYTES = 64 * 1024 * 1024
 _PROBE = ("import os\nif os.getuid() == 0:\n    os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
           "print('ok', os.getuid())")
 
@@ -43,15 +47,30 @@ class Sandbox:
     """``bwrap`` or ``unshare`` (the weak fallback)."""
     python: str
 
-    def command(self, code: str | None = None) -> list[str]:
-        """Argv that runs ``python -I -S -c code`` (the bootstrap by default) in the sandbox."""
+    def command(self, code: str | None = None, seccomp_fd: int | None = None) -> list[str]:
+        """Argv that runs ``python -I -S -c code`` (the bootstrap by default) in the sandbox.
+
+        ``seccomp_fd``: bubblewrap's child gets the filter read from it (:mod:`~videvolve.skill_library.seccomp`).
+        """
         tail = [self.python, "-I", "-S", "-c", code if code is not None else bootstrap_source()]
         if self.mode == "bwrap":
-            return [*_bwrap_prefix(self.python), *tail]
+            return [*_bwrap_prefix(self.python), *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
+                    *tail]
         flags = ["--net", "--pid", "--fork", "--ipc", "--uts", "--kill-child"]
         if os.geteuid() != 0:
             flags.insert(0, "--user")
         return ["unshare", *flags, *tail]
+
+
+    def popen(self, code: str | None = None, **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start :meth:`command` with an empty environment, no descriptor but the filter's (bubblewrap reads it)."""
+        fd = seccomp.filter_fd() if self.mode == "bwrap" else None
+        try:
+            return subprocess.Popen(self.command(code, fd), env={}, close_fds=True,
+                                    pass_fds=() if fd is None else (fd,), **kwargs)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
 
 @functools.lru_cache(maxsize=1)
@@ -109,19 +128,24 @@ def _bwrap_prefix(python: str) -> list[str]:
     py_dir = Path(python).parent
     if not str(py_dir).startswith(("/usr", str(prefix))):
         args += ro_bind(py_dir, made)
-    args += ["--size", str(SCRATCH_BYTES), "--perms", "1777", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
-             "--chdir", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--dir", "/tmp", "--remount-ro", "/",
+             "--chdir", "/tmp"]  # read-only last: the mount points above are made in the root first
     return args
 
 
 def _works(sandbox: Sandbox) -> tuple[bool, str]:
     try:
-        r = subprocess.run(sandbox.command(_PROBE), capture_output=True, text=True, timeout=30, env={},
-                           close_fds=True)
+        proc = sandbox.popen(_PROBE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except (OSError, subprocess.SubprocessError) as exc:
         return False, str(exc)
-    ok = r.returncode == 0 and r.stdout.strip() == f"ok {UNPRIVILEGED_UID}"
-    return ok, (r.stderr or r.stdout).strip()[-300:]
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.communicate()
+        return False, str(exc)
+    ok = proc.returncode == 0 and out.strip() == f"ok {UNPRIVILEGED_UID}"
+    return ok, (err or out).strip()[-300:]
 
 
 @functools.lru_cache(maxsize=2)
