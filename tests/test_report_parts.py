@@ -44,3 +44,33 @@ def test_the_lineage_axis_runs_to_the_last_iteration_and_the_legend_names_what_o
 def test_evidence_times_are_shown_to_two_decimals(logged: str) -> None:
     assert _readable(logged) == '{"answer": "[]", "evidence_times": [5.9, 17.7]}'
     assert rounded([[1.23456, 2.0]]) == [[1.23, 2.0]]
+
+
+def test_the_incumbent_is_the_best_of_those_a_decision_accepted_not_the_last() -> None:
+    from videvolve.search.history import GateEntry
+
+    def entry(candidate: str, score: float, decision: str = "accepted", iteration: int = 0) -> GateEntry:
+        return GateEntry(iteration=iteration, parent="s", candidate=candidate, decision=decision, reason="r",
+                         cand_score=score, cand_cost=5300.0, cand_frames=113.0)
+
+    history = [entry("high", 0.776), entry("low", 0.686), entry("worse", 0.70, "rejected", iteration=1)]
+    seed = {"score": 0.603, "cost": 5120.0, "frames": 256.0}
+    x, inc = plots.incumbent_steps(history, seed)
+    assert x == [0, 1, 1, 2] and inc["score"] == [0.603, 0.776, 0.776, 0.776]  # main: 0.686 after iteration 1
+    x, inc = plots.incumbent_steps(history, seed, kept={0: "low", 1: "low"})  # what the run's record says wins
+    assert inc["score"][-1] == 0.686
+
+
+def test_the_report_reads_the_incumbents_from_the_runs_record_events(tmp_path: Path) -> None:
+    import json
+
+    from videvolve.report.build import kept_versions
+    from videvolve.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    events = [{"iteration": 0, "node": "gate", "event": "accepted", "candidate": "low"},
+              {"iteration": 0, "node": "record", "event": "accepted", "candidate": "low", "incumbent": "high"},
+              {"iteration": 1, "node": "record", "event": "rejected", "candidate": "x", "incumbent": "high"}]
+    run.events.write_text("".join(json.dumps({"ts": 0.0, **e}) + "\n" for e in events))
+    assert kept_versions(run) == {0: "high", 1: "high"}

@@ -37,6 +37,12 @@ def versions(run: RunDir) -> list[dict[str, Any]]:
     return out
 
 
+def kept_versions(run: RunDir) -> dict[int, str]:
+    """Iteration -> the incumbent after it, as the run's ``record`` events say (a resumed run's last word wins)."""
+    return {int(e["iteration"]): str(e["incumbent"]) for e in run.read_events()
+            if e["node"] == "record" and e.get("incumbent")}
+
+
 def _history(run: RunDir) -> list[GateEntry]:
     """The gate's entries of a run, from its events (a resumed run may repeat a node's events: the last wins)."""
     seen: dict[tuple[Any, Any], GateEntry] = {}
@@ -101,11 +107,12 @@ def build_report(run: str | Path) -> Path:
         if d["run_id"] == settings["run_id"]:
             latest[d["id"]] = d
     diagnoses = sorted(latest.values(), key=lambda d: (d["iteration"], d["task_id"]))
-    plots.progress(history, seed, out / "progress.png")
+    kept = kept_versions(rundir)
+    plots.progress(history, seed, out / "progress.png", kept)
     plots.lineage(lineage, out / "lineage.png", iterations=max((h.number for h in history), default=0))
     plots.categories(diagnoses, out / "categories.png")
-    accepted = [v for v in lineage if v.get("decision") in ("seed", "accepted")]
-    best = accepted[-1] if accepted else seed
+    last = kept[max(kept)] if kept else None  # the incumbent now: several may pass a decision, the best goes on
+    best = next((v for v in lineage if v.get("version") == last), seed)
     env = Environment(autoescape=True, undefined=StrictUndefined)
     template = env.from_string((resources.files("videvolve.report") / "templates" / "report.html").read_text())
     comparison = rundir.comparison

@@ -17,11 +17,38 @@ from videvolve.search.history import GateEntry
 COLOURS = {"accepted": "#1a7f37", "rejected": "#d97706", "dropped": "#c00000", "seed": "#1f4e9c", "none": "#999999"}
 
 
-def progress(history: list[GateEntry], seed: dict[str, Any], path: Path) -> Path:
-    """Selection score, the gate's cost and frames per iteration (the seed at 0), candidates by decision."""
-    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+def incumbent_steps(history: list[GateEntry], seed: dict[str, Any],
+                    kept: dict[int, str] | None = None) -> tuple[list[int], dict[str, list[Any]]]:
+    """The incumbent's score, cost and frames after each entry (x: its iteration number; the seed at 0).
+
+    ``kept``: iteration -> the version the run kept after it (its ``record`` events). Without it, the best accepted
+    of each iteration, as ``record`` chooses it (several may pass one decision: only the best goes on).
+    """
     inc_x = [0]
-    inc = {"score": [seed.get("score") or 0.0], "cost": [seed.get("cost") or 0.0], "frames": [seed.get("frames")]}
+    inc: dict[str, list[Any]] = {"score": [seed.get("score") or 0.0], "cost": [seed.get("cost") or 0.0],
+                                 "frames": [seed.get("frames")]}
+    by_iteration: dict[int, list[GateEntry]] = {}
+    for h in history:
+        by_iteration.setdefault(h.iteration, []).append(h)
+    for it, group in by_iteration.items():
+        accepted = [h for h in group if h.decision == "accepted" and h.cand_score is not None]
+        best = max(accepted, key=lambda h: (h.cand_score or 0.0, -(h.cand_cost or 0.0)), default=None)
+        if kept is not None:
+            best = next((h for h in accepted if h.candidate == kept.get(it)), None)
+        for _ in group:
+            inc_x.append(group[0].number)
+            inc["score"].append(best.cand_score if best else inc["score"][-1])
+            inc["cost"].append(best.cand_cost if best else inc["cost"][-1])
+            inc["frames"].append(best.cand_frames if best else inc["frames"][-1])
+    return inc_x, inc
+
+
+def progress(history: list[GateEntry], seed: dict[str, Any], path: Path, kept: dict[int, str] | None = None) -> Path:
+    """Selection score, the gate's cost and frames per iteration (the seed at 0), candidates by decision.
+
+    ``kept``: iteration -> the version the run kept after it (:func:`incumbent_steps`).
+    """
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
     for h in history:
         it = h.number
         if h.cand_score is not None:
@@ -30,11 +57,7 @@ def progress(history: list[GateEntry], seed: dict[str, Any], path: Path) -> Path
             ax2.scatter(it, h.cand_cost, color=colour, zorder=3)
             if h.cand_frames is not None:
                 ax3.scatter(it, h.cand_frames, color=colour, zorder=3)
-        accepted = h.decision == "accepted" and h.cand_score is not None
-        inc_x.append(it)
-        inc["score"].append(h.cand_score if accepted else inc["score"][-1])
-        inc["cost"].append(h.cand_cost if accepted else inc["cost"][-1])
-        inc["frames"].append(h.cand_frames if accepted else inc["frames"][-1])
+    inc_x, inc = incumbent_steps(history, seed, kept)
     ax1.step(inc_x, inc["score"], where="post", color="#333333", label="incumbent")
     ax2.step(inc_x, inc["cost"], where="post", color="#333333")
     if all(f is not None for f in inc["frames"]):
