@@ -39,3 +39,30 @@ def test_a_resumed_run_reads_its_stored_results_while_the_endpoint_is_still_star
             assert keys == [r.produced_by for r in made]  # main: the first looked missing (None)
         assert app.state.stats["served"] == served  # nothing was asked of the model again
 
+
+def test_perceived_tasks_made_while_the_endpoint_was_still_starting_name_its_checkpoint(tmp_path: Path):
+    """``tasks generate --sources perceived`` against ``vllm serve /models/ckpt-a --served-model-name qwen`` still
+    loading: each video's part was stamped with the model as known before the first request (a model served under
+    its own name), so a later run against ckpt-b, also still loading, reused ckpt-a's perceived tasks unasked."""
+    from videvolve.datasets.synthworld import generate_world
+    from videvolve.labelfree.generate import GenerateSettings, Perceiver, generate
+    from videvolve.models.cost import cost_model
+    from videvolve.models.openai_backend import openai_vlm
+
+    generate_world(tmp_path / "w", videos=1, minutes=0.5, seed=3, workers=1)
+    settings = GenerateSettings(sources=("perceived",), questions_per_video=4, perceive_fps=0.5)
+    parts = tmp_path / "parts"
+
+    def against(checkpoint: str) -> int:
+        app = create_app("qwen", mimic=MimicSettings(checkpoint=checkpoint))
+        with serve_app(app) as base:
+            vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=30))
+            still_starting(vlm, base)
+            report = generate(tmp_path / "w" / "videos", settings, parts,
+                              Perceiver(vlm, cost_model("qwen2.5-vl"), None, parts), workers=1)
+            assert not report.errors
+            return int(app.state.stats["served"])
+
+    assert against("/models/ckpt-a") > 0
+    assert against("/models/ckpt-a") == 0  # the same checkpoint: its part is reused
+    assert against("/models/ckpt-b") > 0  # main: 0, ckpt-a's perceived tasks taken for ckpt-b's
