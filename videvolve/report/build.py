@@ -85,6 +85,22 @@ def _labels(settings: dict[str, Any]) -> list[LabelMix]:
     return label_mix(read_tasks(tasks)) if tasks.is_file() else []
 
 
+def run_diagnoses(run: RunDir, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's diagnoses in the shared memory (the last version of each), in iteration and task order.
+
+    They are the ones its investigate events name: another run of the same name writes to the same memory. A run from
+    before the events named them: those with its run id.
+    """
+    named = [e["diagnosis_ids"] for e in run.read_events()
+             if e["node"] == "investigate" and isinstance(e.get("diagnosis_ids"), list)]
+    ours = {str(i) for ids in named for i in ids}
+    latest: dict[str, dict[str, Any]] = {}
+    for d in _jsonl(Path(settings["memory"]) / "diagnoses.jsonl"):
+        if (d["id"] in ours) if named else (d["run_id"] == settings["run_id"]):
+            latest[d["id"]] = d
+    return sorted(latest.values(), key=lambda d: (d["iteration"], d["task_id"]))
+
+
 def build_report(run: str | Path) -> Path:
     """Write the report of a run directory; returns the HTML file."""
     rundir = RunDir(Path(run))
@@ -95,12 +111,7 @@ def build_report(run: str | Path) -> Path:
     lineage = versions(rundir)
     history = _history(rundir)
     seed = next((v for v in lineage if v.get("decision") == "seed"), {"score": 0.0, "cost": 0.0})
-    memory = Path(settings["memory"]) / "diagnoses.jsonl"
-    latest: dict[str, dict[str, Any]] = {}
-    for d in _jsonl(memory):
-        if d["run_id"] == settings["run_id"]:
-            latest[d["id"]] = d
-    diagnoses = sorted(latest.values(), key=lambda d: (d["iteration"], d["task_id"]))
+    diagnoses = run_diagnoses(rundir, settings)
     plots.progress(history, seed, out / "progress.png")
     plots.lineage(lineage, out / "lineage.png", iterations=max((h.number for h in history), default=0))
     plots.categories(diagnoses, out / "categories.png")
