@@ -29,3 +29,29 @@ def test_two_runs_of_the_same_name_keep_their_own_diagnoses(make_context: Callab
     html = build_report(tmp_path / "exp1" / "run").read_text()
     table = html.split("<h2>Diagnoses</h2>", 1)[1].split("</table>", 1)[0]
     assert table.count("<tr><td>") == len(made["exp1"])
+
+
+def test_a_heldout_comparison_of_a_former_best_is_not_shown_as_the_best(make_context: Callable[..., Context],
+                                                                       tmp_path: Path, seed: Path):
+    """``RUN/test/comparison.json`` names the best version it measured. After the run went on (``--resume`` with more
+    iterations) and promoted another, the report still showed it as "the seed and the best harness"."""
+    import shutil
+
+    from videvolve.config import RuntimeSettings
+    from videvolve.evaluation.experiment import compare_on_test
+    from videvolve.models.cost import cost_model
+    from videvolve.models.sim import SimVLM
+    from videvolve.rundir import RunDir
+    from videvolve.skill_library.harness import copy_harness
+
+    run = tmp_path / "run"
+    evolve(make_context(run_id="r", iterations=1))
+    measured = compare_on_test(run, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)).best
+    assert "The seed and the best harness on the test split" in build_report(run).read_text()
+    later = tmp_path / "later"
+    shutil.copytree(seed, later)
+    (later / "config.toml").write_text("n_frames = 8\nmax_side = 160\n")
+    RunDir(run).set_best(copy_harness(later, RunDir(run).harnesses))  # as record promotes a later revision
+    html = build_report(run).read_text()
+    assert "The seed and the best harness on the test split" not in html  # main: shown as the best's
+    assert f"not the run's best harness any more (<code>{measured['version']}</code>)" in html

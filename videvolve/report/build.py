@@ -16,7 +16,7 @@ from videvolve.report.proposals import proposals
 from videvolve.report.traces import traces
 from videvolve.rundir import RunDir
 from videvolve.search.history import GateEntry
-from videvolve.skill_library.harness import MANIFEST, revision_diff
+from videvolve.skill_library.harness import MANIFEST, read_manifest, revision_diff
 from videvolve.tasks import read_tasks
 from videvolve.usage import TaskUsage
 
@@ -101,6 +101,18 @@ def run_diagnoses(run: RunDir, settings: dict[str, Any]) -> list[dict[str, Any]]
     return sorted(latest.values(), key=lambda d: (d["iteration"], d["task_id"]))
 
 
+def heldout_comparison(run: RunDir) -> tuple[dict[str, Any] | None, str | None]:
+    """``RUN/test/comparison.json`` when it measured the run's best harness; else (None, the version it measured).
+
+    A run that went on after the comparison (``--resume`` with more iterations) may have promoted another version.
+    """
+    if not run.comparison.is_file():
+        return None, None
+    heldout = json.loads(run.comparison.read_text())
+    measured = str((heldout.get("best") or {}).get("version"))
+    return (heldout, None) if measured == read_manifest(run.best).get("version_id") else (None, measured)
+
+
 def build_report(run: str | Path) -> Path:
     """Write the report of a run directory; returns the HTML file."""
     rundir = RunDir(Path(run))
@@ -119,12 +131,12 @@ def build_report(run: str | Path) -> Path:
     best = accepted[-1] if accepted else seed
     env = Environment(autoescape=True, undefined=StrictUndefined)
     template = env.from_string((resources.files("videvolve.report") / "templates" / "report.html").read_text())
-    comparison = rundir.comparison
-    heldout = json.loads(comparison.read_text()) if comparison.is_file() else None
+    heldout, former = heldout_comparison(rundir)
     html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=lineage,
                            editor=_setting(settings, "editor", "kind", "editor"),
                            cost_metric=_setting(settings, "gate", "cost_metric", "cost_metric"),
-                           heldout=heldout, tokens=_token_ledger(rundir), proposals=proposals(rundir, out),
+                           heldout=heldout, former_best=former, tokens=_token_ledger(rundir),
+                           proposals=proposals(rundir, out),
                            diagnoses=diagnoses, labels=_labels(settings), traces=traces(rundir, settings, out),
                            best=best.get("version", "?"),
                            compare_cmds=_compare_commands(rundir, settings, str(seed.get("version", "SEED"))),
