@@ -17,7 +17,7 @@ import pytest
 from videvolve.graph.driver import evolve
 
 GOLDEN = Path(__file__).with_name("golden") / "two_iterations.json"
-VOLATILE = {"ts"}
+VOLATILE = {"ts", "diagnosis_ids"}  # diagnosis ids hold the run_uid drawn when a run starts
 REGENERATE = "VIDEVOLVE_UPDATE_GOLDEN=1 python -m pytest tests/test_golden_trace.py"
 
 

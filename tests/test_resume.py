@@ -30,11 +30,13 @@ def outcome(base: Path) -> dict:
     final = {}
     for rec in lineage:
         final[rec["version"]] = {k: rec.get(k) for k in ("parent", "operator", "decision", "reason", "score", "cost")}
-    diagnoses = {}
+    diagnoses, ids = {}, set()
     for line in (base / "memory" / "diagnoses.jsonl").read_text().splitlines():
         d = json.loads(line)
-        diagnoses[d["id"]] = {k: d[k] for k in ("task_id", "iteration", "category", "hypothesis", "evidence",
-                                                "outcome")}
+        ids.add(d["id"])  # holds the run's own run_uid: two runs are compared by what each diagnosis is of
+        diagnoses[(d["iteration"], d["harness_id"], d["task_id"])] = {
+            k: d[k] for k in ("task_id", "iteration", "category", "hypothesis", "evidence", "outcome")}
+    assert len(ids) == len(diagnoses)  # a resumed run writes a diagnosis again under the id it had
     best = json.loads((base / "run" / "best" / "manifest.json").read_text())["version_id"]
     calls = len((base / "calls.txt").read_text().splitlines())
     return {"lineage": final, "diagnoses": diagnoses, "best": best, "calls": calls}

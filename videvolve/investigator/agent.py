@@ -180,8 +180,8 @@ class AgentInvestigator:
         """Probe frames, tokens and calls, shared with the procedure (the investigator's one ledger)."""
 
     def diagnose(self, task: Task, result: TaskResult, trace: list[dict[str, Any]], run_id: str,
-                 iteration: int) -> Diagnosis:
-        """The model's diagnosis, or the procedure's with why in ``fallback``."""
+                 iteration: int, run_uid: str = "") -> Diagnosis:
+        """The model's diagnosis, or the procedure's with why in ``fallback`` (``run_uid``: its run's, in its id)."""
         before = {**self.ledger, "agent_calls": int(self.model.ledger["calls"])}
         folder = self.root / str(iteration + 1) / task_stem(task.id)  # numbered from 1
         folder.mkdir(parents=True, exist_ok=True)
@@ -193,10 +193,10 @@ class AgentInvestigator:
         (folder / "conversation.json").write_text(json.dumps({"messages": messages, "failure": loop.failure},
                                                              indent=1), encoding="utf-8")
         if found is None:
-            fallback = self.procedure.diagnose(task, result, trace, run_id, iteration)
+            fallback = self.procedure.diagnose(task, result, trace, run_id, iteration, run_uid)
             why = loop.failure or "no diagnosis"
             return fallback.model_copy(update={"fallback": why, "probe_cost": self._cost(before)})
-        return new_diagnosis(task, result, run_id, iteration, **found.model_dump(), investigator="agent",
+        return new_diagnosis(task, result, run_id, iteration, run_uid, **found.model_dump(), investigator="agent",
                              probe_cost=self._cost(before))
 
     def _cost(self, before: dict[str, int]) -> dict[str, int]:

@@ -74,14 +74,20 @@ def trace_observations(trace: list[dict[str, Any]]) -> list[Seen]:
     return out
 
 
-def diagnosis_id(run_id: str, iteration: int, harness_id: str, task_id: str) -> str:
-    """Deterministic, so a resumed run writes the same records."""
-    return hashlib.sha1(f"{run_id}:{iteration}:{harness_id}:{task_id}".encode()).hexdigest()[:16]
+def diagnosis_id(run_id: str, iteration: int, harness_id: str, task_id: str, run_uid: str = "") -> str:
+    """Deterministic, so a resumed run writes the same records; ``run_uid`` tells apart runs of one name.
+
+    The memory is shared by runs, and two runs may have one name (``exp1/run`` and ``exp2/run``, a run started again
+    where one was deleted): without the run's own ``run_uid`` (drawn when it starts), one's records replace the other's.
+    """
+    run = f"{run_id}/{run_uid}" if run_uid else run_id  # runs from before run_uid keep their ids
+    return hashlib.sha1(f"{run}:{iteration}:{harness_id}:{task_id}".encode()).hexdigest()[:16]
 
 
-def new_diagnosis(task: Task, result: TaskResult, run_id: str, iteration: int, **fields: Any) -> Diagnosis:
+def new_diagnosis(task: Task, result: TaskResult, run_id: str, iteration: int, run_uid: str = "",
+                  **fields: Any) -> Diagnosis:
     """A diagnosis of ``result`` on ``task`` (its id deterministic), with the findings in ``fields``."""
-    return Diagnosis(id=diagnosis_id(run_id, iteration, result.harness_id, task.id), run_id=run_id,
+    return Diagnosis(id=diagnosis_id(run_id, iteration, result.harness_id, task.id, run_uid), run_id=run_id,
                      iteration=iteration, harness_id=result.harness_id, task_id=task.id, video_id=task.video_id,
                      kind=task.kind, source=task.source, label_source=task.label_source, **fields)
 
@@ -116,13 +122,13 @@ class Investigator:
         return {t for t in times if any(abs(t - y) <= 0.006 for y in found["yes"])}  # captions carry 2 decimals
 
     def diagnose(self, task: Task, result: TaskResult, trace: list[dict[str, Any]], run_id: str,
-                 iteration: int) -> Diagnosis:
-        """One diagnosis for one failed result."""
+                 iteration: int, run_uid: str = "") -> Diagnosis:
+        """One diagnosis for one failed result (``run_uid``: see :func:`diagnosis_id`)."""
         before = dict(self.ledger)
         category, evidence, facts = self._classify(task, result, trace)
         cost = {k: self.ledger[k] - before[k] for k in self.ledger}
         hypothesis, applies, preserve = _narrative(category, task, result, facts)
-        return new_diagnosis(task, result, run_id, iteration, category=category, evidence=evidence,
+        return new_diagnosis(task, result, run_id, iteration, run_uid, category=category, evidence=evidence,
                              hypothesis=hypothesis, applies_when=applies, preserve=preserve, probe_cost=cost)
 
     def _classify(self, task: Task, result: TaskResult,

@@ -25,7 +25,7 @@ from videvolve.labelfree.perceived import appearances, cached_look, model_identi
 from videvolve.media.check import list_videos
 from videvolve.media.decode import frames_at
 from videvolve.media.info import file_key, probe
-from videvolve.models.base import VLM
+from videvolve.models.base import VLM, reach
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.needles.frames import PLAN_KEY
@@ -229,6 +229,30 @@ def _load_part(parts: Path, video_id: str, stamp: str, videos: Sequence[str]) ->
     return tasks
 
 
+def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], settings: GenerateSettings,
+                     parts: Path) -> dict[str, Any] | None:
+    """The perceiver's :func:`~videvolve.labelfree.perceived.model_identity`, part of what a video's stamp names.
+
+    As :func:`~videvolve.evaluation.solve.producer_of` keys results: when a video's stored part is not this model's,
+    its endpoint is asked first which checkpoint it serves (a server still loading has not said yet, and a part
+    stamped before it did would be taken for any checkpoint served under the name); all stored: no endpoint needed.
+    """
+    if perceiver is None:
+        return None
+    model = model_identity(perceiver.vlm, perceiver.cost)
+    if "perceived" in settings.sources:
+        paths = [str(p.resolve()) for p in videos.values()]
+        for vid, path in videos.items():
+            try:
+                stamp = _stamp(path, settings, model)
+            except (OSError, MediaError):
+                continue  # no tasks for it, whatever the model
+            if _load_part(parts, vid, stamp, paths) is None:
+                reach(perceiver.vlm)
+                return model_identity(perceiver.vlm, perceiver.cost)
+    return model
+
+
 def _save_part(parts: Path, video_id: str, stamp: str, tasks: list[Task]) -> None:
     write_text_atomic(_part_path(parts, video_id),
                       json.dumps({"stamp": stamp, "tasks": [t.model_dump(mode="json") for t in tasks]}),
@@ -315,7 +339,7 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
     def job(path: Path, vid: str, others: list[str]) -> list[Task]:
         return video_tasks(path, vid, others, settings, perceiver)
     workers = workers or min(len(videos), max(1, (os.cpu_count() or 1)))
-    model = model_identity(perceiver.vlm, perceiver.cost) if perceiver is not None else None
+    model = perceiving_model(perceiver, videos, settings, parts)
     outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done, model)
     tasks = [t for o in outcomes for t in o.tasks]
     if tasks:

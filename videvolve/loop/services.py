@@ -21,14 +21,14 @@ from videvolve.editing.base import Editor
 from videvolve.editing.command import CommandSpec, check_command
 from videvolve.errors import UsageError
 from videvolve.evaluation.evaluate import with_proxies
-from videvolve.evaluation.results import Producer, TaskResult, load_result
+from videvolve.evaluation.results import Producer, TaskResult, load_result, read_result
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.context import Context
 from videvolve.memory.embedders import Embedder, HashingEmbedder, MiniLMEmbedder, default_embedder
 from videvolve.memory.lineage import LineageRecord
 from videvolve.memory.store import ChromaStore
 from videvolve.models import make_vlm
-from videvolve.models.base import VLM
+from videvolve.models.base import VLM, reach
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel, cost_model
 from videvolve.rundir import RunDir
@@ -88,9 +88,18 @@ class Run:
                            model=self.ctx.model, ray_address=self.ctx.ray_address)
 
     def stored(self, version: str, task: Task, split: str) -> TaskResult | None:
-        """A stored result, without running anything."""
-        producer = Producer.of(version, self.vlm, self.ctx.runtime, self.cost)
-        return load_result(self.eval_dir(version, split), task, producer)
+        """A stored result, without running anything.
+
+        Keyed as :func:`~videvolve.evaluation.solve.producer_of` keys what it reuses: where a result is stored but
+        not under the producer known so far, the endpoint is asked which checkpoint it serves first (a resumed
+        process whose server is still loading does not know it yet), and the result is looked up again.
+        """
+        out = self.eval_dir(version, split)
+        found = load_result(out, task, Producer.of(version, self.vlm, self.ctx.runtime, self.cost))
+        if found is None and read_result(out, task.id) is not None:
+            reach(self.vlm)
+            found = load_result(out, task, Producer.of(version, self.vlm, self.ctx.runtime, self.cost))
+        return found
 
     def batch(self, iteration: int) -> list[Task]:
         """The training batch of an iteration (deterministic in the seed and the iteration)."""

@@ -31,6 +31,9 @@ class State(TypedDict, total=False):
     """Unix time of the first step (for --hours)."""
     tasks_digest: str
     """The train and selection tasks the run started on (``loop.services.tasks_digest``): --resume checks it."""
+    run_uid: str
+    """Drawn when the run starts, kept on resume: in its diagnoses' ids, so that a run of another's name (the memory
+    is shared) never replaces its records (none: a run from before it, whose ids stay as they were)."""
     iteration: int
     """Iterations finished so far."""
     incumbent: str

@@ -46,9 +46,9 @@ def investigate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
             continue
         trace = read_trace(evals.trace(task_id))
         if agent is None:
-            diagnoses.append(inv.diagnose(task, result, trace, ctx.run_id, it))
+            diagnoses.append(inv.diagnose(task, result, trace, ctx.run_id, it, state.get("run_uid", "")))
             continue
-        d = agent.diagnose(task, result, trace, ctx.run_id, it)
+        d = agent.diagnose(task, result, trace, ctx.run_id, it, state.get("run_uid", ""))
         if d.fallback:
             log.warning("iteration %d: the agent investigator gave no usable diagnosis of %s; the procedure's is "
                         "kept: %s", it + 1, task_id, d.fallback)
@@ -61,7 +61,8 @@ def investigate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if agent is not None:
         extra["investigators"] = {k: sum(d.investigator == k for d in diagnoses) for k in ("agent", "procedure")}
-    run.event(it, "investigate", "diagnoses", categories=counts, probe_cost=inv.ledger, **extra)
+    run.event(it, "investigate", "diagnoses", categories=counts, probe_cost=inv.ledger,
+              diagnosis_ids=[d.id for d in diagnoses], **extra)
     ledger = inv.ledger  # the probes' visual tokens are its "image_tokens" (probes show frames and clips)
     spend = Spend(model_calls=ledger["model_calls"], visual_tokens=ledger["image_tokens"],
                   probe_frames=ledger["frames"])

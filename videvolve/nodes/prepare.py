@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Any
 
@@ -27,7 +28,8 @@ def prepare(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
                        score=score, cost=cost, frames=mean_frames(results))
     run.dir.set_best(seed)
     run.event(0, "prepare", "baseline", harness=version, score=score, cost=cost, selection=len(run.selection))
-    return {"started_at": time.time(), "tasks_digest": run.tasks_digest, "iteration": 0, "incumbent": version,
+    return {"started_at": time.time(), "tasks_digest": run.tasks_digest, "run_uid": secrets.token_hex(8),
+            "iteration": 0, "incumbent": version,
             "incumbent_score": score, "incumbent_cost": cost, "parent": version, "history": [], "spent": spent(results),
             "tree": root(version, score, cost, len(results)),
             "stop_reason": "--iterations 0" if ctx.stop.iterations == 0 else None}

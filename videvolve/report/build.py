@@ -16,7 +16,7 @@ from videvolve.report.proposals import proposals
 from videvolve.report.traces import traces
 from videvolve.rundir import RunDir
 from videvolve.search.history import GateEntry
-from videvolve.skill_library.harness import MANIFEST, revision_diff
+from videvolve.skill_library.harness import MANIFEST, read_manifest, revision_diff
 from videvolve.tasks import read_tasks
 from videvolve.usage import TaskUsage
 
@@ -91,6 +91,34 @@ def _labels(settings: dict[str, Any]) -> list[LabelMix]:
     return label_mix(read_tasks(tasks)) if tasks.is_file() else []
 
 
+def run_diagnoses(run: RunDir, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's diagnoses in the shared memory (the last version of each), in iteration and task order.
+
+    They are the ones its investigate events name: another run of the same name writes to the same memory. A run from
+    before the events named them: those with its run id.
+    """
+    named = [e["diagnosis_ids"] for e in run.read_events()
+             if e["node"] == "investigate" and isinstance(e.get("diagnosis_ids"), list)]
+    ours = {str(i) for ids in named for i in ids}
+    latest: dict[str, dict[str, Any]] = {}
+    for d in _jsonl(Path(settings["memory"]) / "diagnoses.jsonl"):
+        if (d["id"] in ours) if named else (d["run_id"] == settings["run_id"]):
+            latest[d["id"]] = d
+    return sorted(latest.values(), key=lambda d: (d["iteration"], d["task_id"]))
+
+
+def heldout_comparison(run: RunDir) -> tuple[dict[str, Any] | None, str | None]:
+    """``RUN/test/comparison.json`` when it measured the run's best harness; else (None, the version it measured).
+
+    A run that went on after the comparison (``--resume`` with more iterations) may have promoted another version.
+    """
+    if not run.comparison.is_file():
+        return None, None
+    heldout = json.loads(run.comparison.read_text())
+    measured = str((heldout.get("best") or {}).get("version"))
+    return (heldout, None) if measured == read_manifest(run.best).get("version_id") else (None, measured)
+
+
 def build_report(run: str | Path) -> Path:
     """Write the report of a run directory; returns the HTML file."""
     rundir = RunDir(Path(run))
@@ -101,12 +129,7 @@ def build_report(run: str | Path) -> Path:
     lineage = versions(rundir)
     history = _history(rundir)
     seed = next((v for v in lineage if v.get("decision") == "seed"), {"score": 0.0, "cost": 0.0})
-    memory = Path(settings["memory"]) / "diagnoses.jsonl"
-    latest: dict[str, dict[str, Any]] = {}
-    for d in _jsonl(memory):
-        if d["run_id"] == settings["run_id"]:
-            latest[d["id"]] = d
-    diagnoses = sorted(latest.values(), key=lambda d: (d["iteration"], d["task_id"]))
+    diagnoses = run_diagnoses(rundir, settings)
     kept = kept_versions(rundir)
     plots.progress(history, seed, out / "progress.png", kept)
     plots.lineage(lineage, out / "lineage.png", iterations=max((h.number for h in history), default=0))
@@ -115,12 +138,12 @@ def build_report(run: str | Path) -> Path:
     best = next((v for v in lineage if v.get("version") == last), seed)
     env = Environment(autoescape=True, undefined=StrictUndefined)
     template = env.from_string((resources.files("videvolve.report") / "templates" / "report.html").read_text())
-    comparison = rundir.comparison
-    heldout = json.loads(comparison.read_text()) if comparison.is_file() else None
+    heldout, former = heldout_comparison(rundir)
     html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=lineage,
                            editor=_setting(settings, "editor", "kind", "editor"),
                            cost_metric=_setting(settings, "gate", "cost_metric", "cost_metric"),
-                           heldout=heldout, tokens=_token_ledger(rundir), proposals=proposals(rundir, out),
+                           heldout=heldout, former_best=former, tokens=_token_ledger(rundir),
+                           proposals=proposals(rundir, out),
                            diagnoses=diagnoses, labels=_labels(settings), traces=traces(rundir, settings, out),
                            best=best.get("version", "?"),
                            compare_cmds=_compare_commands(rundir, settings, str(seed.get("version", "SEED"))),
