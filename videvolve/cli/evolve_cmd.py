@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from videvolve.cli.common import add_model_args, model_settings, runtime_settings
-from videvolve.cli.flags import add_sections, build, flag_name, given, merged, section_of
+from videvolve.cli.flags import add_sections, build, given, merged
+from videvolve.cli.resume_flags import EXTENDABLE, helper_models, refuse_changes, resumed_endpoints
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import InputNotFoundError, UsageError
 from videvolve.rundir import RunDir
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
-EXTENDABLE = "stop"
-"""The section of settings that may grow on ``--resume`` (iterations, hours, call and token budgets)."""
 NEXT = {"prepare": "solving a training batch", "solve": "investigating failures", "investigate": "editing",
         "edit": "validating the candidate", "validate": "gating on the selection set", "gate": "recording",
         "record": "solving the next batch"}
@@ -90,7 +89,7 @@ def build_context(args: argparse.Namespace) -> Context:
         if not settings.exists():
             raise UsageError(f"nothing to resume in {run} (no {settings.name}); drop --resume to start it")
         data = nest(RunDir(run).read_settings())  # a run from before the grouping stored flat keys
-        _refuse_changes(run, data, _resolved(flags))
+        refuse_changes(run, data, _resolved(flags), resumed_endpoints(args, data))
         return build(Context, merged(data, {k: v for k, v in flags.items() if k == EXTENDABLE}), str(settings))
     if settings.exists():
         raise UsageError(f"{run} already holds a run; pass --resume to continue it, or choose another --run")
@@ -104,15 +103,8 @@ def build_context(args: argparse.Namespace) -> Context:
                          **given(args, ModelSettings)}
     data["runtime"] = {**data.get("runtime", {}), **given(args, RuntimeSettings)}
     data["runtime"].setdefault("image_format", runtime_settings(args).image_format)
-    for (section, key), (name, url) in {("editor", "model"): (args.editor_model, args.editor_base_url),
-                                        ("investigator", "agent_model"): (args.investigator_agent_model,
-                                                                          args.investigator_agent_base_url)}.items():
-        if name or url:  # the solver's settings on another endpoint or model
-            update = {"backend": "openai", "model": name or solver.model, "base_url": url or solver.base_url}
-            data.setdefault(section, {})[key] = solver.model_copy(update=update).model_dump()
-    if args.investigator_model:
-        data.setdefault("investigator", {})["model"] = solver.model_copy(
-            update={"model": args.investigator_model}).model_dump()
+    for (section, key), value in helper_models(args, solver).items():
+        data.setdefault(section, {})[key] = value
     return build(Context, data, str(args.config) if args.config else "the command line")
 
 
@@ -128,44 +120,6 @@ def _resolved(data: dict[str, Any]) -> dict[str, Any]:
     for key in ("memory", "cache"):
         if out.get(key):
             out[key] = str(Path(out[key]).expanduser().resolve())
-    return out
-
-
-def _same_file(a: str, b: str) -> bool:
-    pa, pb = Path(a), Path(b)
-    try:
-        return pa == pb or (pa.is_file() and pb.is_file() and pa.read_bytes() == pb.read_bytes())
-    except OSError:
-        return False
-
-
-def _refuse_changes(run: Path, stored: dict[str, Any], flags: dict[str, Any]) -> None:
-    """``--resume`` continues a run as it was started: a flag that would change it (other than EXTENDABLE) is refused.
-
-    A ``--tasks`` naming the run's own tasks file, or a file of identical content, is accepted.
-    """
-    from videvolve.loop.context import Context, StopSettings
-
-    before = build(Context, stored, str(RunDir(run).settings))
-    after = build(Context, merged(stored, flags), "the command line")
-    changed = _changes(before, after, {k: v for k, v in flags.items() if k != EXTENDABLE})
-    if changed:
-        grow = ", ".join(flag_name(k, f) for k, f in StopSettings.model_fields.items())
-        raise UsageError(f"--resume continues {run} with the settings it started with, and these flags would change "
-                         f"them: {'; '.join(changed)}. Drop them to continue the run, or start a new run with another "
-                         f"--run (only {grow} may grow on --resume).")
-
-
-def _changes(before: Any, after: Any, flags: dict[str, Any]) -> list[str]:
-    """``--flag new (the run has old)`` for each given flag whose setting differs (sections compared field by field)."""
-    out = []
-    for name, value in flags.items():
-        field = type(before).model_fields[name]
-        old, new = getattr(before, name), getattr(after, name)
-        if section_of(field) is not None and isinstance(value, dict):
-            out += _changes(old, new, value)
-        elif old != new and not (name == "tasks" and _same_file(old, new)):
-            out.append(f"{flag_name(name, field)} {new} (the run has {old})")
     return out
 
 
