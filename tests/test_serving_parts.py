@@ -474,3 +474,30 @@ def test_lmms_eval_model_generate_until_follows_the_documented_interface(serving
     answer = model.answer(context, str(w.video))
     assert answer.cost.frames == w.asked_mcq["usage"]["frames"] and answer.evidence_times == w.asked_mcq[
         "evidence_times"]
+
+
+def test_a_runs_name_follows_its_best_and_a_promotion_breaks_no_answer(tmp_path: Path):
+    import shutil
+
+    from videvolve.config import ModelSettings, RuntimeSettings
+    from videvolve.rundir import RunDir
+    from videvolve.serving.agent import CatalogAgents, HarnessCatalog
+    from videvolve.skill_library.harness import load_harness, seed_path
+
+    run = RunDir(tmp_path / "myrun")
+    run.harnesses.mkdir(parents=True)
+    run.settings.write_text("{}")
+    ids = {}
+    for name in ("uniform", "scan_refine"):
+        ids[name] = load_harness(seed_path(name)).version_id
+        shutil.copytree(seed_path(name), run.harness(ids[name]))
+    run.set_best(run.harness(ids["uniform"]))
+    agents = CatalogAgents(HarnessCatalog.open(run.root), ModelSettings(), RuntimeSettings())
+    before = agents.agent("myrun")
+    assert before.harness.harness.path == run.harness(ids["uniform"])  # main: best/, replaced at each promotion
+    run.set_best(run.harness(ids["scan_refine"]))  # the run, still evolving, promotes another version
+    assert agents.describe("myrun") == f"scan_refine@{ids['scan_refine']}"  # main: uniform's, then 503 for ever
+    assert agents.describe(ids["uniform"]) == f"uniform@{ids['uniform']}"  # a version id stays that version
+    # the harness loaded before is unchanged on disk: an answer under way finishes as it started
+    from videvolve.skill_library.harness import content_hash
+    assert content_hash(before.harness.harness.path) == before.harness.harness.version_id

@@ -20,6 +20,7 @@ from videvolve.rundir import RunDir
 from videvolve.search.gate import aggregate
 from videvolve.search.screening import paired_se
 from videvolve.search.services import RunServices
+from videvolve.skill_library.harness import content_hash
 
 
 def complete_versions(run: RunServices) -> list[str]:
@@ -82,4 +83,17 @@ def resolve_run_harness(path: Path, budget: int | None) -> Path:
                              f"delete it to use the run's best harness, or rebuild it with `videvolve evolve "
                              f"--resume`") from None
         return run.harness(version)
-    return run.best
+    return best_version(run)
+
+
+def best_version(run: RunDir) -> Path:
+    """The run's best harness as its immutable version folder (``best/`` is replaced when a revision is promoted).
+
+    A server that loaded ``best/`` would find it changed under it at the next promotion; the version folder never
+    changes. ``best/`` itself where the run holds no such folder.
+    """
+    try:
+        version = run.harness(content_hash(run.best))
+    except OSError:  # best/ being put in place this instant, or none yet
+        return run.best
+    return version if version.is_dir() else run.best

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -140,12 +141,16 @@ class HarnessCatalog:
 
     A seed name or harness folder offers itself under its name and its version id; a run directory offers its
     mixture's tier for the budget (or its best harness) under the run's name, and every version it holds under
-    the version's id.
+    the version's id. The run's name follows the run: a run still evolving promotes another best, and the next
+    question asked under that name is answered by it (those under way finish with the one they started with).
     """
 
-    def __init__(self, paths: dict[str, Path], default: str) -> None:
+    def __init__(self, paths: dict[str, Path], default: str, run: RunDir | None = None,
+                 budget: int | None = None) -> None:
         self.paths = paths
         self.default = default
+        self.run = run
+        self.budget = budget
         self._loaded: dict[Path, LoadedHarness] = {}
 
     @classmethod
@@ -157,7 +162,7 @@ class HarnessCatalog:
             paths = {path.resolve().name: chosen}
             for version in sorted(p for p in run.harnesses.iterdir() if (p / MANIFEST).is_file()):
                 paths[version.name] = version
-            return cls(paths, path.resolve().name)
+            return cls(paths, path.resolve().name, run, budget)
         loaded = load_harness(harness_or_run, budget)
         catalog = cls({loaded.harness.name: loaded.harness.path, loaded.harness.version_id: loaded.harness.path},
                       loaded.harness.name)
@@ -169,7 +174,9 @@ class HarnessCatalog:
         return [self.default, *(k for k in self.paths if k != self.default)]
 
     def load(self, model_id: str) -> LoadedHarness:
-        """The harness behind a model id (KeyError when there is none)."""
+        """The harness behind a model id (KeyError when there is none); a run's name: its harness now."""
+        if model_id == self.default and self.run is not None:
+            self.paths[model_id] = resolve_harness(self.run.root, self.budget)
         path = self.paths[model_id]
         if path not in self._loaded:
             self._loaded[path] = load_harness(path)
@@ -177,7 +184,7 @@ class HarnessCatalog:
 
 
 class CatalogAgents:
-    """One :class:`VideoAgent` per model id of a catalog, sharing the model client and the cache."""
+    """One :class:`VideoAgent` per harness of a catalog, sharing the model client and the cache."""
 
     def __init__(self, catalog: HarnessCatalog, model: ModelSettings, runtime: RuntimeSettings,
                  vlm: VLM | None = None, cache: ResponseCache | None = None) -> None:
@@ -186,16 +193,23 @@ class CatalogAgents:
         self.runtime = runtime
         self.vlm = vlm or make_vlm(model)
         self.cache = cache
-        self._agents = {i: VideoAgent(catalog.load(i), model, runtime, self.vlm, cache) for i in catalog.ids()}
+        self._agents: dict[Path, VideoAgent] = {}
+        self._lock = threading.Lock()
+        for i in catalog.ids():
+            self.agent(i)
 
     def ids(self) -> list[str]:
         """Model ids, the default first."""
         return self.catalog.ids()
 
     def agent(self, model_id: str) -> VideoAgent:
-        """The agent of a model id (KeyError when unknown)."""
-        return self._agents[model_id]
+        """The agent of a model id (KeyError when unknown); a run's name: its harness now."""
+        with self._lock:
+            loaded = self.catalog.load(model_id)
+            if loaded.harness.path not in self._agents:
+                self._agents[loaded.harness.path] = VideoAgent(loaded, self.model, self.runtime, self.vlm, self.cache)
+            return self._agents[loaded.harness.path]
 
     def describe(self, model_id: str) -> str:
         """name@version_id of the harness behind a model id."""
-        return self._agents[model_id].version
+        return self.agent(model_id).version
