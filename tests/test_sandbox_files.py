@@ -42,17 +42,19 @@ def video(tmp_path_factory: pytest.TempPathFactory) -> str:
                                 height=48))
 
 
-@pytest.mark.parametrize("user_namespace", [False, True])
-def test_a_harness_past_the_static_check_can_write_no_file(video: str, tmp_path: Path, user_namespace: bool,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Before: /tmp was a writable tmpfs (64 MB of bytes, but empty files without bound: 1,000,000 of them held
-    1.2 GB of the host's kernel memory), and started by a normal user, / and /dev were writable too.
-
-    ``user_namespace``: bubblewrap as a normal user starts it (root may make a user namespace too)."""
-    if user_namespace:
+@pytest.fixture(params=[False, True], ids=["as started", "user namespace"])
+def started_as(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bubblewrap as this process starts it, and as a normal user starts it (root may make a user namespace too)."""
+    if request.param:
         if os.geteuid() != 0:
             pytest.skip("the test as this user is the user-namespace case already")
         monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+
+
+@pytest.mark.usefixtures("started_as")
+def test_a_harness_past_the_static_check_can_write_no_file(video: str, tmp_path: Path) -> None:
+    """Before: /tmp was a writable tmpfs (64 MB of bytes, but empty files without bound: 1,000,000 of them held
+    1.2 GB of the host's kernel memory), and started by a normal user, / and /dev were writable too."""
     out, _ = run_source(WRITER, video, tmp_path, static_check=False)
     assert out.outcome == "ok" and out.prediction is not None, out.error
     seen = json.loads(out.prediction.raw)
@@ -82,17 +84,11 @@ def solve(task, ctx):
 '''
 
 
-@pytest.mark.parametrize("user_namespace", [False, True])
-def test_a_harness_past_the_static_check_makes_no_namespace_or_ipc_object(video: str, tmp_path: Path,
-                                                                          user_namespace: bool,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("started_as")
+def test_a_harness_past_the_static_check_makes_no_namespace_or_ipc_object(video: str, tmp_path: Path) -> None:
     """Before: ``unshare(CLONE_NEWUSER | CLONE_NEWNS)`` made the harness root of namespaces of its own, where it mounted
     a writable tmpfs over the read-only ``/tmp`` (100,000 files made); ``shmget`` and ``msgget`` kept memory outside
     its address-space limit (eight 256 MB segments, written and detached, held 2 GB under a 1 GB limit)."""
-    if user_namespace:
-        if os.geteuid() != 0:
-            pytest.skip("the test as this user is the user-namespace case already")
-        monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
     out, _ = run_source(ESCAPES, video, tmp_path, static_check=False)
     assert out.outcome == "ok" and out.prediction is not None, out.error
     said = json.loads(out.prediction.raw)
