@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -58,3 +59,18 @@ def test_ask_sites_count_loops_and_the_dry_run_prints_the_bound(small_world, tmp
     printed = capsys.readouterr().out
     assert "0.00 hours" not in printed and "about 70" not in printed and "qwen2.5-vl cost model" in printed
     assert not (tmp_path / "run").exists()  # a dry run writes nothing
+
+
+def test_a_long_dry_run_never_shows_a_question_more_frames_than_its_video_holds(small_world, tmp_path: Path,
+                                                                                 capsys):
+    # 30 iterations compounded one edit's 1.7x growth into 1.7**30 x 256 frames a question: the plan printed
+    # 1.3e12 frames shown and 9e13 visual tokens for a 4-video world of 3 minutes (720 to 850 frames a video)
+    from videvolve.media import probe
+
+    assert main(["evolve", "--tasks", str(small_world.tasks_path), "--run", str(tmp_path / "run"),
+                 "--iterations", "30", "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    value = {what: int(re.search(rf"{re.escape(what)}\s*│\s*([\d,]+)", printed).group(1).replace(",", ""))
+             for what in ("question runs (harness on one task)", "frames shown")}
+    most = max(probe(t.video).frame_count for t in read_tasks(small_world.tasks_path))
+    assert 0 < value["frames shown"] <= value["question runs (harness on one task)"] * most, (value, most)

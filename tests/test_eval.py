@@ -218,3 +218,18 @@ def test_harnesses_see_opaque_ids_results_keep_real_ones(small_world, tmp_path: 
     shutil.rmtree(tmp_path / "a" / "results")  # rerun into the same folder: the same ids
     again = solve_tasks(harness, tasks, *args, tmp_path / "a")
     assert {r.task_id: r.prediction.raw for r in again if r.prediction} == seen
+
+
+def test_eval_names_the_videos_it_could_not_read(small_world, tmp_path: Path):
+    # a missing video was scored 0 as a `media` error with only "media 2" in the table: the file's name was in
+    # results/*.json alone, though getting started promises that a missing video names the file
+    from videvolve.tasks import write_tasks
+
+    tasks = [t.model_copy(update={"video": str(tmp_path / "gone.mp4")}) for t in small_world.tasks[:2]]
+    write_tasks(tasks, tmp_path / "tasks.jsonl")
+    r = videvolve("eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--split", "all", "--harness", "uniform",
+                  "--out", str(tmp_path / "out"), "--no-cache")
+    assert r.returncode == 0, r.stderr
+    assert "media 2" in r.stdout
+    assert "2 task(s) could not read their video" in r.stderr and "gone.mp4" in r.stderr, r.stderr
+    assert "rerun the same command" in r.stderr

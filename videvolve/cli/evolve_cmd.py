@@ -126,7 +126,7 @@ def _resolved(data: dict[str, Any]) -> dict[str, Any]:
 def _dry_run(ctx: Context) -> int:
     from videvolve.api import resolve_harness
     from videvolve.errors import MediaError
-    from videvolve.graph.plan import estimate
+    from videvolve.graph.plan import estimate, most_frames
     from videvolve.media import probe
     from videvolve.skill_library.harness import load_harness
     from videvolve.tasks import read_tasks, selection_size
@@ -138,7 +138,7 @@ def _dry_run(ctx: Context) -> int:
         size = (info.width, info.height) if info else None
     except MediaError:
         size = None
-    plan = estimate(ctx, tasks, harness, size)
+    plan = estimate(ctx, tasks, harness, size, most_frames(tasks))
     table = Table(title=f"plan of {ctx.run_id} (dry run: nothing is spent; worst case, nothing reused)")
     table.add_column("what")
     table.add_column("estimate", justify="right")

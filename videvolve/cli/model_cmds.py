@@ -169,6 +169,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         out.print(summary_table(f"{name} ({done.harness.version_id}) on {args.split} of {args.tasks.name}", summary))
         out.print(CacheUse.model_validate(summary["cache_use"]).line(), highlight=False)
         out.print(f"results, traces and predictions: {outdir}")
+    failed = {r.task_id for r in done.results if r.error_kind == ErrorKind.MEDIA}
+    if failed:
+        videos = sorted({t.video for t in tasks if t.id in failed})
+        shown = "; ".join(f"{v} ({'not found' if not Path(v).exists() else 'unreadable'})" for v in videos[:3])
+        more = f"; and {len(videos) - 3} more" if len(videos) > 3 else ""
+        err.print(f"[bold yellow]warning:[/] {len(failed)} task(s) could not read their video, scored 0: "
+                  f"{shown}{more} (each reason in {outdir}/results/). Put the files back (or fix the tasks' 'video' "
+                  "fields) and rerun the same command: only these run again.", highlight=False)
     unsupported = summary["errors_by_kind"].get(ErrorKind.UNSUPPORTED, 0)
     if unsupported:
         err.print(f"[bold yellow]notice:[/] {SIM_ONLY_NOTICE} ({unsupported} of {summary['n']} task(s) had no "

@@ -6,7 +6,8 @@ so. Per question, model calls are the seed's ``ctx.ask`` call sites (times a loo
 refinement pass a heuristic edit may add; an llm, agent or command editor writes code of its own, so for those the
 bound holds only for harnesses that ask no more often than that (``--max-calls`` caps the run whatever they do).
 Frames: a harness run in iteration i is at most i edits from the seed, each growing its frames by at most
-:data:`FRAME_GROWTH`, every frame priced at the largest size an edit may show.
+:data:`FRAME_GROWTH`, and never past the frames its video holds (the longest video's, when the dry run knows it),
+every frame priced at the largest size an edit may show.
 """
 
 from __future__ import annotations
@@ -70,11 +71,16 @@ def calls_per_question(harness: Harness) -> int:
     return max(1, sites) + EDIT_EXTRA_CALLS
 
 
-def _frames(harness: Harness, ctx: Context, edits: int) -> int:
-    """Frames per question of a harness at most ``edits`` heuristic edits away from ``harness``."""
+def _frames(harness: Harness, ctx: Context, edits: int, video_frames: int | None = None) -> int:
+    """Frames per question of a harness at most ``edits`` heuristic edits away from ``harness``.
+
+    Distinct frames shown cannot outnumber the video's: ``video_frames`` (the most any task's video holds) caps the
+    compounded growth, which over 30 iterations would otherwise reach 1.7**30 (8 million) times the seed's frames.
+    """
     frames = int(harness.config.get("n_frames") or harness.config.get("frames") or 64)
-    grown = math.ceil(frames * FRAME_GROWTH ** edits)
-    return min(grown, ctx.runtime.budget) if ctx.runtime.budget else grown
+    grown = math.ceil(frames * FRAME_GROWTH ** min(edits, 200))
+    caps = [c for c in (ctx.runtime.budget, video_frames) if c]
+    return min([grown, *caps])
 
 
 def _frame_tokens(harness: Harness, ctx: Context, size: tuple[int, int] | None) -> int:
@@ -88,8 +94,39 @@ def _frame_tokens(harness: Harness, ctx: Context, size: tuple[int, int] | None) 
     return cost_model(ctx.model.family).image_tokens(max(1, round(width * scale)), max(1, round(height * scale)))
 
 
-def estimate(ctx: Context, tasks: list[Task], harness: Harness, video_size: tuple[int, int] | None = None) -> Plan:
-    """The worst case of the run ``ctx`` starting from ``harness`` on ``tasks``."""
+def most_frames(tasks: list[Task]) -> int | None:
+    """The most frames any task's video holds, read from each header (no packet is read); None if one is unreadable."""
+    from videvolve.errors import MediaError
+    from videvolve.media.info import open_video
+
+    most = 0
+    for video in sorted({t.video for t in tasks}):
+        try:
+            container = open_video(video)
+        except MediaError:
+            return None
+        try:
+            stream = container.streams.video[0]
+            rate = float(stream.average_rate or stream.guessed_rate or 0)
+            seconds = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else \
+                (container.duration or 0) / 1_000_000
+            count = max(int(stream.frames or 0), math.ceil(seconds * rate))
+        except (IndexError, ValueError):
+            return None
+        finally:
+            container.close()
+        if count <= 0:
+            return None
+        most = max(most, count)
+    return most or None
+
+
+def estimate(ctx: Context, tasks: list[Task], harness: Harness, video_size: tuple[int, int] | None = None,
+             video_frames: int | None = None) -> Plan:
+    """The worst case of the run ``ctx`` starting from ``harness`` on ``tasks``.
+
+    ``video_frames``: the most frames any task's video holds (None: unknown, frames grow uncapped).
+    """
     train = sum(1 for t in tasks if t.split == "train")
     selection = sum(1 for t in tasks if t.split == "selection")
     batch = min(ctx.batch, train)
@@ -117,8 +154,11 @@ def estimate(ctx: Context, tasks: list[Task], harness: Harness, video_size: tupl
               "command": ctx.editor.probes}[ctx.editor.kind] * proposals
     calls = questions * cpq + ctx.stop.iterations * (investigator + editor)
     # a harness run in iteration i is at most i edits from the seed (an incumbent of at most i - 1, and one more)
-    frames = selection * _frames(harness, ctx, 0) + mixture * _frames(harness, ctx, ctx.stop.iterations) \
-        + sum(per_iter * _frames(harness, ctx, i) for i in range(1, ctx.stop.iterations + 1))
+    def shown(edits: int) -> int:
+        return _frames(harness, ctx, edits, video_frames)
+
+    frames = selection * shown(0) + mixture * shown(ctx.stop.iterations) \
+        + sum(per_iter * shown(i) for i in range(1, ctx.stop.iterations + 1))
     tokens = frames * _frame_tokens(harness, ctx, video_size)
     per_question_s, per_call_s = SECONDS.get(ctx.model.backend, SECONDS["openai"])
     seconds = (questions * per_question_s + calls * per_call_s) / max(1, ctx.runtime.concurrency)
