@@ -69,7 +69,7 @@ class GateEntry(BaseModel):
         colour = {"accepted": "green", "rejected": "yellow", "dropped": "red"}.get(self.decision, "dim")
         scores = ""
         if self.gated and self.score is not None and self.cost is not None and self.cand_cost is not None:
-            p = "" if self.p_value is None else f", p {self.p_value:.3f}"
+            p = "" if self.p_value is None else f", two-sided bootstrap p {self.p_value:.3f}"
             unit = {"visual_tokens": " visual tokens", "frames": " frames"}.get(self.metric or "", "")
             frames = ""
             if self.metric != "frames" and self.frames is not None and self.cand_frames is not None:
