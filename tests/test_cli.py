@@ -119,3 +119,25 @@ def test_import_reports_malformed_records(tmp_path: Path):
 def test_version_and_module_entry():
     r = run("--version")
     assert r.returncode == 0 and "videvolve" in r.stdout
+
+
+def test_tasks_validate_reads_each_videos_duration_and_names_what_is_not_its_own(tmp_path: Path):
+    from videvolve.testing import make_index_video
+
+    video = str(make_index_video(tmp_path / "v.mp4", seconds=4, fps=10, gop=10, width=64, height=48))
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"not a video")
+    def on(task, path, **update):
+        return task.model_copy(update={"video": str(path), "split": "train", **update})
+
+    tasks = [on(mcq(0, "v"), video, duration=4.0),  # its own: no warning
+             on(mcq(1, "v"), video, duration=1804.5),
+             on(grounding(2, "v", answer=((1.0, 2.0), (30.0, 31.0))), video, duration=None),
+             on(mcq(3, "b"), broken, duration=60.0)]
+    write_tasks(tasks, tmp_path / "t.jsonl")
+    r = run("tasks", "validate", str(tmp_path / "t.jsonl"))
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 0, r.stderr  # warnings, not errors
+    assert "1 task(s) declare a duration that is not their video's (e.g. task t1: 1804.5 s declared" in said
+    assert "1 task(s) have an interval that ends after their video does (e.g. task g2" in said
+    assert f"1 video file(s) cannot be read (e.g. {broken})" in said  # main: none of the three

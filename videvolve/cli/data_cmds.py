@@ -132,7 +132,47 @@ def _warnings(tasks: Sequence[Task], check_videos: bool) -> list[str]:
         missing = sorted({t.video for t in tasks if not Path(t.video).is_file()})
         if missing:
             warnings.append(f"{len(missing)} video file(s) not found (e.g. {missing[0]})")
+        warnings += _duration_warnings([t for t in tasks if t.video not in missing])
     return warnings
+
+
+DURATION_SLACK = 2.0
+"""Seconds a declared duration may differ from the container's (frame rounding, an audio track a little longer)."""
+
+
+def _duration_warnings(tasks: Sequence[Task]) -> list[str]:
+    """Each video read from its header: unreadable ones, and tasks whose declared duration or times are not its own.
+
+    A harness is told the declared duration and samples within it: one that is not the video's misleads it, and an
+    answer interval past the video's end can never be found.
+    """
+    from videvolve.errors import MediaError
+    from videvolve.media import probe
+
+    lasts: dict[str, float | None] = {}
+    for video in sorted({t.video for t in tasks}):
+        try:
+            lasts[video] = probe(video).duration
+        except MediaError:
+            lasts[video] = None
+    out = []
+    unreadable = sorted(v for v, d in lasts.items() if d is None)
+    if unreadable:
+        out.append(f"{len(unreadable)} video file(s) cannot be read (e.g. {unreadable[0]}): their tasks will score 0 "
+                   "as media errors; re-encode or replace them")
+    wrong = [(t, lasts[t.video]) for t in tasks if t.duration is not None and lasts[t.video] is not None
+             and abs(t.duration - (lasts[t.video] or 0.0)) > DURATION_SLACK]
+    if wrong:
+        t, real = wrong[0]
+        out.append(f"{len(wrong)} task(s) declare a duration that is not their video's (e.g. task {t.id}: "
+                   f"{t.duration:g} s declared, {t.video} lasts {real:.1f} s): fix or drop `duration` (it is read "
+                   "from the video when absent)")
+    late = [t for t in tasks if (real := lasts[t.video]) is not None
+            and any(i.end > real + DURATION_SLACK for i in t.intervals + t.evidence)]
+    if late:
+        out.append(f"{len(late)} task(s) have an interval that ends after their video does (e.g. task {late[0].id}, "
+                   f"{late[0].video} lasts {lasts[late[0].video]:.1f} s)")
+    return out
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
