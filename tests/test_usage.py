@@ -54,6 +54,8 @@ def test_ocr_and_transcript_tokens_count_the_same_everywhere(tmp_path: Path) -> 
     assert _stop(tmp_path, state, max_calls=3) == "--max-calls 3"
     # the status line
     assert f"{VISUAL} visual tokens, 50 transcript tokens" in totals.line()
+    assert totals.line().startswith("3 model calls paid for, ")  # a run served from the cache: "0 ... paid for"
+    assert "response cache count too" in totals.line()
     # the editor's workspace (what it reads of a parent's result)
     line = write_trace(tmp_path / "trace", TraceItem(_task(), r, []), max_images=0)
     assert line["visual_tokens"] == VISUAL == json.loads((tmp_path / "trace" / "task.json").read_text())[

@@ -138,7 +138,8 @@ class Spend(BaseModel):
                   for who in ("editor", "investigator") if (calls := getattr(self, f"{who}_calls"))]
         own = f" ({'; '.join(shares)})" if shares else ""
         text = f", {self.transcript_tokens:,} transcript tokens" if self.transcript_tokens else ""
-        return f"{self.model_calls:,} model calls{own}, {self.visual_tokens:,} visual tokens{text}"
+        return (f"{self.model_calls:,} model calls paid for{own}, {self.visual_tokens:,} visual tokens{text} "
+                "(metered: answers from the response cache count too)")
 
 
 def add_spend(old: Spend | Mapping[str, float] | None, new: Spend | Mapping[str, float] | None) -> dict[str, float]:
