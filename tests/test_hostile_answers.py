@@ -50,3 +50,22 @@ def test_non_finite_evidence_times_are_left_out_so_the_stored_result_reads_back(
     assert stored is not None and stored.prediction is not None and stored.prediction.evidence_times == [2.5]
     assert reusable_result(out, mcq, Producer.of(harness.version_id, vlm, settings, cost)) is not None
     assert None not in json.loads((out / "results" / f"{mcq.id}.json").read_text())["prediction"]["evidence_times"]
+
+
+CLAIMS_NOT_ITS_FAULT = '''
+def solve(task, ctx):
+    ctx._channel.send("fail", kind="KIND", error="the video cannot be read")
+    while True:
+        pass
+'''
+
+
+@pytest.mark.parametrize("claimed", ["media", "unsupported", "parse", "static"])
+def test_a_harness_cannot_call_its_failure_anything_the_parent_did_not_see(claimed: str, tmp_path: Path) -> None:
+    """Before: a child's ``fail`` with kind ``media`` or ``unsupported`` stood (not the harness's fault: validation
+    let the broken candidate through, and a media error is never reused, so its task ran again at every rerun)."""
+    from tests.test_hostile_code import run_source
+
+    video = make_index_video(tmp_path / "v.mp4", seconds=4, fps=10, gop=10, width=64, height=48)
+    out, _ = run_source(CLAIMS_NOT_ITS_FAULT.replace("KIND", claimed), str(video), tmp_path, static_check=False)
+    assert out.outcome == "error" and out.error_kind == "crash", (out.error_kind, out.error)

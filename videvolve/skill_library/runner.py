@@ -65,13 +65,22 @@ def code_problems(harness: Harness) -> list[str]:
     return problems
 
 
+CHILD_KINDS = frozenset({ErrorKind.MEMORY, ErrorKind.BUDGET, ErrorKind.BAD_REQUEST, ErrorKind.CRASH})
+"""The kinds a child's bootstrap reports of itself; ``bad_request`` (a request the parent refused) is then read as
+the refusal's own kind. The rest (media, unsupported, parse, ...) only the parent can tell."""
+
+
 def _child_kind(kind: object) -> ErrorKind:
-    """The error kind a child reports, trusted only among the harness's own kinds (anything else is a crash)."""
+    """The error kind a child reports, trusted only among :data:`CHILD_KINDS` (anything else is a crash).
+
+    A child that claimed ``media`` or ``unsupported`` (not the harness's fault) would pass validation broken, and have
+    its results never reused.
+    """
     try:
         known = ErrorKind(str(kind))
     except ValueError:
         return ErrorKind.CRASH
-    return ErrorKind.CRASH if known.infrastructure else known
+    return known if known in CHILD_KINDS else ErrorKind.CRASH
 
 
 def run_task(harness: Harness, services: TaskServices, timeout: float | None = None,
