@@ -115,6 +115,8 @@ def test_the_producer_key_names_backend_model_decoding_and_task(small_world):
     assert len({key(SimVLM()), key(Other()), key(cold), key(hotter), key(SimVLM(), "h2"),
                 key(SimVLM(), t=task.model_copy(update={"video": task.video + ".other.mp4"}))}) == 6
     assert key(cold) == key(elsewhere)  # the endpoint's address is not what produced a reply
+    before = Producer.of("h1", SimVLM(), RUNTIME, cost_model("qwen2.5-vl")).model_copy(update={"release": "0.0.9"})
+    assert before.key(task) != key(SimVLM())  # another release's media and prompts made it (main: no release)
 
 
 def test_a_timeout_is_reused_only_under_a_limit_no_longer_than_its_own(small_world, seed: Path, tmp_path: Path):

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from videvolve import __version__
 from videvolve.atomic import write_text_atomic
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import find_transcript
@@ -48,6 +49,9 @@ class Producer(BaseModel):
     """Everything that decides a result besides the task: a stored result is reused only by the same producer."""
 
     harness_id: str
+    release: str = Field(__version__, description="the videvolve release whose media, prompts, SDK and scoring "
+                         "made it: a result of another release is not reused (a release that changes none of them "
+                         "may keep this figure)")
     backend: str = Field(description="the model client's class (SimVLM, ChatModelVLM, ...)")
     model: str
     revision: str
