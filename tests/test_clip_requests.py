@@ -16,7 +16,7 @@ from videvolve.config import RuntimeSettings
 from videvolve.media.decode import frames_at
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import qwen_rules
-from videvolve.models.sim.mimic import decode_video
+from videvolve.models.sim.mimic import MimicError, MimicSettings, decode_video, prepare
 from videvolve.skill_library.services import TaskServices
 from videvolve.tasks import TaskView
 from videvolve.testing import ScriptedReplies, index_frame, make_index_video, read_index
@@ -87,3 +87,28 @@ def test_a_clip_is_priced_at_its_own_even_size(odd_source: Path):
     assert services.meter.video_tokens == qwen_rules.video_tokens(qwen_rules.PROCESSORS["qwen2.5-vl"], w, h,
                                                                   list(range(total)), rate) == 2 * 40 + 2
 
+
+def test_a_one_frame_clip_goes_as_a_frame(source: Path):
+    """Qwen3-VL's video processor refuses a one-frame video (transformers' qwen3_vl ``smart_resize``: "t:1 must be
+    larger than temporal_factor:2"; vLLM answers 400): a clip of one frame is sent as that frame's image."""
+    services, times, parts = _ask_clip(source, "qwen3-vl", 2.0, 2.4, 2.5)
+    assert len(times) == 1
+    assert [p["type"] for p in parts if p["type"] != "text"] == ["image_url"]
+    assert services.meter.video_tokens == 0 and services.meter.image_tokens == cost_model("qwen3-vl").image_tokens(
+        320, 180)
+
+
+def test_the_mimic_refuses_a_one_frame_video_on_qwen3_vl(source: Path, tmp_path: Path):
+    from videvolve.media import clip as make_clip
+
+    info = make_clip(source, 2.0, 2.4, tmp_path / "one.mp4", fps=2.5)
+    assert info.frame_count == 1
+    url = "data:video/mp4;base64," + base64.b64encode(Path(info.path).read_bytes()).decode()
+    payload = {"messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": url}}]}],
+               "media_io_kwargs": {"video": {"video_backend": "opencv", "num_frames": 1, "fps": -1}},
+               "mm_processor_kwargs": {"videos_kwargs": {"do_sample_frames": False}}}
+    assert prepare(payload, MimicSettings(family="qwen2.5-vl")).videos[0]["kept"] == 1
+    with pytest.raises(MimicError, match=r"Failed to apply Qwen3VLProcessor .*\(t:1 must be larger than "
+                                          r"temporal_factor:2\)") as refused:
+        prepare(payload, MimicSettings(family="qwen3-vl"))
+    assert refused.value.status == 400

@@ -300,7 +300,7 @@ class TaskServices(ReadingServices):
                     {f.time for f in frames}, self.cost.image_tokens(*sheet.image.size), 0)
         frames = self.pictures.frames(obs.times, obs.max_side)
         keys = {f.time for f in frames}
-        if self.settings.clip_mode == "video":
+        if self.settings.clip_mode == "video" and len(frames) > 1:  # Qwen3-VL refuses a one-frame video
             w, h = frames[0].image.size  # the clip's size: even, as H.264 needs (media/clip.py)
             return self._video_part(obs, frames), keys, 0, self.cost.video_tokens(w - w % 2, h - h % 2,
                                                                                    len(frames), obs.fps)

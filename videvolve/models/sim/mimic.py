@@ -253,6 +253,8 @@ def prepare(payload: dict[str, Any], s: MimicSettings) -> Prepared:
                 except qwen_rules.LoaderError as exc:
                     raise MimicError(400, str(exc), "BadRequestError") from exc
                 kept = qwen_rules.processor_indices(proc, loaded, total, rate or 24.0, sample, sampled_fps)
+                if (refusal := qwen_rules.video_refusal(proc, len(kept))) is not None:
+                    raise MimicError(400, refusal, "BadRequestError")
                 mm_tokens += qwen_rules.video_tokens(proc, w, h, kept, rate or 24.0)
                 videos.append({"backend": backend, "loaded": len(loaded), "kept": len(kept)})
             else:

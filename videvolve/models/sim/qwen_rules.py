@@ -184,6 +184,22 @@ def processor_indices(p: Processor, loaded: list[int], total: int, source_fps: f
     return [int(i) for i in np.linspace(0, total - 1, n).round().astype(int)]
 
 
+def video_refusal(p: Processor, kept: int) -> str | None:
+    """The 400 vLLM gives a video the Hugging Face processor cannot take (None: it can).
+
+    Qwen3-VL resizes a video before padding it to whole frame pairs, and transformers' ``smart_resize``
+    (qwen3_vl/video_processing_qwen3_vl.py:84-85, 5.22) raises "t:1 must be larger than temporal_factor:2"; vLLM's
+    ``call_hf_processor`` re-raises it as the ValueError below (multimodal/processing/context.py:423-431), a 400
+    (serve/exception_handling/error_response.py:80-83). Qwen2.5-VL resizes frame by frame, then pads to a pair
+    (transformers qwen2_vl/video_processing_qwen2_vl.py:285-289). The cause is added in brackets (vLLM's message
+    shows the request's data and kwargs instead).
+    """
+    if p.video_total_budget and kept < p.temporal_patch_size:
+        return (f"Failed to apply Qwen3VLProcessor on data={{'videos': [{kept} frame(s)]}} (t:{kept} must be larger "
+                f"than temporal_factor:{p.temporal_patch_size})")
+    return None
+
+
 def video_tokens(p: Processor, width: int, height: int, indices: list[int], source_fps: float) -> int:
     """Placeholder tokens of one video whose kept frames are ``indices`` of a source at ``source_fps``."""
     n = len(indices)
