@@ -87,6 +87,23 @@ def test_vllm_errors_and_usage():
                 user())
 
 
+def test_a_501_is_the_requests_fault_not_an_outage():
+    """vLLM answers a data URL that is not base64 with ``NotImplementedError`` (multimodal/media/connector.py:340-343),
+    which its handler makes a 501 (serve/exception_handling/error_response.py:84-87): the same request gets it again,
+    so it is that request's error at once, not an outage retried for the retry window."""
+    with mimic() as (base, app):
+        r = httpx.post(f"{base}/chat/completions", timeout=30, json={"model": "m", "messages": user(
+            {"type": "image_url", "image_url": {"url": "data:image/png,abc"}})})
+        assert r.status_code == 501 and r.json()["error"] == {
+            "message": "Only base64 data URLs are supported for now.", "type": "NotImplementedError", "param": None,
+            "code": 501}
+        started = time.monotonic()
+        with pytest.raises(RequestRejected, match=r"\(501\).*Only base64 data URLs"):
+            vlm_for(base, retry_window_s=30).complete(user({"type": "image_url",
+                                                            "image_url": {"url": "data:image/png,abc"}}))
+        assert time.monotonic() - started < 10 and app.state.stats["requests"] == 2
+
+
 @pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
 def test_cost_model_agrees_with_the_mimics_processor(family: str):
     cost, proc = cost_model(family), qwen_rules.PROCESSORS[family]

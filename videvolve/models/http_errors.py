@@ -58,12 +58,16 @@ def server_message(exc: openai.APIStatusError) -> str:
 
 
 def transient(exc: BaseException) -> bool:
-    """Whether retrying may help."""
+    """Whether retrying may help.
+
+    Not a 501: vLLM 0.34 answers it for a ``NotImplementedError`` its request raised (a data URL that is not base64,
+    vllm/multimodal/media/connector.py:340-343; serve/exception_handling/error_response.py:84-87), again every time.
+    """
     if isinstance(exc, openai.APIConnectionError | httpx.TransportError):  # includes timeouts
         return True
     if isinstance(exc, openai.APIStatusError | httpx.HTTPStatusError):
         status = exc.status_code if isinstance(exc, openai.APIStatusError) else exc.response.status_code
-        return status in RETRIED_STATUS or status >= 500
+        return status in RETRIED_STATUS or (status >= 500 and status != 501)
     return False
 
 

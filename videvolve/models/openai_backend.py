@@ -73,19 +73,19 @@ def media_request(messages: list[Message], family: str | None = None) -> tuple[l
 
     - Left alone, vLLM picks the loader of the checkpoint's video processor (vllm/multimodal/media/connector.py:
       581-585): ``Qwen2VLVideoBackend`` for Qwen2.5-VL, ``Qwen3VLVideoBackend`` for Qwen3-VL
-      (vllm/multimodal/video.py:602-662, 362-404). Both ignore ``num_frames`` and sample ``total / fps_src * fps``
+      (vllm/multimodal/video.py:602-681, 362-421). Both ignore ``num_frames`` and sample ``total / fps_src * fps``
       frames (fps default 2, at most 30) clamped to [4, 768]; Qwen2.5-VL floors to an even count. So
       ``{"num_frames": n, "fps": -1}`` alone decodes 4 frames of any clip, and no fps can give an odd count on
       Qwen2.5-VL nor every frame of a clip above 30 fps. Those backends are not the route.
     - A request-level ``video_backend`` is honoured: the checkpoint's is used only when none is given
       (connector.py:582); ``VideoMediaIO.merge_kwargs`` strips it only for GPU backends not configured at start-up
-      (vllm/multimodal/media/video.py:49-68). ``"opencv"`` (``VideoBackend``) decodes ``min(num_frames, total)``
-      frames, all of them when that is the total (video.py:216-237): with ``num_frames = n`` and ``fps = -1``,
+      (vllm/multimodal/media/video.py:58-73). ``"opencv"`` (``VideoBackend``) decodes ``min(num_frames, total)``
+      frames, all of them when that is the total (video.py:227-238): with ``num_frames = n`` and ``fps = -1``,
       every frame of our n-frame clip. Naming both keys also drops a server default of either
-      (media/video.py:73-80).
-    - Every frame decoded marks the metadata ``do_sample_frames: True`` (video.py:186-195). Qwen2.5-VL drops it
+      (media/video.py:76-83).
+    - Every frame decoded marks the metadata ``do_sample_frames: True`` (video.py:180-194). Qwen2.5-VL drops it
       (vllm/model_executor/models/qwen2_5_vl.py:1226-1229; ``Qwen2VLVideoProcessor`` does not sample by default),
-      but Qwen3-VL would re-sample at 2 fps (qwen3_vl.py:1100-1130, 1514-1519) unless the request's
+      but Qwen3-VL would re-sample at 2 fps (qwen3_vl.py:1101-1133, 1514-1519) unless the request's
       ``mm_processor_kwargs.videos_kwargs.do_sample_frames`` is false, which wins (qwen3_vl.py:1514). It is sent to
       both families (a scoped key, as vLLM's own ``decisions/strategies.py:1177`` sends it), so a checkpoint that
       turns sampling on cannot re-sample either.

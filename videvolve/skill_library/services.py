@@ -56,6 +56,7 @@ class _Obs:
     cell_width: int = 160
     start: float = 0.0
     end: float = 0.0
+    fps: float = 0.0
     shape: limits.Shape | None = None
 
 
@@ -148,7 +149,7 @@ class TaskServices(ReadingServices):
             raise ServiceError("invalid", f"clip needs start < end and 0 < fps <= {MAX_CLIP_FPS}")
         n = min(MAX_CLIP_FRAMES, max(1, math.ceil((end - start) * fps - 1e-9)))
         times = [start + k / fps for k in range(n)]
-        return self._new(_Obs("clip", times, max_side=_side(max_side), start=start, end=end))
+        return self._new(_Obs("clip", times, max_side=_side(max_side), start=start, end=end, fps=float(fps)))
 
     def op_ask(self, handles: list[str], prompt: str | None = None, mode: str = "answer",
                target: str | None = None, context: str | None = None) -> str:
@@ -299,9 +300,10 @@ class TaskServices(ReadingServices):
                     {f.time for f in frames}, self.cost.image_tokens(*sheet.image.size), 0)
         frames = self.pictures.frames(obs.times, obs.max_side)
         keys = {f.time for f in frames}
-        if self.settings.clip_mode == "video":
-            return self._video_part(obs, frames), keys, 0, self.cost.video_tokens(
-                *frames[0].image.size, len(frames), len(obs.times) / max(obs.end - obs.start, 1e-6))
+        if self.settings.clip_mode == "video" and len(frames) > 1:  # Qwen3-VL refuses a one-frame video
+            w, h = frames[0].image.size  # the clip's size: even, as H.264 needs (media/clip.py)
+            return self._video_part(obs, frames), keys, 0, self.cost.video_tokens(w - w % 2, h - h % 2,
+                                                                                   len(frames), obs.fps)
         parts: list[dict[str, Any]] = []
         tokens = 0
         for t, f in zip(obs.times, frames, strict=True):
@@ -314,8 +316,8 @@ class TaskServices(ReadingServices):
 
         with tempfile.TemporaryDirectory(prefix="videvolve-clip-") as scratch:
             out = Path(scratch) / "clip.mp4"
-            fps = len(obs.times) / max(obs.end - obs.start, 1e-6)
-            self.pictures.clip(obs.start, obs.end, out, fps, obs.max_side)
+            # exactly the frames on screen at obs.times (start + k / fps), whatever the clip's end or the frame cap
+            self.pictures.clip(obs.start, obs.times[-1] + 1 / obs.fps, out, obs.fps, obs.max_side)
             url = "data:video/mp4;base64," + base64.b64encode(out.read_bytes()).decode()
         return [{"type": "text", "text": video_caption(obs.start, obs.end, obs.times)},
                 {"type": "video_url", "video_url": {"url": url}, "num_frames": len(frames)}]

@@ -127,15 +127,16 @@ def merge_video_kwargs(defaults: dict[str, Any], request: dict[str, Any] | None)
 def _data_bytes(url: Any, param: str) -> bytes:
     """A data URL's bytes, as ``MediaConnector._load_data_url`` reads them (multimodal/media/connector.py:328-346).
 
-    Bad base64 is pybase64's ``binascii.Error``, a ValueError, hence a 400 (serve/exception_handling/error_response.py).
+    Bad base64 is pybase64's ``binascii.Error``, a ValueError, hence a 400 (serve/exception_handling/error_response.py:
+    80-83).
     """
     if not isinstance(url, str) or not url[:5].lower() == "data:":
         raise MimicError(400, "the mimic server takes base64 data URLs only", "BadRequestError", param)
     spec, sep, data = url[5:].partition(",")
     if not sep:
         raise MimicError(400, f"Invalid data URL {url[:32]!r}: missing ',' separator.", "BadRequestError", param)
-    if not spec.endswith(";base64"):
-        raise MimicError(400, "Only base64 data URLs are supported for now.", "BadRequestError", param)
+    if not spec.endswith(";base64"):  # a NotImplementedError, hence 501 (error_response.py:84-87)
+        raise MimicError(501, "Only base64 data URLs are supported for now.", "NotImplementedError")
     try:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as exc:
@@ -253,6 +254,8 @@ def prepare(payload: dict[str, Any], s: MimicSettings) -> Prepared:
                 except qwen_rules.LoaderError as exc:
                     raise MimicError(400, str(exc), "BadRequestError") from exc
                 kept = qwen_rules.processor_indices(proc, loaded, total, rate or 24.0, sample, sampled_fps)
+                if (refusal := qwen_rules.video_refusal(proc, len(kept))) is not None:
+                    raise MimicError(400, refusal, "BadRequestError")
                 mm_tokens += qwen_rules.video_tokens(proc, w, h, kept, rate or 24.0)
                 videos.append({"backend": backend, "loaded": len(loaded), "kept": len(kept)})
             else:

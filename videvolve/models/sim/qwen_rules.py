@@ -110,11 +110,11 @@ def loader_indices(backend: str, total: int, source_fps: float, num_frames: int 
     """The frame indices vLLM's video loader ``backend`` decodes from a clip of ``total`` frames at ``source_fps``.
 
     ``num_frames`` is ``VideoMediaIO``'s (32 unless the merged media_io_kwargs set it, multimodal/media/video.py:
-    100-104); ``fps`` is the merged kwarg, None when absent (each backend's ``load_bytes`` default then applies).
+    97, 124-126); ``fps`` is the merged kwarg, None when absent (each backend's ``load_bytes`` default then applies).
     """
     duration = total / source_fps if source_fps > 0 else 0.0
     if backend == GENERIC_BACKEND:
-        # VideoBackend.compute_frames_index_to_sample (multimodal/video.py:216-239): the smaller of num_frames and
+        # VideoBackend.compute_frames_index_to_sample (multimodal/video.py:214-238): the smaller of num_frames and
         # floor(duration * fps); every frame when that is all of them, else a uniform linspace. load_bytes: fps -1.
         target_fps = -1.0 if fps is None else fps
         n = total
@@ -127,16 +127,16 @@ def loader_indices(backend: str, total: int, source_fps: float, num_frames: int 
             return list(range(n))
         return [int(i) for i in np.linspace(0, total - 1, n, dtype=int)]
     if backend == "qwen3_vl":
-        # Qwen3VLVideoBackend (multimodal/video.py:366-404): num_frames ignored; fps default 2 (load_bytes, :410),
+        # Qwen3VLVideoBackend (multimodal/video.py:366-421): num_frames ignored; fps default 2 (load_bytes, :406),
         # at most 30; int(total / source_fps * fps) clamped to [4, 768] and to total; rounded linspace.
-        # An unknown source rate (0) is taken as 24 (:369-376).
+        # An unknown source rate (0) is taken as 24 (:371-377).
         rate = source_fps if source_fps > 0 else 24.0
         target = min(2.0 if fps is None else fps, 30)
         n = int(total / rate * target)
         n = min(max(n, 4), 768, total)
         return [int(i) for i in np.linspace(0, total - 1, n).round().astype(int)]
     if backend == "qwen2_vl":
-        # Qwen2VLVideoBackend (multimodal/video.py:606-662): num_frames ignored; fps default 2 (load_bytes, :667),
+        # Qwen2VLVideoBackend (multimodal/video.py:606-681): num_frames ignored; fps default 2 (load_bytes, :666),
         # at most 30; total / source_fps * fps clamped to [4, max_frames] and to total, max_frames being
         # min(768, total) floored to an even count, and the count floored to even (temporal_patch_size 2).
         if source_fps <= 0:
@@ -148,7 +148,7 @@ def loader_indices(backend: str, total: int, source_fps: float, num_frames: int 
         n = math.floor(m / 2) * 2
         if n <= 0:
             raise LoaderError(f"cannot sample {n} frames from a {total}-frame video (torch.arange step is zero)")
-        # torch.arange(0, total, total / n).int(), the tail clamped to total - 1 (:657-661); float32 values
+        # torch.arange(0, total, total / n).int(), the tail clamped to total - 1 (:655-659); float32 values
         step = total / n
         count = math.ceil(total / step)
         values = (np.arange(count, dtype=np.float64) * step).astype(np.float32)
@@ -161,12 +161,12 @@ def processor_indices(p: Processor, loaded: list[int], total: int, source_fps: f
                       do_sample_frames: bool | None, sampled_fps: float | None = None) -> list[int]:
     """The frames the Hugging Face video processor keeps of those the loader decoded.
 
-    The loader's metadata says ``do_sample_frames = len(loaded) == total`` (multimodal/video.py:186-195). Qwen2.5-VL:
+    The loader's metadata says ``do_sample_frames = len(loaded) == total`` (multimodal/video.py:180-194). Qwen2.5-VL:
     vLLM drops that key (model_executor/models/qwen2_5_vl.py:1226-1229) and ``Qwen2VLVideoProcessor`` does not
     sample by default (transformers qwen2_vl/video_processing_qwen2_vl.py: ``do_sample_frames = False``), so every
     decoded frame is kept unless the request asks. Qwen3-VL: the request's ``videos_kwargs.do_sample_frames`` wins,
     else the metadata's (model_executor/models/qwen3_vl.py:1514-1519); sampling re-picks
-    ``int(total / fps * 2)`` frames clamped to [4, 768] (qwen3_vl.py:1107-1130).
+    ``int(total / fps * 2)`` frames clamped to [4, 768] (qwen3_vl.py:1107-1133).
     """
     if do_sample_frames is None:
         do_sample_frames = False if not p.timestamps else len(loaded) == total
@@ -182,6 +182,22 @@ def processor_indices(p: Processor, loaded: list[int], total: int, source_fps: f
     n = int(total / source_fps * rate)
     n = min(min(max(n, p.min_frames), p.max_frames), total)
     return [int(i) for i in np.linspace(0, total - 1, n).round().astype(int)]
+
+
+def video_refusal(p: Processor, kept: int) -> str | None:
+    """The 400 vLLM gives a video the Hugging Face processor cannot take (None: it can).
+
+    Qwen3-VL resizes a video before padding it to whole frame pairs, and transformers' ``smart_resize``
+    (qwen3_vl/video_processing_qwen3_vl.py:84-85, 5.22) raises "t:1 must be larger than temporal_factor:2"; vLLM's
+    ``call_hf_processor`` re-raises it as the ValueError below (multimodal/processing/context.py:423-431), a 400
+    (serve/exception_handling/error_response.py:80-83). Qwen2.5-VL resizes frame by frame, then pads to a pair
+    (transformers qwen2_vl/video_processing_qwen2_vl.py:285-289). The cause is added in brackets (vLLM's message
+    shows the request's data and kwargs instead).
+    """
+    if p.video_total_budget and kept < p.temporal_patch_size:
+        return (f"Failed to apply Qwen3VLProcessor on data={{'videos': [{kept} frame(s)]}} (t:{kept} must be larger "
+                f"than temporal_factor:{p.temporal_patch_size})")
+    return None
 
 
 def video_tokens(p: Processor, width: int, height: int, indices: list[int], source_fps: float) -> int:
@@ -201,7 +217,7 @@ def video_tokens(p: Processor, width: int, height: int, indices: list[int], sour
     secs = [idx[i] / source_fps for i in range(len(idx))]
     stamps = [(secs[i] + secs[i + p.temporal_patch_size - 1]) / 2 for i in range(0, len(secs), p.temporal_patch_size)]
     # per frame pair: '<', each digit and the dot, ' seconds', '>' (Qwen's tokenizer splits digits one by one),
-    # vision_start, the group's tokens, vision_end (Qwen3VLMultiModalProcessor.get_video_repl, qwen3_vl.py:1757-1806);
+    # vision_start, the group's tokens, vision_end (Qwen3VLMultiModalProcessor.get_video_repl, qwen3_vl.py:1757-1818);
     # and the prompt's own <|vision_start|>/<|vision_end|> around the whole video, which transformers >= 5.10 keeps
     # (only <|video_pad|> is replaced: qwen3_vl.py:1732-1741 and 1412-1418): +2
     return 2 + sum(len(f"{t:.1f}") + 3 + 1 + per_group + 1 for t in stamps)
