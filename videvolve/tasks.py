@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import os
 import random
 from collections import Counter, defaultdict
@@ -298,9 +299,12 @@ def parse_fractions(text: str) -> dict[str, float]:
             name, value = SPLITS[i], part
         else:
             raise UsageError(f"cannot read fraction {part!r}: use name=value, e.g. train=0.6,selection=0.2,test=0.2")
-        out[name.strip()] = float(value)
-    if any(v < 0 for v in out.values()) or sum(out.values()) <= 0:
-        raise UsageError(f"fractions must be non-negative and not all zero: {text!r}")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise UsageError(f"cannot read fraction {part!r}: the share must be a number, e.g. train=0.7") from None
+    if not all(math.isfinite(v) and v >= 0 for v in out.values()) or sum(out.values()) <= 0:
+        raise UsageError(f"fractions must be finite, non-negative and not all zero: {text!r}")
     return out
 
 

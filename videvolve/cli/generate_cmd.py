@@ -36,6 +36,7 @@ def register(tsub: argparse._SubParsersAction) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Generate, write, report each unreadable video by name."""
+    from videvolve.cli.flags import build
     from videvolve.errors import UsageError
     from videvolve.labelfree.generate import GenerateSettings, Perceiver, check_sources, describe_sources, generate
     from videvolve.media.check import list_videos
@@ -43,10 +44,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from videvolve.models.cost import cost_model
     from videvolve.tasks import parse_fractions, summarize, write_tasks
 
-    settings = GenerateSettings(sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
-                                questions_per_video=args.questions_per_video,
-                                fractions=parse_fractions(args.fractions), seed=args.seed,
-                                perceive_fps=args.perceive_fps)
+    settings: GenerateSettings = build(GenerateSettings, {
+        "sources": tuple(s.strip() for s in args.sources.split(",") if s.strip()),
+        "questions_per_video": args.questions_per_video, "fractions": parse_fractions(args.fractions),
+        "seed": args.seed, "perceive_fps": args.perceive_fps}, "the command line")
     check_sources(settings.sources)
     if not args.videos_dir.is_dir():
         raise UsageError(f"not a folder of videos: {args.videos_dir}")
