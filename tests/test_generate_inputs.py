@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from videvolve.cli import main
+from videvolve.testing import full_disk
 
 
 @pytest.fixture()
@@ -35,3 +36,18 @@ def test_a_bad_number_on_the_command_line_is_refused_in_words(videos: Path, tmp_
     said = " ".join(capsys.readouterr().err.split())
     assert named in said and "Traceback" not in said, said
     assert not out.exists()
+
+
+def test_a_full_disk_while_writing_the_tasks_file_keeps_the_old_one_and_says_so(videos: Path, tmp_path: Path,
+                                                                                capsys):
+    """main: OSError 'File too large' with a traceback, and a half-written ``t.jsonl.tmp`` left behind."""
+    out = tmp_path / "t.jsonl"
+    assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 0
+    before = out.read_bytes()
+    capsys.readouterr()
+    with full_disk(len(before) // 2):  # the video's part is reused: the tasks file is the only write
+        code = main(["tasks", "generate", str(videos), "--out", str(out)])
+    said = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and f"cannot write the tasks file {out}" in said and "Traceback" not in said, said
+    assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
+        "t.jsonl", "t.jsonl.parts", "videos"]

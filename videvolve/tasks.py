@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from videvolve.atomic import write_text_atomic
-from videvolve.errors import InputNotFoundError, TaskFormatError, UsageError, describe, json_error
+from videvolve.errors import InputNotFoundError, StorageError, TaskFormatError, UsageError, describe, json_error
 
 Kind = Literal["mcq", "grounding"]
 LabelSource = Literal["gold", "needles", "perceived", "teacher"]
@@ -244,10 +244,20 @@ def _resolved(task: Task, base: Path) -> Task:
 def write_tasks(tasks: Iterable[Task], path: str | Path) -> Path:
     """Write tasks as JSONL; video paths under the file's directory are written relative to it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     base = path.parent.resolve()
     tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.unlink(missing_ok=True)
+        _write_lines(tasks, tmp, base)
+        tmp.replace(path)
+    except OSError as exc:  # a full disk: the former file stays as it was
+        tmp.unlink(missing_ok=True)
+        raise StorageError.writing("the tasks file", path, exc) from exc
+    return path
+
+
+def _write_lines(tasks: Iterable[Task], tmp: Path, base: Path) -> None:
     # 0600: the answers are in here, and harness code under a weak sandbox may run as another local user
     with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as fh:
         for task in tasks:
@@ -262,8 +272,6 @@ def write_tasks(tasks: Iterable[Task], path: str | Path) -> Path:
             if data.get("label_source") == "gold":  # gold files stay as they were
                 data.pop("label_source")
             fh.write(json.dumps(data, ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
 
 
 def read_predictions(path: str | Path) -> list[Prediction]:
