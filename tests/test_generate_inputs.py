@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 
 from videvolve.cli import main
+from videvolve.errors import StorageError
+from videvolve.labelfree.generate import GenerateSettings, Perceiver, generate
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
 from videvolve.testing import full_disk
 
 
@@ -51,3 +55,20 @@ def test_a_full_disk_while_writing_the_tasks_file_keeps_the_old_one_and_says_so(
     assert code == 2 and f"cannot write the tasks file {out}" in said and "Traceback" not in said, said
     assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
         "t.jsonl", "t.jsonl.parts", "videos"]
+
+
+def test_a_full_disk_during_the_perceived_look_stops_cleanly_and_the_rerun_looks_again(videos: Path,
+                                                                                       tmp_path: Path):
+    """main: OSError with a traceback, and a half-written ``a.timeline.json`` that crashed every rerun."""
+    parts = tmp_path / "t.jsonl.parts"
+    settings = GenerateSettings(sources=("needles", "perceived"), questions_per_video=4, perceive_fps=0.5)
+
+    def run(where: Path) -> list[str]:
+        perceiver = Perceiver(SimVLM(), cost_model("qwen2.5-vl"), None, where)
+        return sorted(t.question for t in generate(videos, settings, where, perceiver, workers=1).tasks)
+
+    with full_disk(64), pytest.raises(StorageError, match=r"a\.timeline\.json"):
+        run(parts)
+    assert not (parts / "a.timeline.json").exists() or (parts / "a.timeline.json").stat().st_size > 64
+    (parts / "a.timeline.json").write_text('{"video_id": "a", "fps": 0.5, "entr')  # as an older version left it
+    assert run(parts) == run(tmp_path / "fresh")
