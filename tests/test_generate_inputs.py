@@ -13,7 +13,8 @@ from videvolve.errors import StorageError
 from videvolve.labelfree.generate import GenerateSettings, Perceiver, generate
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
-from videvolve.testing import full_disk
+from videvolve.tasks import read_tasks
+from videvolve.testing import full_disk, make_index_video
 
 
 @pytest.fixture()
@@ -72,3 +73,18 @@ def test_a_full_disk_during_the_perceived_look_stops_cleanly_and_the_rerun_looks
     assert not (parts / "a.timeline.json").exists() or (parts / "a.timeline.json").stat().st_size > 64
     (parts / "a.timeline.json").write_text('{"video_id": "a", "fps": 0.5, "entr')  # as an older version left it
     assert run(parts) == run(tmp_path / "fresh")
+
+
+def test_a_video_too_short_for_any_question_is_named_with_the_reason(videos: Path, tmp_path: Path, capsys):
+    """main: 'wrote ... about 1 videos' and not a word about short.mp4; with only short videos 'no tasks could be
+    generated' without a reason."""
+    make_index_video(videos / "short.mp4", seconds=0.4, fps=10)
+    out = tmp_path / "t.jsonl"
+    assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"skipped {videos / 'short.mp4'}" in said and "too short" in said and "0.40 s" in said, said
+    assert {t.video_id for t in read_tasks(out)} == {"a"}
+    (videos / "a.mp4").unlink()
+    assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"skipped {videos / 'short.mp4'}" in said and "too short" in said, said

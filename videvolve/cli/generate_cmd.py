@@ -67,7 +67,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         err.print(f"[red]skipped[/] {o.path}: {o.error}", markup=True, highlight=False)
     if not report.tasks:
         raise UsageError(f"no tasks could be generated from {args.videos_dir}"
-                         + (f" ({len(report.errors)} unreadable video(s) listed above)" if report.errors else ""))
+                         + (f" ({len(report.errors)} skipped video(s) listed above)" if report.errors else ""))
     write_tasks(report.tasks, args.out)
     summary = {**summarize(report.tasks), "labels": describe_sources(report.tasks),
                "skipped": [{"video": o.path, "error": o.error} for o in report.errors], "out": str(args.out)}
