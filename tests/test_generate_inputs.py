@@ -11,8 +11,10 @@ import pytest
 from videvolve.cli import main
 from videvolve.errors import StorageError
 from videvolve.labelfree.generate import GenerateSettings, Perceiver, generate
+from videvolve.media.info import probe
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
+from videvolve.needles.frames import plan_of
 from videvolve.tasks import read_tasks
 from videvolve.testing import full_disk, make_index_video
 
@@ -88,3 +90,26 @@ def test_a_video_too_short_for_any_question_is_named_with_the_reason(videos: Pat
     assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 2
     said = " ".join(capsys.readouterr().err.split())
     assert f"skipped {videos / 'short.mp4'}" in said and "too short" in said, said
+
+
+def test_a_stored_part_is_not_reused_once_the_video_it_splices_from_was_replaced(videos: Path, tmp_path: Path,
+                                                                                 index_video: Path):
+    """main: a.mp4's stored plan kept splicing 3.9 s of b.mp4 from 4.4 s on after b.mp4 became a 6 s video (its
+    last frames then frozen on b's last one)."""
+    shutil.copy2(index_video, videos / "b.mp4")
+    parts, settings = tmp_path / "parts", GenerateSettings(questions_per_video=4)
+
+    def splices(report) -> list[tuple[str, float, float]]:
+        return [(n.source, n.offset, n.end - n.start) for t in report.tasks if t.video_id == "a"
+                and (plan := plan_of(t)) for n in plan.needles if n.kind == "splice" and n.source]
+
+    first = splices(generate(videos, settings, parts, workers=1))
+    assert first and first[0][0] == str((videos / "b.mp4").resolve()) and first[0][1] + first[0][2] > 6.0
+    (videos / "b.mp4").unlink()
+    make_index_video(videos / "b.mp4", seconds=6.0, fps=10)
+    again = generate(videos, settings, parts, workers=1)
+    short = probe(videos / "b.mp4").duration
+    assert splices(again) and all(offset + length <= short + 1e-6 for _, offset, length in splices(again))
+    assert not next(o for o in again.outcomes if o.video_id == "a").cached
+    third = generate(videos, settings, parts, workers=1)  # nothing changed since: every part is reused
+    assert all(o.cached for o in third.outcomes) and splices(third) == splices(again)

@@ -226,7 +226,20 @@ def _load_part(parts: Path, video_id: str, stamp: str, videos: Sequence[str]) ->
         return None
     if any(n.source is not None and n.source not in videos for plan in plans for n in plan.needles):
         return None
+    if data.get("sources", {}) != _splice_sources(plans):  # a source replaced since: its offsets may not fit
+        return None
     return tasks
+
+
+def _splice_sources(plans: Sequence[NeedlePlan]) -> dict[str, list[int] | None]:
+    """Each spliced video's version (size, mtime), None when it cannot be found: a part is kept for these."""
+    out: dict[str, list[int] | None] = {}
+    for n in (n for plan in plans for n in plan.needles if n.source):
+        try:
+            out[str(n.source)] = list(file_key(str(n.source))[1:])
+        except MediaError:
+            out[str(n.source)] = None
+    return out
 
 
 def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], settings: GenerateSettings,
@@ -254,8 +267,10 @@ def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], setti
 
 
 def _save_part(parts: Path, video_id: str, stamp: str, tasks: list[Task]) -> None:
+    plans = [NeedlePlan.model_validate(t.meta[PLAN_KEY]) for t in tasks if PLAN_KEY in t.meta]
     write_text_atomic(_part_path(parts, video_id),
-                      json.dumps({"stamp": stamp, "tasks": [t.model_dump(mode="json") for t in tasks]}),
+                      json.dumps({"stamp": stamp, "tasks": [t.model_dump(mode="json") for t in tasks],
+                                  "sources": _splice_sources(plans)}),
                       "a video's generated tasks")
 
 
