@@ -113,3 +113,18 @@ def test_a_stored_part_is_not_reused_once_the_video_it_splices_from_was_replaced
     assert not next(o for o in again.outcomes if o.video_id == "a").cached
     third = generate(videos, settings, parts, workers=1)  # nothing changed since: every part is reused
     assert all(o.cached for o in third.outcomes) and splices(third) == splices(again)
+
+
+def test_a_second_generate_into_the_same_out_is_refused_while_the_first_runs(videos: Path, tmp_path: Path,
+                                                                              capsys):
+    """main: nothing stopped it; both wrote one `<out>.parts` (their temporary files too) and one `--out`."""
+    from tests.test_folderlock import held_elsewhere
+
+    out, parts = tmp_path / "t.jsonl", tmp_path / "t.jsonl.parts"
+    with held_elsewhere(parts) as proc:
+        assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"process {proc.pid}" in said and "another --out" in said, said
+    assert not out.exists() and not list(parts.glob("*.json"))
+    assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 0  # once it has ended
+    assert read_tasks(out)
