@@ -110,9 +110,9 @@ def acquire(folder: Path, what: str = "folder", hint: str = "give this command a
 
 
 @contextlib.contextmanager
-def hold(folder: Path, what: str = "folder") -> Iterator[None]:
-    """Hold ``folder`` (created if missing) for this process until the block ends."""
-    held = acquire(folder, what)
+def hold(folder: Path, what: str = "folder", hint: str = "give this command another folder") -> Iterator[None]:
+    """Hold ``folder`` (created if missing) for this process until the block ends (``hint``: as :func:`acquire`)."""
+    held = acquire(folder, what, hint)
     try:
         yield
     finally:

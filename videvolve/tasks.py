@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import os
 import random
 from collections import Counter, defaultdict
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from videvolve.atomic import write_text_atomic
-from videvolve.errors import InputNotFoundError, TaskFormatError, UsageError, describe, json_error
+from videvolve.errors import InputNotFoundError, StorageError, TaskFormatError, UsageError, describe, json_error
 
 Kind = Literal["mcq", "grounding"]
 LabelSource = Literal["gold", "needles", "perceived", "teacher"]
@@ -243,10 +244,20 @@ def _resolved(task: Task, base: Path) -> Task:
 def write_tasks(tasks: Iterable[Task], path: str | Path) -> Path:
     """Write tasks as JSONL; video paths under the file's directory are written relative to it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     base = path.parent.resolve()
     tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.unlink(missing_ok=True)
+        _write_lines(tasks, tmp, base)
+        tmp.replace(path)
+    except OSError as exc:  # a full disk: the former file stays as it was
+        tmp.unlink(missing_ok=True)
+        raise StorageError.writing("the tasks file", path, exc) from exc
+    return path
+
+
+def _write_lines(tasks: Iterable[Task], tmp: Path, base: Path) -> None:
     # 0600: the answers are in here, and harness code under a weak sandbox may run as another local user
     with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as fh:
         for task in tasks:
@@ -261,8 +272,6 @@ def write_tasks(tasks: Iterable[Task], path: str | Path) -> Path:
             if data.get("label_source") == "gold":  # gold files stay as they were
                 data.pop("label_source")
             fh.write(json.dumps(data, ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
 
 
 def read_predictions(path: str | Path) -> list[Prediction]:
@@ -298,9 +307,12 @@ def parse_fractions(text: str) -> dict[str, float]:
             name, value = SPLITS[i], part
         else:
             raise UsageError(f"cannot read fraction {part!r}: use name=value, e.g. train=0.6,selection=0.2,test=0.2")
-        out[name.strip()] = float(value)
-    if any(v < 0 for v in out.values()) or sum(out.values()) <= 0:
-        raise UsageError(f"fractions must be non-negative and not all zero: {text!r}")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise UsageError(f"cannot read fraction {part!r}: the share must be a number, e.g. train=0.7") from None
+    if not all(math.isfinite(v) and v >= 0 for v in out.values()) or sum(out.values()) <= 0:
+        raise UsageError(f"fractions must be finite, non-negative and not all zero: {text!r}")
     return out
 
 

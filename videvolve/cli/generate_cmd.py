@@ -36,38 +36,41 @@ def register(tsub: argparse._SubParsersAction) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Generate, write, report each unreadable video by name."""
+    from videvolve.cli.flags import build
     from videvolve.errors import UsageError
+    from videvolve.folderlock import hold
     from videvolve.labelfree.generate import GenerateSettings, Perceiver, check_sources, describe_sources, generate
     from videvolve.media.check import list_videos
     from videvolve.models import make_vlm
     from videvolve.models.cost import cost_model
     from videvolve.tasks import parse_fractions, summarize, write_tasks
 
-    settings = GenerateSettings(sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
-                                questions_per_video=args.questions_per_video,
-                                fractions=parse_fractions(args.fractions), seed=args.seed,
-                                perceive_fps=args.perceive_fps)
+    settings: GenerateSettings = build(GenerateSettings, {
+        "sources": tuple(s.strip() for s in args.sources.split(",") if s.strip()),
+        "questions_per_video": args.questions_per_video, "fractions": parse_fractions(args.fractions),
+        "seed": args.seed, "perceive_fps": args.perceive_fps}, "the command line")
     check_sources(settings.sources)
     if not args.videos_dir.is_dir():
         raise UsageError(f"not a folder of videos: {args.videos_dir}")
     parts = args.out.with_name(args.out.name + ".parts")
-    perceiver = None
-    if "perceived" in settings.sources:
-        model = model_settings(args)
-        parts.mkdir(parents=True, exist_ok=True, mode=0o700)
-        perceiver = Perceiver(make_vlm(model), cost_model(model.family), open_cache(args), parts)
-    total = len(list_videos(args.videos_dir))
-    with Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as progress:
-        bar = progress.add_task("videos", total=total)
-        report = generate(args.videos_dir, settings, parts, perceiver, workers=args.workers,
-                          executor=args.executor, on_done=lambda _o: progress.advance(bar))
-    for o in report.errors:
-        err.print(f"[red]skipped[/] {o.path}: {o.error}", markup=True, highlight=False)
-    if not report.tasks:
-        raise UsageError(f"no tasks could be generated from {args.videos_dir}"
-                         + (f" ({len(report.errors)} unreadable video(s) listed above)" if report.errors else ""))
-    write_tasks(report.tasks, args.out)
+    parts.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with hold(parts, "tasks folder", "give this command another --out"):  # a second run into --out: refused
+        perceiver = None
+        if "perceived" in settings.sources:
+            model = model_settings(args)
+            perceiver = Perceiver(make_vlm(model), cost_model(model.family), open_cache(args), parts)
+        total = len(list_videos(args.videos_dir))
+        with Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=True) as progress:
+            bar = progress.add_task("videos", total=total)
+            report = generate(args.videos_dir, settings, parts, perceiver, workers=args.workers,
+                              executor=args.executor, on_done=lambda _o: progress.advance(bar))
+        for o in report.errors:
+            err.print(f"[red]skipped[/] {o.path}: {o.error}", markup=True, highlight=False)
+        if not report.tasks:
+            raise UsageError(f"no tasks could be generated from {args.videos_dir}"
+                             + (f" ({len(report.errors)} skipped video(s) listed above)" if report.errors else ""))
+        write_tasks(report.tasks, args.out)
     summary = {**summarize(report.tasks), "labels": describe_sources(report.tasks),
                "skipped": [{"video": o.path, "error": o.error} for o in report.errors], "out": str(args.out)}
     if args.json:

@@ -69,7 +69,7 @@ class GenerateReport:
 
     @property
     def errors(self) -> list[VideoOutcome]:
-        """Videos that got no tasks because they could not be read."""
+        """Videos that got no tasks (they could not be read, or no question fits in them), each with why."""
         return [o for o in self.outcomes if o.error]
 
 
@@ -226,7 +226,20 @@ def _load_part(parts: Path, video_id: str, stamp: str, videos: Sequence[str]) ->
         return None
     if any(n.source is not None and n.source not in videos for plan in plans for n in plan.needles):
         return None
+    if data.get("sources", {}) != _splice_sources(plans):  # a source replaced since: its offsets may not fit
+        return None
     return tasks
+
+
+def _splice_sources(plans: Sequence[NeedlePlan]) -> dict[str, list[int] | None]:
+    """Each spliced video's version (size, mtime), None when it cannot be found: a part is kept for these."""
+    out: dict[str, list[int] | None] = {}
+    for n in (n for plan in plans for n in plan.needles if n.source):
+        try:
+            out[str(n.source)] = list(file_key(str(n.source))[1:])
+        except MediaError:
+            out[str(n.source)] = None
+    return out
 
 
 def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], settings: GenerateSettings,
@@ -254,8 +267,10 @@ def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], setti
 
 
 def _save_part(parts: Path, video_id: str, stamp: str, tasks: list[Task]) -> None:
+    plans = [NeedlePlan.model_validate(t.meta[PLAN_KEY]) for t in tasks if PLAN_KEY in t.meta]
     write_text_atomic(_part_path(parts, video_id),
-                      json.dumps({"stamp": stamp, "tasks": [t.model_dump(mode="json") for t in tasks]}),
+                      json.dumps({"stamp": stamp, "tasks": [t.model_dump(mode="json") for t in tasks],
+                                  "sources": _splice_sources(plans)}),
                       "a video's generated tasks")
 
 
@@ -341,10 +356,29 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
     workers = workers or min(len(videos), max(1, (os.cpu_count() or 1)))
     model = perceiving_model(perceiver, videos, settings, parts)
     outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done, model)
+    for o in outcomes:
+        if not o.tasks and not o.error:
+            o.error = why_no_tasks(Path(o.path), settings)
     tasks = [t for o in outcomes for t in o.tasks]
     if tasks:
         tasks = split_by_video(tasks, settings.fractions, seed=settings.seed)
     return GenerateReport(outcomes, tasks)
+
+
+def why_no_tasks(path: Path, settings: GenerateSettings) -> str:
+    """Why a video that could be read got no question, in words."""
+    reasons = []
+    if "needles" in settings.sources:
+        try:
+            length = f"it is {probe(path).duration:.2f} s long: "
+        except MediaError:
+            length = ""
+        reasons.append(f"no needle fits ({length}too short, or its own glyphs leave no room; a needle needs about "
+                       "2 to 3.5 s with none of them on screen)")
+    if "perceived" in settings.sources:
+        reasons.append("the perceived pass saw nothing to ask about (only what it names in SynthWorld's words "
+                       "becomes a question)")
+    return "no question could be made about it: " + "; ".join(reasons)
 
 
 def describe_sources(tasks: Sequence[Task]) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from videvolve.atomic import write_text_atomic
 from videvolve.datasets.synthworld import questions as q
 from videvolve.datasets.synthworld.palette import BACKGROUNDS, GLYPH_COLOURS, SHAPES
 from videvolve.datasets.synthworld.script import Event, Scene, VideoScript
@@ -96,12 +97,14 @@ def cached_look(parts: Path, path: str, video_id: str, vlm: VLM, cost: CostModel
                 fps: float) -> Timeline:
     """:func:`look`, kept in ``parts/<video>.timeline.json`` (one pass per video file, model and rate)."""
     file = parts / f"{video_id}.timeline.json"
-    if file.is_file():
+    try:  # one this tool did not write whole (an older version on a full disk, an edit) is looked at again
         stored = Timeline.model_validate_json(file.read_text(encoding="utf-8"))
-        if stored.stamp == look_stamp(path, vlm, cost, fps):
-            return stored
+    except (OSError, ValueError):  # ValidationError is a ValueError
+        stored = None
+    if stored is not None and stored.stamp == look_stamp(path, vlm, cost, fps):
+        return stored
     timeline = look(path, video_id, vlm, cost, cache, fps)
-    file.write_text(timeline.model_dump_json(), encoding="utf-8")
+    write_text_atomic(file, timeline.model_dump_json(), "a video's perceived timeline")
     return timeline
 
 

@@ -1,0 +1,130 @@
+"""`tasks generate` on odd inputs and a failing host: a clear error or a named, skipped video, never a traceback,
+and nothing kept from a run reused where it does not belong."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from videvolve.cli import main
+from videvolve.errors import StorageError
+from videvolve.labelfree.generate import GenerateSettings, Perceiver, generate
+from videvolve.media.info import probe
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.needles.frames import plan_of
+from videvolve.tasks import read_tasks
+from videvolve.testing import full_disk, make_index_video
+
+
+@pytest.fixture()
+def videos(tmp_path: Path, index_video: Path) -> Path:
+    """A folder with one 20 s video of real-looking footage (not a SynthWorld)."""
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    shutil.copy2(index_video, folder / "a.mp4")
+    return folder
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--questions-per-video", "0"], "questions_per_video"),
+    (["--perceive-fps", "0"], "perceive_fps"),
+    (["--fractions", "train=nan"], "train=nan"),
+    (["--fractions", "train=inf,selection=1"], "train=inf"),
+    (["--fractions", "train=most"], "train=most"),
+])
+def test_a_bad_number_on_the_command_line_is_refused_in_words(videos: Path, tmp_path: Path, capsys,
+                                                                flags: list[str], named: str):
+    """main: a pydantic ValidationError or 'cannot convert float NaN to integer' traceback (exit 70)."""
+    out = tmp_path / "t.jsonl"
+    assert main(["tasks", "generate", str(videos), "--out", str(out), *flags]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert named in said and "Traceback" not in said, said
+    assert not out.exists()
+
+
+def test_a_full_disk_while_writing_the_tasks_file_keeps_the_old_one_and_says_so(videos: Path, tmp_path: Path,
+                                                                                capsys):
+    """main: OSError 'File too large' with a traceback, and a half-written ``t.jsonl.tmp`` left behind."""
+    out = tmp_path / "t.jsonl"
+    assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 0
+    before = out.read_bytes()
+    capsys.readouterr()
+    with full_disk(len(before) // 2):  # the video's part is reused: the tasks file is the only write
+        code = main(["tasks", "generate", str(videos), "--out", str(out)])
+    said = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and f"cannot write the tasks file {out}" in said and "Traceback" not in said, said
+    assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
+        "t.jsonl", "t.jsonl.parts", "videos"]
+
+
+def test_a_full_disk_during_the_perceived_look_stops_cleanly_and_the_rerun_looks_again(videos: Path,
+                                                                                       tmp_path: Path):
+    """main: OSError with a traceback, and a half-written ``a.timeline.json`` that crashed every rerun."""
+    parts = tmp_path / "t.jsonl.parts"
+    settings = GenerateSettings(sources=("needles", "perceived"), questions_per_video=4, perceive_fps=0.5)
+
+    def run(where: Path) -> list[str]:
+        perceiver = Perceiver(SimVLM(), cost_model("qwen2.5-vl"), None, where)
+        return sorted(t.question for t in generate(videos, settings, where, perceiver, workers=1).tasks)
+
+    with full_disk(64), pytest.raises(StorageError, match=r"a\.timeline\.json"):
+        run(parts)
+    assert not (parts / "a.timeline.json").exists() or (parts / "a.timeline.json").stat().st_size > 64
+    (parts / "a.timeline.json").write_text('{"video_id": "a", "fps": 0.5, "entr')  # as an older version left it
+    assert run(parts) == run(tmp_path / "fresh")
+
+
+def test_a_video_too_short_for_any_question_is_named_with_the_reason(videos: Path, tmp_path: Path, capsys):
+    """main: 'wrote ... about 1 videos' and not a word about short.mp4; with only short videos 'no tasks could be
+    generated' without a reason."""
+    make_index_video(videos / "short.mp4", seconds=0.4, fps=10)
+    out = tmp_path / "t.jsonl"
+    assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"skipped {videos / 'short.mp4'}" in said and "too short" in said and "0.40 s" in said, said
+    assert {t.video_id for t in read_tasks(out)} == {"a"}
+    (videos / "a.mp4").unlink()
+    assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"skipped {videos / 'short.mp4'}" in said and "too short" in said, said
+
+
+def test_a_stored_part_is_not_reused_once_the_video_it_splices_from_was_replaced(videos: Path, tmp_path: Path,
+                                                                                 index_video: Path):
+    """main: a.mp4's stored plan kept splicing 3.9 s of b.mp4 from 4.4 s on after b.mp4 became a 6 s video (its
+    last frames then frozen on b's last one)."""
+    shutil.copy2(index_video, videos / "b.mp4")
+    parts, settings = tmp_path / "parts", GenerateSettings(questions_per_video=4)
+
+    def splices(report) -> list[tuple[str, float, float]]:
+        return [(n.source, n.offset, n.end - n.start) for t in report.tasks if t.video_id == "a"
+                and (plan := plan_of(t)) for n in plan.needles if n.kind == "splice" and n.source]
+
+    first = splices(generate(videos, settings, parts, workers=1))
+    assert first and first[0][0] == str((videos / "b.mp4").resolve()) and first[0][1] + first[0][2] > 6.0
+    (videos / "b.mp4").unlink()
+    make_index_video(videos / "b.mp4", seconds=6.0, fps=10)
+    again = generate(videos, settings, parts, workers=1)
+    short = probe(videos / "b.mp4").duration
+    assert splices(again) and all(offset + length <= short + 1e-6 for _, offset, length in splices(again))
+    assert not next(o for o in again.outcomes if o.video_id == "a").cached
+    third = generate(videos, settings, parts, workers=1)  # nothing changed since: every part is reused
+    assert all(o.cached for o in third.outcomes) and splices(third) == splices(again)
+
+
+def test_a_second_generate_into_the_same_out_is_refused_while_the_first_runs(videos: Path, tmp_path: Path,
+                                                                              capsys):
+    """main: nothing stopped it; both wrote one `<out>.parts` (their temporary files too) and one `--out`."""
+    from tests.test_folderlock import held_elsewhere
+
+    out, parts = tmp_path / "t.jsonl", tmp_path / "t.jsonl.parts"
+    with held_elsewhere(parts) as proc:
+        assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"process {proc.pid}" in said and "another --out" in said, said
+    assert not out.exists() and not list(parts.glob("*.json"))
+    assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 0  # once it has ended
+    assert read_tasks(out)
