@@ -16,7 +16,7 @@ MAX_LINES = 400
 
 # Lower number = lower layer. A module may import its own part and parts of a lower layer only.
 LAYERS: dict[str, float] = {
-    "errors": 0, "config": 0, "interrupt": 0.5, "threads": 0.6, "folderlock": 0.7, "atomic": 0.7,
+    "errors": 0, "config": 0, "interrupt": 0.5, "threads": 0.6, "folderlock": 0.7, "atomic": 0.7, "version": 0,
     "media": 1,
     "tasks": 2, "usage": 2,
     "metrics": 3, "datasets": 3, "models": 4, "memory": 4,

@@ -1,8 +1,10 @@
 """videvolve: a self-improving agent for long-video understanding."""
 
-__version__ = "0.1.0"
-
 from typing import Any
+
+from videvolve.version import __version__
+
+__all__ = ["__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from videvolve import __version__
 from videvolve.atomic import write_text_atomic
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import find_transcript
@@ -31,6 +30,7 @@ from videvolve.needles.frames import plan_of
 from videvolve.rundir import EvalDir
 from videvolve.tasks import Prediction, Task
 from videvolve.usage import TaskUsage
+from videvolve.version import __version__
 
 RETRIED_ON_RERUN = frozenset({ErrorKind.MEDIA, ErrorKind.BAD_REQUEST})
 """Errors caused by what can change between runs: tried again, never reused. A missing or unreadable video; a
