@@ -405,3 +405,35 @@ def test_a_restart_window_opens_at_the_next_request_not_at_the_call():
     assert faults.fail_now() and faults.fail_now() and faults.failed == 2
     time.sleep(0.3)
     assert not faults.fail_now()
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
+def test_a_servers_max_pixels_is_metered_when_given_and_doctor_says_so_when_not(monkeypatch: pytest.MonkeyPatch,
+                                                                               family: str) -> None:
+    """vLLM with ``--mm-processor-kwargs '{"max_pixels": N}'`` (as the docs start it) resizes a larger image to fit:
+    a 1920x1080 frame costs 1,224 tokens on Qwen2.5-VL, not the 2,693 the checkpoint's own limits give. Before, the
+    cost model could not know it (every large picture metered above what it cost, calibration failing)."""
+    from videvolve.doctor import run_checks
+    from videvolve.models.cost import cost_model
+
+    assert cost_model("qwen2.5-vl", 1003520).image_tokens(1920, 1080) == 1224
+    assert cost_model("qwen2.5-vl").image_tokens(1920, 1080) == 2693
+    assert cost_model("qwen2.5-vl", 1003520).image_tokens(1280, 720) == cost_model("qwen2.5-vl").image_tokens(1280, 720)
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    cap = 1003520 if family == "qwen2.5-vl" else 1310720
+    seen = {}
+    with mimic(api_key="k", family=family, mm_processor_kwargs={"max_pixels": cap}, **TOOL_FLAGS) as (base, _):
+        for given in (None, cap):
+            settings = ModelSettings(backend="openai", base_url=base, model="m", family=family, max_pixels=given)
+            seen[given] = {c.name: c for c in run_checks(settings, calibration=True)}["calibration"]
+    assert seen[cap].status == "ok" and "worst 0.0%" in seen[cap].detail, seen[cap]  # main: no --max-pixels
+    assert seen[None].status != "ok" and "as --max-pixels (None)" in seen[None].detail, seen[None]
+
+
+def test_serve_vllm_names_the_max_pixels_it_passes_on() -> None:
+    from videvolve.cli.model_cmds import served_max_pixels
+
+    assert served_max_pixels(["--chat-template", "t.jinja", "--mm-processor-kwargs", '{"max_pixels": 1003520}']) \
+        == 1003520
+    assert served_max_pixels(["--mm-processor-kwargs", '{"videos_kwargs": {"do_sample_frames": false}}']) is None
+    assert served_max_pixels(["--mm-processor-kwargs", "not json"]) is None and served_max_pixels([]) is None

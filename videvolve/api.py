@@ -63,7 +63,8 @@ class LoadedHarness:
                         duration=info.duration)
         model = model or ModelSettings()
         runtime = runtime or RuntimeSettings()
-        services = TaskServices(view, str(video), vlm or make_vlm(model), cost_model(model.family), runtime,
+        services = TaskServices(view, str(video), vlm or make_vlm(model), cost_model(model.family, model.max_pixels),
+                                runtime,
                                 skill=self.harness.skill, cache=cache, trace=TraceWriter(trace),
                                 transcript=load_transcript(video))
         run = run_task(self.harness, services)
@@ -89,7 +90,7 @@ def evaluate(harness: str | Path, tasks: str | Path, split: str = "test", out: s
     chosen = select(read_tasks(tasks), split, limit, str(tasks))
     out_dir = Path(out) if out else EvalDir.default(Path(harness).name, split).path
     return run_evaluation(resolve_harness(harness, runtime.budget), chosen, out_dir, make_vlm(model),
-                          cost_model(model.family), runtime, cache, model,
+                          cost_model(model.family, model.max_pixels), runtime, cache, model,
                           meta={"harness": Path(harness).name, "split": split, "backend": model.backend,
                                 "model": model.model})
 

@@ -20,6 +20,9 @@ class ModelSettings(BaseModel):
     base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8000/v1 for `vllm serve`")
     api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the API key (never stored)")
     family: str = Field("qwen2.5-vl", description="visual-token formula: qwen2.5-vl (f=28) or qwen3-vl (f=32)")
+    max_pixels: int | None = Field(None, ge=3136, description="the server's `--mm-processor-kwargs` max_pixels, "
+                                   "where it sets one: a larger image (on qwen2.5-vl, each frame of a clip too) is "
+                                   "resized to it by the server, and metered so (None: the checkpoint's own limits)")
     temperature: float = Field(0.0, description="0 makes replies repeatable and cacheable")
     max_tokens: int = Field(1024, description="reply length cap")
     timeout_s: float = Field(120.0, description="seconds per model request", json_schema_extra={"flag": "--timeout"})

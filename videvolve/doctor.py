@@ -147,14 +147,14 @@ def _images_check(client: _Client) -> Check:
 CALIBRATION_SIZES = ((160, 90), (320, 180), (640, 360), (1280, 720), (1920, 1080))
 
 
-def calibrate(client: _Client, family: str) -> list[tuple[int, int, int, int]]:
+def calibrate(client: _Client, family: str, max_pixels: int | None = None) -> list[tuple[int, int, int, int]]:
     """(width, height, server's image tokens, formula's) for images of known sizes.
 
     The server's figure is the difference of ``usage.prompt_tokens`` with and without the image (same text).
     """
     from videvolve.models.cost import cost_model
 
-    cost = cost_model(family)
+    cost = cost_model(family, max_pixels)
     text = {"type": "text", "text": "Describe the image."}
     base = int(client.chat([text])["usage"]["prompt_tokens"])
     rows = []
@@ -183,7 +183,7 @@ class ClipRow:
     """The largest frame count whose formula matches the server's tokens (None: none does)."""
 
 
-def calibrate_clips(client: _Client, family: str, video: Path, max_side: int = 448,
+def calibrate_clips(client: _Client, family: str, video: Path, max_side: int = 448, max_pixels: int | None = None,
                     rate: float = 2.0) -> list[ClipRow]:
     """Clips of :data:`CALIBRATION_CLIPS` frames cut from ``video``, sent exactly as evaluations send them.
 
@@ -195,7 +195,7 @@ def calibrate_clips(client: _Client, family: str, video: Path, max_side: int = 4
     from videvolve.models.cost import cost_model
     from videvolve.models.openai_backend import media_request
 
-    cost = cost_model(family)
+    cost = cost_model(family, max_pixels)
     duration = probe(video).duration
     text = {"type": "text", "text": "Describe the clip."}
     base = int(client.chat([text])["usage"]["prompt_tokens"])
@@ -215,9 +215,9 @@ def calibrate_clips(client: _Client, family: str, video: Path, max_side: int = 4
     return rows
 
 
-def _clip_calibration_check(client: _Client, family: str, video: Path) -> Check:
+def _clip_calibration_check(client: _Client, family: str, video: Path, max_pixels: int | None = None) -> Check:
     try:
-        rows = calibrate_clips(client, family, video)
+        rows = calibrate_clips(client, family, video, max_pixels=max_pixels)
     except (InfraError, ModelRequestError, VidevolveError, KeyError, TypeError) as exc:
         return Check("clip calibration", "fail", f"could not calibrate clips on {video}: {exc}")
     worst = max(abs(r.server - r.formula) / max(r.server, 1) for r in rows)
@@ -230,14 +230,15 @@ def _clip_calibration_check(client: _Client, family: str, video: Path) -> Check:
     return Check("clip calibration", "ok" if worst < 0.01 else "fail", f"{detail}; worst {worst:.1%}{fix}")
 
 
-def _calibration_check(client: _Client, family: str) -> Check:
+def _calibration_check(client: _Client, family: str, max_pixels: int | None = None) -> Check:
     try:
-        rows = calibrate(client, family)
+        rows = calibrate(client, family, max_pixels)
     except (InfraError, ModelRequestError, KeyError, TypeError) as exc:
         return Check("calibration", "fail", f"could not calibrate: {exc}")
     worst = max(abs(s - f) / max(s, 1) for _, _, s, f in rows)
     detail = "; ".join(f"{w}x{h}: server {s}, formula {f} (error {f - s:+d})" for w, h, s, f in rows)
-    fix = "" if worst < 0.02 else f" -- check --family ({family}) and the server's --mm-processor-kwargs"
+    fix = "" if worst < 0.02 else (f" -- check --family ({family}), and give the server's --mm-processor-kwargs "
+                                   f"max_pixels as --max-pixels ({max_pixels})")
     return Check("calibration", "ok" if worst < 0.02 else "warn", f"{detail}; worst {worst:.1%}{fix}")
 
 
@@ -275,9 +276,9 @@ def _endpoint(settings: ModelSettings, calibration: bool = False, video: Path | 
     checks.append(_tool_check(client))
     checks.append(_images_check(client))
     if calibration:
-        checks.append(_calibration_check(client, settings.family))
+        checks.append(_calibration_check(client, settings.family, settings.max_pixels))
         if video is not None:
-            checks.append(_clip_calibration_check(client, settings.family, video))
+            checks.append(_clip_calibration_check(client, settings.family, video, settings.max_pixels))
     return checks
 
 
@@ -308,7 +309,7 @@ def _seed_requests(settings: ModelSettings, video: Path, context: int, margin: f
 
     info = probe(video)
     limit = int(context * (1 - margin))
-    cost = cost_model(settings.family)
+    cost = cost_model(settings.family, settings.max_pixels)
     out = []
     for seed in PROGRAM_SEEDS:
         tokens = largest_request(seed, cost, (info.width, info.height))

@@ -109,6 +109,6 @@ def _teach(args: argparse.Namespace, table: QuestionTable, teacher_out: Path) ->
                 failed.append(r.task_id)
             progress.update(bar, advance=1, info=f"{len(failed)} failed" if failed else "")
 
-        return teach(table.unanswered, src, name, teacher_out, make_vlm(ms), cost_model(ms.family), rs,
+        return teach(table.unanswered, src, name, teacher_out, make_vlm(ms), cost_model(ms.family, ms.max_pixels), rs,
                      open_cache(args), ms, args.executor, args.ray_address, on_result,
                      videos=lambda ts: with_proxies(ts, args.proxy))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--enable-auto-tool-choice", action="store_true", help="return parsed tool calls")
     m.add_argument("--tool-call-parser", default=None, help="hermes (the only one mimicked)")
     m.add_argument("--media-io-kwargs", type=json.loads, default=None, help='e.g. \'{"video": {"num_frames": 16}}\'')
+    m.add_argument("--mm-processor-kwargs", type=json.loads, default=None,
+                   help='e.g. \'{"max_pixels": 1003520}\': a larger image (qwen2.5-vl: video frame) is resized')
     m.add_argument("--enable-prompt-tokens-details", action="store_true")
     m.add_argument("--fail-first", type=int, default=0, help="fault: answer 503 to the first N chat requests")
     m.add_argument("--retry-after", type=float, default=None, help="fault: send Retry-After with each 503")
@@ -149,7 +152,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             progress.update(bar, advance=1, info=f"score {sum(scores) / len(scores):.3f}")
 
         try:
-            done = evaluate(src, tasks, outdir, make_vlm(ms), cost_model(ms.family), rs, open_cache(args), ms,
+            done = evaluate(src, tasks, outdir, make_vlm(ms), cost_model(ms.family, ms.max_pixels), rs,
+                            open_cache(args), ms,
                             args.executor, args.ray_address, on_result,
                             meta={"harness": name, "split": args.split, "backend": ms.backend, "model": ms.model})
         except (InfraError, HostError) as exc:
@@ -233,6 +237,7 @@ def cmd_serve_sim(args: argparse.Namespace) -> int:
                               limit_mm_per_prompt=args.limit_mm_per_prompt or {"image": args.max_images, "video": 999},
                               enable_auto_tool_choice=args.enable_auto_tool_choice,
                               tool_call_parser=args.tool_call_parser, media_io_kwargs=args.media_io_kwargs or {},
+                              mm_processor_kwargs=args.mm_processor_kwargs or {},
                               enable_prompt_tokens_details=args.enable_prompt_tokens_details,
                               fail_first=args.fail_first, slow_ms=args.latency_ms, retry_after=args.retry_after)
     backend = None
@@ -276,7 +281,9 @@ def cmd_serve_vllm(args: argparse.Namespace) -> int:
     try:
         name = args.served_model_name or args.model
         server.wait_ready(args.ready_timeout, name)
-        out.print(f"ready: --backend openai --base-url {server.base_url} --model {name}", highlight=False)
+        cap = served_max_pixels(extra)
+        out.print(f"ready: --backend openai --base-url {server.base_url} --model {name}"
+                  + (f" --max-pixels {cap}" if cap else ""), highlight=False)
         while not stop["now"] and server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)
         if server.proc is not None and server.proc.poll() is not None:
@@ -308,3 +315,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if any(c.status == "fail" for c in checks) else 0
 
 
+def served_max_pixels(extra: list[str]) -> int | None:
+    """The ``max_pixels`` of a ``--mm-processor-kwargs`` JSON among vLLM's extra arguments (None: none given)."""
+    for flag, value in itertools.pairwise(extra):
+        if flag == "--mm-processor-kwargs":
+            try:
+                cap = json.loads(value).get("max_pixels")
+            except (ValueError, AttributeError):
+                return None
+            return int(cap) if isinstance(cap, int | float) else None
+    return None

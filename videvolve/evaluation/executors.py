@@ -46,8 +46,9 @@ def _remote_task(harness_dir: str, task_json: str, view_id: str, key: str, model
     from videvolve.tasks import Task
 
     cache = ResponseCache(cache_path) if cache_path else None
+    model = ModelSettings.model_validate_json(model_json)
     result = run_one(load_harness(harness_dir), Task.model_validate_json(task_json),
-                     make_vlm(ModelSettings.model_validate_json(model_json)), cost_model(family),
+                     make_vlm(model), cost_model(family, model.max_pixels),
                      RuntimeSettings.model_validate_json(runtime_json), Path(out_dir), cache, view_id,
                      produced_by=key)
     return result.model_dump_json()

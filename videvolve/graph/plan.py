@@ -91,7 +91,8 @@ def _frame_tokens(harness: Harness, ctx: Context, size: tuple[int, int] | None) 
     if "refine_max_side" in cfg:
         side = max(side, int(cfg["refine_max_side"]) or max(width, height))
     scale = min(1.0, side / max(width, height))
-    return cost_model(ctx.model.family).image_tokens(max(1, round(width * scale)), max(1, round(height * scale)))
+    cost = cost_model(ctx.model.family, ctx.model.max_pixels)
+    return cost.image_tokens(max(1, round(width * scale)), max(1, round(height * scale)))
 
 
 def most_frames(tasks: list[Task]) -> int | None:

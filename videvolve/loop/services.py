@@ -170,7 +170,8 @@ def open_run(ctx: Context) -> Run:
         memory.close()
         raise
     return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded, vlm=vlm, probe_vlm=probe,
-               cost=cost_model(ctx.model.family), cache=cache, memory=memory, dir=RunDir(ctx.root),
+               cost=cost_model(ctx.model.family, ctx.model.max_pixels), cache=cache, memory=memory,
+               dir=RunDir(ctx.root),
                tasks_digest=digest)
 
 

@@ -15,6 +15,7 @@ are paired (temporal patch 2).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -98,12 +99,20 @@ COST_MODELS = {
 }
 
 
-def cost_model(family: str) -> CostModel:
-    """The cost model of a family name (``qwen2.5-vl`` or ``qwen3-vl``)."""
+def cost_model(family: str, max_pixels: int | None = None) -> CostModel:
+    """The cost model of a family name (``qwen2.5-vl`` or ``qwen3-vl``), under a server's ``max_pixels`` if any.
+
+    vLLM passes ``--mm-processor-kwargs '{"max_pixels": N}'`` to the checkpoint's processor: an image larger than N
+    pixels is resized to fit (1920x1080 under 1,003,520 on Qwen2.5-VL: 1316x728, 1,224 tokens, not 2,693). Qwen2.5-VL
+    resizes each frame of a clip as an image, so the cap holds there too; Qwen3-VL's clips keep their own budget.
+    """
     try:
-        return COST_MODELS[family]
+        base = COST_MODELS[family]
     except KeyError:
         raise UsageError(f"unknown model family {family!r}; known: {', '.join(COST_MODELS)}") from None
+    if max_pixels is None or max_pixels >= base.max_pixels:
+        return base
+    return dataclasses.replace(base, max_pixels=max_pixels, name=f"{base.name} max_pixels={max_pixels}")
 
 
 def text_tokens(text: str) -> int:

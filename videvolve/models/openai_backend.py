@@ -214,7 +214,8 @@ def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModel
                       http_client=total_timeout_client(settings.timeout_s))
     base, model = settings.base_url, settings.model
     endpoint = EndpointInfo(lambda: served_model(base, model, key))
-    guard = ContextGuard(cost_model(settings.family), endpoint.max_model_len, settings.context_margin)
+    guard = ContextGuard(cost_model(settings.family, settings.max_pixels), endpoint.max_model_len,
+                         settings.context_margin)
     return ChatModelVLM(chat, name=settings.model, where=settings.base_url, max_retries=settings.max_retries,
                         retry_window_s=settings.retry_window_s, family=settings.family, guard=guard,
                         endpoint=endpoint, request_timeout_s=settings.timeout_s,

@@ -40,6 +40,9 @@ class MimicSettings(BaseModel):
     enable_auto_tool_choice: bool = False
     tool_call_parser: str | None = None
     media_io_kwargs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    mm_processor_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """``--mm-processor-kwargs``: ``max_pixels`` caps an image's pixels (and, on Qwen2.5-VL, each video frame's,
+    whose processor resizes frames as images); Qwen3-VL's video budget is its own."""
     enable_prompt_tokens_details: bool = False
     fail_first: int = 0
     """Answer 503 to the first N chat requests."""
@@ -216,7 +219,7 @@ def _sampling_kwargs(payload: dict[str, Any]) -> tuple[bool | None, float | None
 
 def prepare(payload: dict[str, Any], s: MimicSettings) -> Prepared:
     """Count items against ``--limit-mm-per-prompt``, decode media, count tokens, check ``--max-model-len``."""
-    proc = qwen_rules.PROCESSORS[s.family]
+    proc = qwen_rules.capped(qwen_rules.PROCESSORS[s.family], s.mm_processor_kwargs.get("max_pixels"))
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         raise MimicError(400, "messages must be a non-empty list", "BadRequestError", "messages")

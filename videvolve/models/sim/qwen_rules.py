@@ -9,6 +9,7 @@ their terms: patches of ``patch_size`` pixels, merged ``merge_size x merge_size`
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -80,6 +81,15 @@ def _video_resize(num_frames: int, height: int, width: int, temporal_factor: int
         h_bar = math.ceil(height * beta / factor) * factor
         w_bar = math.ceil(width * beta / factor) * factor
     return h_bar, w_bar
+
+
+def capped(p: Processor, max_pixels: int | None) -> Processor:
+    """The processor under a server's ``--mm-processor-kwargs '{"max_pixels": N}'`` (None: as the checkpoint has it)."""
+    if max_pixels is None:
+        return p
+    image = (p.image_size[0], min(p.image_size[1], int(max_pixels)))
+    video = p.video_size if p.video_total_budget else (p.video_size[0], min(p.video_size[1], int(max_pixels)))
+    return dataclasses.replace(p, image_size=image, video_size=video)
 
 
 def image_tokens(p: Processor, width: int, height: int) -> int:
