@@ -153,7 +153,7 @@ class FakeAgent:
         self.outcome, self.raises = outcome, raises
 
     def ask(self, video: Any, question: str, options: list[str] | None = None,
-            grounding: bool = False) -> AgentAnswer:
+            grounding: bool = False, cancel: threading.Event | None = None) -> AgentAnswer:
         self.started.release()
         assert self.release.wait(60)
         if self.raises is not None:
@@ -501,3 +501,23 @@ def test_a_runs_name_follows_its_best_and_a_promotion_breaks_no_answer(tmp_path:
     # the harness loaded before is unchanged on disk: an answer under way finishes as it started
     from videvolve.skill_library.harness import content_hash
     assert content_hash(before.harness.harness.path) == before.harness.harness.version_id
+
+
+def test_a_client_that_goes_away_stops_its_harness(index_video: Path, tmp_path: Path):
+    """Before: the harness of a client that timed out or hung up ran on to its task timeout (15 minutes by default),
+    holding its place (and, on a real server, the GPU); now it is stopped within a second or two."""
+    from videvolve.api import load_harness
+    from videvolve.config import ModelSettings, RuntimeSettings
+    from videvolve.serving.agent import VideoAgent
+
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "solver.py").write_text("def solve(task, ctx):\n    while True:\n        pass\n")
+    agent = VideoAgent(load_harness(tmp_path / "h"), ModelSettings(), RuntimeSettings(wall_seconds=120))
+    with running(create_app(FakeAgents(agent), MediaRoots([index_video.parent]), ServerLimits())) as base:
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(f"{base}/v1/chat/completions", timeout=2, json={"model": "fake", "messages": [{
+                "role": "user", "content": [{"type": "video_url", "video_url": {"url": index_video.as_uri()}},
+                                            {"type": "text", "text": "Which?\nA) x\nB) y"}]}]})
+        gone = time.monotonic()
+        _running_or_queued(base, 0)  # main: 1 for the next 118 s
+        assert time.monotonic() - gone < 5

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
+from videvolve.errors import Cancelled
 from videvolve.evaluation.evaluate import Evaluation, select
 from videvolve.evaluation.evaluate import evaluate as run_evaluation
 from videvolve.media import probe
@@ -54,8 +56,15 @@ class LoadedHarness:
 
     def ask(self, video: str | Path, question: str, options: list[str] | None = None, grounding: bool = False,
             model: ModelSettings | None = None, runtime: RuntimeSettings | None = None, vlm: VLM | None = None,
-            cache: ResponseCache | None = None, trace: Path | None = None) -> Answer:
-        """Answer one question (mcq when ``options`` are given, else grounding) about one video."""
+            cache: ResponseCache | None = None, trace: Path | None = None,
+            cancel: threading.Event | None = None) -> Answer:
+        """Answer one question (mcq when ``options`` are given, else grounding) about one video.
+
+        ``cancel``: set while the harness runs, its process is stopped and :class:`~videvolve.errors.Cancelled`
+        raised (a server whose client went away).
+        """
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the question was cancelled before it started: its client went away")
         info = probe(video)
         kind = "mcq" if options and not grounding else "grounding"
         view = TaskView(id="ask", kind=kind, question=question,
@@ -67,7 +76,7 @@ class LoadedHarness:
                                 runtime,
                                 skill=self.harness.skill, cache=cache, trace=TraceWriter(trace),
                                 transcript=load_transcript(video))
-        run = run_task(self.harness, services)
+        run = run_task(self.harness, services, cancel=cancel)
         pred = run.prediction
         return Answer(
             outcome=run.outcome, error_kind=run.error_kind, error=run.error, usage=run.usage,

@@ -323,3 +323,7 @@ def json_error(path: Any, exc: json.JSONDecodeError, lineno: int | None = None) 
     """``FILE:LINE:COLUMN: not JSON (...)``; ``lineno``: the file's line when ``exc`` came from that line alone."""
     line = exc.lineno if lineno is None else lineno + exc.lineno - 1
     return f"{path}:{line}:{exc.colno}: not JSON ({exc.msg} at line {line}, column {exc.colno})"
+
+
+class Cancelled(VidevolveError):
+    """The one who asked went away (a server's client disconnected); the harness was stopped, nothing is scored."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,8 +24,11 @@ import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from videvolve.errors import (
+    Cancelled,
     EndpointError,
     HarnessError,
     HostError,
@@ -40,6 +44,8 @@ from videvolve.serving.media import OutsideMediaRoots, VideoUnreachable, video_f
 MAX_BODY_BYTES = 256 * 1024 * 1024
 BODY_S = 300.0
 """The longest a request's body may take to arrive (it holds a place in the queue meanwhile)."""
+DISCONNECT_POLL_S = 0.5
+"""How often a question in progress looks whether its client is still there."""
 log = logging.getLogger(__name__)
 
 
@@ -47,8 +53,8 @@ class Answerer(Protocol):
     """What answers one question about one local video (a :class:`~videvolve.serving.agent.VideoAgent`)."""
 
     def ask(self, video: Any, question: str, options: list[str] | None = None,
-            grounding: bool = False) -> AgentAnswer:
-        """Answer, or raise MediaError / InfraError."""
+            grounding: bool = False, cancel: threading.Event | None = None) -> AgentAnswer:
+        """Answer, or raise MediaError / InfraError (Cancelled once ``cancel`` is set)."""
         ...
 
 
@@ -203,16 +209,7 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
     admitted = {"n": 0}
     limiter = anyio.CapacityLimiter(limits.concurrency)
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next: Any) -> Any:
-        if limits.api_key is not None and request.url.path.startswith("/v1/"):
-            given = request.headers.get("authorization", "")
-            if not secrets.compare_digest(given.encode(), f"Bearer {limits.api_key}".encode()):
-                return ApiError(401, "authentication_error", "invalid API key: send Authorization: Bearer <key> "
-                                "(the value of the server's --api-key-env variable)").response()
-        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            return _too_large().response()
-        return await call_next(request)
+    app.add_middleware(Guard, api_key=limits.api_key)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -257,13 +254,56 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             q = read_question(req)
         except ApiError as exc:
             return exc.response()
-        try:
-            answer = await anyio.to_thread.run_sync(_answer, agent, q, roots, limiter=limiter)
-        except Exception as exc:
-            return _check(exc).response()
+        cancel = threading.Event()
+        async with anyio.create_task_group() as tg:  # the answer, and a watch on the client meanwhile
+            tg.start_soon(_watch_disconnect, request, cancel)
+            try:
+                answer = await anyio.to_thread.run_sync(_answer, agent, q, roots, cancel, limiter=limiter)
+            finally:
+                tg.cancel_scope.cancel()
+        if isinstance(answer, Cancelled):
+            return ApiError(499, "invalid_request_error", "the client went away; the question was stopped").response()
+        if isinstance(answer, Exception):
+            return _check(answer).response()
         return completion(req.model, agents.describe(req.model), answer)
 
     return app
+
+
+class Guard:
+    """The API key on ``/v1/``, and a body whose stated length is over the cap refused before it is read.
+
+    Plain ASGI, not ``@app.middleware("http")``: Starlette's ``BaseHTTPMiddleware`` hides the client's disconnect
+    from the route (``request.is_disconnected()`` never turns true behind it), and a question whose client went away
+    must stop its harness.
+    """
+
+    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+        self.app = app
+        self.api_key = api_key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse what the guard refuses; pass the rest on untouched."""
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            refused = None
+            if self.api_key is not None and scope["path"].startswith("/v1/") and not secrets.compare_digest(
+                    headers.get("authorization", "").encode(), f"Bearer {self.api_key}".encode()):
+                refused = ApiError(401, "authentication_error", "invalid API key: send Authorization: Bearer <key> "
+                                   "(the value of the server's --api-key-env variable)")
+            elif _stated_length(headers) > MAX_BODY_BYTES:
+                refused = _too_large()
+            if refused is not None:
+                await refused.response()(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _stated_length(headers: Headers) -> int:
+    try:
+        return int(headers.get("content-length") or 0)
+    except ValueError:
+        return 0
 
 
 def _too_large() -> ApiError:
@@ -288,6 +328,17 @@ async def _read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-def _answer(agent: Answerer, q: VideoQuestion, roots: Any) -> AgentAnswer:
-    with video_file(q.video, roots) as path:
-        return agent.ask(path, q.question, q.options or None, q.grounding)
+async def _watch_disconnect(request: Request, cancel: threading.Event) -> None:
+    """Set ``cancel`` when the client goes away: its harness is stopped, not left to run to its task timeout."""
+    while not await request.is_disconnected():
+        await anyio.sleep(DISCONNECT_POLL_S)
+    cancel.set()
+
+
+def _answer(agent: Answerer, q: VideoQuestion, roots: Any, cancel: threading.Event) -> AgentAnswer | Exception:
+    """The answer, or what was raised instead (returned: a task group would wrap it in an ``ExceptionGroup``)."""
+    try:
+        with video_file(q.video, roots) as path:
+            return agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel)
+    except Exception as exc:
+        return exc

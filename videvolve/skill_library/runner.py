@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from videvolve import interrupt
-from videvolve.errors import ErrorKind, HarnessError, HostError, InfraError, RequestRefused
+from videvolve.errors import Cancelled, ErrorKind, HarnessError, HostError, InfraError, RequestRefused
 from videvolve.models.base import request_timeout_of
 from videvolve.models.http_errors import outages_to
 from videvolve.skill_library.channel import Pipe, decode_request, encode_reply
@@ -84,7 +84,8 @@ def _child_kind(kind: object) -> ErrorKind:
 
 
 def run_task(harness: Harness, services: TaskServices, timeout: float | None = None,
-             static_check: bool = True, pool: WarmPool | None = None) -> RunOutcome:
+             static_check: bool = True, pool: WarmPool | None = None,
+             cancel: threading.Event | None = None) -> RunOutcome:
     """Run ``harness`` on the task behind ``services`` in a fresh sandboxed interpreter.
 
     With a ``pool`` started for this harness and these limits, the interpreter is one of its children, started
@@ -99,7 +100,8 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     thread of its own, and a watchdog here kills the child :data:`WATCHDOG_S` after its deadline and gives up on the
     thread (a request of the child's still being served) :data:`WATCHDOG_GRACE_S` later.
 
-    ``static_check=False`` exists only so tests can show that the runtime walls hold on their own.
+    ``static_check=False`` exists only so tests can show that the runtime walls hold on their own. ``cancel``: set,
+    the child is stopped within a second and :class:`~videvolve.errors.Cancelled` raised (nothing is scored).
     """
     started = time.monotonic()
     if static_check:
@@ -120,6 +122,8 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
             worker.join(min(left, 1.0))  # the deadline moves while the parent serves off the clock
             if interrupt.requested():  # Ctrl-C whose KeyboardInterrupt Python swallowed (see videvolve.interrupt)
                 raise KeyboardInterrupt
+            if cancel is not None and cancel.is_set():  # no one waits for the answer any more
+                raise Cancelled(f"the task {services.view.id} was cancelled: its client went away")
         if worker.is_alive():
             attempt.expire()
             worker.join(WATCHDOG_GRACE_S)
