@@ -53,6 +53,7 @@ def test_what_a_real_server_reports_and_what_a_broken_one_does():
         assert served_model(base, "simvlm", None) == ServedModel()
 
 
+@pytest.mark.slow
 def test_another_checkpoint_under_the_same_served_name_shares_no_reply():
     """``vllm serve ckpt-a --served-model-name qwen``, then ckpt-b under the same name: a reply cached from the
     first is not the second's (its revision names the checkpoint vLLM reports as ``root``)."""
@@ -95,6 +96,7 @@ def test_a_models_list_the_client_cannot_read_does_not_crash_the_run():
             assert vlm.complete([{"role": "user", "content": "Which letter? A or B"}]).text
 
 
+@pytest.mark.slow
 def test_a_reply_cached_while_the_endpoint_was_still_starting_is_not_another_checkpoints(tmp_path):
     """The first request of ``tasks generate --sources perceived``, an editor or an investigator may find the server
     still loading (GET /v1/models not reached yet): its reply is ckpt-a's, not that of a model served under its own
@@ -124,6 +126,7 @@ def test_a_reply_cached_while_the_endpoint_was_still_starting_is_not_another_che
     assert served == {"/models/ckpt-a": 1, "/models/ckpt-b": 1}  # main: ckpt-b got ckpt-a's reply from the cache
 
 
+@pytest.mark.slow
 def test_a_gateway_busy_on_the_models_list_is_asked_again_not_taken_for_a_server_reporting_nothing():
     """A proxy in front of vLLM answers 503 while the server restarts or is overloaded: that GET /v1/models is
     asked again, as a failing request is retried, not taken as a server that reports no checkpoint and no length
@@ -158,6 +161,7 @@ def test_a_context_length_no_server_can_have_does_not_refuse_every_request():
             assert vlm.complete([{"role": "user", "content": "Which letter? A or B"}]).text  # main: ContextTooLong
 
 
+@pytest.mark.slow
 def test_a_models_list_trickled_a_byte_at_a_time_or_endless_is_bounded():
     """``httpx``'s timeout is per read: a body trickled a byte every 0.2 s never tripped it, and the request held the
     lock every request of the run waits on (main: still reading after 12 s; now 2 s, then "not reached", asked again
@@ -176,6 +180,7 @@ def test_a_models_list_trickled_a_byte_at_a_time_or_endless_is_bounded():
                 assert known == ServedModel() and took < 6
 
 
+@pytest.mark.slow
 def test_a_chat_reply_trickled_a_byte_at_a_time_ends_in_the_clean_stop_not_a_hang():
     """``--timeout`` is the time of a whole request: a reply trickled a byte every 0.2 s never tripped ``httpx``'s
     per-read timeout, and an editor's or investigator's request to it (no task runner around it) ran for ever.

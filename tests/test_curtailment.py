@@ -42,6 +42,7 @@ def _null_scores(rng: random.Random, parent: list[float], changed: float) -> lis
     return [float(rng.random() < rate) if rng.random() < changed else p for p in parent]
 
 
+@pytest.mark.slow
 def test_curtailed_screening_decides_as_full_validation_for_fewer_evaluations():
     """Null, losing and winning candidates on 200 questions, each judged both ways at the run's first level."""
     rng = random.Random(11)

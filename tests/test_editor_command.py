@@ -101,6 +101,7 @@ def test_a_scripted_agent_edits_trials_and_submits_and_cannot_read_the_run(small
     ("mkdir -p candidate/references; ln -s /etc/passwd candidate/references/leak.md\nbin/trial > trial.out",
      "is a symbolic link"),
 ])
+@pytest.mark.slow
 def test_command_failures_end_the_proposal_with_the_reason(small_world, tmp_path, seed, body, why):
     tools = workspace(small_world, tmp_path, seed, n=1)
     editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=2))

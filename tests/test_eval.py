@@ -220,6 +220,7 @@ def test_harnesses_see_opaque_ids_results_keep_real_ones(small_world, tmp_path: 
     assert {r.task_id: r.prediction.raw for r in again if r.prediction} == seen
 
 
+@pytest.mark.slow
 def test_eval_names_the_videos_it_could_not_read(small_world, tmp_path: Path):
     # a missing video was scored 0 as a `media` error with only "media 2" in the table: the file's name was in
     # results/*.json alone, though getting started promises that a missing video names the file

@@ -68,6 +68,7 @@ def solve(task, ctx):
 '''
 
 
+@pytest.mark.slow
 def test_a_reply_the_child_never_reads_ends_within_the_timeout(video: str, tmp_path: Path) -> None:
     from videvolve.skill_library.runner import TIMEOUT_MARGIN_S
 

@@ -182,6 +182,7 @@ def run_swallowed(mode: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     return time.monotonic() - started, done
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_whose_keyboard_interrupt_python_swallowed_still_stops_the_tasks():
     _, done = run_swallowed("tasks")  # main: the main thread waited on the tasks for ever
     assert "swallowed" in done.stdout and "Exception ignored" in done.stderr, done.stderr

@@ -183,6 +183,7 @@ def test_the_driver_hands_its_services_to_every_node_and_closes_only_those_it_bu
         isinstance(x, services.Run) for x in v.values())]  # no module-level registry of runs
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_tasks_file_whose_train_or_selection_tasks_changed(small_world, tmp_path, seed):
     """An overnight run resumed after its tasks file was edited would judge new selection questions against results
     and decisions made on the old ones: refused, with the file named, and nothing of the run changed."""
@@ -214,6 +215,7 @@ def test_resume_refuses_a_tasks_file_whose_train_or_selection_tasks_changed(smal
     assert run(longer)["iteration"] == 2
 
 
+@pytest.mark.slow
 def test_resuming_a_run_its_budget_stopped_spends_nothing_more(small_world, tmp_path, seed):
     """A run stopped by --max-calls (or --hours, or a STOP file) and resumed without more budget is finished: it
     reports its stop and runs no further iteration past the budget it was given."""
@@ -261,6 +263,7 @@ def test_a_corrupt_checkpoints_file_is_named_with_what_to_do(small_world, tmp_pa
         evolve(ctx, services=services)
 
 
+@pytest.mark.slow
 def test_a_full_disk_under_the_checkpoints_stops_the_run_for_resume(small_world, tmp_path, seed):
     """The checkpointer that cannot write (a full disk) stops the run as every other write of the run does: a
     HostError naming the file (`run stopped: ...`, exit 3, resume later), not a traceback."""

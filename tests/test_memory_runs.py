@@ -6,11 +6,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from videvolve.graph import Context
 from videvolve.graph.driver import evolve
 from videvolve.report import build_report
 
 
+@pytest.mark.slow
 def test_two_runs_of_the_same_name_keep_their_own_diagnoses(make_context: Callable[..., Context], tmp_path: Path):
     """``evolve --run exp1/run`` and ``evolve --run exp2/run`` (or a run started again where one was deleted) share
     the default memory and the run id ``run``. Diagnosis ids were made of the run id, iteration, harness and task:
@@ -31,6 +34,7 @@ def test_two_runs_of_the_same_name_keep_their_own_diagnoses(make_context: Callab
     assert table.count("<tr><td>") == len(made["exp1"])
 
 
+@pytest.mark.slow
 def test_a_heldout_comparison_of_a_former_best_is_not_shown_as_the_best(make_context: Callable[..., Context],
                                                                        tmp_path: Path, seed: Path):
     """``RUN/test/comparison.json`` names the best version it measured. After the run went on (``--resume`` with more

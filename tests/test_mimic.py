@@ -186,6 +186,7 @@ def test_the_checkpoints_loader_ignores_num_frames(family: str, old_kwargs: int,
         assert cost_model(family).video_tokens(640, 360, 32) == 4786
 
 
+@pytest.mark.slow
 def test_retry_window_honours_retry_after_then_stops_cleanly():
     with mimic(fail_first=3, retry_after=0.2) as (base, app):
         started = time.monotonic()

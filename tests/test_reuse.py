@@ -6,6 +6,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.evaluation.evaluate import Evaluation, evaluate
 from videvolve.evaluation.results import Producer
@@ -119,6 +121,7 @@ def test_the_producer_key_names_backend_model_decoding_and_task(small_world):
     assert before.key(task) != key(SimVLM())  # another release's media and prompts made it (main: no release)
 
 
+@pytest.mark.slow
 def test_a_timeout_is_reused_only_under_a_limit_no_longer_than_its_own(small_world, seed: Path, tmp_path: Path):
     """A harness that never returns times out; a rerun with a longer --task-timeout, or a result an older version
     wrote (its clock also ran while the endpoint served the harness), gets the task run again."""
@@ -179,6 +182,7 @@ def test_a_video_spliced_in_by_a_needle_plan_is_part_of_the_result_key(small_wor
     assert key(task) != before
 
 
+@pytest.mark.slow
 def test_a_request_refused_as_too_long_is_not_reused_once_the_server_takes_longer_ones(small_world, seed: Path,
                                                                                        tmp_path: Path):
     """The context guard refuses a request over the served max_model_len (a ``budget`` error, scored 0). Restarted
@@ -206,6 +210,7 @@ def test_a_request_refused_as_too_long_is_not_reused_once_the_server_takes_longe
     assert reused(against(131_072, margin=0.10)) == 1  # an answer is reused whatever the limit it fitted under
 
 
+@pytest.mark.slow
 def test_a_request_the_server_refused_is_not_reused_once_it_is_restarted_to_take_it(small_world, seed: Path,
                                                                                     tmp_path: Path):
     """vLLM refuses a prompt with more images than its --limit-mm-per-prompt (a 400: that task's ``bad_request``
@@ -248,6 +253,7 @@ def still_starting(vlm: Any, base: str) -> None:
     vlm.guard = ContextGuard(vlm.guard.cost, vlm.endpoint.max_model_len, vlm.guard.margin)
 
 
+@pytest.mark.slow
 def test_results_made_while_the_endpoint_was_still_starting_name_its_checkpoint(small_world, seed: Path,
                                                                                 tmp_path: Path):
     """``vllm serve /models/ckpt-a --served-model-name qwen`` still loading when the loop starts solving: GET

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.test_reuse import still_starting
 from videvolve.config import ModelSettings
 from videvolve.graph import Context
@@ -40,6 +42,7 @@ def test_a_resumed_run_reads_its_stored_results_while_the_endpoint_is_still_star
         assert app.state.stats["served"] == served  # nothing was asked of the model again
 
 
+@pytest.mark.slow
 def test_perceived_tasks_made_while_the_endpoint_was_still_starting_name_its_checkpoint(tmp_path: Path):
     """``tasks generate --sources perceived`` against ``vllm serve /models/ckpt-a --served-model-name qwen`` still
     loading: each video's part was stamped with the model as known before the first request (a model served under

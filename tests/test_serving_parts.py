@@ -96,6 +96,7 @@ def test_unusable_video_references_are_400(tmp_path: Path):
             assert r.status_code == 400 and "file://" in r.json()["error"]["message"], (bad[:20], r.text[:300])
         assert agent.started.acquire(timeout=0) is False  # none reached the harness
 
+@pytest.mark.slow
 def test_a_video_trickled_a_byte_at_a_time_ends_the_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """httpx's timeout is per read: a server trickling a "video" held the request (and its worker) for ever. A
     download now ends within its time in all (DOWNLOAD_S, here 2 s) as an unreachable video."""
@@ -339,6 +340,7 @@ def test_a_body_nested_too_deep_is_400(tmp_path: Path):
 
 
 
+@pytest.mark.slow
 def test_a_full_queue_turns_a_request_away_before_reading_its_body(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The queue was counted after the body was read: a flood of large bodies was read into memory, all at once,
     before any was told 429. A body that does not arrive within BODY_S frees its place (408)."""
@@ -503,6 +505,7 @@ def test_a_runs_name_follows_its_best_and_a_promotion_breaks_no_answer(tmp_path:
     assert content_hash(before.harness.harness.path) == before.harness.harness.version_id
 
 
+@pytest.mark.slow
 def test_a_client_that_goes_away_stops_its_harness(index_video: Path, tmp_path: Path):
     """Before: the harness of a client that timed out or hung up ran on to its task timeout (15 minutes by default),
     holding its place (and, on a real server, the GPU); now it is stopped within a second or two."""

@@ -76,6 +76,7 @@ def agreement(tasks: list[Task], gold: dict[str, Task], kind: str) -> float:
                            for t in tasks if t.kind == kind)
 
 
+@pytest.mark.slow
 def test_every_question_is_labelled_by_the_teacher_and_agrees_with_gold(taught, world_questions: list[Task]):
     out, _ = taught
     tasks = read_tasks(out)
@@ -97,6 +98,7 @@ def test_every_question_is_labelled_by_the_teacher_and_agrees_with_gold(taught, 
                                            "labels: teacher 16"
 
 
+@pytest.mark.slow
 def test_a_rerun_reuses_every_answer_without_asking_the_model(taught, small_world, count_calls, capsys):
     out, questions = taught
     before = out.read_text()
@@ -107,6 +109,7 @@ def test_a_rerun_reuses_every_answer_without_asking_the_model(taught, small_worl
     assert out.read_text() == before
 
 
+@pytest.mark.slow
 def test_the_teacher_budget_caps_the_frames(taught, small_world, world_questions: list[Task], tmp_path: Path):
     out, _ = taught
     full = {t.id: t.meta["teacher"]["frames"] for t in read_tasks(out)}
@@ -186,6 +189,7 @@ def dead_endpoint() -> Iterator[str]:
     yield f"http://127.0.0.1:{free_port()}/v1"
 
 
+@pytest.mark.slow
 def test_through_an_openai_server_an_outage_stops_cleanly_and_a_rerun_resumes(small_world, world_questions,
                                                                               dead_endpoint, tmp_path, capsys):
     questions = write_questions(world_questions[:2], tmp_path / "q.csv")
@@ -209,6 +213,7 @@ def test_through_an_openai_server_an_outage_stops_cleanly_and_a_rerun_resumes(sm
     assert "2 answer(s) reused" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_gate_line_the_report_and_diagnoses_say_which_labels_decisions_rest_on(taught, tmp_path, capsys):
     from videvolve.cli.evolve_cmd import _iteration_line
     from videvolve.evaluation.results import TaskResult
@@ -272,6 +277,7 @@ def test_the_editor_is_told_where_a_known_answer_came_from(tmp_path: Path, sourc
     assert f"{key}: B (blue)" in readme and said in readme
 
 
+@pytest.mark.slow
 def test_evolve_says_what_the_teacher_paid_and_what_a_gain_may_cost(taught, tmp_path):
     """On teacher labels: the teacher's cost per question, and the budget a gain may spend (or that it has none)."""
     from io import StringIO

@@ -32,6 +32,7 @@ def test_an_error_stops_what_has_not_started_and_is_raised():
     assert len(started) < 10
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_stops_the_wait_and_no_queued_job_starts():
     release = threading.Event()
     started: list[int] = []
