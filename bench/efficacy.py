@@ -3,8 +3,8 @@
 ``--compare protocol`` (the default): the efficacy protocol of ``bench/protocol.py`` -- five fresh worlds (one
 speaking), from `uniform` and `scan_refine`, the test split judged paired; see that module.
 
-``--compare seed`` (the first demo's comparison): for each world seed a SynthWorld (12 videos of 10 minutes, 20 questions
-each), `evolve` from `uniform` with SimVLM and the heuristic editor for 6 iterations, then the seed and the evolved
+``--compare seed`` (the first demo's comparison): for each world seed a SynthWorld (12 videos of 10 minutes, 20
+questions each), `evolve` from `uniform` with SimVLM and the heuristic editor for 6 iterations, then the seed and the evolved
 harness on the held-out test split, with paired tests (bootstrap on the per-question score and on grounding IoU,
 exact McNemar on mcq).
 
