@@ -4,9 +4,9 @@
 speaking), from `uniform` and `scan_refine`, the test split judged paired; see that module.
 
 ``--compare seed`` (the first demo's comparison): for each world seed a SynthWorld (12 videos of 10 minutes, 20
-questions each), `evolve` from `uniform` with SimVLM and the heuristic editor for 6 iterations, then the seed and the evolved
-harness on the held-out test split, with paired tests (bootstrap on the per-question score and on grounding IoU,
-exact McNemar on mcq).
+questions each), `evolve` from `uniform` with SimVLM and the heuristic editor for 6 iterations, then the seed and
+the evolved harness on the held-out test split, with paired tests (bootstrap on the per-question score and on
+grounding IoU, exact McNemar on mcq).
 
 ``--compare editors``: on the same worlds, the heuristic editor that prototypes its best operators with trials on
 the batch (the default) against ``--no-trials`` (its first guess goes to the gate): accepted / tried, selection-set
