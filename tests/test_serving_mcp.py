@@ -133,7 +133,8 @@ class _Blocking:
         self.lock = threading.Lock()
         self.now = self.most = 0
 
-    def ask(self, video: Any, question: str, options: list[str] | None = None, grounding: bool = False) -> Any:
+    def ask(self, video: Any, question: str, options: list[str] | None = None, grounding: bool = False,
+            cancel: threading.Event | None = None) -> Any:
         from videvolve.serving.agent import AgentAnswer, Cost
 
         with self.lock:
@@ -176,3 +177,45 @@ def test_concurrent_asks_run_at_most_concurrency_harnesses(tmp_path: Path):
 
     results = anyio.run(main)
     assert agent.most == 2 and len(results) == 6 and not any(r.is_error for r in results), agent.most
+
+
+class _Hangs:
+    """An agent whose question runs until it is cancelled, as a harness that never returns would."""
+
+    def __init__(self) -> None:
+        from types import SimpleNamespace
+
+        self.runtime = SimpleNamespace(concurrency=1)
+        self.stopped = threading.Event()
+
+    def ask(self, video: Any, question: str, options: list[str] | None = None, grounding: bool = False,
+            cancel: threading.Event | None = None) -> Any:
+        from videvolve.errors import Cancelled
+
+        if cancel is None or not cancel.wait(60):
+            raise AssertionError("never cancelled")
+        self.stopped.set()
+        raise Cancelled("the client went away")
+
+
+@pytest.mark.timeout(120)
+def test_a_call_the_client_cancels_stops_its_harness(tmp_path: Path):
+    """Before: the SDK ran the tool in a thread it waited for to the end; a cancelled call (an MCP host's user
+    pressing Esc) held its harness, and its place under --concurrency, to the task timeout."""
+    from videvolve.serving.mcp_server import create_mcp
+    from videvolve.serving.media import MediaRoots
+
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = _Hangs()
+    server = create_mcp(agent, MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+
+    async def main() -> None:
+        async with Client(server) as client:
+            with anyio.move_on_after(1):  # the SDK's client sends notifications/cancelled for an abandoned call
+                await client.call_tool("ground_in_video", {"video": "v.mp4", "query": "When?"})
+            started = anyio.current_time()
+            while not agent.stopped.is_set() and anyio.current_time() - started < 10:
+                await anyio.sleep(0.05)
+
+    anyio.run(main)
+    assert agent.stopped.is_set()  # main: the question was never told (it ran on, 60 s here)

@@ -8,6 +8,7 @@ paths are confined to the media roots; every answer carries its evidence times a
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import threading
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
@@ -83,11 +85,27 @@ def harness_card(agent: VideoAgent) -> HarnessCard:
                        scores=dict(m.get("scores") or {}))
 
 
+async def _asked(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, video: str, question: str,
+                 options: list[str] | None, grounding: bool) -> AgentAnswer:
+    """The answer, in a thread; a call the client cancels (``notifications/cancelled``) stops its harness.
+
+    The SDK would run a plain function in a thread it waits for to the end: a cancelled call held its harness (and
+    its place under ``--concurrency``) to the task timeout.
+    """
+    cancel = threading.Event()
+    try:
+        return await anyio.to_thread.run_sync(functools.partial(
+            _answer, agent, roots, gate, video, question, options, grounding, cancel), abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        cancel.set()  # the thread, abandoned, stops its harness within a second and frees its place
+        raise
+
+
 def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, video: str, question: str,
-            options: list[str] | None, grounding: bool) -> AgentAnswer:
+            options: list[str] | None, grounding: bool, cancel: threading.Event) -> AgentAnswer:
     try:
         with gate, video_file(video, roots) as path:  # at most --concurrency harnesses (and downloads) at once
-            return agent.ask(path, question, options, grounding)
+            return agent.ask(path, question, options, grounding, cancel=cancel)
     except EndpointError as exc:
         raise ToolError(f"the model endpoint behind the harness refuses us: {exc}") from None
     except InfraError as exc:
@@ -103,19 +121,19 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
     gate = threading.BoundedSemaphore(agent.runtime.concurrency)  # the SDK runs each call in a thread of its own
 
     @server.tool()
-    def ask_video(video: str, question: str, options: list[str] | None = None) -> AgentAnswer:
+    async def ask_video(video: str, question: str, options: list[str] | None = None) -> AgentAnswer:
         """Ask the harness a question about a video (a path under the media roots).
 
         With options (e.g. ["A) red", "B) blue"]) it is multiple choice and the answer is a letter; without, it is a
         'when does X happen?' question answered with every [start, end] interval in seconds. The reply carries the
         evidence times and the cost (frames, visual tokens, model calls).
         """
-        return _answer(agent, roots, gate, video, question, options, grounding=False)
+        return await _asked(agent, roots, gate, video, question, options, grounding=False)
 
     @server.tool()
-    def ground_in_video(video: str, query: str) -> AgentAnswer:
+    async def ground_in_video(video: str, query: str) -> AgentAnswer:
         """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does."""
-        return _answer(agent, roots, gate, video, query, None, grounding=True)
+        return await _asked(agent, roots, gate, video, query, None, grounding=True)
 
     @server.tool()
     def search_diagnoses(text: str, k: int = 5, category: str | None = None) -> DiagnosisHits:
