@@ -147,12 +147,12 @@ def _duration_warnings(tasks: Sequence[Task]) -> list[str]:
     answer interval past the video's end can never be found.
     """
     from videvolve.errors import MediaError
-    from videvolve.media import probe
+    from videvolve.media.info import header_info
 
     lasts: dict[str, float | None] = {}
     for video in sorted({t.video for t in tasks}):
         try:
-            lasts[video] = probe(video).duration
+            lasts[video] = header_info(video).duration  # the header only: a folder of long videos stays quick
         except MediaError:
             lasts[video] = None
     out = []

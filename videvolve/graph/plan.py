@@ -98,28 +98,12 @@ def _frame_tokens(harness: Harness, ctx: Context, size: tuple[int, int] | None) 
 def most_frames(tasks: list[Task]) -> int | None:
     """The most frames any task's video holds, read from each header (no packet is read); None if one is unreadable."""
     from videvolve.errors import MediaError
-    from videvolve.media.info import open_video
+    from videvolve.media.info import header_info
 
-    most = 0
-    for video in sorted({t.video for t in tasks}):
-        try:
-            container = open_video(video)
-        except MediaError:
-            return None
-        try:
-            stream = container.streams.video[0]
-            rate = float(stream.average_rate or stream.guessed_rate or 0)
-            seconds = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else \
-                (container.duration or 0) / 1_000_000
-            count = max(int(stream.frames or 0), math.ceil(seconds * rate))
-        except (IndexError, ValueError):
-            return None
-        finally:
-            container.close()
-        if count <= 0:
-            return None
-        most = max(most, count)
-    return most or None
+    try:
+        return max((header_info(v).frames for v in {t.video for t in tasks}), default=None)
+    except MediaError:
+        return None
 
 
 def estimate(ctx: Context, tasks: list[Task], harness: Harness, video_size: tuple[int, int] | None = None,
