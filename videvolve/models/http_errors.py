@@ -58,10 +58,11 @@ def server_message(exc: openai.APIStatusError) -> str:
 
 
 def transient(exc: BaseException) -> bool:
-    """Whether retrying may help.
+    """Whether retrying may help: connection errors, timeouts, 408, 409, 429 and every 5xx except 501.
 
-    Not a 501: vLLM 0.34 answers it for a ``NotImplementedError`` its request raised (a data URL that is not base64,
-    vllm/multimodal/media/connector.py:340-343; serve/exception_handling/error_response.py:84-87), again every time.
+    vLLM 0.34 answers 501 for a ``NotImplementedError`` the request itself raised (a data URL that is not base64,
+    vllm/multimodal/media/connector.py:340-343; serve/exception_handling/error_response.py:84-87): the same request
+    gets it again every time, so it is that request's error, not an outage.
     """
     if isinstance(exc, openai.APIConnectionError | httpx.TransportError):  # includes timeouts
         return True

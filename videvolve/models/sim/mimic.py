@@ -127,6 +127,10 @@ def merge_video_kwargs(defaults: dict[str, Any], request: dict[str, Any] | None)
     return merged
 
 
+VLLM_NOT_BASE64 = "Only base64 data URLs are supported for now."
+"""vLLM 0.34's own words for a data URL that is not base64 (multimodal/media/connector.py:341-343), verbatim."""
+
+
 def _data_bytes(url: Any, param: str) -> bytes:
     """A data URL's bytes, as ``MediaConnector._load_data_url`` reads them (multimodal/media/connector.py:328-346).
 
@@ -138,8 +142,8 @@ def _data_bytes(url: Any, param: str) -> bytes:
     spec, sep, data = url[5:].partition(",")
     if not sep:
         raise MimicError(400, f"Invalid data URL {url[:32]!r}: missing ',' separator.", "BadRequestError", param)
-    if not spec.endswith(";base64"):  # a NotImplementedError, hence 501 (error_response.py:84-87)
-        raise MimicError(501, "Only base64 data URLs are supported for now.", "NotImplementedError")
+    if not spec.endswith(";base64"):  # vLLM raises NotImplementedError here, answered 501 (error_response.py:84-87)
+        raise MimicError(501, VLLM_NOT_BASE64, "NotImplementedError")
     try:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as exc:
