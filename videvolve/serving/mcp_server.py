@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from videvolve.errors import EndpointError, InfraError, VidevolveError
 from videvolve.memory.store import DiagnosisStore
 from videvolve.serving.agent import AgentAnswer, VideoAgent
+from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import MediaRoots, video_file
 
 INSTRUCTIONS = ("Answers questions about long videos with an evolved harness around a vision-language model: the "
@@ -173,18 +173,14 @@ def http_app(server: MCPServer, host: str, api_key: str | None = None) -> ASGIAp
     app = server.streamable_http_app(host=host)
     if api_key is None:
         return app
-    expected = f"Bearer {api_key}".encode()
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not secrets.compare_digest(given, expected):
-                body = json.dumps({"error": "invalid API key: send Authorization: Bearer <key> (the value of the "
-                                            "server's --api-key-env variable)"}).encode()
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body", "body": body})
-                return
+        if scope["type"] == "http" and not bearer_matches(scope, api_key):
+            body = json.dumps({"error": KEY_HINT}).encode()
+            await send({"type": "http.response.start", "status": 401, "headers": [
+                (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+            await send({"type": "http.response.body", "body": body})
+            return
         await app(scope, receive, send)
 
     return guarded

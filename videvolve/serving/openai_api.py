@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import threading
 import time
 import uuid
@@ -39,6 +38,7 @@ from videvolve.errors import (
     VidevolveError,
 )
 from videvolve.serving.agent import AgentAnswer, split_question
+from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import OutsideMediaRoots, VideoUnreachable, video_file
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
@@ -287,10 +287,9 @@ class Guard:
         if scope["type"] == "http":
             headers = Headers(scope=scope)
             refused = None
-            if self.api_key is not None and scope["path"].startswith("/v1/") and not secrets.compare_digest(
-                    headers.get("authorization", "").encode(), f"Bearer {self.api_key}".encode()):
-                refused = ApiError(401, "authentication_error", "invalid API key: send Authorization: Bearer <key> "
-                                   "(the value of the server's --api-key-env variable)")
+            on_v1 = scope["path"].startswith("/v1/")
+            if self.api_key is not None and on_v1 and not bearer_matches(scope, self.api_key):
+                refused = ApiError(401, "authentication_error", KEY_HINT)
             elif _stated_length(headers) > MAX_BODY_BYTES:
                 refused = _too_large()
             if refused is not None:
