@@ -265,7 +265,7 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             return ApiError(499, "invalid_request_error", "the client went away; the question was stopped").response()
         if isinstance(answer, Exception):
             return _check(answer).response()
-        return completion(req.model, agents.describe(req.model), answer)
+        return completion(req.model, answer.harness, answer)  # the one that answered, were best/ promoted since
 
     return app
 
