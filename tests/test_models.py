@@ -163,3 +163,21 @@ def test_response_cache(tmp_path: Path):
     assert request_key(vlm, msgs, None) != request_key(vlm, other, None)
     r = Reply(text="x", usage=Usage(prompt_tokens=3))
     assert Reply.from_dict(r.to_dict()) == r
+
+
+def test_a_reply_cached_under_one_server_image_cap_is_not_anothers() -> None:
+    """``--max-pixels`` names how the server resizes images, which changes replies: it is part of the cache key."""
+    from videvolve.config import ModelSettings
+    from videvolve.models.openai_backend import openai_vlm
+
+    msgs = [{"role": "user", "content": "Describe each image above."}]
+
+    def key(max_pixels: int | None) -> str:
+        settings = ModelSettings(backend="openai", base_url="http://127.0.0.1:9/v1", model="m",
+                                 max_pixels=max_pixels, max_retries=0)
+        return request_key(openai_vlm(settings, api_key="k"), msgs, None)
+
+    assert key(None) != key(1003520) != key(501760)
+    assert key(1003520) == key(1003520)
+    assert "server_max_pixels" not in openai_vlm(ModelSettings(backend="openai", base_url="http://127.0.0.1:9/v1",
+                                                               model="m"), api_key="k").decoding()

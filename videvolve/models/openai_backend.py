@@ -219,4 +219,16 @@ def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModel
     return ChatModelVLM(chat, name=settings.model, where=settings.base_url, max_retries=settings.max_retries,
                         retry_window_s=settings.retry_window_s, family=settings.family, guard=guard,
                         endpoint=endpoint, request_timeout_s=settings.timeout_s,
-                        decoding={"temperature": settings.temperature, "max_tokens": settings.max_tokens})
+                        decoding=decoding_of(settings))
+
+
+def decoding_of(settings: ModelSettings) -> dict[str, Any]:
+    """What decides a reply besides the request: the sampling settings, and the server's image cap where given.
+
+    ``--max-pixels`` names the server's ``--mm-processor-kwargs`` max_pixels, which changes the pixels the model
+    sees, so a reply cached under one cap is not another's (left out when not given: keys stay as they were).
+    """
+    out: dict[str, Any] = {"temperature": settings.temperature, "max_tokens": settings.max_tokens}
+    if settings.max_pixels is not None:
+        out["server_max_pixels"] = settings.max_pixels
+    return out
