@@ -183,6 +183,46 @@ def test_the_driver_hands_its_services_to_every_node_and_closes_only_those_it_bu
         isinstance(x, services.Run) for x in v.values())]  # no module-level registry of runs
 
 
+def test_an_operator_of_its_own_is_proposed_gated_and_recorded(small_world, tmp_path, seed):
+    """A new move, tried without editing the catalogue: the heuristic editor takes it as ``catalogue=``."""
+    from typing import get_args
+
+    from videvolve.editing.operators import CATALOGUE, Operator
+    from videvolve.memory.records import Category
+
+    def note(files: dict[str, str], cfg: dict[str, Any]) -> dict[str, str] | None:
+        skill = files.get("SKILL.md", "")
+        return None if "Look twice." in skill else {"SKILL.md": skill + "\nLook twice.\n"}
+
+    look_twice = Operator("look_twice", "ask for a second look in the policy", dict.fromkeys(get_args(Category), 5.0),
+                          note)  # called for by every diagnosis: the first choice without trials
+    ctx = context(small_world, tmp_path, seed, iterations=1, no_trials=True)
+    state = run_graph(ctx, HeuristicEditor(catalogue=(look_twice, *CATALOGUE)))
+    entry = state["history"][0]
+    assert entry["operator"] == "look_twice" and entry["decision"] in ("accepted", "rejected")
+    lineage = {json.loads(x)["version"]: json.loads(x)
+               for x in (tmp_path / "run" / "lineage.jsonl").read_text().splitlines()}
+    assert lineage[entry["candidate"]]["operator"] == "look_twice"
+
+
+def test_a_run_takes_its_model_and_memory_as_arguments(small_world, tmp_path, seed):
+    """Services swapped without patching a module: the solver's model (also the probes') and the memory of diagnoses
+    are given to ``open_run``; the memory folder of the settings is never opened."""
+    from videvolve.memory import HashingEmbedder, InMemoryStore
+    from videvolve.testing import CountingVLM
+
+    ctx = context(small_world, tmp_path, seed, iterations=1, no_trials=True, no_cache=True)
+    memory, vlm = InMemoryStore(HashingEmbedder()), CountingVLM()
+    CountingVLM.calls = 0
+    graph = build_graph().compile(checkpointer=InMemorySaver())
+    with open_run(ctx, vlm=vlm, memory=memory) as run:
+        assert run.vlm is vlm and run.probe_vlm is vlm and run.memory is memory
+        state = graph.invoke({}, {"configurable": {"thread_id": ctx.run_id}}, context=run)
+    assert CountingVLM.calls > 0 and state["diagnoses"]
+    assert {d.id for d in memory.records()} >= set(state["diagnoses"])
+    assert not (tmp_path / "memory").exists()
+
+
 @pytest.mark.slow
 def test_resume_refuses_a_tasks_file_whose_train_or_selection_tasks_changed(small_world, tmp_path, seed):
     """An overnight run resumed after its tasks file was edited would judge new selection questions against results

@@ -37,6 +37,14 @@ def test_routing_is_pure():
     assert route_after_record({"stop_reason": "6 iterations"}) == "__end__"
 
 
+def test_every_node_of_the_graph_has_its_status_line():
+    """The CLI's status line names what follows each node: a node added to the graph needs its words there."""
+    from videvolve.cli.evolve_cmd import NEXT
+    from videvolve.graph.builder import GOES_ON, NODES, build_graph
+
+    assert set(NEXT) == set(build_graph().nodes) == {n.__name__ for n in NODES} and GOES_ON in NEXT
+
+
 @pytest.mark.parametrize(("a", "c", "a2", "c2", "accept"), [
     (0.5, 100, 0.6, 110, True),          # better, cost exactly (1 + alpha) C
     (0.5, 100, 0.6, 110.01, False),      # better, just over

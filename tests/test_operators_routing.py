@@ -134,3 +134,32 @@ def test_bisection_after_the_final_look_cut_keeps_the_cut() -> None:
     assert cfg["mcq"] == {"final_look": "flagged_sheets", "boundary_frames": 0}
     assert cfg["grounding"]["bisect_rounds"] == 3
     assert OPERATORS["bisect_boundaries"].apply(read_files(seed_path("uniform")), {}) is None
+
+
+@pytest.mark.parametrize("seed", ["uniform", "scan_refine"])
+def test_no_edit_grows_a_harness_past_what_the_dry_run_assumes_of_one(seed: str) -> None:
+    """``evolve --dry-run`` bounds a run by what one edit may add (``graph/plan.py``): a new operator that sets more
+    frames or larger sides in ``config.toml`` than that makes the printed worst case a wrong promise, so this fails
+    first. (A solver rewrite that shows frames at full resolution, as ``add_refinement``'s, is not seen here.)"""
+    from videvolve.graph.plan import FRAME_GROWTH, SHOWN_SIDE
+
+    def most(cfg: dict, keys: tuple[str, ...]) -> int:
+        own = [cfg] + [cfg[k] for k in ("mcq", "grounding") if isinstance(cfg.get(k), dict)]
+        return max((int(c[k]) for c in own for k in keys if k in c), default=0)
+
+    def within(files: dict[str, str], name: str) -> dict[str, str] | None:
+        cfg = config_of(files)
+        edits = OPERATORS[name].apply(files, cfg)
+        if edits is None:
+            return None
+        new = config_of({**files, **edits})
+        frames, side = ("n_frames", "frames"), ("max_side", "cell_width")
+        assert most(new, frames) <= FRAME_GROWTH * most(cfg, frames) + 1, (name, cfg, new)
+        assert most(new, side) <= max(SHOWN_SIDE, most(cfg, side)), (name, cfg, new)
+        return {**files, **edits}
+
+    start = read_files(seed_path(seed))
+    for first in OPERATORS:  # each move on the seed, and each move after each
+        once = within(start, first)
+        for second in OPERATORS if once is not None else ():
+            within(once, second)

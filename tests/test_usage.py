@@ -102,3 +102,11 @@ def test_task_usages_add() -> None:
                                                         client_s={"decode": 0.5})
     assert (total.frames, total.visual_tokens, total.requests) == (7, VISUAL + 5, 4)
     assert total.observed_times == [2.0] and total.client_s == {"decode": 0.5}
+
+
+def test_every_figure_the_meter_reports_is_kept_with_the_result() -> None:
+    """A task's result keeps its meter's figures as a ``TaskUsage``, which ignores unknown keys: a counter added to
+    the meter for a new SDK service, and not to ``TaskUsage``, would be dropped without a word."""
+    from videvolve.skill_library.meter import Meter
+
+    assert set(Meter().to_dict()) <= set(TaskUsage.model_fields)

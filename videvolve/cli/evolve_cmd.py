@@ -31,6 +31,7 @@ err = Console(stderr=True, soft_wrap=True)
 NEXT = {"prepare": "solving a training batch", "solve": "investigating failures", "investigate": "editing",
         "edit": "validating the candidate", "validate": "gating on the selection set", "gate": "recording",
         "record": "solving the next batch"}
+"""What the run does after each node (the status line); a node of ``graph/builder.py:NODES`` needs its entry."""
 
 
 # the run's own place and the models are set from other flags; everything else is a Context field's own flag

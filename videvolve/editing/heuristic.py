@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from videvolve.editing.base import EditorInput, Proposal, Workspaces, read_files
@@ -20,8 +21,8 @@ MEMORY_WEIGHT = 0.5
 """How much one similar past diagnosis moves an operator's score (+ if its revision was accepted, - if not)."""
 
 
-def score_operators(inp: EditorInput) -> list[tuple[float, Operator]]:
-    """Every applicable operator not yet tried on this incumbent, best first (ties keep catalogue order)."""
+def score_operators(inp: EditorInput, catalogue: Sequence[Operator] = CATALOGUE) -> list[tuple[float, Operator]]:
+    """Every applicable operator of ``catalogue`` not yet tried on this incumbent, best first (ties keep its order)."""
     counts = Counter(d.category for d in inp.diagnoses)
     n = max(1, sum(counts.values()))
     past: defaultdict[str, float] = defaultdict(float)
@@ -31,7 +32,7 @@ def score_operators(inp: EditorInput) -> list[tuple[float, Operator]]:
             past[outcome.operator] += MEMORY_WEIGHT * p.similarity * (1 if outcome.decision == "accepted" else -1)
     cfg = config_of(inp.files)
     scored = []
-    for i, op in enumerate(CATALOGUE):
+    for i, op in enumerate(catalogue):
         if tried_already(op.name, inp.tried) or op.apply(inp.files, cfg) is None:
             continue
         mine = Counter(d.category for d in inp.diagnoses if not op.kinds or d.kind in op.kinds)
@@ -105,31 +106,38 @@ def balance_factor(report: dict[str, Any], op: Operator, gate: dict[str, Any]) -
     return None
 
 
-def candidates(inp: EditorInput, width: int = 3) -> list[tuple[float, Operator]]:
+def candidates(inp: EditorInput, width: int = 3, catalogue: Sequence[Operator] = CATALOGUE
+               ) -> list[tuple[float, Operator]]:
     """The operators worth trying, best first: those the diagnoses call for, and the best cost cut.
 
     The search moves along the cost axis in both directions: beside the ``width - 1`` operators the diagnoses call
     for most, the best untried cost cut is tried too (the trials and the gate decide whether it keeps the score).
     """
-    ranked = score_operators(inp)
+    ranked = score_operators(inp, catalogue)
     cuts = [(s, op) for s, op in ranked if op.cost_cut]
     called = [(s, op) for s, op in ranked if s > 0 and not op.cost_cut] if inp.diagnoses else []
     return called[: max(1, width - 1) if cuts else width] + cuts[:1]
 
 
 class HeuristicEditor:
-    """Works offline; every proposal is a bounded diff of the incumbent's files."""
+    """Works offline; every proposal is a bounded diff of the incumbent's files.
 
-    def __init__(self, trials: bool = False, operators: int = 3, tasks: int = 4) -> None:
+    ``catalogue``: the moves it chooses from (default :data:`~videvolve.editing.operators.CATALOGUE`; a test or an
+    experiment passes its own, e.g. ``(*CATALOGUE, my_operator)``, and injects the editor as ``run.editor``).
+    """
+
+    def __init__(self, trials: bool = False, operators: int = 3, tasks: int = 4,
+                 catalogue: Sequence[Operator] = CATALOGUE) -> None:
         self.trials, self.operators, self.tasks = trials, operators, tasks
+        self.catalogue = tuple(catalogue)
         self.last_failure: str | None = None
 
     def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
         """The best operator (by trial on the batch when trials are on); None when nothing is left."""
-        positive = candidates(inp, self.operators)
+        positive = candidates(inp, self.operators, self.catalogue)
         if not positive:
             self.last_failure = ("the heuristic editor has no operator left to try on this version"
-                                 if not score_operators(inp) else
+                                 if not score_operators(inp, self.catalogue) else
                                  "no untried operator addresses this batch's diagnoses")
             return None
         tools = workspaces.open(inp) if workspaces is not None else None

@@ -13,6 +13,7 @@ from typing import Any
 
 from videvolve.editing.file_edits import Files, config_of, frame_key, routed, set_key
 from videvolve.editing.scan_looks import BISECT_ROUNDS, bisect_boundaries, final_look_flagged
+from videvolve.memory.records import Category
 from videvolve.skill_library.limits import MAX_REQUEST_OBSERVATIONS
 
 __all__ = ["CATALOGUE", "OPERATORS", "Files", "Operator", "config_of", "frame_key", "routed", "scale_frames",
@@ -23,13 +24,16 @@ __all__ = ["CATALOGUE", "OPERATORS", "Files", "Operator", "config_of", "frame_ke
 class Operator:
     """One kind of revision.
 
-    ``kinds``: the question kinds whose diagnoses call for it (all when empty); ``cost_cut``: a move down the cost
-    axis, which the editor tries beside the diagnoses' choices when the incumbent is expensive.
+    ``weights``: how much each diagnosis category calls for it; ``apply``: the incumbent's files and parsed
+    ``config.toml`` to the files it changes (None: it does not apply); ``kinds``: the question kinds whose diagnoses
+    call for it (all when empty); ``cost_cut``: a move down the cost axis, which the editor tries beside the
+    diagnoses' choices when the incumbent is expensive. An edit must stay within what ``evolve --dry-run`` assumes
+    of one edit (``graph/plan.py``: ``FRAME_GROWTH``, ``SHOWN_SIDE``; ``tests/test_operators_routing.py`` checks).
     """
 
     name: str
     summary: str
-    weights: dict[str, float]
+    weights: dict[Category, float]
     apply: Callable[[Files, dict[str, Any]], Files | None]
     kinds: tuple[str, ...] = ()
     cost_cut: bool = False

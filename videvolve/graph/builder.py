@@ -16,6 +16,12 @@ from videvolve.loop.services import Run
 from videvolve.loop.state import State
 from videvolve.nodes import edit, gate, investigate, prepare, record, solve, validate
 
+NODES = (prepare, solve, investigate, edit, validate, gate, record)
+"""Every node, added under its function's name (``cli/evolve_cmd.py:NEXT`` says what follows each; a test checks)."""
+GOES_ON = "record"
+"""The node whose routing (``route_after_record``) decides whether the run goes on: a finished run that its settings
+now let go further is resumed as if this node had just run (``graph/driver.py``)."""
+
 NodeHook = Callable[[str, Callable[..., Any]], Callable[..., Any]]
 """Wraps a node by name (a test watches what a node does: the files it opens)."""
 
@@ -23,7 +29,7 @@ NodeHook = Callable[[str, Callable[..., Any]], Callable[..., Any]]
 def build_graph(around: NodeHook | None = None) -> StateGraph[State, Run, State, State]:
     """Prepare -> solve -> investigate -> edit -> validate -> gate -> record -> (solve | END)."""
     g: StateGraph[State, Run, State, State] = StateGraph(State, context_schema=Run)
-    for node in (prepare, solve, investigate, edit, validate, gate, record):
+    for node in NODES:
         g.add_node(node.__name__, around(node.__name__, node) if around is not None else node)
     g.add_edge(START, "prepare")
     g.add_conditional_edges("prepare", route_after_record, {"solve": "solve", "__end__": END})
@@ -32,5 +38,5 @@ def build_graph(around: NodeHook | None = None) -> StateGraph[State, Run, State,
     g.add_conditional_edges("edit", route_after_edit, {"validate": "validate", "gate": "gate", "record": "record"})
     g.add_conditional_edges("validate", route_after_validate, {"gate": "gate", "edit": "edit", "record": "record"})
     g.add_edge("gate", "record")
-    g.add_conditional_edges("record", route_after_record, {"solve": "solve", "__end__": END})
+    g.add_conditional_edges(GOES_ON, route_after_record, {"solve": "solve", "__end__": END})
     return g

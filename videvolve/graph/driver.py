@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from videvolve.atomic import write_text_atomic
 from videvolve.errors import UsageError
 from videvolve.folderlock import ensure_free, hold
-from videvolve.graph.builder import build_graph
+from videvolve.graph.builder import GOES_ON, build_graph
 from videvolve.graph.checkpoints import RunCheckpoints
 from videvolve.loop.context import Context
 from videvolve.loop.services import Run, open_run
@@ -62,7 +62,7 @@ def _stream(ctx: Context, run: Run, on_update: OnUpdate | None) -> dict[str, Any
             if not snapshot.next:  # ended: it goes on only where its stop settings now allow more
                 finished = stop_reason(run, cast(State, snapshot.values), snapshot.values.get("iteration", 0))
                 if finished is None:
-                    graph.update_state(config, {"stop_reason": None}, as_node="record")
+                    graph.update_state(config, {"stop_reason": None}, as_node=GOES_ON)
         state: dict[str, Any] = dict(snapshot.values or {})
         if not finished:
             for update in graph.stream(inputs, config, context=run, stream_mode="updates", durability="sync"):

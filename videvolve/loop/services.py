@@ -3,7 +3,7 @@
 Built once by the driver (:func:`open_run`, from the run's :class:`Context`, so a resumed process rebuilds exactly
 the same services from ``settings.json``), handed to every node as LangGraph's runtime context
 (``runtime.context``), and closed by the driver. Nothing is cached between runs: a test builds its own services,
-with fakes where it wants them (``editor``), and passes them in.
+with fakes where it wants them (``open_run(ctx, vlm=..., memory=...)``, ``run.editor = ...``), and passes them in.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.context import Context
 from videvolve.memory.embedders import Embedder, HashingEmbedder, MiniLMEmbedder, default_embedder
 from videvolve.memory.lineage import LineageRecord
-from videvolve.memory.store import ChromaStore
+from videvolve.memory.store import ChromaStore, DiagnosisStore
 from videvolve.models import make_vlm
 from videvolve.models.base import VLM, reach
 from videvolve.models.cache import ResponseCache
@@ -50,7 +50,7 @@ class Run:
     probe_vlm: VLM
     cost: CostModel
     cache: ResponseCache | None
-    memory: ChromaStore
+    memory: DiagnosisStore
     dir: RunDir
     """The run folder: every path of the run, its lineage and events."""
     editor: Editor | None = None
@@ -134,8 +134,15 @@ def _embedder(name: str) -> Embedder:
     return default_embedder()
 
 
-def open_run(ctx: Context) -> Run:
-    """Build a run's services from its settings (the test split is never loaded); close them with ``close()``."""
+def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = None,
+             memory: DiagnosisStore | None = None) -> Run:
+    """Build a run's services from its settings (the test split is never loaded); close them with ``close()``.
+
+    ``vlm``, ``probe_vlm`` and ``memory`` replace the solver's model, the investigator's probe model and the memory of
+    diagnoses the settings ask for (a test's fakes: ``testing.ScriptedReplies``, ``memory.InMemoryStore``); a model
+    given as ``vlm`` is also the probes' unless ``--investigator-model`` or ``probe_vlm`` names another, as the
+    settings' own. ``close()`` closes the memory given too.
+    """
     tasks = read_tasks(ctx.tasks)
     train = [t.with_duration() for t in tasks if t.split == "train"]
     selection = [t.with_duration() for t in tasks if t.split == "selection"]
@@ -161,9 +168,10 @@ def open_run(ctx: Context) -> Run:
                          "through it; use --executor local with --editor command")
     if ctx.editor.kind == "command":
         check_command(command_spec(ctx, videos))
-    vlm = make_vlm(ctx.model)
-    probe = make_vlm(ctx.investigator.model) if ctx.investigator.model else vlm
-    memory = ChromaStore(ctx.memory, _embedder(ctx.embedder))  # held until close(): FolderBusy if another run has it
+    vlm = make_vlm(ctx.model) if vlm is None else vlm
+    probe = probe_vlm if probe_vlm is not None else make_vlm(ctx.investigator.model) if ctx.investigator.model else vlm
+    if memory is None:  # held until close(): FolderBusy if another run has it
+        memory = ChromaStore(ctx.memory, _embedder(ctx.embedder))
     try:
         cache = None if ctx.no_cache else ResponseCache(ctx.cache or default_cache_path())
     except BaseException:

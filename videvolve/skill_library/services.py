@@ -8,25 +8,16 @@ cells is 24 frames, one image's tokens), image and video tokens, and cumulative 
 
 from __future__ import annotations
 
-import base64
 import math
 import secrets
 import time
 from collections.abc import Hashable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from PIL import Image
 
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import Transcript
 from videvolve.errors import MediaError, ModelRequestError, RequestRefused
-from videvolve.media import contact_sheet, probe
-from videvolve.media.captions import frame_caption, sheet_caption, video_caption
-from videvolve.media.data_url import data_url_cache
-from videvolve.media.decode import Frame
-from videvolve.media.info import file_key
+from videvolve.media import probe
 from videvolve.models.base import SIM_ONLY_NOTICE, VLM, Message, Tool
 from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
@@ -35,6 +26,7 @@ from videvolve.needles.frames import FrameSource, PlainFrames
 from videvolve.skill_library import limits, prompts
 from videvolve.skill_library.meter import Meter
 from videvolve.skill_library.reading import ReadingServices
+from videvolve.skill_library.rendering import Obs, RenderingServices
 from videvolve.skill_library.trace import TraceWriter
 from videvolve.tasks import TaskView
 
@@ -47,21 +39,12 @@ class ServiceError(RequestRefused):
     """A refused request; ``kind`` (an :class:`ErrorKind`: budget, invalid, media, ...) is reported to the harness."""
 
 
-@dataclass
-class _Obs:
-    kind: str
-    times: list[float]
-    max_side: int | None = None
-    cols: int = 6
-    cell_width: int = 160
-    start: float = 0.0
-    end: float = 0.0
-    fps: float = 0.0
-    shape: limits.Shape | None = None
+class TaskServices(RenderingServices, ReadingServices):
+    """Serves the requests of one task's harness process.
 
-
-class TaskServices(ReadingServices):
-    """Serves the requests of one task's harness process (reading: transcript and OCR, in ``reading.py``)."""
+    Each ``op_<name>`` method is a request harness code may send (``HarnessContext.<name>`` in ``sdk.py`` sends it;
+    :meth:`handle` refuses any other). Reading (transcript, OCR) is in ``reading.py``, rendering in ``rendering.py``.
+    """
 
     def __init__(self, view: TaskView, video: str, vlm: VLM, cost: CostModel, settings: RuntimeSettings,
                  skill: str = "", cache: ResponseCache | None = None, trace: TraceWriter | None = None,
@@ -78,7 +61,7 @@ class TaskServices(ReadingServices):
         self.cache = cache
         self.trace = trace or TraceWriter(None)
         self.meter = Meter()
-        self._handles: dict[str, _Obs] = {}
+        self._handles: dict[str, Obs] = {}
         self._times_held = 0
         self._video_key: Hashable = None
 
@@ -107,7 +90,7 @@ class TaskServices(ReadingServices):
             raise ServiceError("invalid", f"a time must be a number of seconds, got {t!r}")
         return min(max(float(t), 0.0), self.view.duration)
 
-    def _new(self, obs: _Obs) -> dict[str, Any]:
+    def _new(self, obs: Obs) -> dict[str, Any]:
         held = self._times_held + len(obs.times)
         if len(self._handles) >= limits.MAX_HANDLES or held > limits.MAX_HELD_TIMES:
             raise ServiceError("invalid", f"this task's observations would exceed the cap of {limits.MAX_HANDLES} "
@@ -131,7 +114,7 @@ class TaskServices(ReadingServices):
             raise ServiceError("invalid", f"{len(times)} more frame handles would exceed this task's cap of "
                                           f"{limits.MAX_HANDLES}; reuse the observations you have")
         side = _side(max_side)
-        return [self._new(_Obs("frame", [self._clamp(t)], max_side=side)) for t in times]
+        return [self._new(Obs("frame", [self._clamp(t)], max_side=side)) for t in times]
 
     def op_sheet(self, times: list[float], cols: int = 6, cell_width: int = 160) -> dict[str, Any]:
         """A contact-sheet handle."""
@@ -140,7 +123,7 @@ class TaskServices(ReadingServices):
         if not isinstance(cols, int) or not 1 <= cols <= 16 or not isinstance(cell_width, int) \
                 or not 16 <= cell_width <= 1024:
             raise ServiceError("invalid", "sheet needs 1 <= cols <= 16 and 16 <= cell_width <= 1024")
-        return self._new(_Obs("sheet", [self._clamp(t) for t in times], cols=cols, cell_width=cell_width))
+        return self._new(Obs("sheet", [self._clamp(t) for t in times], cols=cols, cell_width=cell_width))
 
     def op_clip(self, start: float, end: float, fps: float = 2.0, max_side: int | None = None) -> dict[str, Any]:
         """A clip handle (its sampled frames)."""
@@ -149,7 +132,7 @@ class TaskServices(ReadingServices):
             raise ServiceError("invalid", f"clip needs start < end and 0 < fps <= {MAX_CLIP_FPS}")
         n = min(MAX_CLIP_FRAMES, max(1, math.ceil((end - start) * fps - 1e-9)))
         times = [start + k / fps for k in range(n)]
-        return self._new(_Obs("clip", times, max_side=_side(max_side), start=start, end=end, fps=float(fps)))
+        return self._new(Obs("clip", times, max_side=_side(max_side), start=start, end=end, fps=float(fps)))
 
     def op_ask(self, handles: list[str], prompt: str | None = None, mode: str = "answer",
                target: str | None = None, context: str | None = None) -> str:
@@ -237,98 +220,6 @@ class TaskServices(ReadingServices):
         if obs is None:
             raise ServiceError("invalid", f"unknown observation handle {handle[:8]!r} (handles belong to one task)")
         return [{"type": "observation_ref", "handle": handle}]
-
-    def _spec(self, handle: str) -> dict[str, Any]:
-        obs = self._handles[handle]
-        spec: dict[str, Any] = {"kind": obs.kind, "times": obs.times}
-        if obs.kind == "sheet":
-            spec["cell_width"] = obs.cell_width
-        else:
-            spec["max_side"] = obs.max_side
-        return spec
-
-    def _render(self, messages: list[Message]) -> tuple[list[Message], set[float], int, int, set[float]]:
-        """Replace observation references by captioned images; return pts keys, tokens and observed times."""
-        keys: set[float] = set()
-        image_tokens = video_tokens = 0
-        observed: set[float] = set()
-        out: list[Message] = []
-        frames = self._single_frames(messages)  # also notes the video's version, the key of its encoded frames
-        for m in messages:
-            content = m.get("content")
-            if not isinstance(content, list):
-                out.append(m)
-                continue
-            parts: list[dict[str, Any]] = []
-            for part in content:
-                if part.get("type") != "observation_ref":
-                    parts.append(part)
-                    continue
-                obs = self._handles[part["handle"]]
-                rendered, k, it, vt = self._render_obs(obs, frames)
-                parts += rendered
-                keys |= k
-                image_tokens += it
-                video_tokens += vt
-                observed |= set(obs.times)
-            out.append({**m, "content": parts})
-        return out, keys, image_tokens, video_tokens, observed
-
-    def _single_frames(self, messages: list[Message]) -> dict[tuple[int | None, float], Frame]:
-        """Every frame observation of a request, decoded in one pass per size (not one per frame)."""
-        wanted: dict[int | None, list[float]] = {}
-        for m in messages:
-            for part in m["content"] if isinstance(m.get("content"), list) else ():
-                obs = self._handles[part["handle"]] if part.get("type") == "observation_ref" else None
-                if obs is not None and obs.kind == "frame":
-                    wanted.setdefault(obs.max_side, []).append(obs.times[0])
-        self._video_key = (file_key(self.video), self.pictures.key)
-        return {(side, t): f for side, times in wanted.items()
-                for t, f in zip(times, self.pictures.frames(times, side), strict=True)}
-
-    def _render_obs(self, obs: _Obs, single: dict[tuple[int | None, float], Frame]
-                    ) -> tuple[list[dict[str, Any]], set[float], int, int]:
-        if obs.kind == "frame":
-            frame = single[(obs.max_side, obs.times[0])]
-            return ([{"type": "text", "text": frame_caption(obs.times[0])},
-                     self._image_part(frame.image, (obs.max_side, frame.time))],
-                    {frame.time}, self.cost.image_tokens(*frame.image.size), 0)
-        if obs.kind == "sheet":
-            frames = self.pictures.frames(obs.times, obs.cell_width)
-            sheet = contact_sheet(frames, cols=obs.cols, cell_width=obs.cell_width)
-            return ([{"type": "text", "text": sheet_caption(sheet)}, self._image_part(sheet.image)],
-                    {f.time for f in frames}, self.cost.image_tokens(*sheet.image.size), 0)
-        frames = self.pictures.frames(obs.times, obs.max_side)
-        keys = {f.time for f in frames}
-        if self.settings.clip_mode == "video" and len(frames) > 1:  # Qwen3-VL refuses a one-frame video
-            w, h = frames[0].image.size  # the clip's size: even, as H.264 needs (media/clip.py)
-            return self._video_part(obs, frames), keys, 0, self.cost.video_tokens(w - w % 2, h - h % 2,
-                                                                                   len(frames), obs.fps)
-        parts: list[dict[str, Any]] = []
-        tokens = 0
-        for t, f in zip(obs.times, frames, strict=True):
-            parts += [{"type": "text", "text": frame_caption(t)}, self._image_part(f.image, (obs.max_side, f.time))]
-            tokens += self.cost.image_tokens(*f.image.size)
-        return parts, keys, tokens, 0
-
-    def _video_part(self, obs: _Obs, frames: list[Any]) -> list[dict[str, Any]]:
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix="videvolve-clip-") as scratch:
-            out = Path(scratch) / "clip.mp4"
-            # exactly the frames on screen at obs.times (start + k / fps), whatever the clip's end or the frame cap
-            self.pictures.clip(obs.start, obs.times[-1] + 1 / obs.fps, out, obs.fps, obs.max_side)
-            url = "data:video/mp4;base64," + base64.b64encode(out.read_bytes()).decode()
-        return [{"type": "text", "text": video_caption(obs.start, obs.end, obs.times)},
-                {"type": "video_url", "video_url": {"url": url}, "num_frames": len(frames)}]
-
-    def _image_part(self, image: Image.Image, frame: tuple[int | None, float] | None = None) -> dict[str, Any]:
-        """An ``image_url`` part; a video frame's (``frame``: its max side and start) encoding is cached."""
-        encoding = time.perf_counter()
-        key = (self._video_key, *frame) if frame is not None else None
-        url = data_url_cache.url(key, image, self.settings.image_format, self.settings.jpeg_quality)
-        self.meter.spend("encode", time.perf_counter() - encoding)
-        return {"type": "image_url", "image_url": {"url": url}}
 
     def _call(self, messages: list[Message], tools: list[Tool] | None, event: str,
               handles: list[str]) -> dict[str, Any]:
