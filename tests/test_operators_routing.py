@@ -140,12 +140,12 @@ def test_bisection_after_the_final_look_cut_keeps_the_cut() -> None:
 def test_no_edit_grows_a_harness_past_what_the_dry_run_assumes_of_one(seed: str) -> None:
     """``evolve --dry-run`` bounds a run by what one edit may add (``graph/plan.py``): a new operator that sets more
     frames or larger sides in ``config.toml`` than that makes the printed worst case a wrong promise, so this fails
-    first. (A solver rewrite that shows frames at full resolution, as ``add_refinement``'s, is not seen here.)"""
+    first. ``add_refinement``'s refined frames are shown at its ``refine_max_side`` (0 would be full resolution)."""
     from videvolve.graph.plan import FRAME_GROWTH, SHOWN_SIDE
 
     def most(cfg: dict, keys: tuple[str, ...]) -> int:
         own = [cfg] + [cfg[k] for k in ("mcq", "grounding") if isinstance(cfg.get(k), dict)]
-        return max((int(c[k]) for c in own for k in keys if k in c), default=0)
+        return max((int(c[k]) or 10**6 for c in own for k in keys if k in c), default=0)  # 0: full resolution
 
     def within(files: dict[str, str], name: str) -> dict[str, str] | None:
         cfg = config_of(files)
@@ -153,7 +153,7 @@ def test_no_edit_grows_a_harness_past_what_the_dry_run_assumes_of_one(seed: str)
         if edits is None:
             return None
         new = config_of({**files, **edits})
-        frames, side = ("n_frames", "frames"), ("max_side", "cell_width")
+        frames, side = ("n_frames", "frames"), ("max_side", "cell_width", "refine_max_side")
         assert most(new, frames) <= FRAME_GROWTH * most(cfg, frames) + 1, (name, cfg, new)
         assert most(new, side) <= max(SHOWN_SIDE, most(cfg, side)), (name, cfg, new)
         return {**files, **edits}

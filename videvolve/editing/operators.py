@@ -101,7 +101,7 @@ SCAN_REFINED = '''    refine = int(n * float(ctx.config.get("refine_share", 0.0)
 REFINE_FUNCTION = '''
 
 def _refine(task, ctx, frames, times, budget):
-    """Local dense resampling, at full resolution, around the moments a match pass flags."""
+    """Local dense resampling, at up to ``refine_max_side`` pixels (0: full resolution), around flagged moments."""
     target = "what this question is about: " + task.question
     if task.options:
         target += " (options: " + "; ".join(task.options) + ")"
@@ -113,8 +113,12 @@ def _refine(task, ctx, frames, times, budget):
     for c in picks:
         extra += [c - step / 2 + step * (j + 0.5) / window for j in range(window)]
     extra = [t for t in extra if 0 <= t <= task.duration][:budget]
-    return ctx.frames(extra) if extra else []
+    return ctx.frames(extra, max_side=int(ctx.config.get("refine_max_side", 0)) or None) if extra else []
 '''
+
+
+REFINE_SIDE = 448
+"""The largest side ``add_refinement`` shows a refined frame at (``scan_refine``'s ``refine_max_side``)."""
 
 
 def _add_refinement(files: Files, cfg: dict[str, Any]) -> Files | None:
@@ -122,6 +126,8 @@ def _add_refinement(files: Files, cfg: dict[str, Any]) -> Files | None:
     if SCAN_ANCHOR not in solver or "_refine(" in solver:
         return None
     config = set_key(set_key(files["config.toml"], "refine_share", 0.25), "refine_window", 4)
+    if "refine_max_side" not in cfg:  # scan_refine's: a 1080p frame at full size costs about 18x as many tokens
+        config = set_key(config, "refine_max_side", REFINE_SIDE)
     return {"solver.py": solver.replace(SCAN_ANCHOR, SCAN_REFINED).rstrip("\n") + "\n" + REFINE_FUNCTION,
             "config.toml": config}
 
@@ -227,8 +233,8 @@ def _fewer_sheet_frames(files: Files, cfg: dict[str, Any]) -> Files | None:
 CATALOGUE: tuple[Operator, ...] = (
     Operator("raise_resolution", "show frames (or sheet cells) at 1.5x the resolution, same frame count",
              {"misperception": 1.0, "unresolved": 0.2}, _raise_resolution),
-    Operator("add_refinement", "add local dense resampling at full resolution around flagged moments (25 % of "
-             "the frames), frame count unchanged", {"boundary_error": 1.0, "missed_event": 0.4,
+    Operator("add_refinement", "add local dense resampling at up to 448 px around flagged moments (25 % "
+             "of the frames), frame count unchanged", {"boundary_error": 1.0, "missed_event": 0.4,
                                                    "evidence_unused": 0.3, "misperception": 0.3}, _add_refinement),
     Operator("denser_sampling", "10 % more frames (frames sent in one request: no more than one request may show)",
              {"missed_event": 1.0, "unresolved": 0.3}, scale_frames(1.1)),

@@ -29,8 +29,9 @@ EDIT_EXTRA_CALLS = 1
 """A heuristic edit adds at most one model call per question (``add_refinement``'s match pass)."""
 FRAME_GROWTH = 1.7
 """The largest frame-count growth of one heuristic edit (``grounding_lowres_denser``, ``mcq_lowres_denser``)."""
-SHOWN_SIDE = 320
-"""The largest side a heuristic edit raises a frame's resolution to (``raise_resolution``)."""
+SHOWN_SIDE = 448
+"""The largest side a heuristic edit shows a frame at (``add_refinement``'s refined frames; ``raise_resolution``
+stops at 320)."""
 SECONDS = {"sim": (2.0, 0.3), "openai": (1.0, 4.0)}
 """Rough seconds per question run (sandbox start, decoding) and per model call, by backend."""
 
