@@ -18,6 +18,7 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world, world_stats
 from videvolve.evaluation.experiment import compare_on_test
 from videvolve.folderlock import remove_tree
+from videvolve.graph.builder import GOES_ON
 from videvolve.graph.driver import evolve
 from videvolve.loop.context import Context, GateSettings, StopSettings
 from videvolve.models.cost import cost_model
@@ -34,7 +35,7 @@ def _line(node: str, values: dict[str, Any], state: dict[str, Any], started: flo
     if node == "prepare":
         console.print(f"seed {state['incumbent']}: selection score {state['incumbent_score']:.3f}, "
                       f"{state['incumbent_cost']:,.0f} visual tokens/question")
-    if node != "record":
+    if node != GOES_ON:  # an iteration ends where the run decides whether to go on
         return
     it = int(state.get("iteration", 1)) - 1
     for e in entries(h for h in state.get("history") or [] if h.get("iteration") == it):

@@ -173,6 +173,7 @@ def _duration(seconds: float) -> str:
 def cmd_evolve(args: argparse.Namespace) -> int:
     """Run (or resume) the loop."""
     from videvolve.errors import HostError, InfraError
+    from videvolve.graph.builder import GOES_ON
     from videvolve.graph.driver import evolve
 
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING))
@@ -199,7 +200,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
             done_at: list[float] = []
 
             def on_update(node: str, values: dict[str, Any], state: dict[str, Any]) -> None:
-                if node == "record":
+                if node == GOES_ON:
                     _iteration_line(state, selection)
                     done_at.append(time.time())
                 it = int(state.get("iteration", 0))
