@@ -154,3 +154,19 @@ def test_a_model_endpoint_that_refuses_the_key_is_502(world, monkeypatch: pytest
                 pytest.raises(openai.APIStatusError) as caught:
             _ask(_client(f"{base}/v1", "x"), "uniform", world.video.as_uri(), world.grounding.question)
     assert caught.value.status_code == 502 and "refuses" in str(caught.value) and "401" in str(caught.value)
+
+
+def test_a_model_is_retrieved_and_unknown_routes_are_openai_errors(server):
+    client = _client(server)
+    card = client.models.retrieve("uniform")  # GET /v1/models/{id}: what clients ask to check a model exists
+    assert card.id == "uniform" and card.object == "model" and card.model_extra["harness"].startswith("uniform@")
+    assert client.get("/models/", cast_to=object)["data"][0]["id"] == "uniform"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError, match="served models: uniform") as caught:
+        client.models.retrieve("gpt-4o")
+    assert caught.value.body["type"] == "not_found_error"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError, match=r"POST /v1/completions") as caught:
+        client.completions.create(model="uniform", prompt="When?")  # a route the server does not have
+    assert caught.value.body["type"] == "invalid_request_error"  # type: ignore[index]
+    with pytest.raises(openai.APIStatusError, match="GET /v1/chat/completions") as caught:
+        client.get("/chat/completions", cast_to=object)  # a route asked with the wrong method
+    assert caught.value.status_code == 405 and caught.value.response.headers["allow"] == "POST"
