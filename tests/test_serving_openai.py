@@ -112,6 +112,10 @@ def test_errors_are_openai_errors_with_the_right_status(world, server):
         _ask(client, "uniform", f"file://{root}/../../etc/hostname", "When does the red star appear?")
     with pytest.raises(openai.BadRequestError, match="video_url"):
         client.chat.completions.create(model="uniform", messages=[{"role": "user", "content": "When?"}])
+    frames = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}] * 2
+    with pytest.raises(openai.BadRequestError, match="image_url parts are not taken"):  # lmms-eval's openai model
+        client.chat.completions.create(model="uniform", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "When does the red star appear?"}, *frames]}])
     with pytest.raises(openai.BadRequestError, match=r"broken\.mp4"):
         _ask(client, "uniform", (root / "broken.mp4").as_uri(), "When does the red star appear?")
     with pytest.raises(openai.BadRequestError, match="base64"):

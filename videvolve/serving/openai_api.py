@@ -147,6 +147,9 @@ def read_question(req: ChatRequest) -> VideoQuestion:
     content = user[-1].content
     parts = [ContentPart(type="text", text=content)] if isinstance(content, str) else (content or [])
     videos = [p.video_url for p in parts if p.type == "video_url"]
+    if not videos and any(p.type == "image_url" for p in parts):  # the `openai` models of lmms-eval and VLMEvalKit
+        raise ApiError(400, "invalid_request_error", "frames sent as image_url parts are not taken: the harness "
+                       "decodes the video and picks its own frames; send the video itself as one video_url part")
     if len(videos) != 1 or videos[0] is None:
         raise ApiError(400, "invalid_request_error", f"the user message has {len(videos)} video_url part(s); send "
                        'exactly one: {"type": "video_url", "video_url": {"url": "file:///... | https://... | '
