@@ -6,12 +6,18 @@ import base64
 import functools
 import http.server
 import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import openai
 import pytest
 
-from tests.serving_support import option_lines, running, videvolve_server
+from tests.serving_support import ROOT, env, option_lines, running, videvolve_server
 from videvolve.testing import free_port
 
 pytestmark = pytest.mark.slow
@@ -174,3 +180,29 @@ def test_a_model_is_retrieved_and_unknown_routes_are_openai_errors(server):
     with pytest.raises(openai.APIStatusError, match="GET /v1/chat/completions") as caught:
         client.get("/chat/completions", cast_to=object)  # a route asked with the wrong method
     assert caught.value.status_code == 405 and caught.value.response.headers["allow"] == "POST"
+
+
+def test_the_serving_guides_examples_run_as_written(tmp_path: Path):
+    """The guide's commands, its Python client and its curl line, copied from the page (only the port changed)."""
+    page = (ROOT / "docs" / "guides" / "serving.md").read_text()
+    bash = re.findall(r"```bash\n(.*?)```", page, re.S)
+    python = re.findall(r"```python\n(.*?)```", page, re.S)[0]
+    port = str(free_port())
+    setup, serve = bash[0].strip().splitlines()[:-1], bash[0].strip().splitlines()[-1].replace("8100", port)
+    shell = f'videvolve() {{ "{sys.executable}" -m videvolve "$@"; }}\n' + "\n".join(setup)
+    subprocess.run(["bash", "-ec", shell], cwd=tmp_path, env=env(), check=True, capture_output=True, timeout=300)
+    key = {"VIDEVOLVE_SERVE_KEY": "change-me"}
+    args = shlex.split(serve)[1:]
+    assert args[0] == "serve" and "--api-key-env" in args
+    with videvolve_server([*args, "--no-cache"], f"http://127.0.0.1:{port}/health", key, cwd=tmp_path):
+        ran = subprocess.run([sys.executable, "-c", python.replace("8100", port)], cwd=tmp_path, text=True,
+                             env={**env(), **key}, capture_output=True, timeout=300)
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.splitlines()[0] == "D"  # as the page says
+        curl = next(b for b in bash if b.startswith("curl"))
+        if shutil.which("curl"):
+            out = subprocess.run(["bash", "-ec", curl.replace("8100", port)], cwd=tmp_path, text=True,
+                                 env={**env(), **key}, capture_output=True, timeout=300, check=True).stdout
+            reply = json.loads(out)
+            assert reply["choices"][0]["finish_reason"] == "stop", reply
+            assert isinstance(json.loads(reply["choices"][0]["message"]["content"]), list)
