@@ -206,3 +206,13 @@ def test_the_serving_guides_examples_run_as_written(tmp_path: Path):
             reply = json.loads(out)
             assert reply["choices"][0]["finish_reason"] == "stop", reply
             assert isinstance(json.loads(reply["choices"][0]["message"]["content"]), list)
+
+
+def test_the_bearer_scheme_is_case_insensitive(server):
+    """RFC 9110 11.1: the scheme is case-insensitive; `curl -H "Authorization: bearer $KEY"` was a 401."""
+    import httpx
+
+    for header in (f"Bearer {KEY}", f"bearer {KEY}", f"BEARER {KEY}", f"Bearer  {KEY}"):
+        assert httpx.get(f"{server}/models", headers={"Authorization": header}).status_code == 200, header
+    for header in (f"Bearer {KEY}x", f"Basic {KEY}", KEY, f"Bearer{KEY}", "Bearer", ""):
+        assert httpx.get(f"{server}/models", headers={"Authorization": header}).status_code == 401, header
