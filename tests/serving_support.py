@@ -86,12 +86,12 @@ class ServingWorld:
 
 @contextlib.contextmanager
 def videvolve_server(args: list[str], health_url: str, extra_env: dict[str, str] | None = None,
-                     attempts: int = 600) -> Iterator[subprocess.Popen[bytes]]:
+                     attempts: int = 600, cwd: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
     """Start `videvolve ARGS` and wait (at most ``attempts`` polls of 0.1 s) until ``health_url`` answers."""
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"videvolve-server-{os.getpid()}-{time.monotonic_ns()}.log"
     with log.open("wb") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "videvolve", *args], stdout=fh, stderr=subprocess.STDOUT,
-                                env={**env(), **(extra_env or {})})
+                                env={**env(), **(extra_env or {})}, cwd=cwd)
         try:
             for _ in range(attempts):
                 if proc.poll() is not None:

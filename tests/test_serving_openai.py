@@ -6,12 +6,18 @@ import base64
 import functools
 import http.server
 import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import openai
 import pytest
 
-from tests.serving_support import option_lines, running, videvolve_server
+from tests.serving_support import ROOT, env, option_lines, running, videvolve_server
 from videvolve.testing import free_port
 
 pytestmark = pytest.mark.slow
@@ -112,6 +118,10 @@ def test_errors_are_openai_errors_with_the_right_status(world, server):
         _ask(client, "uniform", f"file://{root}/../../etc/hostname", "When does the red star appear?")
     with pytest.raises(openai.BadRequestError, match="video_url"):
         client.chat.completions.create(model="uniform", messages=[{"role": "user", "content": "When?"}])
+    frames = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}] * 2
+    with pytest.raises(openai.BadRequestError, match="image_url parts are not taken"):  # lmms-eval's openai model
+        client.chat.completions.create(model="uniform", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "When does the red star appear?"}, *frames]}])
     with pytest.raises(openai.BadRequestError, match=r"broken\.mp4"):
         _ask(client, "uniform", (root / "broken.mp4").as_uri(), "When does the red star appear?")
     with pytest.raises(openai.BadRequestError, match="base64"):
@@ -154,3 +164,55 @@ def test_a_model_endpoint_that_refuses_the_key_is_502(world, monkeypatch: pytest
                 pytest.raises(openai.APIStatusError) as caught:
             _ask(_client(f"{base}/v1", "x"), "uniform", world.video.as_uri(), world.grounding.question)
     assert caught.value.status_code == 502 and "refuses" in str(caught.value) and "401" in str(caught.value)
+
+
+def test_a_model_is_retrieved_and_unknown_routes_are_openai_errors(server):
+    client = _client(server)
+    card = client.models.retrieve("uniform")  # GET /v1/models/{id}: what clients ask to check a model exists
+    assert card.id == "uniform" and card.object == "model" and card.model_extra["harness"].startswith("uniform@")
+    assert client.get("/models/", cast_to=object)["data"][0]["id"] == "uniform"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError, match="served models: uniform") as caught:
+        client.models.retrieve("gpt-4o")
+    assert caught.value.body["type"] == "not_found_error"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError, match=r"POST /v1/completions") as caught:
+        client.completions.create(model="uniform", prompt="When?")  # a route the server does not have
+    assert caught.value.body["type"] == "invalid_request_error"  # type: ignore[index]
+    with pytest.raises(openai.APIStatusError, match="GET /v1/chat/completions") as caught:
+        client.get("/chat/completions", cast_to=object)  # a route asked with the wrong method
+    assert caught.value.status_code == 405 and caught.value.response.headers["allow"] == "POST"
+
+
+def test_the_serving_guides_examples_run_as_written(tmp_path: Path):
+    """The guide's commands, its Python client and its curl line, copied from the page (only the port changed)."""
+    page = (ROOT / "docs" / "guides" / "serving.md").read_text()
+    bash = re.findall(r"```bash\n(.*?)```", page, re.S)
+    python = re.findall(r"```python\n(.*?)```", page, re.S)[0]
+    port = str(free_port())
+    setup, serve = bash[0].strip().splitlines()[:-1], bash[0].strip().splitlines()[-1].replace("8100", port)
+    shell = f'videvolve() {{ "{sys.executable}" -m videvolve "$@"; }}\n' + "\n".join(setup)
+    subprocess.run(["bash", "-ec", shell], cwd=tmp_path, env=env(), check=True, capture_output=True, timeout=300)
+    key = {"VIDEVOLVE_SERVE_KEY": "change-me"}
+    args = shlex.split(serve)[1:]
+    assert args[0] == "serve" and "--api-key-env" in args
+    with videvolve_server([*args, "--no-cache"], f"http://127.0.0.1:{port}/health", key, cwd=tmp_path):
+        ran = subprocess.run([sys.executable, "-c", python.replace("8100", port)], cwd=tmp_path, text=True,
+                             env={**env(), **key}, capture_output=True, timeout=300)
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.splitlines()[0] == "D"  # as the page says
+        curl = next(b for b in bash if b.startswith("curl"))
+        if shutil.which("curl"):
+            out = subprocess.run(["bash", "-ec", curl.replace("8100", port)], cwd=tmp_path, text=True,
+                                 env={**env(), **key}, capture_output=True, timeout=300, check=True).stdout
+            reply = json.loads(out)
+            assert reply["choices"][0]["finish_reason"] == "stop", reply
+            assert isinstance(json.loads(reply["choices"][0]["message"]["content"]), list)
+
+
+def test_the_bearer_scheme_is_case_insensitive(server):
+    """RFC 9110 11.1: the scheme is case-insensitive; `curl -H "Authorization: bearer $KEY"` was a 401."""
+    import httpx
+
+    for header in (f"Bearer {KEY}", f"bearer {KEY}", f"BEARER {KEY}", f"Bearer  {KEY}"):
+        assert httpx.get(f"{server}/models", headers={"Authorization": header}).status_code == 200, header
+    for header in (f"Bearer {KEY}x", f"Basic {KEY}", KEY, f"Bearer{KEY}", "Bearer", ""):
+        assert httpx.get(f"{server}/models", headers={"Authorization": header}).status_code == 401, header

@@ -66,6 +66,10 @@ def test_data_urls_and_schemes(tmp_path: Path):
     with pytest.raises(OutsideMediaRoots, match="--no-fetch"), \
             video_file("http://127.0.0.1:9/v.mp4", MediaRoots([tmp_path], fetch=False)):
         pass
+    (tmp_path / "v.mp4").write_bytes(b"v")
+    for url in (f"file:{tmp_path}/v.mp4", f"FILE:{tmp_path}/v.mp4", f"file://localhost{tmp_path}/v.mp4"):
+        with video_file(url, roots) as p:  # file:/path: RFC 8089's short form, Java's File.toURI()
+            assert p == tmp_path.resolve() / "v.mp4"
     for bad, why in (("data:video/mp4;base64,@@@", "base64"), ("data:video/mp4,rawbytes", "base64"),
                      ("ftp://host/v.mp4", "scheme")):
         with pytest.raises(BadVideoSource, match=why), video_file(bad, roots):

@@ -129,7 +129,8 @@ def video_file(url: str, roots: MediaRoots, timeout_s: float = 120.0) -> Iterato
         parsed = urlparse(url)  # "http://[::1/v.mp4": ValueError
     except ValueError as exc:
         raise _unusable(url, exc) from None
-    scheme = parsed.scheme.lower() if "://" in url or url.startswith("data:") else ""
+    # a plain path may hold a colon ("clip:1.mp4"); file:/abs/path is RFC 8089's short form (Java's File.toURI)
+    scheme = parsed.scheme.lower() if "://" in url or url[:5].lower() in ("data:", "file:") else ""
     if scheme in ("", "file"):
         yield roots.resolve(unquote(parsed.path) if scheme == "file" else url)
         return

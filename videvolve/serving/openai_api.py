@@ -24,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from videvolve.errors import (
@@ -146,6 +147,9 @@ def read_question(req: ChatRequest) -> VideoQuestion:
     content = user[-1].content
     parts = [ContentPart(type="text", text=content)] if isinstance(content, str) else (content or [])
     videos = [p.video_url for p in parts if p.type == "video_url"]
+    if not videos and any(p.type == "image_url" for p in parts):  # the `openai` models of lmms-eval and VLMEvalKit
+        raise ApiError(400, "invalid_request_error", "frames sent as image_url parts are not taken: the harness "
+                       "decodes the video and picks its own frames; send the video itself as one video_url part")
     if len(videos) != 1 or videos[0] is None:
         raise ApiError(400, "invalid_request_error", f"the user message has {len(videos)} video_url part(s); send "
                        'exactly one: {"type": "video_url", "video_url": {"url": "file:///... | https://... | '
@@ -215,10 +219,29 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
     async def health() -> dict[str, Any]:
         return {"status": "ok", "running_or_queued": admitted["n"]}
 
+    @app.exception_handler(HTTPException)
+    async def no_such_route(request: Request, exc: HTTPException) -> JSONResponse:
+        """A path or method the server does not have, in the error shape every other reply has."""
+        routes = "GET /v1/models, GET /v1/models/{model} and POST /v1/chat/completions"
+        message = f"Invalid URL ({request.method} {request.url.path}): this server has {routes}" \
+            if exc.status_code in (404, 405) else str(exc.detail)
+        reply = ApiError(exc.status_code, "invalid_request_error", message).response()
+        reply.headers.update(exc.headers or {})  # a 405's Allow
+        return reply
+
+    def card(model_id: str) -> dict[str, Any]:
+        return {"id": model_id, "object": "model", "created": 0, "owned_by": "videvolve",
+                "harness": agents.describe(model_id)}
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": i, "object": "model", "created": 0, "owned_by": "videvolve",
-                                            "harness": agents.describe(i)} for i in agents.ids()]}
+        return {"object": "list", "data": [card(i) for i in agents.ids()]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> Any:
+        if not model_id:  # /v1/models/: the list, as the redirect to /v1/models this route would shadow gave it
+            return await models()
+        return card(model_id) if model_id in agents.ids() else _unknown_model(model_id, agents).response()
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Any:
@@ -248,8 +271,7 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
         try:
             agent = agents.agent(req.model)
         except KeyError:
-            return ApiError(404, "not_found_error", f"The model `{req.model}` does not exist; served models: "
-                            f"{', '.join(agents.ids())}").response()
+            return _unknown_model(req.model, agents).response()
         try:
             q = read_question(req)
         except ApiError as exc:
@@ -296,6 +318,11 @@ class Guard:
                 await refused.response()(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def _unknown_model(model_id: str, agents: Agents) -> ApiError:
+    return ApiError(404, "not_found_error", f"The model `{model_id}` does not exist; served models: "
+                    f"{', '.join(agents.ids())}")
 
 
 def _stated_length(headers: Headers) -> int:
