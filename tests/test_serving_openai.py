@@ -58,6 +58,8 @@ def _same_as_ask(reply, asked: dict) -> None:
     assert extra["cost"]["calls"] == usage["requests"]
     assert extra["cost"]["prompt_tokens"] == usage["cumulative_tokens"] == reply.usage.prompt_tokens
     assert reply.usage.model_extra["frames"] == usage["frames"]
+    assert reply.usage.completion_tokens == usage["completion_tokens"] > 0  # what the model wrote, as it said
+    assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
     assert extra["evidence_times"] == asked["evidence_times"] == reply.usage.model_extra["evidence_times"]
 
 

@@ -28,6 +28,7 @@ class TaskUsage(BaseModel):
     transcript_tokens: int = Field(0, description="text tokens of the distinct transcript segments read")
     cumulative_tokens: int = Field(0, description="prompt tokens over every request (our formula)")
     reported_prompt_tokens: int = Field(0, description="prompt tokens as the server reported them")
+    completion_tokens: int = Field(0, description="tokens the model wrote, as the server reported them")
     requests: int = Field(0, description="model requests, cache hits included")
     model_calls: int = Field(0, description="requests paid for (requests - cache hits)")
     cache_hits: int = 0

@@ -56,6 +56,7 @@ class Cost(BaseModel):
     image_tokens: int = 0
     video_tokens: int = 0
     prompt_tokens: int = Field(0, description="prompt tokens over every model request (cumulative)")
+    completion_tokens: int = Field(0, description="tokens the model wrote over every request, as the server said")
     calls: int = Field(0, description="model requests the harness made")
     model_calls: int = Field(0, description="of those, the ones not served by the response cache")
 
@@ -65,7 +66,8 @@ class Cost(BaseModel):
         image, video = int(usage.get("image_tokens", 0)), int(usage.get("video_tokens", 0))
         return cls(frames=int(usage.get("frames", 0)), visual_tokens=image + video, image_tokens=image,
                    video_tokens=video, prompt_tokens=int(usage.get("cumulative_tokens", 0)),
-                   calls=int(usage.get("requests", 0)), model_calls=int(usage.get("model_calls", 0)))
+                   completion_tokens=int(usage.get("completion_tokens", 0)), calls=int(usage.get("requests", 0)),
+                   model_calls=int(usage.get("model_calls", 0)))
 
 
 class AgentAnswer(BaseModel):

@@ -15,6 +15,8 @@ class Meter:
     video_tokens: int = 0
     cumulative_tokens: int = 0
     reported_prompt_tokens: int = 0
+    completion_tokens: int = 0
+    """Tokens the model wrote, as the server reported them (a cached reply counts what it cost when made)."""
     requests: int = 0
     cache_hits: int = 0
     tool_calls: int = 0
@@ -45,6 +47,7 @@ class Meter:
         """Plain-JSON form."""
         return {"frames": self.frames, "image_tokens": self.image_tokens, "video_tokens": self.video_tokens,
                 "cumulative_tokens": self.cumulative_tokens, "reported_prompt_tokens": self.reported_prompt_tokens,
+                "completion_tokens": self.completion_tokens,
                 "requests": self.requests, "model_calls": self.requests - self.cache_hits,
                 "cache_hits": self.cache_hits, "tool_calls": self.tool_calls,
                 "transcript_tokens": self.transcript_tokens, "ocr_calls": self.ocr_calls,

@@ -272,6 +272,7 @@ class TaskServices(RenderingServices, ReadingServices):
         self.meter.cache_hits += int(reply.cached)
         self.meter.notice = reply.text[:500] if SIM_ONLY_NOTICE in reply.text else self.meter.notice
         self.meter.reported_prompt_tokens += reply.usage.prompt_tokens or 0
+        self.meter.completion_tokens += reply.usage.completion_tokens or 0
         self.trace.write(event, observed_times=sorted(observed), observations=specs, new_frames=len(new),
                          image_tokens=image_tokens,
                          video_tokens=video_tokens, prompt_tokens=prompt_tokens,
