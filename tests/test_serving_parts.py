@@ -426,6 +426,22 @@ def test_a_harness_changed_on_disk_under_the_server_is_503_not_a_bug(index_video
     assert "changed on disk" in message and "restart" in message and "bug" not in message
 
 
+def test_a_harness_that_cannot_be_loaded_is_an_openai_error_not_plain_text(index_video: Path):
+    """Loading the asked model's harness failed (a run's best/ removed by hand): the reply is the JSON error every
+    client reads (503, what to do), not Starlette's plain-text 500."""
+    from videvolve.errors import HarnessError
+
+    class Broken(FakeAgents):
+        def agent(self, model_id: str) -> FakeAgent:
+            raise HarnessError("no harness /runs/r/best: give a directory or one of the seeds")
+
+    with running(create_app(Broken(None), MediaRoots([index_video.parent]), ServerLimits())) as base:
+        r = httpx.post(f"{base}/v1/chat/completions", timeout=60, json={"model": "fake", "messages": [{
+            "role": "user", "content": [{"type": "video_url", "video_url": {"url": index_video.as_uri()}},
+                                        {"type": "text", "text": "Which?\nA) x\nB) y"}]}]})
+    assert r.status_code == 503 and "no harness /runs/r/best" in r.json()["error"]["message"], r.text
+
+
 def test_catalog_of_a_seed_and_of_a_run(tmp_path: Path):
     import shutil
 
@@ -446,6 +462,8 @@ def test_catalog_of_a_seed_and_of_a_run(tmp_path: Path):
     assert catalog.load("myrun").harness.name == "scan_refine"  # no mixture: the run's best
     with pytest.raises(KeyError):
         catalog.load("gpt-4o")
+    shutil.rmtree(run / "best")  # a promotion's instant: best/ moved away before the new one is in place
+    assert catalog.load("myrun").harness.name == "scan_refine"  # the best it had answers, not an error
 
 
 def test_lmms_eval_model_arguments_and_visuals():

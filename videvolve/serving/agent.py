@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from videvolve.api import Answer, LoadedHarness, load_harness, resolve_harness
 from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.errors import HarnessError
 from videvolve.models import make_vlm
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
@@ -178,7 +179,14 @@ class HarnessCatalog:
     def load(self, model_id: str) -> LoadedHarness:
         """The harness behind a model id (KeyError when there is none); a run's name: its harness now."""
         if model_id == self.default and self.run is not None:
-            self.paths[model_id] = resolve_harness(self.run.root, self.budget)
+            try:
+                now = resolve_harness(self.run.root, self.budget)
+                if now not in self._loaded:
+                    self._loaded[now] = load_harness(now)
+                self.paths[model_id] = now
+            except (OSError, HarnessError):  # best/ being replaced this instant: the best it had answers this one
+                if model_id not in self.paths:
+                    raise
         path = self.paths[model_id]
         if path not in self._loaded:
             self._loaded[path] = load_harness(path)

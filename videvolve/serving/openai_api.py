@@ -273,6 +273,8 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             agent = agents.agent(req.model)
         except KeyError:
             return _unknown_model(req.model, agents).response()
+        except Exception as exc:  # a harness that cannot be loaded: the error shape every reply has, not plain text
+            return _check(exc).response()
         try:
             q = read_question(req)
         except ApiError as exc:
