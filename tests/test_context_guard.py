@@ -1,5 +1,5 @@
-"""What the endpoint says of its model (GET /v1/models): asked once; its context bounds requests, its checkpoint
-keys replies and results."""
+"""What the endpoint says of its model (GET /v1/models): asked once, again after RECHECK_S; its context bounds
+requests, its checkpoint keys replies and results."""
 
 from __future__ import annotations
 
@@ -67,6 +67,32 @@ def test_another_checkpoint_under_the_same_served_name_shares_no_reply():
     assert keys["/models/ckpt-a"][0] == "checkpoint=/models/ckpt-a"
     assert keys["/models/ckpt-a"][1] != keys["/models/ckpt-b"][1]  # main: the same key, ckpt-a's replies reused
     assert keys[None][0] == ""  # served under its own name: the revision (and every key made so far) unchanged
+
+
+@pytest.mark.slow
+def test_a_server_restarted_at_the_same_address_with_another_checkpoint_is_asked_again(tmp_path, monkeypatch):
+    """``videvolve serve`` (or ``mcp``, or an overnight ``evolve``) in front of ``vllm serve ckpt-a
+    --served-model-name qwen --max-model-len 8000``; the operator restarts vLLM on the same port with ckpt-b and
+    4000. The client had asked GET /v1/models once, at its first request: it went on taking ckpt-a's replies from the
+    response cache for ckpt-b, storing ckpt-b's under ckpt-a's key, and guarding requests with the old context."""
+    from videvolve.models import context
+    from videvolve.models.cache import ResponseCache, complete
+    from videvolve.testing import free_port
+
+    monkeypatch.setattr(context, "RECHECK_S", 0.2)  # vLLM takes far longer than RECHECK_S to load a checkpoint
+    messages = [{"role": "user", "content": "Which letter? A or B"}]
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    port, vlm, served, seen = free_port(), None, {}, {}
+    for checkpoint, length in (("/models/ckpt-a", 8000), ("/models/ckpt-b", 4000)):
+        app = create_app("qwen", mimic=MimicSettings(checkpoint=checkpoint, max_model_len=length))
+        with serve_app(app, port) as base:
+            vlm = vlm or openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=30))
+            complete(vlm, messages, None, cache)
+            served[checkpoint] = app.state.stats["served"]
+            seen[checkpoint] = (vlm.revision, vlm.served_context())
+        time.sleep(0.3)  # the restart
+    assert served == {"/models/ckpt-a": 1, "/models/ckpt-b": 1}  # main: ckpt-b 0, ckpt-a's reply from the cache
+    assert seen["/models/ckpt-b"] == ("checkpoint=/models/ckpt-b", 3800)  # main: ckpt-a's, 7600
 
 
 def _models_route(app, answer):

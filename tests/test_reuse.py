@@ -305,3 +305,29 @@ def test_the_summary_counts_the_results_reused_when_the_endpoint_was_still_start
     again, served = against(starting=True)
     assert served == 0  # nothing asked: every result was reused
     assert reused(again) == 2  # main: 0 (the summary's producer did not know the checkpoint yet)
+
+
+def test_a_reused_result_keeps_its_own_trace_after_another_run_stopped_mid_task(small_world, seed: Path,
+                                                                                 tmp_path: Path):
+    """``eval --out E`` finished; the same command against a server (another producer) stopped by an outage while
+    tasks were running; the first command again reuses its results: their traces were the stopped run's (emptied
+    and half-written when it started them), shown beside results they did not make."""
+    from videvolve.errors import InfraError
+    from videvolve.models.sim.mimic import MimicSettings
+    from videvolve.skill_library.trace import read_trace
+
+    tasks = [t for t in small_world.tasks if t.split == "test"][:2]
+    out = tmp_path / "e"
+    first = run(seed, tasks, out)
+    before = {t.id: (out / "traces" / f"{t.id}.jsonl").read_text() for t in tasks}
+    app = create_app("qwen", mimic=MimicSettings(fail_first=10**6))  # every request answered 503
+    with serve_app(app) as base:
+        vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=1))
+        with pytest.raises(InfraError):
+            run(seed, tasks, out, vlm)
+    again = run(seed, tasks, out)
+    assert reused(again) == 2 and again.summary["score"] == first.summary["score"]
+    for task, result in zip(tasks, again.results, strict=True):
+        trace = out / "traces" / f"{task.id}.jsonl"
+        assert trace.read_text() == before[task.id]  # main: the stopped run's few steps, no end
+        assert read_trace(trace)[-1]["event"] == "result" and read_trace(trace)[-1]["score"] == result.score

@@ -45,6 +45,21 @@ def test_narration_is_a_vtt_beside_each_video_inside_it(tmp_path: Path):
     assert load_transcript(task) is not None  # found beside the video: the harness's ctx.transcript reads it
 
 
+def test_a_world_written_over_a_speaking_one_keeps_none_of_its_captions(tmp_path: Path):
+    """``synth W --narration`` then ``synth W --seed 2`` (another, silent world into the same folder): the first
+    world's captions stayed beside the second's videos of the same names, and every harness read them as what those
+    videos say (a narrator naming rooms and glyphs of another world); ``tasks validate`` said nothing."""
+    speaking = generate_world(tmp_path / "w", videos=1, minutes=0.5, seed=1, questions=4, narration=True, workers=1)
+    (tmp_path / "w" / "videos" / "video000.srt").write_text("1\n00:00:00,000 --> 00:00:01,000\nold\n")
+    assert all(load_transcript(t) is not None for t in speaking.tasks)
+    silent = generate_world(tmp_path / "w", videos=1, minutes=0.5, seed=2, questions=4, workers=1)
+    assert [load_transcript(t) for t in silent.tasks] == [None] * len(silent.tasks)  # main: the seed-1 narration
+    assert sorted(p.name for p in (tmp_path / "w" / "videos").iterdir()) == ["video000.mp4"]
+    again = generate_world(tmp_path / "w", videos=1, minutes=0.5, seed=3, questions=4, narration=True, workers=1)
+    said = [s.text for s in load_transcript(again.tasks[0]).segments]
+    assert said == [ln.text for ln in again.narrations["video000"].lines]
+
+
 def test_a_silent_world_is_unchanged_by_the_option():
     _, silent = plan_world(videos=4, minutes=5, seed=1)
     _, again = plan_world(videos=4, minutes=5, seed=1, narration=False)

@@ -285,11 +285,14 @@ def serve_scripted_chat(script: Callable[[list[dict[str, Any]]], dict[str, Any]]
 
 
 @contextlib.contextmanager
-def serve_app(app: Any) -> Iterator[str]:
-    """An ASGI app on a free port of 127.0.0.1, in a thread of this process; yields its ``/v1`` base URL."""
+def serve_app(app: Any, port: int | None = None) -> Iterator[str]:
+    """An ASGI app on ``port`` (default a free one) of 127.0.0.1, in a thread of this process; yields its ``/v1`` URL.
+
+    The same ``port`` again after the first has stopped: a server restarted at the address its clients know.
+    """
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port or free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     for _ in range(200):

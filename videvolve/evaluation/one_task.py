@@ -6,7 +6,7 @@ from pathlib import Path
 
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
-from videvolve.errors import ErrorKind
+from videvolve.errors import ErrorKind, StorageError
 from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import TaskResult, write_result
 from videvolve.metrics import task_score
@@ -27,11 +27,16 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
             pool: WarmPool | None = None, produced_by: str | None = None) -> TaskResult:
     """Run and score one task, write its result; raises :class:`InfraError` without writing anything.
 
+    Its trace is written to ``<trace>.running`` and takes the trace's place only with the result: a run stopped
+    mid-task leaves the stored result (another producer's, reused later) with the trace that goes with it.
+
     ``view_id`` is the opaque id harness code sees instead of the task's (``evaluation.opaque_ids``); the result
     carries the real one. ``pool``: sandboxes started ahead of time for this harness. ``produced_by``: the
     :class:`~videvolve.evaluation.results.Producer` key the result is stored under (None: never reused).
     """
-    trace = TraceWriter(EvalDir(out_dir).trace(task.id))
+    final = EvalDir(out_dir).trace(task.id)
+    running = final.with_name(final.name + ".running")  # the stored result keeps its own trace till this one ends
+    trace = TraceWriter(running)
     view = task.view().model_copy(update={"id": view_id or OpaqueIds(out_dir).of(task.id)})
     services = TaskServices(view, task.video, vlm, cost, settings, skill=harness.skill, cache=cache, trace=trace,
                             transcript=load_transcript(task), frames=frame_source(task))
@@ -47,5 +52,9 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
                         served_context=served_context_of(vlm))
     trace.write("result", outcome=result.outcome, error_kind=result.error_kind, score=score,
                 frames=result.frames)
+    try:
+        running.replace(final)
+    except OSError as exc:
+        raise StorageError.writing("the trace", final, exc) from exc
     write_result(out_dir, result)
     return result

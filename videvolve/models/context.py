@@ -14,6 +14,7 @@ import io
 import json
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -169,24 +170,36 @@ def _models_body(url: str, headers: dict[str, str], timeout: float) -> bytes:
     return bytes(body)
 
 
+RECHECK_S = 10.0
+"""How long what the endpoint said stands: then it is asked again. A vLLM restarted at the same address with another
+checkpoint under the served name, or another ``--max-model-len``, behind a ``serve``, an ``mcp`` or an overnight run
+that keeps its client, is seen at the first request after that (vLLM takes far longer to load a checkpoint)."""
+
+
 class EndpointInfo:
-    """:func:`served_model`, asked once: again only while the endpoint cannot be reached or is busy (None till then)."""
+    """:func:`served_model`, asked at the first need, again after :data:`RECHECK_S`, and while it cannot be reached.
+
+    What the endpoint said stands for :data:`RECHECK_S` (not asked before every request); an endpoint that cannot be
+    reached or is busy when asked again knows nothing (None) until it answers: what it serves may have changed.
+    """
 
     def __init__(self, fetch: Callable[[], ServedModel]) -> None:
         self._fetch = fetch
         self._known: ServedModel | None = None
+        self._asked_at = 0.0
         self._lock = threading.Lock()
         self._unreached: httpx.HTTPError | None = None
 
     def get(self) -> ServedModel | None:
         """What the endpoint said, or None while it could not be asked."""
         with self._lock:
-            if self._known is None:
+            if self._known is None or time.monotonic() - self._asked_at >= RECHECK_S:
                 try:
-                    self._known = self._fetch()
+                    known = self._fetch()
                 except (httpx.TransportError, httpx.HTTPStatusError) as exc:  # not reached, or busy
-                    self._unreached = exc
+                    self._known, self._unreached = None, exc
                     return None
+                self._known, self._asked_at = known, time.monotonic()
             return self._known
 
     def wait(self, where: str, model: str, window_s: float, max_retries: int | None = None) -> ServedModel:

@@ -17,6 +17,7 @@ from videvolve.datasets.synthworld.questions import Draft, grounding, mcq
 from videvolve.datasets.synthworld.render import encode_video
 from videvolve.datasets.synthworld.script import VideoScript, make_script
 from videvolve.datasets.synthworld.spoken import DEFAULT_MIX, spoken_drafts
+from videvolve.datasets.transcripts import SUBTITLE_EXTENSIONS
 from videvolve.errors import UsageError
 from videvolve.tasks import LETTERS, Interval, Task, split_by_video, write_tasks
 
@@ -127,6 +128,7 @@ def generate_world(
     ``questions`` per video, half of each kind (default: one of each kind per two minutes, at least four).
     ``narration``: a narrator's captions beside each video (``videos/ID.vtt``) and questions by ``mix`` of the
     evidence they need; ``speech`` also speaks them into each video's sound track (needs espeak-ng; slow).
+    Captions a world written into ``out_dir`` before left beside these videos' names are removed.
     """
     if speech and not espeak_available():
         raise UsageError("--speech needs espeak-ng to speak the narration: apt install espeak-ng (or use --narration "
@@ -137,6 +139,9 @@ def generate_world(
     scripts, planned = plan_world(videos, minutes, seed, fractions, questions, narration or speech, mix)
     tasks = [t.model_copy(update={"video": str((root / t.video).resolve())}) for t in planned]
     narrations = {s.video_id: narrate(s, seed) for s in scripts} if narration or speech else {}
+    for script in scripts:  # a world written here before left its captions: they would be read as this one's
+        for ext in SUBTITLE_EXTENSIONS:
+            (root / "videos" / f"{script.video_id}{ext}").unlink(missing_ok=True)
     for vid, n in narrations.items():
         (root / "videos" / f"{vid}.vtt").write_text(n.vtt(), encoding="utf-8")
     jobs = [(s, str(root / "videos" / f"{s.video_id}.mp4"), narrations.get(s.video_id) if speech else None)
