@@ -166,7 +166,7 @@ def _no_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("the parent decoded before refusing")
 
     monkeypatch.setattr("videvolve.needles.frames.frames_at", refuse)
-    monkeypatch.setattr("videvolve.skill_library.services.contact_sheet", refuse)
+    monkeypatch.setattr("videvolve.skill_library.rendering.contact_sheet", refuse)
 
 
 def test_the_parent_refuses_a_huge_sheet_and_an_over_budget_request_before_decoding(
