@@ -152,6 +152,7 @@ def test_simvlm_guesses_about_a_quarter_without_frames():
 def test_response_cache(tmp_path: Path):
     cache = ResponseCache(tmp_path / "c.sqlite")
     vlm = CountingVLM()
+    CountingVLM.calls = 0  # class-wide: other tests' runs count there too
     msgs = [{"role": "user", "content": "Describe each image above."}]
     a = complete(vlm, msgs, cache=cache)
     b = complete(vlm, msgs, cache=cache)
