@@ -74,3 +74,22 @@ def test_the_report_reads_the_incumbents_from_the_runs_record_events(tmp_path: P
               {"iteration": 1, "node": "record", "event": "rejected", "candidate": "x", "incumbent": "high"}]
     run.events.write_text("".join(json.dumps({"ts": 0.0, **e}) + "\n" for e in events))
     assert kept_versions(run) == {0: "high", 1: "high"}
+
+
+def test_a_trial_the_transcript_cut_is_shown_whole_from_the_workspace(tmp_path: Path) -> None:
+    import json
+
+    from videvolve.report.proposals import proposals
+    from videvolve.rundir import RunDir
+
+    trial = {"candidate": "abc123", "tasks": 40, "mean_score": 0.5,
+             "per_task": [{"task": f"video{i:03d}-000", "score": 0.5, "trace": [{"event": "final"}] * 5}
+                          for i in range(40)]}
+    ws = tmp_path / "run" / "workspaces" / "1-0"
+    (ws / "trials").mkdir(parents=True)
+    (ws / "trials" / "01.json").write_text(json.dumps(trial, indent=1))
+    cut = json.dumps(trial)[:4000]  # what the editor's transcript keeps
+    (ws / "transcript.jsonl").write_text(json.dumps({"kind": "tool", "name": "trial", "args": {}, "ok": True,
+                                                     "result": cut}) + "\n")
+    [shown] = proposals(RunDir(tmp_path / "run"), tmp_path / "out")
+    assert json.loads(shown["steps"][0]["result"]) == trial
