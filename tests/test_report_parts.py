@@ -93,3 +93,15 @@ def test_a_trial_the_transcript_cut_is_shown_whole_from_the_workspace(tmp_path: 
                                                      "result": cut}) + "\n")
     [shown] = proposals(RunDir(tmp_path / "run"), tmp_path / "out")
     assert json.loads(shown["steps"][0]["result"]) == trial
+
+
+def test_an_answer_the_trace_cut_still_reads_with_rounded_times() -> None:
+    import re
+
+    from videvolve.report.traces import _shortened
+
+    times = ", ".join(str(0.5416666666666666 + k * 1.0833333333333333) for k in range(200))
+    logged = ("{'answer': '[[22.24, 25.57]]', 'raw': '[[22.24, 25.57]]', 'evidence_times': [" + times)[:2000]
+    shown = _shortened(_readable(logged))
+    assert not re.search(r"\d\.\d{3,}", shown), shown
+    assert "0.54, 1.62" in shown and shown.endswith("characters)")

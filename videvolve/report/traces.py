@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,13 @@ def _readable(text: Any) -> str:
             continue
         if isinstance(value, dict | list):
             return json.dumps(rounded(value))
-    return text
+    # not parseable (the trace keeps a long answer's first 2,000 characters): its long decimals rounded all the same
+    return re.sub(r"(?<![\w.])\d+\.\d{3,}(?![\w.])", lambda m: str(round(float(m.group()), DECIMALS)), text)
+
+
+def _shortened(text: str, limit: int = 600) -> str:
+    """``text`` up to ``limit`` characters, saying so where it is cut."""
+    return text if len(text) <= limit else text[:limit] + f" ... ({len(text):,} characters)"
 
 
 def _gold(task: Task) -> str:
@@ -105,7 +112,7 @@ def _step(task: Task, step: dict[str, Any], stem: str, out: Path) -> dict[str, A
         note = f"outcome {step.get('outcome')}" + (f" ({step['error_kind']})" if step.get("error_kind") else "") + \
             f", score {float(step.get('score') or 0):.2f}, {step.get('frames', 0)} frames"
     else:
-        note = _readable(step.get("error") or step.get("answer") or step.get("message") or "")[:600]
+        note = _shortened(_readable(step.get("error") or step.get("answer") or step.get("message") or ""))
     return {"step": step["step"], "event": step["event"], "images": images, "note": note,
             "reply": _readable(step.get("reply", "")) if step.get("reply") else ""}
 
