@@ -105,3 +105,27 @@ def test_an_answer_the_trace_cut_still_reads_with_rounded_times() -> None:
     shown = _shortened(_readable(logged))
     assert not re.search(r"\d\.\d{3,}", shown), shown
     assert "0.54, 1.62" in shown and shown.endswith("characters)")
+
+
+def test_the_traces_are_the_best_harness_s_and_say_so(tmp_path: Path) -> None:
+    import json
+    import os
+
+    from videvolve.report.traces import traces
+    from videvolve.rundir import RunDir
+
+    task = {"id": "v1-000", "video_id": "v1", "video": "v1.mp4", "kind": "mcq", "question": "Which?",
+            "options": ["a", "b"], "answer": "A", "split": "train", "duration": 60.0}
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    run = RunDir(tmp_path / "run")
+    for age, version in enumerate(["best1", "trial2"]):  # an editor's trial evaluated after the best
+        evals = run.evals(version, "train")
+        (evals.path / "results").mkdir(parents=True)
+        (evals.path / "traces").mkdir(parents=True)
+        result = evals.path / "results" / "v1-000.json"
+        result.write_text(json.dumps({"task_id": "v1-000", "score": float(age), "prediction": {"answer": "A"}}))
+        os.utime(result, (1000 + age, 1000 + age))
+        evals.trace("v1-000").write_text(json.dumps({"step": 1, "event": "final", "answer": "A"}) + "\n")
+    settings = {"tasks": str(tmp_path / "tasks.jsonl")}
+    assert [(t["version"], t["score"]) for t in traces(run, settings, tmp_path / "out", "best1")] == [("best1", 0.0)]
+    assert [t["version"] for t in traces(run, settings, tmp_path / "out", "gone")] == ["trial2"]

@@ -117,12 +117,19 @@ def _step(task: Task, step: dict[str, Any], stem: str, out: Path) -> dict[str, A
             "reply": _readable(step.get("reply", "")) if step.get("reply") else ""}
 
 
-def traces(run: RunDir, settings: dict[str, Any], out: Path) -> list[dict[str, Any]]:
-    """The latest training traces of the run (one per task, at most ``MAX_TRACES``), thumbnails written to ``out``."""
+def traces(run: RunDir, settings: dict[str, Any], out: Path, version: str | None = None) -> list[dict[str, Any]]:
+    """Training traces of one harness, one per task (at most ``MAX_TRACES``), thumbnails written to ``out``.
+
+    The harness is ``version`` (the run's best) where it has training traces; else the one evaluated on training
+    tasks last (an editor's trial). Each trace names its version: the tasks' latest results may come from several.
+    """
     tasks = {t.id: t for t in read_tasks(settings["tasks"]) if t.split == "train"}
     evals = sorted(run.result_files("train"), key=lambda p: p.stat().st_mtime)
+    own = [p for p in evals if version and p.parent.parent.parent.name == version]
+    if evals and not own:
+        own = [p for p in evals if p.parent.parent.parent.name == evals[-1].parent.parent.parent.name]
     shown: list[dict[str, Any]] = []
-    for result_file in reversed(evals):
+    for result_file in reversed(own):
         result = json.loads(result_file.read_text())
         task = tasks.get(result["task_id"])
         trace = EvalDir(result_file.parent.parent).trace(result["task_id"])
@@ -131,6 +138,7 @@ def traces(run: RunDir, settings: dict[str, Any], out: Path) -> list[dict[str, A
         lines = [json.loads(x) for x in trace.read_text(encoding="utf-8").splitlines() if x.strip()]
         prediction = (result.get("prediction") or {}).get("answer")
         shown.append({"task_id": task.id, "kind": task.kind, "question": task.question,
+                      "version": result_file.parent.parent.parent.name,
                       "options": [f"{chr(ord('A') + i)}) {o}" for i, o in enumerate(task.options or [])],
                       "gold": _gold(task), "label_source": task.label_source,
                       "prediction": _readable(prediction) if prediction is not None else "none",
