@@ -129,3 +129,33 @@ def test_the_traces_are_the_best_harness_s_and_say_so(tmp_path: Path) -> None:
     settings = {"tasks": str(tmp_path / "tasks.jsonl")}
     assert [(t["version"], t["score"]) for t in traces(run, settings, tmp_path / "out", "best1")] == [("best1", 0.0)]
     assert [t["version"] for t in traces(run, settings, tmp_path / "out", "gone")] == ["trial2"]
+
+
+def test_the_lineage_s_labels_cover_no_node_no_other_label_and_not_the_legend(tmp_path: Path, monkeypatch) -> None:
+    boxes: dict[str, list] = {}
+    real_close = plt.close
+
+    def keep(fig) -> None:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        boxes["labels"] = [t.get_window_extent(renderer) for t in ax.texts]
+        boxes["nodes"] = [ax.transData.transform(c.get_offsets()[0]) for c in ax.collections]
+        boxes["legend"] = [ax.get_legend().get_window_extent(renderer)]
+        real_close(fig)
+
+    monkeypatch.setattr(plots.plt, "close", keep)
+    op = "raise_resolution+fewer_frames"  # the longest names sit side by side: a chain and three siblings
+    versions = [{"version": "seed0000", "parent": None, "decision": "seed", "iteration": 0, "score": 0.584},
+                {"version": "acc10000", "parent": "seed0000", "decision": "accepted", "iteration": 0,
+                 "operator": op, "score": 0.837},
+                *({"version": f"rej{i}0000", "parent": "acc10000", "decision": "rejected", "iteration": i,
+                   "operator": op, "score": 0.741} for i in (1, 2, 3)),
+                {"version": "acc20000", "parent": "rej30000", "decision": "pending", "iteration": 4,
+                 "operator": op, "score": 1.0}]
+    plots.lineage(versions, tmp_path / "l.png", iterations=5)
+    labels = boxes["labels"]
+    assert len(labels) == len(versions)
+    for i, a in enumerate(labels):
+        assert not any(a.overlaps(b) for b in labels[i + 1:] + boxes["legend"]), a
+        assert not any(a.contains(x, y) for x, y in boxes["nodes"]), a
