@@ -159,3 +159,23 @@ def test_the_lineage_s_labels_cover_no_node_no_other_label_and_not_the_legend(tm
     for i, a in enumerate(labels):
         assert not any(a.overlaps(b) for b in labels[i + 1:] + boxes["legend"]), a
         assert not any(a.contains(x, y) for x, y in boxes["nodes"]), a
+
+
+def test_a_run_stopped_before_its_first_decision_plots_the_seed_on_whole_iterations(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    seen: list = []
+    real_close = plt.close
+
+    def keep(fig) -> None:
+        fig.canvas.draw()
+        seen.append([([t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]],
+                      [h.get_label() for h in ax.get_legend_handles_labels()[0]]) for ax in fig.axes])
+        real_close(fig)
+
+    monkeypatch.setattr(plots.plt, "close", keep)
+    plots.progress([], {"score": 0.584, "cost": 5120.0, "frames": 256.0}, tmp_path / "p.png", {})
+    plots.categories([{"iteration": 0, "category": "misperception"}], tmp_path / "c.png")
+    (progress, categories) = seen
+    assert all(float(t).is_integer() for ax in progress for t in ax[0])
+    assert [labels.count("seed") for _, labels in progress] == [1, 1, 1]  # the seed drawn on each panel
+    assert categories[0][0] == [1.0]

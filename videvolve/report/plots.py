@@ -58,6 +58,9 @@ def progress(history: list[GateEntry], seed: dict[str, Any], path: Path, kept: d
             if h.cand_frames is not None:
                 ax3.scatter(it, h.cand_frames, color=colour, zorder=3)
     inc_x, inc = incumbent_steps(history, seed, kept)
+    for ax, key in ((ax1, "score"), (ax2, "cost"), (ax3, "frames")):  # the seed, where every line starts
+        if inc[key][0] is not None:
+            ax.scatter(0, inc[key][0], color=COLOURS["seed"], zorder=3, label="seed")
     ax1.step(inc_x, inc["score"], where="post", color="#333333", label="incumbent")
     ax2.step(inc_x, inc["cost"], where="post", color="#333333")
     if all(f is not None for f in inc["frames"]):
@@ -70,7 +73,12 @@ def progress(history: list[GateEntry], seed: dict[str, Any], path: Path, kept: d
     ax2.set_ylabel(f"{metric.replace('_', ' ')} / question\n(the gate's cost)")
     ax3.set_ylabel("frames / question")
     ax3.set_xlabel("iteration (0 = the seed)")
-    ax3.xaxis.set_major_locator(MaxNLocator(integer=True))
+    last = max(inc_x)
+    if last < 8:  # a locator's ticks would be fractions of an iteration for a run of one or none
+        ax3.set_xticks(range(last + 1))
+    else:
+        ax3.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax3.set_xlim(-0.5, max(last, 1) + 0.5)
     for ax in (ax1, ax2, ax3):
         ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -160,11 +168,14 @@ def categories(diagnoses: list[dict[str, Any]], path: Path) -> Path:
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_xlabel("iteration")
     ax.set_ylabel("diagnoses")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(its) < 12:  # a locator's ticks would be fractions of an iteration for a run of one
+        ax.set_xticks(its)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if cats:
-        ax.legend(fontsize=8, ncol=3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, not over them
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
