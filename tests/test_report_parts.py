@@ -179,3 +179,25 @@ def test_a_run_stopped_before_its_first_decision_plots_the_seed_on_whole_iterati
     assert all(float(t).is_integer() for ax in progress for t in ax[0])
     assert [labels.count("seed") for _, labels in progress] == [1, 1, 1]  # the seed drawn on each panel
     assert categories[0][0] == [1.0]
+
+
+def test_the_progress_legend_covers_no_candidate(tmp_path: Path, monkeypatch) -> None:
+    from videvolve.search.history import GateEntry
+
+    seen = {}
+    real_close = plt.close
+
+    def keep(fig) -> None:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        seen["legend"] = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+        seen["points"] = [ax.transData.transform(xy) for c in ax.collections for xy in c.get_offsets()]
+        real_close(fig)
+
+    monkeypatch.setattr(plots.plt, "close", keep)
+    history = [GateEntry(iteration=1, parent="a", candidate="low", decision="rejected", reason="r",
+                         cand_score=0.587, cand_cost=5250.0, cand_frames=58.9),  # bottom right: where it was
+               GateEntry(iteration=0, parent="s", candidate="a", decision="accepted", reason="r",
+                         cand_score=0.837, cand_cost=5311.0, cand_frames=113.0)]
+    plots.progress(history, {"score": 0.584, "cost": 5120.0, "frames": 256.0}, tmp_path / "p.png")
+    assert seen["points"] and not any(seen["legend"].contains(x, y) for x, y in seen["points"])

@@ -67,7 +67,7 @@ def progress(history: list[GateEntry], seed: dict[str, Any], path: Path, kept: d
         ax3.step(inc_x, inc["frames"], where="post", color="#333333")
     handles, labels = ax1.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
-    ax1.legend(unique.values(), unique.keys(), loc="lower right")
+    ax1.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0))  # not over a point
     metric = next((h.metric for h in history if h.metric), "visual_tokens")
     ax1.set_ylabel("selection score")
     ax2.set_ylabel(f"{metric.replace('_', ' ')} / question\n(the gate's cost)")
@@ -82,7 +82,7 @@ def progress(history: list[GateEntry], seed: dict[str, Any], path: Path, kept: d
     for ax in (ax1, ax2, ax3):
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
