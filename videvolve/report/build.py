@@ -145,7 +145,7 @@ def build_report(run: str | Path) -> Path:
                            heldout=heldout, former_best=former, tokens=_token_ledger(rundir),
                            proposals=proposals(rundir, out),
                            diagnoses=diagnoses, labels=_labels(settings),
-                           traces=traces(rundir, settings, out, best.get("version")),
+                           traces=traces(rundir, settings, out, str(best.get("version") or "")),
                            best=best.get("version", "?"),
                            compare_cmds=_compare_commands(rundir, settings, str(seed.get("version", "SEED"))),
                            best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)
