@@ -62,3 +62,11 @@ def test_a_run_without_a_test_comparison_says_how_to_get_one(report: Path) -> No
     assert "No test comparison for this run yet" in html
     assert f"--harness {report.parent.parent / 'best'}" in html and "--split test" in html
     assert "compare_on_test" in html
+
+
+def test_the_report_gives_the_best_s_cost_unit_and_each_diagnosis_s_id(report: Path) -> None:
+    html = report.read_text()
+    assert re.search(r"selection score \d\.\d{3}, [\d,]+\.\d visual tokens per question", html)
+    memory = json.loads((report.parent.parent / "settings.json").read_text())["memory"]
+    ids = [json.loads(x)["id"] for x in (Path(memory) / "diagnoses.jsonl").read_text().splitlines() if x.strip()]
+    assert ids and all(f"<code>{i}</code>" in html for i in ids)  # what `videvolve diagnoses show` takes

@@ -131,11 +131,11 @@ def build_report(run: str | Path) -> Path:
     seed = next((v for v in lineage if v.get("decision") == "seed"), {"score": 0.0, "cost": 0.0})
     diagnoses = run_diagnoses(rundir, settings)
     kept = kept_versions(rundir)
+    last = kept[max(kept)] if kept else None  # the incumbent now: several may pass a decision, the best goes on
+    best = next((v for v in lineage if v.get("version") == last), seed)
     plots.progress(history, seed, out / "progress.png", kept)
     plots.lineage(lineage, out / "lineage.png", iterations=max((h.number for h in history), default=0))
     plots.categories(diagnoses, out / "categories.png")
-    last = kept[max(kept)] if kept else None  # the incumbent now: several may pass a decision, the best goes on
-    best = next((v for v in lineage if v.get("version") == last), seed)
     env = Environment(autoescape=True, undefined=StrictUndefined)
     template = env.from_string((resources.files("videvolve.report") / "templates" / "report.html").read_text())
     heldout, former = heldout_comparison(rundir)
@@ -144,7 +144,8 @@ def build_report(run: str | Path) -> Path:
                            cost_metric=_setting(settings, "gate", "cost_metric", "cost_metric"),
                            heldout=heldout, former_best=former, tokens=_token_ledger(rundir),
                            proposals=proposals(rundir, out),
-                           diagnoses=diagnoses, labels=_labels(settings), traces=traces(rundir, settings, out),
+                           diagnoses=diagnoses, labels=_labels(settings),
+                           traces=traces(rundir, settings, out, str(best.get("version") or "")),
                            best=best.get("version", "?"),
                            compare_cmds=_compare_commands(rundir, settings, str(seed.get("version", "SEED"))),
                            best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)

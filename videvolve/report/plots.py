@@ -58,23 +58,31 @@ def progress(history: list[GateEntry], seed: dict[str, Any], path: Path, kept: d
             if h.cand_frames is not None:
                 ax3.scatter(it, h.cand_frames, color=colour, zorder=3)
     inc_x, inc = incumbent_steps(history, seed, kept)
+    for ax, key in ((ax1, "score"), (ax2, "cost"), (ax3, "frames")):  # the seed, where every line starts
+        if inc[key][0] is not None:
+            ax.scatter(0, inc[key][0], color=COLOURS["seed"], zorder=3, label="seed")
     ax1.step(inc_x, inc["score"], where="post", color="#333333", label="incumbent")
     ax2.step(inc_x, inc["cost"], where="post", color="#333333")
     if all(f is not None for f in inc["frames"]):
         ax3.step(inc_x, inc["frames"], where="post", color="#333333")
     handles, labels = ax1.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
-    ax1.legend(unique.values(), unique.keys(), loc="lower right")
+    ax1.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0))  # not over a point
     metric = next((h.metric for h in history if h.metric), "visual_tokens")
     ax1.set_ylabel("selection score")
     ax2.set_ylabel(f"{metric.replace('_', ' ')} / question\n(the gate's cost)")
     ax3.set_ylabel("frames / question")
     ax3.set_xlabel("iteration (0 = the seed)")
-    ax3.xaxis.set_major_locator(MaxNLocator(integer=True))
+    last = max(inc_x)
+    if last < 8:  # a locator's ticks would be fractions of an iteration for a run of one or none
+        ax3.set_xticks(range(last + 1))
+    else:
+        ax3.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax3.set_xlim(-0.5, max(last, 1) + 0.5)
     for ax in (ax1, ax2, ax3):
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -113,7 +121,9 @@ def lineage(versions: list[dict[str, Any]], path: Path, iterations: int | None =
     rows = _tree_rows(versions)
     x_of = {v["version"]: 0 if v.get("decision") == "seed" else int(v.get("iteration") or 0) + 1 for v in versions}
     last = max([iterations or 0, *x_of.values()])
-    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.5 * (max(rows.values(), default=0) + 2))))
+    # a label sits above its node, one part of the operator a line: the width and the rows make room for it
+    fig, ax = plt.subplots(figsize=(min(24.0, max(8.0, 1.5 * (last + 1))),
+                                    max(2.5, 0.9 * (max(rows.values(), default=0) + 2))))
     for v in versions:
         parent = v.get("parent")
         if parent in rows:
@@ -123,19 +133,22 @@ def lineage(versions: list[dict[str, Any]], path: Path, iterations: int | None =
         decision = v.get("decision", "none")
         x, y = x_of[v["version"]], -rows[v["version"]]
         ax.scatter(x, y, s=120, color=COLOURS.get(decision, "#999999"), zorder=2, label=decision)
-        ax.annotate(f"{v['version'][:8]} {v.get('operator') or 'seed'} {v.get('score') or 0:.3f}", (x, y),
-                    xytext=(8, -3), textcoords="offset points", fontsize=8)
+        operator = "\n".join(f"{part}+" for part in (v.get("operator") or "seed").split("+"))[:-1]
+        ax.annotate(f"{v['version'][:8]} {v.get('score') or 0:.3f}\n{operator}", (x, y), xytext=(0, 8),
+                    textcoords="offset points", fontsize=7, ha="center", va="bottom", linespacing=1.1)
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
     if unique:
-        ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.set_xlabel("iteration (0 = the seed)")
     ax.set_xticks(range(last + 1))
-    ax.set_xlim(-0.4, last + 0.9)  # room for the last labels; the ticks stop at the last iteration
+    ax.set_xlim(-0.6, last + 0.6)  # room for the first and last labels
+    top = max((-r for r in rows.values()), default=0)
+    ax.set_ylim(min((-r for r in rows.values()), default=0) - 0.4, top + 0.75)  # the top row's labels inside
     ax.set_yticks([])
-    ax.set_title("lineage: each version under its parent")
+    ax.set_title("lineage: each version under its parent (its id, selection score and operator above it)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the legend outside the axes too
     plt.close(fig)
     return path
 
@@ -155,11 +168,14 @@ def categories(diagnoses: list[dict[str, Any]], path: Path) -> Path:
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_xlabel("iteration")
     ax.set_ylabel("diagnoses")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(its) < 12:  # a locator's ticks would be fractions of an iteration for a run of one
+        ax.set_xticks(its)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if cats:
-        ax.legend(fontsize=8, ncol=3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, not over them
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -48,14 +49,30 @@ def _tool_result(result: Any) -> str:
     return text if len(text) <= MAX_TOOL_RESULT else text[:MAX_TOOL_RESULT] + f"\n... ({len(text):,} characters)"
 
 
-def _step(entry: dict[str, Any]) -> dict[str, str]:
-    """One transcript entry as a row: who, what, and its (shortened) result."""
+def _whole_trial(result: Any, trials: dict[str, dict[str, Any]]) -> Any:
+    """A trial's result as the workspace's ``trials/`` keeps it: the transcript keeps only its first characters."""
+    text = str(result)
+    with contextlib.suppress(ValueError):
+        json.loads(text)
+        return text
+    named = re.match(r'\s*\{\s*"candidate":\s*"([^"]+)"', text)
+    return json.dumps(trials[named.group(1)]) if named and named.group(1) in trials else text
+
+
+def _step(entry: dict[str, Any], trials: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
+    """One transcript entry as a row: who, what, and its (shortened) result.
+
+    ``trials``: the workspace's trials by candidate, for a trial's result that the transcript cut.
+    """
     kind = entry.get("kind", "")
     if kind == "tool":
         args = {k: (v[:120] + "..." if isinstance(v, str) and len(v) > 120 else v)
                 for k, v in (entry.get("args") or {}).items()}
+        result = entry.get("result", "")
+        if entry.get("name") == "trial":
+            result = _whole_trial(result, trials or {})
         return {"who": "tool", "what": f"{entry.get('name')}({json.dumps(args)[:400]})",
-                "result": _tool_result(entry.get("result", "")), "ok": "ok" if entry.get("ok") else "refused"}
+                "result": _tool_result(result), "ok": "ok" if entry.get("ok") else "refused"}
     if kind == "command":
         status = "timed out" if entry.get("timed_out") else f"exit {entry.get('exit')}"
         return {"who": "command", "what": f"{entry.get('command')} ({status}, {entry.get('seconds')} s; tools "
@@ -79,6 +96,7 @@ def proposals(run: RunDir, out: Path) -> list[dict[str, Any]]:
         version = submitted.get("version")
         diff = revision_diff(run.harness(str(version))) if version else ""
         trials = [json.loads(p.read_text()) for p in sorted((ws / "trials").glob("*.json"))]
+        by_candidate = {str(t.get("candidate")): t for t in trials if isinstance(t, dict)}
         probes = []
         for p in sorted((ws / "probes").glob("*/probe.json")):
             probe = json.loads(p.read_text())
@@ -95,5 +113,5 @@ def proposals(run: RunDir, out: Path) -> list[dict[str, Any]]:
         iteration, _, n = ws.name.partition("-")
         shown.append({"name": ws.name, "iteration": int(iteration) if iteration.isdigit() else iteration,
                       "n": n, "version": version, "diff": diff, "trials": trials, "probes": probes,
-                      "steps": [_step(e) for e in _lines(ws / "transcript.jsonl")]})
+                      "steps": [_step(e, by_candidate) for e in _lines(ws / "transcript.jsonl")]})
     return shown

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,13 @@ def _readable(text: Any) -> str:
             continue
         if isinstance(value, dict | list):
             return json.dumps(rounded(value))
-    return text
+    # not parseable (the trace keeps a long answer's first 2,000 characters): its long decimals rounded all the same
+    return re.sub(r"(?<![\w.])\d+\.\d{3,}(?![\w.])", lambda m: str(round(float(m.group()), DECIMALS)), text)
+
+
+def _shortened(text: str, limit: int = 600) -> str:
+    """``text`` up to ``limit`` characters, saying so where it is cut."""
+    return text if len(text) <= limit else text[:limit] + f" ... ({len(text):,} characters)"
 
 
 def _gold(task: Task) -> str:
@@ -105,17 +112,24 @@ def _step(task: Task, step: dict[str, Any], stem: str, out: Path) -> dict[str, A
         note = f"outcome {step.get('outcome')}" + (f" ({step['error_kind']})" if step.get("error_kind") else "") + \
             f", score {float(step.get('score') or 0):.2f}, {step.get('frames', 0)} frames"
     else:
-        note = _readable(step.get("error") or step.get("answer") or step.get("message") or "")[:600]
+        note = _shortened(_readable(step.get("error") or step.get("answer") or step.get("message") or ""))
     return {"step": step["step"], "event": step["event"], "images": images, "note": note,
             "reply": _readable(step.get("reply", "")) if step.get("reply") else ""}
 
 
-def traces(run: RunDir, settings: dict[str, Any], out: Path) -> list[dict[str, Any]]:
-    """The latest training traces of the run (one per task, at most ``MAX_TRACES``), thumbnails written to ``out``."""
+def traces(run: RunDir, settings: dict[str, Any], out: Path, version: str | None = None) -> list[dict[str, Any]]:
+    """Training traces of one harness, one per task (at most ``MAX_TRACES``), thumbnails written to ``out``.
+
+    The harness is ``version`` (the run's best) where it has training traces; else the one evaluated on training
+    tasks last (an editor's trial). Each trace names its version: the tasks' latest results may come from several.
+    """
     tasks = {t.id: t for t in read_tasks(settings["tasks"]) if t.split == "train"}
     evals = sorted(run.result_files("train"), key=lambda p: p.stat().st_mtime)
+    own = [p for p in evals if version and p.parent.parent.parent.name == version]
+    if evals and not own:
+        own = [p for p in evals if p.parent.parent.parent.name == evals[-1].parent.parent.parent.name]
     shown: list[dict[str, Any]] = []
-    for result_file in reversed(evals):
+    for result_file in reversed(own):
         result = json.loads(result_file.read_text())
         task = tasks.get(result["task_id"])
         trace = EvalDir(result_file.parent.parent).trace(result["task_id"])
@@ -124,6 +138,7 @@ def traces(run: RunDir, settings: dict[str, Any], out: Path) -> list[dict[str, A
         lines = [json.loads(x) for x in trace.read_text(encoding="utf-8").splitlines() if x.strip()]
         prediction = (result.get("prediction") or {}).get("answer")
         shown.append({"task_id": task.id, "kind": task.kind, "question": task.question,
+                      "version": result_file.parent.parent.parent.name,
                       "options": [f"{chr(ord('A') + i)}) {o}" for i, o in enumerate(task.options or [])],
                       "gold": _gold(task), "label_source": task.label_source,
                       "prediction": _readable(prediction) if prediction is not None else "none",
