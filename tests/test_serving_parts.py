@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 from pathlib import Path
@@ -524,3 +525,27 @@ def test_a_client_that_goes_away_stops_its_harness(index_video: Path, tmp_path: 
         gone = time.monotonic()
         _running_or_queued(base, 0)  # main: 1 for the next 118 s
         assert time.monotonic() - gone < 5
+
+
+@pytest.mark.slow
+def test_lmms_eval_model_scores_an_unreadable_video_and_answers_the_rest(serving_world, tmp_path: Path):
+    """lmms-eval hands a simple model every request of a run in one generate_until call: one missing or damaged
+    video raised out of it and ended the whole run, every answer before it lost. As `eval` does, such a document is
+    answered with nothing (scored 0), its reason in the costs file, and the rest are answered."""
+    from types import SimpleNamespace
+
+    from videvolve.serving.lmms_eval_model import VidevolveLMM
+
+    w = serving_world
+    (tmp_path / "text.mp4").write_text("not a video")
+    costs = tmp_path / "costs.jsonl"
+    model = VidevolveLMM(harness=str(w.harness), no_cache=True, costs=str(costs))
+    model.task_dict = {"t": {"test": [{"video": str(tmp_path / "text.mp4")}, {"video": str(tmp_path / "gone.mp4")},
+                                      {"video": str(w.video)}]}}
+    context = "\n".join([w.mcq.question, *[f"{chr(65 + i)}) {o}" for i, o in enumerate(w.mcq.options or [])]])
+    requests = [SimpleNamespace(args=(context, {}, lambda doc: [doc["video"]], i, "t", "test")) for i in range(3)]
+    assert model.generate_until(requests) == ["", "", w.asked_mcq["answer"]]  # main: UnreadableVideoError
+    lines = [json.loads(line) for line in costs.read_text().splitlines()]
+    assert [(g["doc_id"], g["outcome"], g["error_kind"]) for g in lines] == [
+        (0, "error", "media"), (1, "error", "media"), (2, "ok", None)]
+    assert "cannot decode" in lines[0]["error"] and lines[0]["kind"] == "mcq" and lines[0]["cost"]["frames"] == 0

@@ -10,19 +10,22 @@ request's context is split into the question and its "A) ..." option lines (opti
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from videvolve.api import load_harness
 from videvolve.config import ModelSettings, RuntimeSettings, default_cache_path
-from videvolve.errors import UsageError
+from videvolve.errors import ErrorKind, MediaError, UsageError
 from videvolve.models.cache import ResponseCache
-from videvolve.serving.agent import AgentAnswer, VideoAgent, split_question
+from videvolve.serving.agent import AgentAnswer, Cost, VideoAgent, question_kind, split_question
 
 try:
     from lmms_eval.api.model import lmms
 except ImportError:  # lmms-eval is not installed: the module still imports (checks, docs); lmms-eval is what runs it
     lmms = object
+
+log = logging.getLogger(__name__)
 
 
 def _flag(value: Any) -> bool:
@@ -77,9 +80,19 @@ class VidevolveLMM(lmms):
         self.costs = Path(costs) if costs else None
 
     def answer(self, context: str, video: str) -> AgentAnswer:
-        """One document: the harness's answer to the context's question about the video."""
+        """One document: the harness's answer to the context's question about the video.
+
+        A video that is missing or cannot be decoded is an error answer (no text, scored 0), as ``eval`` scores it:
+        lmms-eval asks for every document in one call, and one bad video must not end the run.
+        """
         question, options = split_question(context)
-        return self.agent.ask(video, question, options or None, grounding=self.grounding)
+        try:
+            return self.agent.ask(video, question, options or None, grounding=self.grounding)
+        except MediaError as exc:
+            log.warning("videvolve: %s (answered with nothing, scored 0)", exc)
+            return AgentAnswer(harness=self.agent.version, kind=question_kind(options, self.grounding),
+                               outcome="error", text="", cost=Cost(), error_kind=ErrorKind.MEDIA.value,
+                               error=str(exc))
 
     def generate_until(self, requests: list[Any]) -> list[str]:
         """The answer text of each request (an mcq letter, or grounding intervals as JSON)."""
