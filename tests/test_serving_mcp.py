@@ -219,3 +219,29 @@ def test_a_call_the_client_cancels_stops_its_harness(tmp_path: Path):
 
     anyio.run(main)
     assert agent.stopped.is_set()  # main: the question was never told (it ran on, 60 s here)
+
+
+def test_every_tool_argument_is_described_for_the_host(tmp_path: Path):
+    """A host's model sees a tool's input schema: every argument had only a title ("Video", "K", "Category"), so
+    it was left to guess a path's form, the options' form, k's range and the categories (a wrong one found
+    nothing, silently). Each is described; k is bounded and category an enum the SDK checks."""
+    from videvolve.memory.records import CATEGORIES
+    from videvolve.serving.mcp_server import create_mcp
+    from videvolve.serving.media import MediaRoots
+
+    server = create_mcp(_Blocking(concurrency=1), MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(server) as client:
+            tools = (await client.list_tools()).tools
+            wrong = await client.call_tool("search_diagnoses", {"text": "missed", "category": "missed"})
+            return tools, wrong
+
+    tools, wrong = anyio.run(main)
+    for tool in tools:
+        for name, prop in tool.input_schema["properties"].items():
+            assert prop.get("description"), (tool.name, name)  # main: ask_video's video has none
+    search = next(t for t in tools if t.name == "search_diagnoses").input_schema["properties"]
+    assert (search["k"]["minimum"], search["k"]["maximum"]) == (1, 50)
+    assert set(search["category"]["anyOf"][0]["enum"]) == set(CATEGORIES)
+    assert wrong.is_error and "missed_event" in wrong.content[0].text

@@ -13,7 +13,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from videvolve.errors import EndpointError, InfraError, VidevolveError
+from videvolve.memory.records import Category
 from videvolve.memory.store import DiagnosisStore
 from videvolve.serving.agent import AgentAnswer, VideoAgent
 from videvolve.serving.auth import KEY_HINT, bearer_matches
@@ -29,6 +30,8 @@ from videvolve.serving.media import MediaRoots, video_file
 
 INSTRUCTIONS = ("Answers questions about long videos with an evolved harness around a vision-language model: the "
                 "harness decides which frames to look at. Videos are paths under the server's media roots.")
+Video = Annotated[str, Field(description="the video: a path under the server's media roots (absolute, or relative "
+                             "to the first root), a file:// or http(s):// URL, or a data:video/...;base64 URL")]
 
 
 class DiagnosisHit(BaseModel):
@@ -121,7 +124,11 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
     gate = threading.BoundedSemaphore(agent.runtime.concurrency)  # the SDK runs each call in a thread of its own
 
     @server.tool()
-    async def ask_video(video: str, question: str, options: list[str] | None = None) -> AgentAnswer:
+    async def ask_video(video: Video, question: Annotated[str, Field(description="the question about the video")],
+                        options: Annotated[list[str] | None, Field(
+                            description="the choices, in order (\"A) red\", \"B) blue\" or just \"red\", "
+                            "\"blue\"): multiple choice; none: a when-question answered with intervals")] = None,
+                        ) -> AgentAnswer:
         """Ask the harness a question about a video (a path under the media roots).
 
         With options (e.g. ["A) red", "B) blue"]) it is multiple choice and the answer is a letter; without, it is a
@@ -131,12 +138,16 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         return await _asked(agent, roots, gate, video, question, options, grounding=False)
 
     @server.tool()
-    async def ground_in_video(video: str, query: str) -> AgentAnswer:
+    async def ground_in_video(video: Video, query: Annotated[str, Field(
+            description="what to find, e.g. 'the red star appears'")]) -> AgentAnswer:
         """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does."""
         return await _asked(agent, roots, gate, video, query, None, grounding=True)
 
     @server.tool()
-    def search_diagnoses(text: str, k: int = 5, category: str | None = None) -> DiagnosisHits:
+    def search_diagnoses(text: Annotated[str, Field(description="a failure, in words")],
+                         k: Annotated[int, Field(ge=1, le=50, description="how many diagnoses")] = 5,
+                         category: Annotated[Category | None, Field(description="only this category")] = None,
+                         ) -> DiagnosisHits:
         """The stored diagnoses of past harness failures most similar to a text (e.g. 'missed short events')."""
         if not memory.exists():
             raise ToolError(f"no diagnosis memory at {memory}: run `videvolve evolve` first, or start the server "
@@ -148,7 +159,7 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         else:
             store = open_memory(memory)
         try:  # opened per call and closed: a server holding the memory would refuse every run that writes it
-            found = store.search(text, k=max(1, min(k, 50)), category=category)
+            found = store.search(text, k=k, category=category)
         finally:
             store.close()
         return DiagnosisHits(memory=str(memory), hits=[DiagnosisHit(
