@@ -245,3 +245,27 @@ def test_every_tool_argument_is_described_for_the_host(tmp_path: Path):
     assert (search["k"]["minimum"], search["k"]["maximum"]) == (1, 50)
     assert set(search["category"]["anyOf"][0]["enum"]) == set(CATEGORIES)
     assert wrong.is_error and "missed_event" in wrong.content[0].text
+
+
+@pytest.mark.timeout(120)
+def test_the_key_is_asked_with_the_bearer_scheme_in_any_case(tmp_path: Path):
+    """HTTP's auth scheme is case-insensitive (RFC 9110 11.1): a host configured with `authorization: bearer KEY`
+    sent the right key and was refused (401) by `mcp --http` and `serve`. A wrong key still is."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.serving_support import running
+    from videvolve.serving.mcp_server import create_mcp, http_app
+    from videvolve.serving.media import MediaRoots
+
+    server = create_mcp(_Blocking(concurrency=1), MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+    with running(http_app(server, "127.0.0.1", "s3cret")) as base:
+        async def tools(header: str) -> list[str]:
+            keyed = httpx2.AsyncClient(headers={"Authorization": header}, timeout=60)
+            async with Client(streamable_http_client(f"{base}/mcp", http_client=keyed)) as client:
+                return [t.name for t in (await client.list_tools()).tools]
+
+        for header in ("bearer s3cret", "BEARER  s3cret"):
+            assert "ask_video" in anyio.run(tools, header), header  # main: 401
+        with pytest.raises(Exception):  # noqa: B017 (the SDK's own error for a 401)
+            anyio.run(tools, "bearer s3cre")

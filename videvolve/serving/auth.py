@@ -11,6 +11,9 @@ KEY_HINT = "invalid API key: send Authorization: Bearer <key> (the value of the 
 
 
 def bearer_matches(scope: Scope, api_key: str) -> bool:
-    """Whether an ASGI HTTP request carries ``Authorization: Bearer <api_key>`` (compared in constant time)."""
-    given = Headers(scope=scope).get("authorization", "")
-    return secrets.compare_digest(given.encode(), f"Bearer {api_key}".encode())
+    """Whether an ASGI HTTP request carries ``Authorization: Bearer <api_key>`` (compared in constant time).
+
+    The scheme is case-insensitive (RFC 9110 11.1: ``bearer KEY`` is the same credential).
+    """
+    scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), api_key.encode())
