@@ -269,3 +269,23 @@ def test_the_key_is_asked_with_the_bearer_scheme_in_any_case(tmp_path: Path):
             assert "ask_video" in anyio.run(tools, header), header  # main: 401
         with pytest.raises(Exception):  # noqa: B017 (the SDK's own error for a 401)
             anyio.run(tools, "bearer s3cre")
+
+
+@pytest.mark.timeout(200)
+def test_a_down_model_endpoint_is_a_tool_error_before_the_host_gives_up(serving_world):
+    """The model endpoint was retried for --retry-window's 10 minutes (an overnight run's patience): the host timed
+    out first (the SDK's client here at 90 s) and its user never saw why. `mcp` retries for 30 s unless told, then
+    the call is the documented tool error with the reason."""
+    w = serving_world
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "videvolve", "mcp", "--harness", str(w.harness), "--media-root", str(w.root), "--no-cache",
+        "--backend", "openai", "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m"], env=env())
+
+    async def main() -> Any:
+        async with Client(params, read_timeout_seconds=90) as client:
+            started = anyio.current_time()
+            result = await client.call_tool("ground_in_video", {"video": str(w.video), "query": "When?"})
+            return result, anyio.current_time() - started
+
+    result, took = anyio.run(main)  # main: MCPError "Request 'tools/call' timed out"
+    assert result.is_error and "down" in result.content[0].text and took < 60, (took, result.content)
