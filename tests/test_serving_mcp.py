@@ -289,3 +289,27 @@ def test_a_down_model_endpoint_is_a_tool_error_before_the_host_gives_up(serving_
 
     result, took = anyio.run(main)  # main: MCPError "Request 'tools/call' timed out"
     assert result.is_error and "down" in result.content[0].text and took < 60, (took, result.content)
+
+
+@pytest.mark.timeout(120)
+def test_a_wrong_number_of_options_is_a_tool_error(tmp_path: Path):
+    """One option, or more than the 26 letters: the harness ran (model calls spent) on a question it cannot answer
+    (one option is always "A"; a 27th is lettered "[" and can never be chosen) and the host got a confident answer.
+    A task file refuses both; ask_video says so. No options (null or []) is still a when-question."""
+    from videvolve.serving.mcp_server import create_mcp
+    from videvolve.serving.media import MediaRoots
+
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = _Blocking(concurrency=1)
+    agent.release.set()
+    server = create_mcp(agent, MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+
+    async def main() -> list[Any]:
+        async with Client(server) as client:
+            return [await client.call_tool("ask_video", {"video": "v.mp4", "question": "Which?", "options": options})
+                    for options in (["A) only"], [f"option {i}" for i in range(27)], [], None, ["red", "blue"])]
+
+    one, many, empty, none, two = anyio.run(main)
+    for refused in (one, many):
+        assert refused.is_error and "2 to 26 options" in refused.content[0].text  # main: answered
+    assert not any(r.is_error for r in (empty, none, two)) and agent.most == 1

@@ -27,6 +27,7 @@ from videvolve.memory.store import DiagnosisStore
 from videvolve.serving.agent import AgentAnswer, VideoAgent
 from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import MediaRoots, video_file
+from videvolve.tasks import LETTERS
 
 INSTRUCTIONS = ("Answers questions about long videos with an evolved harness around a vision-language model: the "
                 "harness decides which frames to look at. Videos are paths under the server's media roots.")
@@ -126,7 +127,7 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
     @server.tool()
     async def ask_video(video: Video, question: Annotated[str, Field(description="the question about the video")],
                         options: Annotated[list[str] | None, Field(
-                            description="the choices, in order (\"A) red\", \"B) blue\" or just \"red\", "
+                            description="2 to 26 choices, in order (\"A) red\", \"B) blue\" or just \"red\", "
                             "\"blue\"): multiple choice; none: a when-question answered with intervals")] = None,
                         ) -> AgentAnswer:
         """Ask the harness a question about a video (a path under the media roots).
@@ -135,6 +136,8 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         'when does X happen?' question answered with every [start, end] interval in seconds. The reply carries the
         evidence times and the cost (frames, visual tokens, model calls).
         """
+        if options and not 2 <= len(options) <= len(LETTERS):  # as a task file: one is always "A", a 27th unletterable
+            raise ToolError(f"give 2 to {len(LETTERS)} options (got {len(options)}), or none for a when-question")
         return await _asked(agent, roots, gate, video, question, options, grounding=False)
 
     @server.tool()
