@@ -224,7 +224,9 @@ def test_a_call_the_client_cancels_stops_its_harness(tmp_path: Path):
 def test_every_tool_argument_is_described_for_the_host(tmp_path: Path):
     """A host's model sees a tool's input schema: every argument had only a title ("Video", "K", "Category"), so
     it was left to guess a path's form, the options' form, k's range and the categories (a wrong one found
-    nothing, silently). Each is described; k is bounded and category an enum the SDK checks."""
+    nothing, silently). Each is described; k is bounded and category an enum the SDK checks. The server says its
+    version (it said "")."""
+    from videvolve import __version__
     from videvolve.memory.records import CATEGORIES
     from videvolve.serving.mcp_server import create_mcp
     from videvolve.serving.media import MediaRoots
@@ -233,6 +235,7 @@ def test_every_tool_argument_is_described_for_the_host(tmp_path: Path):
 
     async def main() -> tuple[Any, Any]:
         async with Client(server) as client:
+            assert client.server_info is not None and client.server_info.version == __version__  # main: ""
             tools = (await client.list_tools()).tools
             wrong = await client.call_tool("search_diagnoses", {"text": "missed", "category": "missed"})
             return tools, wrong

@@ -21,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from videvolve import __version__
 from videvolve.errors import EndpointError, InfraError, VidevolveError
 from videvolve.memory.records import Category
 from videvolve.memory.store import DiagnosisStore
@@ -121,7 +122,7 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
 def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
                open_memory: Callable[[Path], DiagnosisStore] | None = None) -> MCPServer:
     """The server; ``open_memory`` opens the diagnosis memory for each search (default: ``read_store``)."""
-    server: MCPServer = MCPServer("videvolve", instructions=INSTRUCTIONS)
+    server: MCPServer = MCPServer("videvolve", instructions=INSTRUCTIONS, version=__version__)
     gate = threading.BoundedSemaphore(agent.runtime.concurrency)  # the SDK runs each call in a thread of its own
 
     @server.tool()
