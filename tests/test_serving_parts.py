@@ -549,3 +549,21 @@ def test_lmms_eval_model_scores_an_unreadable_video_and_answers_the_rest(serving
     assert [(g["doc_id"], g["outcome"], g["error_kind"]) for g in lines] == [
         (0, "error", "media"), (1, "error", "media"), (2, "ok", None)]
     assert "cannot decode" in lines[0]["error"] and lines[0]["kind"] == "mcq" and lines[0]["cost"]["frames"] == 0
+
+
+@pytest.mark.slow
+def test_lmms_eval_multi_round_requests_are_answered_in_one_round(serving_world):
+    """A generate_until_multi_round task's Instance.args has doc_to_text between doc_to_visual and doc_id (lmms-eval's
+    api/task.py): generate_until_multi_round handed them to generate_until, which unpacked six and raised
+    ValueError for every such task. Its first round is answered, as documented."""
+    from types import SimpleNamespace
+
+    from videvolve.serving.lmms_eval_model import VidevolveLMM
+
+    w = serving_world
+    model = VidevolveLMM(harness=str(w.harness), no_cache=True)
+    model.task_dict = {"t": {"test": [{"video": str(w.video)}]}}
+    context = "\n".join([w.mcq.question, *[f"{chr(65 + i)}) {o}" for i, o in enumerate(w.mcq.options or [])]])
+    request = SimpleNamespace(args=(context, {}, lambda doc: [doc["video"]], lambda doc, *a, **k: context, 0, "t",
+                                    "test"))
+    assert model.generate_until_multi_round([request]) == [w.asked_mcq["answer"]]  # main: ValueError

@@ -98,7 +98,9 @@ class VidevolveLMM(lmms):
         """The answer text of each request (an mcq letter, or grounding intervals as JSON)."""
         out = []
         for request in requests:
-            context, _gen_kwargs, doc_to_visual, doc_id, task, split = request.args
+            # generate_until: (context, gen_kwargs, doc_to_visual, doc_id, task, split); multi-round requests have
+            # doc_to_text after doc_to_visual
+            context, _gen_kwargs, doc_to_visual, *_, doc_id, task, split = request.args
             video = video_of(doc_to_visual(self.task_dict[task][split][doc_id]))
             answer = self.answer(context, video)
             if self.costs is not None:
@@ -113,5 +115,5 @@ class VidevolveLMM(lmms):
         raise NotImplementedError("videvolve answers with generate_until tasks only (output_type: generate_until)")
 
     def generate_until_multi_round(self, requests: list[Any]) -> list[str]:
-        """One round per document, as ``generate_until``."""
+        """One round per document (the first), as ``generate_until``."""
         return self.generate_until(requests)
