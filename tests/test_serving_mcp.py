@@ -316,3 +316,39 @@ def test_a_wrong_number_of_options_is_a_tool_error(tmp_path: Path):
     for refused in (one, many):
         assert refused.is_error and "2 to 26 options" in refused.content[0].text  # main: answered
     assert not any(r.is_error for r in (empty, none, two)) and agent.most == 1
+
+
+@pytest.mark.timeout(180)
+def test_calls_waiting_their_turn_hold_no_thread(tmp_path: Path):
+    """Each call waiting for its --concurrency place waited in a thread of anyio's 40: past 40 waiting calls (several
+    clients over --http), every other tool call, and every new one, hung until a harness finished. They wait
+    without a thread now; the bound holds."""
+    from videvolve.serving.mcp_server import create_mcp
+    from videvolve.serving.media import MediaRoots
+
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = _Blocking(concurrency=1)
+    server = create_mcp(agent, MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+
+    async def main() -> tuple[list[Any], Any]:
+        results: list[Any] = []
+        other = None
+        async with Client(server) as client:
+            async def one() -> None:
+                results.append(await client.call_tool("ground_in_video", {"video": "v.mp4", "query": "When?"}))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(45):
+                    tg.start_soon(one)
+                with anyio.fail_after(30):
+                    while agent.now < 1:
+                        await anyio.sleep(0.02)
+                await anyio.sleep(1.0)
+                with anyio.move_on_after(10):  # main: never answered while 45 calls wait
+                    other = await client.call_tool("search_diagnoses", {"text": "missed"})
+                agent.release.set()
+        return results, other
+
+    results, other = anyio.run(main)
+    assert other is not None and other.is_error and "no diagnosis memory" in other.content[0].text
+    assert len(results) == 45 and not any(r.is_error for r in results) and agent.most == 1

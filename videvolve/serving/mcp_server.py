@@ -90,7 +90,26 @@ def harness_card(agent: VideoAgent) -> HarnessCard:
                        scores=dict(m.get("scores") or {}))
 
 
-async def _asked(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, video: str, question: str,
+class _Gates:
+    """A call's turn: waited for without a thread (``turn``), then its harness's place (``place``, in the thread).
+
+    A call waiting in a thread held one of anyio's 40: past 40 waiting calls every other call hung. ``place`` is
+    kept by a cancelled call's abandoned thread until its harness has stopped, so the bound holds meanwhile.
+    """
+
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self.place = threading.BoundedSemaphore(concurrency)
+        self._turn: anyio.Semaphore | None = None
+
+    @property
+    def turn(self) -> anyio.Semaphore:
+        if self._turn is None:  # made in the server's event loop
+            self._turn = anyio.Semaphore(self.concurrency)
+        return self._turn
+
+
+async def _asked(agent: VideoAgent, roots: MediaRoots, gates: _Gates, video: str, question: str,
                  options: list[str] | None, grounding: bool) -> AgentAnswer:
     """The answer, in a thread; a call the client cancels (``notifications/cancelled``) stops its harness.
 
@@ -98,12 +117,14 @@ async def _asked(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore
     its place under ``--concurrency``) to the task timeout.
     """
     cancel = threading.Event()
-    try:
-        return await anyio.to_thread.run_sync(functools.partial(
-            _answer, agent, roots, gate, video, question, options, grounding, cancel), abandon_on_cancel=True)
-    except anyio.get_cancelled_exc_class():
-        cancel.set()  # the thread, abandoned, stops its harness within a second and frees its place
-        raise
+    async with gates.turn:
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(
+                _answer, agent, roots, gates.place, video, question, options, grounding, cancel),
+                abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()  # the thread, abandoned, stops its harness within a second and frees its place
+            raise
 
 
 def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, video: str, question: str,
@@ -123,7 +144,7 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
                open_memory: Callable[[Path], DiagnosisStore] | None = None) -> MCPServer:
     """The server; ``open_memory`` opens the diagnosis memory for each search (default: ``read_store``)."""
     server: MCPServer = MCPServer("videvolve", instructions=INSTRUCTIONS, version=__version__)
-    gate = threading.BoundedSemaphore(agent.runtime.concurrency)  # the SDK runs each call in a thread of its own
+    gates = _Gates(agent.runtime.concurrency)
 
     @server.tool()
     async def ask_video(video: Video, question: Annotated[str, Field(description="the question about the video")],
@@ -139,13 +160,13 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         """
         if options and not 2 <= len(options) <= len(LETTERS):  # as a task file: one is always "A", a 27th unletterable
             raise ToolError(f"give 2 to {len(LETTERS)} options (got {len(options)}), or none for a when-question")
-        return await _asked(agent, roots, gate, video, question, options, grounding=False)
+        return await _asked(agent, roots, gates, video, question, options, grounding=False)
 
     @server.tool()
     async def ground_in_video(video: Video, query: Annotated[str, Field(
             description="what to find, e.g. 'the red star appears'")]) -> AgentAnswer:
         """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does."""
-        return await _asked(agent, roots, gate, video, query, None, grounding=True)
+        return await _asked(agent, roots, gates, video, query, None, grounding=True)
 
     @server.tool()
     def search_diagnoses(text: Annotated[str, Field(description="a failure, in words")],
