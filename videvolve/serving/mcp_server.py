@@ -21,7 +21,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from videvolve import __version__
 from videvolve.errors import EndpointError, InfraError, VidevolveError
 from videvolve.memory.records import Category
 from videvolve.memory.store import DiagnosisStore
@@ -29,6 +28,7 @@ from videvolve.serving.agent import AgentAnswer, VideoAgent
 from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import MediaRoots, video_file
 from videvolve.tasks import LETTERS
+from videvolve.version import __version__
 
 INSTRUCTIONS = ("Answers questions about long videos with an evolved harness around a vision-language model: the "
                 "harness decides which frames to look at. Videos are paths under the server's media roots.")
