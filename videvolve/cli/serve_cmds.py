@@ -57,6 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--http: require Authorization: Bearer $VAR from clients (the variable must be set)")
     m.add_argument("--memory", type=Path, default=DEFAULT_MEMORY, help="the diagnosis memory search_diagnoses reads")
     _agent_args(m)
+    for action in m._actions:
+        if action.dest == "ModelSettings.retry_window_s":
+            action.help = (f"seconds a failing model endpoint is retried before the call is a tool error (default "
+                           f"{MCP_RETRY_WINDOW_S:g}: a host gives up on a call long before evolve's 600)")
     m.set_defaults(func=cmd_mcp)
 
 
