@@ -545,7 +545,7 @@ def test_lmms_eval_model_scores_an_unreadable_video_and_answers_the_rest(serving
     context = "\n".join([w.mcq.question, *[f"{chr(65 + i)}) {o}" for i, o in enumerate(w.mcq.options or [])]])
     requests = [SimpleNamespace(args=(context, {}, lambda doc: [doc["video"]], i, "t", "test")) for i in range(3)]
     assert model.generate_until(requests) == ["", "", w.asked_mcq["answer"]]  # main: UnreadableVideoError
-    lines = [json.loads(line) for line in costs.read_text().splitlines()]
+    lines = sorted((json.loads(line) for line in costs.read_text().splitlines()), key=lambda g: g["doc_id"])
     assert [(g["doc_id"], g["outcome"], g["error_kind"]) for g in lines] == [
         (0, "error", "media"), (1, "error", "media"), (2, "ok", None)]
     assert "cannot decode" in lines[0]["error"] and lines[0]["kind"] == "mcq" and lines[0]["cost"]["frames"] == 0
@@ -567,3 +567,39 @@ def test_lmms_eval_multi_round_requests_are_answered_in_one_round(serving_world)
     request = SimpleNamespace(args=(context, {}, lambda doc: [doc["video"]], lambda doc, *a, **k: context, 0, "t",
                                     "test"))
     assert model.generate_until_multi_round([request]) == [w.asked_mcq["answer"]]  # main: ValueError
+
+
+def test_lmms_eval_model_answers_concurrency_documents_at_once_in_order(tmp_path: Path):
+    """lmms-eval hands the model every document in one generate_until call; it answered them one at a time
+    (eval runs --concurrency 4): an lmms-eval run took 4x eval's time. `concurrency` of them run at once now, the
+    replies in the requests' order, a costs line for each."""
+    from types import SimpleNamespace
+
+    from videvolve.serving.agent import AgentAnswer, Cost
+    from videvolve.serving.lmms_eval_model import VidevolveLMM
+
+    class Slow:
+        version = "fake@1"
+
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+            self.now = self.most = 0
+
+        def ask(self, video: Any, question: str, options: Any = None, grounding: bool = False,
+                cancel: threading.Event | None = None) -> AgentAnswer:
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+            time.sleep(0.3 if question.endswith("0") else 0.1)  # the first finishes last
+            with self.lock:
+                self.now -= 1
+            return AgentAnswer(harness="fake@1", kind="grounding", outcome="ok", answer=[], text=question, cost=Cost())
+
+    costs = tmp_path / "costs.jsonl"
+    model = VidevolveLMM(harness="uniform", no_cache=True, concurrency="3", costs=str(costs))
+    model.agent = Slow()  # type: ignore[assignment]
+    model.task_dict = {"t": {"test": [{"video": f"/v/{i}.mp4"} for i in range(7)]}}
+    requests = [SimpleNamespace(args=(f"When {i}", {}, lambda doc: [doc["video"]], i, "t", "test")) for i in range(7)]
+    assert model.generate_until(requests) == [f"When {i}" for i in range(7)]
+    assert model.agent.most == 3  # main: 1
+    assert sorted(json.loads(line)["doc_id"] for line in costs.read_text().splitlines()) == list(range(7))
