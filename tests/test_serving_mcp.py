@@ -219,3 +219,136 @@ def test_a_call_the_client_cancels_stops_its_harness(tmp_path: Path):
 
     anyio.run(main)
     assert agent.stopped.is_set()  # main: the question was never told (it ran on, 60 s here)
+
+
+def test_every_tool_argument_is_described_for_the_host(tmp_path: Path):
+    """A host's model sees a tool's input schema: every argument had only a title ("Video", "K", "Category"), so
+    it was left to guess a path's form, the options' form, k's range and the categories (a wrong one found
+    nothing, silently). Each is described; k is bounded and category an enum the SDK checks. The server says its
+    version (it said "")."""
+    from videvolve import __version__
+    from videvolve.memory.records import CATEGORIES
+    from videvolve.serving.mcp_server import create_mcp
+    from videvolve.serving.media import MediaRoots
+
+    server = create_mcp(_Blocking(concurrency=1), MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(server) as client:
+            assert client.server_info is not None and client.server_info.version == __version__  # main: ""
+            tools = (await client.list_tools()).tools
+            wrong = await client.call_tool("search_diagnoses", {"text": "missed", "category": "missed"})
+            return tools, wrong
+
+    tools, wrong = anyio.run(main)
+    for tool in tools:
+        for name, prop in tool.input_schema["properties"].items():
+            assert prop.get("description"), (tool.name, name)  # main: ask_video's video has none
+    search = next(t for t in tools if t.name == "search_diagnoses").input_schema["properties"]
+    assert (search["k"]["minimum"], search["k"]["maximum"]) == (1, 50)
+    assert set(search["category"]["anyOf"][0]["enum"]) == set(CATEGORIES)
+    assert wrong.is_error and "missed_event" in wrong.content[0].text
+
+
+@pytest.mark.timeout(120)
+def test_the_key_is_asked_with_the_bearer_scheme_in_any_case(tmp_path: Path):
+    """HTTP's auth scheme is case-insensitive (RFC 9110 11.1): a host configured with `authorization: bearer KEY`
+    sent the right key and was refused (401) by `mcp --http` and `serve`. A wrong key still is."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.serving_support import running
+    from videvolve.serving.mcp_server import create_mcp, http_app
+    from videvolve.serving.media import MediaRoots
+
+    server = create_mcp(_Blocking(concurrency=1), MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+    with running(http_app(server, "127.0.0.1", "s3cret")) as base:
+        async def tools(header: str) -> list[str]:
+            keyed = httpx2.AsyncClient(headers={"Authorization": header}, timeout=60)
+            async with Client(streamable_http_client(f"{base}/mcp", http_client=keyed)) as client:
+                return [t.name for t in (await client.list_tools()).tools]
+
+        for header in ("bearer s3cret", "BEARER  s3cret"):
+            assert "ask_video" in anyio.run(tools, header), header  # main: 401
+        with pytest.raises(Exception):  # noqa: B017 (the SDK's own error for a 401)
+            anyio.run(tools, "bearer s3cre")
+
+
+@pytest.mark.timeout(200)
+def test_a_down_model_endpoint_is_a_tool_error_before_the_host_gives_up(serving_world):
+    """The model endpoint was retried for --retry-window's 10 minutes (an overnight run's patience): the host timed
+    out first (the SDK's client here at 90 s) and its user never saw why. `mcp` retries for 30 s unless told, then
+    the call is the documented tool error with the reason."""
+    w = serving_world
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "videvolve", "mcp", "--harness", str(w.harness), "--media-root", str(w.root), "--no-cache",
+        "--backend", "openai", "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m"], env=env())
+
+    async def main() -> Any:
+        async with Client(params, read_timeout_seconds=90) as client:
+            started = anyio.current_time()
+            result = await client.call_tool("ground_in_video", {"video": str(w.video), "query": "When?"})
+            return result, anyio.current_time() - started
+
+    result, took = anyio.run(main)  # main: MCPError "Request 'tools/call' timed out"
+    assert result.is_error and "down" in result.content[0].text and took < 60, (took, result.content)
+
+
+@pytest.mark.timeout(120)
+def test_a_wrong_number_of_options_is_a_tool_error(tmp_path: Path):
+    """One option, or more than the 26 letters: the harness ran (model calls spent) on a question it cannot answer
+    (one option is always "A"; a 27th is lettered "[" and can never be chosen) and the host got a confident answer.
+    A task file refuses both; ask_video says so. No options (null or []) is still a when-question."""
+    from videvolve.serving.mcp_server import create_mcp
+    from videvolve.serving.media import MediaRoots
+
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = _Blocking(concurrency=1)
+    agent.release.set()
+    server = create_mcp(agent, MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+
+    async def main() -> list[Any]:
+        async with Client(server) as client:
+            return [await client.call_tool("ask_video", {"video": "v.mp4", "question": "Which?", "options": options})
+                    for options in (["A) only"], [f"option {i}" for i in range(27)], [], None, ["red", "blue"])]
+
+    one, many, empty, none, two = anyio.run(main)
+    for refused in (one, many):
+        assert refused.is_error and "2 to 26 options" in refused.content[0].text  # main: answered
+    assert not any(r.is_error for r in (empty, none, two)) and agent.most == 1
+
+
+@pytest.mark.timeout(180)
+def test_calls_waiting_their_turn_hold_no_thread(tmp_path: Path):
+    """Each call waiting for its --concurrency place waited in a thread of anyio's 40: past 40 waiting calls (several
+    clients over --http), every other tool call, and every new one, hung until a harness finished. They wait
+    without a thread now; the bound holds."""
+    from videvolve.serving.mcp_server import create_mcp
+    from videvolve.serving.media import MediaRoots
+
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = _Blocking(concurrency=1)
+    server = create_mcp(agent, MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+
+    async def main() -> tuple[list[Any], Any]:
+        results: list[Any] = []
+        other = None
+        async with Client(server) as client:
+            async def one() -> None:
+                results.append(await client.call_tool("ground_in_video", {"video": "v.mp4", "query": "When?"}))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(45):
+                    tg.start_soon(one)
+                with anyio.fail_after(30):
+                    while agent.now < 1:
+                        await anyio.sleep(0.02)
+                await anyio.sleep(1.0)
+                with anyio.move_on_after(10):  # main: never answered while 45 calls wait
+                    other = await client.call_tool("search_diagnoses", {"text": "missed"})
+                agent.release.set()
+        return results, other
+
+    results, other = anyio.run(main)
+    assert other is not None and other.is_error and "no diagnosis memory" in other.content[0].text
+    assert len(results) == 45 and not any(r.is_error for r in results) and agent.most == 1

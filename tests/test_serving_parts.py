@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 from pathlib import Path
@@ -546,3 +547,81 @@ def test_a_client_that_goes_away_stops_its_harness(index_video: Path, tmp_path: 
         gone = time.monotonic()
         _running_or_queued(base, 0)  # main: 1 for the next 118 s
         assert time.monotonic() - gone < 5
+
+
+@pytest.mark.slow
+def test_lmms_eval_model_scores_an_unreadable_video_and_answers_the_rest(serving_world, tmp_path: Path):
+    """lmms-eval hands a simple model every request of a run in one generate_until call: one missing or damaged
+    video raised out of it and ended the whole run, every answer before it lost. As `eval` does, such a document is
+    answered with nothing (scored 0), its reason in the costs file, and the rest are answered."""
+    from types import SimpleNamespace
+
+    from videvolve.serving.lmms_eval_model import VidevolveLMM
+
+    w = serving_world
+    (tmp_path / "text.mp4").write_text("not a video")
+    costs = tmp_path / "costs.jsonl"
+    model = VidevolveLMM(harness=str(w.harness), no_cache=True, costs=str(costs))
+    model.task_dict = {"t": {"test": [{"video": str(tmp_path / "text.mp4")}, {"video": str(tmp_path / "gone.mp4")},
+                                      {"video": str(w.video)}]}}
+    context = "\n".join([w.mcq.question, *[f"{chr(65 + i)}) {o}" for i, o in enumerate(w.mcq.options or [])]])
+    requests = [SimpleNamespace(args=(context, {}, lambda doc: [doc["video"]], i, "t", "test")) for i in range(3)]
+    assert model.generate_until(requests) == ["", "", w.asked_mcq["answer"]]  # main: UnreadableVideoError
+    lines = sorted((json.loads(line) for line in costs.read_text().splitlines()), key=lambda g: g["doc_id"])
+    assert [(g["doc_id"], g["outcome"], g["error_kind"]) for g in lines] == [
+        (0, "error", "media"), (1, "error", "media"), (2, "ok", None)]
+    assert "cannot decode" in lines[0]["error"] and lines[0]["kind"] == "mcq" and lines[0]["cost"]["frames"] == 0
+
+
+@pytest.mark.slow
+def test_lmms_eval_multi_round_requests_are_answered_in_one_round(serving_world):
+    """A generate_until_multi_round task's Instance.args has doc_to_text between doc_to_visual and doc_id (lmms-eval's
+    api/task.py): generate_until_multi_round handed them to generate_until, which unpacked six and raised
+    ValueError for every such task. Its first round is answered, as documented."""
+    from types import SimpleNamespace
+
+    from videvolve.serving.lmms_eval_model import VidevolveLMM
+
+    w = serving_world
+    model = VidevolveLMM(harness=str(w.harness), no_cache=True)
+    model.task_dict = {"t": {"test": [{"video": str(w.video)}]}}
+    context = "\n".join([w.mcq.question, *[f"{chr(65 + i)}) {o}" for i, o in enumerate(w.mcq.options or [])]])
+    request = SimpleNamespace(args=(context, {}, lambda doc: [doc["video"]], lambda doc, *a, **k: context, 0, "t",
+                                    "test"))
+    assert model.generate_until_multi_round([request]) == [w.asked_mcq["answer"]]  # main: ValueError
+
+
+def test_lmms_eval_model_answers_concurrency_documents_at_once_in_order(tmp_path: Path):
+    """lmms-eval hands the model every document in one generate_until call; it answered them one at a time
+    (eval runs --concurrency 4): an lmms-eval run took 4x eval's time. `concurrency` of them run at once now, the
+    replies in the requests' order, a costs line for each."""
+    from types import SimpleNamespace
+
+    from videvolve.serving.agent import AgentAnswer, Cost
+    from videvolve.serving.lmms_eval_model import VidevolveLMM
+
+    class Slow:
+        version = "fake@1"
+
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+            self.now = self.most = 0
+
+        def ask(self, video: Any, question: str, options: Any = None, grounding: bool = False,
+                cancel: threading.Event | None = None) -> AgentAnswer:
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+            time.sleep(0.3 if question.endswith("0") else 0.1)  # the first finishes last
+            with self.lock:
+                self.now -= 1
+            return AgentAnswer(harness="fake@1", kind="grounding", outcome="ok", answer=[], text=question, cost=Cost())
+
+    costs = tmp_path / "costs.jsonl"
+    model = VidevolveLMM(harness="uniform", no_cache=True, concurrency="3", costs=str(costs))
+    model.agent = Slow()  # type: ignore[assignment]
+    model.task_dict = {"t": {"test": [{"video": f"/v/{i}.mp4"} for i in range(7)]}}
+    requests = [SimpleNamespace(args=(f"When {i}", {}, lambda doc: [doc["video"]], i, "t", "test")) for i in range(7)]
+    assert model.generate_until(requests) == [f"When {i}" for i in range(7)]
+    assert model.agent.most == 3  # main: 1
+    assert sorted(json.loads(line)["doc_id"] for line in costs.read_text().splitlines()) == list(range(7))

@@ -15,6 +15,8 @@ from videvolve.errors import UsageError
 
 err = Console(stderr=True, soft_wrap=True)
 DEFAULT_MEMORY = Path.home() / ".videvolve" / "memory"
+MCP_RETRY_WINDOW_S = 30.0
+"""``mcp``'s ``--retry-window`` unless given: a host gives up on a call long before an overnight run's 10 minutes."""
 
 
 def _agent_args(p: argparse.ArgumentParser) -> None:
@@ -55,6 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--http: require Authorization: Bearer $VAR from clients (the variable must be set)")
     m.add_argument("--memory", type=Path, default=DEFAULT_MEMORY, help="the diagnosis memory search_diagnoses reads")
     _agent_args(m)
+    for action in m._actions:
+        if action.dest == "ModelSettings.retry_window_s":
+            action.help = (f"seconds a failing model endpoint is retried before the call is a tool error (default "
+                           f"{MCP_RETRY_WINDOW_S:g}: a host gives up on a call long before evolve's 600)")
     m.set_defaults(func=cmd_mcp)
 
 
@@ -97,8 +103,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from videvolve.serving.media import MediaRoots
 
     runtime = runtime_settings(args)
-    agent = VideoAgent(load_harness(args.harness, runtime.budget), model_settings(args), runtime,
-                       cache=open_cache(args))
+    model = model_settings(args)
+    if getattr(args, "ModelSettings.retry_window_s") is None:  # a down endpoint: the tool error, not a host timeout
+        model = model.model_copy(update={"retry_window_s": MCP_RETRY_WINDOW_S})
+    agent = VideoAgent(load_harness(args.harness, runtime.budget), model, runtime, cache=open_cache(args))
     if args.server_api_key_env is not None and not args.http:
         raise UsageError("--api-key-env asks HTTP clients for a key: it goes with --http (stdio has no clients but "
                          "the host that started the server)")

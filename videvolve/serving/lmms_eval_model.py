@@ -10,19 +10,24 @@ request's context is split into the question and its "A) ..." option lines (opti
 from __future__ import annotations
 
 import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from videvolve.api import load_harness
 from videvolve.config import ModelSettings, RuntimeSettings, default_cache_path
-from videvolve.errors import UsageError
+from videvolve.errors import ErrorKind, MediaError, UsageError
 from videvolve.models.cache import ResponseCache
-from videvolve.serving.agent import AgentAnswer, VideoAgent, split_question
+from videvolve.serving.agent import AgentAnswer, Cost, VideoAgent, question_kind, split_question
 
 try:
     from lmms_eval.api.model import lmms
 except ImportError:  # lmms-eval is not installed: the module still imports (checks, docs); lmms-eval is what runs it
     lmms = object
+
+log = logging.getLogger(__name__)
 
 
 def _flag(value: Any) -> bool:
@@ -32,7 +37,8 @@ def _flag(value: Any) -> bool:
 def agent_from_args(harness: str = "scan_refine", base_url: str | None = None, model: str | None = None,
                     backend: str | None = None, family: str | None = None, budget: int | None = None,
                     api_key_env: str | None = None, cache: str | None = None, no_cache: Any = False,
-                    timeout: float | None = None, max_retries: int | None = None) -> VideoAgent:
+                    timeout: float | None = None, max_retries: int | None = None,
+                    concurrency: int | None = None) -> VideoAgent:
     """The agent the model arguments describe: the sim backend unless a ``base_url`` is given."""
     chosen = backend or ("openai" if base_url else "sim")
     data: dict[str, Any] = {"backend": chosen}
@@ -43,8 +49,9 @@ def agent_from_args(harness: str = "scan_refine", base_url: str | None = None, m
         if value is not None:
             data[key] = value
     settings = ModelSettings.model_validate(data)
-    runtime = RuntimeSettings(budget=None if budget in (None, "") else int(budget),
-                              image_format="png" if chosen == "sim" else "jpeg")
+    runtime = RuntimeSettings.model_validate({
+        "budget": None if budget in (None, "") else int(budget), "image_format": "png" if chosen == "sim" else "jpeg",
+        **({} if concurrency in (None, "") else {"concurrency": concurrency})})
     store = None if _flag(no_cache) else ResponseCache(Path(cache) if cache else default_cache_path())
     return VideoAgent(load_harness(harness, runtime.budget), settings, runtime, cache=store)
 
@@ -68,37 +75,66 @@ class VidevolveLMM(lmms):
                  backend: str | None = None, family: str | None = None, budget: int | None = None,
                  api_key_env: str | None = None, cache: str | None = None, no_cache: Any = False,
                  timeout: float | None = None, max_retries: int | None = None, grounding: Any = False,
-                 costs: str | None = None, **lmms_eval_kwargs: Any) -> None:
+                 costs: str | None = None, concurrency: int | None = None, **lmms_eval_kwargs: Any) -> None:
         """The model arguments (``--model_args``); what lmms-eval adds itself (batch_size, device) is ignored."""
         super().__init__()
         self.agent = agent_from_args(harness, base_url, model, backend, family, budget, api_key_env, cache, no_cache,
-                                     timeout, max_retries)
+                                     timeout, max_retries, concurrency)
+        self.concurrency = self.agent.runtime.concurrency
         self.grounding = _flag(grounding)
         self.costs = Path(costs) if costs else None
 
-    def answer(self, context: str, video: str) -> AgentAnswer:
-        """One document: the harness's answer to the context's question about the video."""
+    def answer(self, context: str, video: str, cancel: threading.Event | None = None) -> AgentAnswer:
+        """One document: the harness's answer to the context's question about the video.
+
+        A video that is missing or cannot be decoded is an error answer (no text, scored 0), as ``eval`` scores it:
+        lmms-eval asks for every document in one call, and one bad video must not end the run.
+        """
         question, options = split_question(context)
-        return self.agent.ask(video, question, options or None, grounding=self.grounding)
+        try:
+            return self.agent.ask(video, question, options or None, grounding=self.grounding, cancel=cancel)
+        except MediaError as exc:
+            log.warning("videvolve: %s (answered with nothing, scored 0)", exc)
+            return AgentAnswer(harness=self.agent.version, kind=question_kind(options, self.grounding),
+                               outcome="error", text="", cost=Cost(), error_kind=ErrorKind.MEDIA.value,
+                               error=str(exc))
 
     def generate_until(self, requests: list[Any]) -> list[str]:
-        """The answer text of each request (an mcq letter, or grounding intervals as JSON)."""
-        out = []
+        """The answer text of each request (an mcq letter, or grounding intervals as JSON), in their order.
+
+        ``concurrency`` documents (the runtime's, 4 by default, as ``eval``) are answered at once; a failure that
+        ends the run (the model endpoint down, Ctrl-C) stops the harnesses under way.
+        """
+        jobs = []
         for request in requests:
-            context, _gen_kwargs, doc_to_visual, doc_id, task, split = request.args
-            video = video_of(doc_to_visual(self.task_dict[task][split][doc_id]))
-            answer = self.answer(context, video)
+            # generate_until: (context, gen_kwargs, doc_to_visual, doc_id, task, split); multi-round requests have
+            # doc_to_text after doc_to_visual
+            context, _gen_kwargs, doc_to_visual, *_, doc_id, task, split = request.args
+            jobs.append((context, video_of(doc_to_visual(self.task_dict[task][split][doc_id])), doc_id, task))
+        stop, written = threading.Event(), threading.Lock()
+
+        def one(context: str, video: str, doc_id: Any, task: str) -> str:
+            answer = self.answer(context, video, stop)
             if self.costs is not None:
-                with self.costs.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"task": task, "doc_id": doc_id, "video": video,
-                                         **answer.model_dump(mode="json")}) + "\n")
-            out.append(answer.text)
-        return out
+                line = json.dumps({"task": task, "doc_id": doc_id, "video": video, **answer.model_dump(mode="json")})
+                with written, self.costs.open("a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+            return answer.text
+
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            futures = [pool.submit(one, *job) for job in jobs]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                stop.set()  # the harnesses under way stop within a second; the rest never start
+                for f in futures:
+                    f.cancel()
+                raise
 
     def loglikelihood(self, requests: list[Any]) -> list[tuple[float, bool]]:
         """Not offered: a harness answers, it does not score continuations."""
         raise NotImplementedError("videvolve answers with generate_until tasks only (output_type: generate_until)")
 
     def generate_until_multi_round(self, requests: list[Any]) -> list[str]:
-        """One round per document, as ``generate_until``."""
+        """One round per document (the first), as ``generate_until``."""
         return self.generate_until(requests)

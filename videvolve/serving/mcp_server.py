@@ -13,7 +13,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -22,13 +22,18 @@ from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from videvolve.errors import EndpointError, InfraError, VidevolveError
+from videvolve.memory.records import Category
 from videvolve.memory.store import DiagnosisStore
 from videvolve.serving.agent import AgentAnswer, VideoAgent
 from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import MediaRoots, video_file
+from videvolve.tasks import LETTERS
+from videvolve.version import __version__
 
 INSTRUCTIONS = ("Answers questions about long videos with an evolved harness around a vision-language model: the "
                 "harness decides which frames to look at. Videos are paths under the server's media roots.")
+Video = Annotated[str, Field(description="the video: a path under the server's media roots (absolute, or relative "
+                             "to the first root), a file:// or http(s):// URL, or a data:video/...;base64 URL")]
 
 
 class DiagnosisHit(BaseModel):
@@ -85,7 +90,26 @@ def harness_card(agent: VideoAgent) -> HarnessCard:
                        scores=dict(m.get("scores") or {}))
 
 
-async def _asked(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, video: str, question: str,
+class _Gates:
+    """A call's turn: waited for without a thread (``turn``), then its harness's place (``place``, in the thread).
+
+    A call waiting in a thread held one of anyio's 40: past 40 waiting calls every other call hung. ``place`` is
+    kept by a cancelled call's abandoned thread until its harness has stopped, so the bound holds meanwhile.
+    """
+
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self.place = threading.BoundedSemaphore(concurrency)
+        self._turn: anyio.Semaphore | None = None
+
+    @property
+    def turn(self) -> anyio.Semaphore:
+        if self._turn is None:  # made in the server's event loop
+            self._turn = anyio.Semaphore(self.concurrency)
+        return self._turn
+
+
+async def _asked(agent: VideoAgent, roots: MediaRoots, gates: _Gates, video: str, question: str,
                  options: list[str] | None, grounding: bool) -> AgentAnswer:
     """The answer, in a thread; a call the client cancels (``notifications/cancelled``) stops its harness.
 
@@ -93,12 +117,14 @@ async def _asked(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore
     its place under ``--concurrency``) to the task timeout.
     """
     cancel = threading.Event()
-    try:
-        return await anyio.to_thread.run_sync(functools.partial(
-            _answer, agent, roots, gate, video, question, options, grounding, cancel), abandon_on_cancel=True)
-    except anyio.get_cancelled_exc_class():
-        cancel.set()  # the thread, abandoned, stops its harness within a second and frees its place
-        raise
+    async with gates.turn:
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(
+                _answer, agent, roots, gates.place, video, question, options, grounding, cancel),
+                abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()  # the thread, abandoned, stops its harness within a second and frees its place
+            raise
 
 
 def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, video: str, question: str,
@@ -117,26 +143,36 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
 def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
                open_memory: Callable[[Path], DiagnosisStore] | None = None) -> MCPServer:
     """The server; ``open_memory`` opens the diagnosis memory for each search (default: ``read_store``)."""
-    server: MCPServer = MCPServer("videvolve", instructions=INSTRUCTIONS)
-    gate = threading.BoundedSemaphore(agent.runtime.concurrency)  # the SDK runs each call in a thread of its own
+    server: MCPServer = MCPServer("videvolve", instructions=INSTRUCTIONS, version=__version__)
+    gates = _Gates(agent.runtime.concurrency)
 
     @server.tool()
-    async def ask_video(video: str, question: str, options: list[str] | None = None) -> AgentAnswer:
+    async def ask_video(video: Video, question: Annotated[str, Field(description="the question about the video")],
+                        options: Annotated[list[str] | None, Field(
+                            description="2 to 26 choices, in order (\"A) red\", \"B) blue\" or just \"red\", "
+                            "\"blue\"): multiple choice; none: a when-question answered with intervals")] = None,
+                        ) -> AgentAnswer:
         """Ask the harness a question about a video (a path under the media roots).
 
         With options (e.g. ["A) red", "B) blue"]) it is multiple choice and the answer is a letter; without, it is a
         'when does X happen?' question answered with every [start, end] interval in seconds. The reply carries the
         evidence times and the cost (frames, visual tokens, model calls).
         """
-        return await _asked(agent, roots, gate, video, question, options, grounding=False)
+        if options and not 2 <= len(options) <= len(LETTERS):  # as a task file: one is always "A", a 27th unletterable
+            raise ToolError(f"give 2 to {len(LETTERS)} options (got {len(options)}), or none for a when-question")
+        return await _asked(agent, roots, gates, video, question, options, grounding=False)
 
     @server.tool()
-    async def ground_in_video(video: str, query: str) -> AgentAnswer:
+    async def ground_in_video(video: Video, query: Annotated[str, Field(
+            description="what to find, e.g. 'the red star appears'")]) -> AgentAnswer:
         """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does."""
-        return await _asked(agent, roots, gate, video, query, None, grounding=True)
+        return await _asked(agent, roots, gates, video, query, None, grounding=True)
 
     @server.tool()
-    def search_diagnoses(text: str, k: int = 5, category: str | None = None) -> DiagnosisHits:
+    def search_diagnoses(text: Annotated[str, Field(description="a failure, in words")],
+                         k: Annotated[int, Field(ge=1, le=50, description="how many diagnoses")] = 5,
+                         category: Annotated[Category | None, Field(description="only this category")] = None,
+                         ) -> DiagnosisHits:
         """The stored diagnoses of past harness failures most similar to a text (e.g. 'missed short events')."""
         if not memory.exists():
             raise ToolError(f"no diagnosis memory at {memory}: run `videvolve evolve` first, or start the server "
@@ -148,7 +184,7 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         else:
             store = open_memory(memory)
         try:  # opened per call and closed: a server holding the memory would refuse every run that writes it
-            found = store.search(text, k=max(1, min(k, 50)), category=category)
+            found = store.search(text, k=k, category=category)
         finally:
             store.close()
         return DiagnosisHits(memory=str(memory), hits=[DiagnosisHit(
