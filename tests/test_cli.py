@@ -141,3 +141,15 @@ def test_tasks_validate_reads_each_videos_duration_and_names_what_is_not_its_own
     assert "1 task(s) declare a duration that is not their video's (e.g. task t1: 1804.5 s declared" in said
     assert "1 task(s) have an interval that ends after their video does (e.g. task g2" in said
     assert f"1 video file(s) cannot be read (e.g. {broken})" in said  # main: none of the three
+
+
+def test_servers_give_up_on_a_down_model_endpoint_before_their_clients_do() -> None:
+    """``serve`` and ``mcp`` retry a failing endpoint for 30 s unless told (a client or host times out long before
+    an overnight run's 10 minutes, then retries the whole question); ``--retry-window`` still decides."""
+    from videvolve.cli import build_parser
+    from videvolve.cli.serve_cmds import SERVING_RETRY_WINDOW_S, answering_model
+
+    parser = build_parser()
+    for command in (["serve", "uniform"], ["mcp"]):
+        assert answering_model(parser.parse_args(command)).retry_window_s == SERVING_RETRY_WINDOW_S == 30
+        assert answering_model(parser.parse_args([*command, "--retry-window", "120"])).retry_window_s == 120

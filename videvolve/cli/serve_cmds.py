@@ -15,8 +15,24 @@ from videvolve.errors import UsageError
 
 err = Console(stderr=True, soft_wrap=True)
 DEFAULT_MEMORY = Path.home() / ".videvolve" / "memory"
-MCP_RETRY_WINDOW_S = 30.0
-"""``mcp``'s ``--retry-window`` unless given: a host gives up on a call long before an overnight run's 10 minutes."""
+SERVING_RETRY_WINDOW_S = 30.0
+"""``serve``'s and ``mcp``'s ``--retry-window`` unless given: a client or host gives up on a call long before an
+overnight run's 10 minutes, and a 503 (a tool error) it can retry tells it more than its own timeout."""
+
+
+def _short_retries(p: argparse.ArgumentParser, what: str) -> None:
+    for action in p._actions:
+        if action.dest == "ModelSettings.retry_window_s":
+            action.help = (f"seconds a failing model endpoint is retried before the question is {what} (default "
+                           f"{SERVING_RETRY_WINDOW_S:g}: a client gives up on a call long before evolve's 600)")
+
+
+def answering_model(args: argparse.Namespace) -> ModelSettings:
+    """The model settings of a server: a failing endpoint retried for ``SERVING_RETRY_WINDOW_S`` unless given."""
+    model = model_settings(args)
+    if getattr(args, "ModelSettings.retry_window_s", None) is None:
+        model = model.model_copy(update={"retry_window_s": SERVING_RETRY_WINDOW_S})
+    return model
 
 
 def _agent_args(p: argparse.ArgumentParser) -> None:
@@ -45,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="require Authorization: Bearer $VAR from clients (the variable must be set)")
     s.add_argument("--queue", type=int, default=16, help="questions waiting beyond --concurrency before 429")
     _agent_args(s)
+    _short_retries(s, "a 503")
     s.set_defaults(func=cmd_serve)
 
     m = sub.add_parser("mcp", help="a Model Context Protocol server: ask_video, ground_in_video, search_diagnoses, "
@@ -57,10 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--http: require Authorization: Bearer $VAR from clients (the variable must be set)")
     m.add_argument("--memory", type=Path, default=DEFAULT_MEMORY, help="the diagnosis memory search_diagnoses reads")
     _agent_args(m)
-    for action in m._actions:
-        if action.dest == "ModelSettings.retry_window_s":
-            action.help = (f"seconds a failing model endpoint is retried before the call is a tool error (default "
-                           f"{MCP_RETRY_WINDOW_S:g}: a host gives up on a call long before evolve's 600)")
+    _short_retries(m, "a tool error")
     m.set_defaults(func=cmd_mcp)
 
 
@@ -86,7 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     key = _server_key(args.server_api_key_env)
     runtime = runtime_settings(args)
     roots = MediaRoots(args.media_root, fetch=not args.no_fetch)
-    agents = CatalogAgents(HarnessCatalog.open(args.harness, runtime.budget), model_settings(args), runtime,
+    agents = CatalogAgents(HarnessCatalog.open(args.harness, runtime.budget), answering_model(args), runtime,
                            cache=open_cache(args))
     app = create_app(agents, roots, ServerLimits(api_key=key, concurrency=runtime.concurrency, queue=args.queue))
     err.print(f"serving {', '.join(f'{i} ({agents.describe(i)})' for i in agents.ids())} at "
@@ -103,10 +117,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from videvolve.serving.media import MediaRoots
 
     runtime = runtime_settings(args)
-    model = model_settings(args)
-    if getattr(args, "ModelSettings.retry_window_s") is None:  # a down endpoint: the tool error, not a host timeout
-        model = model.model_copy(update={"retry_window_s": MCP_RETRY_WINDOW_S})
-    agent = VideoAgent(load_harness(args.harness, runtime.budget), model, runtime, cache=open_cache(args))
+    agent = VideoAgent(load_harness(args.harness, runtime.budget), answering_model(args), runtime,
+                       cache=open_cache(args))
     if args.server_api_key_env is not None and not args.http:
         raise UsageError("--api-key-env asks HTTP clients for a key: it goes with --http (stdio has no clients but "
                          "the host that started the server)")
