@@ -257,3 +257,14 @@ def test_once_one_is_accepted_another_goes_on_only_while_it_may_beat_it_as_full_
     run = FakeRun(ctx, {"p": parent, "real": good, "also": good})
     accepted = [e for e in screen(run, "p", ["real", "also"], {}, 0)[0] if e.decision == "accepted"]
     assert max(accepted, key=lambda e: (e.cand_score, -e.cand_cost)).candidate == "real"
+
+
+def test_a_pending_candidates_reason_says_what_put_another_ahead_of_it() -> None:
+    """Promoted first on a rung: the better penalized accuracy, or on a tie the lower cost, said as such (it read
+    "the better penalized accuracy (0.470 vs 0.470)" on a tie)."""
+    from videvolve.search.screening import _ahead
+
+    assert "better penalized accuracy" in _ahead(("a", 0.8, 100.0), ("b", 0.6, 50.0), 40, 1.5)
+    tie = _ahead(("a", 0.7, 100.0), ("b", 0.7, 120.0), 40, 1.5)
+    assert "ties on penalized accuracy" in tie and "costs less (100 vs 120)" in tie
+    assert "order of version ids" in _ahead(("b", 0.7, 100.0), ("a", 0.7, 100.0), 40, 1.5)

@@ -222,12 +222,21 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             entries[cand] = GateEntry(
                 **base, candidate=cand, operator=operators.get(cand), decision="pending", cand_score=a2,
                 cand_cost=c2, cand_frames=frames[cand],
-                reason=f"not promoted at rung {k + 1}: {best[0]} has the better penalized accuracy "
-                       f"({penalized(best[1], len(rung), gate.penalty):.3f} vs "
-                       f"{penalized(a2, len(rung), gate.penalty):.3f}); kept for a later promotion")
+                reason=f"not promoted at rung {k + 1}: {_ahead(best, (cand, a2, c2), len(rung), gate.penalty)}; "
+                       "kept for a later promotion")
         alive = [best[0]]
         k += 1
     return [entries[c] for c in candidates if c in entries], new
+
+
+def _ahead(best: tuple[str, float, float], other: tuple[str, float, float], n: int, penalty: float) -> str:
+    """Why ``best`` (id, score, cost) was promoted before ``other`` on a rung of ``n`` questions."""
+    mine, theirs = penalized(best[1], n, penalty), penalized(other[1], n, penalty)
+    if round(mine, 9) > round(theirs, 9):
+        return f"{best[0]} has the better penalized accuracy ({mine:.3f} vs {theirs:.3f})"
+    if best[2] < other[2]:
+        return f"{best[0]} ties on penalized accuracy ({mine:.3f}) and costs less ({best[2]:,.0f} vs {other[2]:,.0f})"
+    return f"{best[0]} ties on penalized accuracy ({mine:.3f}) and cost (the order of version ids decides)"
 
 
 def _beats(rival: list[TaskResult], candidate: list[TaskResult], population: int) -> float:
