@@ -128,3 +128,19 @@ def test_a_second_generate_into_the_same_out_is_refused_while_the_first_runs(vid
     assert not out.exists() and not list(parts.glob("*.json"))
     assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 0  # once it has ended
     assert read_tasks(out)
+
+
+def test_a_folder_of_one_video_says_no_selection_split_can_be_made_and_evolve_says_why(videos: Path,
+                                                                                     tmp_path: Path, capsys):
+    """main: generate wrote every task to train without a word; evolve then said to run `tasks split`, which
+    cannot make a video-disjoint selection split out of one video either."""
+    out = tmp_path / "t.jsonl"
+    assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert {t.split for t in read_tasks(out)} == {"train"}
+    assert "no selection split: the splits are video-disjoint and 1 video (a) has questions" in said, said
+    assert "add videos" in said, said
+    assert main(["evolve", "--run", str(tmp_path / "r"), "--tasks", str(out), "--iterations", "1",
+                 "--memory", str(tmp_path / "m")]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "needs train and selection splits" in said and "1 video (a)" in said and "add videos" in said, said

@@ -105,7 +105,10 @@ def test_a_rerun_reuses_every_answer_without_asking_the_model(taught, small_worl
     assert main(["tasks", "from-csv", str(questions), "--videos", str(small_world.root / "videos"),
                  "--out", str(out), "--teacher", "scan_refine", "--no-cache"]) == 0
     assert count_calls == []
-    assert "16 answer(s) reused" in capsys.readouterr().out
+    said = " ".join(capsys.readouterr().out.split())
+    assert "16 answer(s) reused" in said
+    # the next step it names deals no test split of teacher labels (`tasks split`'s default fractions would)
+    assert f"next: `videvolve tasks split {out} --fractions train=0.7,selection=0.3`" in said, said
     assert out.read_text() == before
 
 

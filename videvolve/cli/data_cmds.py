@@ -226,6 +226,11 @@ def cmd_split(args: argparse.Namespace) -> int:
     w = selection_warning(sum(1 for t in tasks if t.split == "selection"))
     if w:
         err.print(f"[yellow]warning:[/] {w}", highlight=False)
+    from videvolve.labelfree.labels import label_mix, labels_line
+    test = labels_line(label_mix(tasks, ("test",)))
+    if test:  # generated or teacher labels are no measure: `tasks generate` refuses a test share for that reason
+        err.print(f"[yellow]warning:[/] the test split's labels are not all gold: {test}; a test score on them "
+                  "is agreement with those labels, not accuracy (measure on gold questions)", highlight=False)
     out.print(f"wrote {dest}")
     return 0
 

@@ -128,6 +128,7 @@ def _dry_run(ctx: Context) -> int:
     from videvolve.api import resolve_harness
     from videvolve.errors import MediaError
     from videvolve.graph.plan import estimate, most_frames
+    from videvolve.labelfree.labels import label_mix, labels_line
     from videvolve.media import probe
     from videvolve.skill_library.harness import load_harness
     from videvolve.tasks import read_tasks, selection_size
@@ -154,6 +155,10 @@ def _dry_run(ctx: Context) -> int:
         table.add_row(what, v)
     out.print(table)
     gate_power(ctx, *selection_size(tasks), out)
+    labels = labels_line(label_mix(tasks))
+    if labels:
+        out.print(f"not all labels are gold: {labels}", highlight=False)
+    _teacher_note(tasks, ctx, out)
     for note in plan.notes:
         out.print(f"note: {note}", highlight=False)
     out.print(f"seed {harness.name}; editor {ctx.editor.kind}; investigator {ctx.investigator.kind}; model "

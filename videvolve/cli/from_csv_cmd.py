@@ -81,7 +81,9 @@ def cmd_from_csv(args: argparse.Namespace) -> int:
     summary = summarize(tasks)
     out.print(f"wrote {len(tasks)} tasks over {summary['videos']} videos to {args.out} (labels: "
               f"{describe_sources(tasks)}; {summary['by_split'].get('-', {})}); next: "
-              f"`videvolve tasks split {args.out}`", highlight=False)
+              f"`videvolve tasks split {args.out}"
+              + (" --fractions train=0.7,selection=0.3" if any(t.label_source != "gold" for t in tasks) else "")
+              + "`", highlight=False)  # teacher labels make no test split (the default deals one)
     return 0
 
 

@@ -40,10 +40,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from videvolve.errors import UsageError
     from videvolve.folderlock import hold
     from videvolve.labelfree.generate import GenerateSettings, Perceiver, check_sources, describe_sources, generate
+    from videvolve.labelfree.labels import too_few_videos
     from videvolve.media.check import list_videos
     from videvolve.models import make_vlm
     from videvolve.models.cost import cost_model
-    from videvolve.tasks import parse_fractions, summarize, write_tasks
+    from videvolve.tasks import parse_fractions, selection_warning, summarize, write_tasks
 
     settings: GenerateSettings = build(GenerateSettings, {
         "sources": tuple(s.strip() for s in args.sources.split(",") if s.strip()),
@@ -78,4 +79,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     else:
         out.print(f"wrote {summary['tasks']} tasks about {summary['videos']} videos to {args.out} "
                   f"(labels: {summary['labels']}; splits: {summary['by_split']})", highlight=False)
+    few = too_few_videos(report.tasks)
+    warning = f"no selection split: {few}" if few else selection_warning(
+        sum(1 for t in report.tasks if t.split == "selection"))
+    if warning:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     return 0

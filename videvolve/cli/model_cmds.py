@@ -173,6 +173,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         out.print(summary_table(f"{name} ({done.harness.version_id}) on {args.split} of {args.tasks.name}", summary))
         out.print(CacheUse.model_validate(summary["cache_use"]).line(), highlight=False)
         out.print(f"results, traces and predictions: {outdir}")
+    from videvolve.labelfree.labels import label_mix, labels_line
+    labels = labels_line(label_mix(tasks, (args.split,)))
+    if labels:  # the score is agreement with generated or teacher labels, and says so
+        err.print(f"note: the labels are not all gold: {labels}", highlight=False)
     failed = {r.task_id for r in done.results if r.error_kind == ErrorKind.MEDIA}
     if failed:
         videos = sorted({t.video for t in tasks if t.id in failed})

@@ -16,10 +16,11 @@ from pydantic import BaseModel, Field
 
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
-from videvolve.media import contact_sheet, frames_at
+from videvolve.media import contact_sheet
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
+from videvolve.needles.frames import frame_source
 from videvolve.skill_library.services import ServiceError, TaskServices
 from videvolve.tasks import Task
 from videvolve.usage import TaskUsage
@@ -76,7 +77,7 @@ def run_probe(args: ProbeArgs, task: Task, vlm: VLM, cost: CostModel, cache: Res
     """Show the observations, ask, save the images; returns the reply, the images and the probe's cost."""
     settings = RuntimeSettings(image_format="jpeg" if image_format == "jpeg" else "png")
     services = TaskServices(task.view(), task.video, vlm, cost, settings, cache=cache,
-                            transcript=load_transcript(task))
+                            transcript=load_transcript(task), frames=frame_source(task))
     times = [float(t) for t in args.times]
     if args.show == "transcript":
         segments = services.op_transcript(min(times), max(times))
@@ -114,11 +115,11 @@ def _save(task: Task, args: ProbeArgs, out_dir: Path) -> list[str]:
         times = [times[0] + k / args.fps for k in range(n)]
     try:
         if args.show == "sheet":
-            frames = frames_at(task.video, times, max_side=args.cell_width, clamp=True)
+            frames = frame_source(task).frames(times, args.cell_width)
             contact_sheet(frames, cols=min(6, len(times)), cell_width=args.cell_width).image.save(out_dir / "sheet.png")
             return [(out_dir / "sheet.png").name]
         names = []
-        for t, f in zip(times, frames_at(task.video, times, max_side=args.max_side, clamp=True), strict=True):
+        for t, f in zip(times, frame_source(task).frames(times, args.max_side), strict=True):
             name = f"frame_{t:09.2f}s.png"
             f.image.save(out_dir / name)
             names.append(name)

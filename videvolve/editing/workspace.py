@@ -28,7 +28,8 @@ from videvolve.editing.base import EditorInput, read_files
 from videvolve.editing.safefs import remove_tree
 from videvolve.editing.taskdoc import task_md
 from videvolve.evaluation.results import TaskResult
-from videvolve.media import contact_sheet, frames_at
+from videvolve.media import contact_sheet
+from videvolve.needles.frames import frame_source
 from videvolve.tasks import LabelSource, Task
 
 
@@ -83,10 +84,10 @@ def _render(task: Task, spec: dict[str, Any]) -> list[tuple[str, Any]]:
         return []
     if kind == "sheet":
         cell = int(spec.get("cell_width") or 160)
-        frames = frames_at(task.video, times, max_side=cell, clamp=True)
+        frames = frame_source(task).frames(times, cell)
         sheet = contact_sheet(frames, cols=6, cell_width=cell).image
         return [(f"sheet_{times[0]:09.2f}-{times[-1]:09.2f}s.png", sheet)]
-    frames = frames_at(task.video, times, max_side=spec.get("max_side"), clamp=True)
+    frames = frame_source(task).frames(times, spec.get("max_side"))
     return [(f"{kind}_{t:09.2f}s.png", f.image) for t, f in zip(times, frames, strict=True)]
 
 

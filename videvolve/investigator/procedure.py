@@ -38,6 +38,7 @@ from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.models.parsing import parse_match
+from videvolve.needles.frames import frame_source
 from videvolve.skill_library.services import TaskServices
 from videvolve.tasks import Task
 
@@ -109,7 +110,8 @@ class Investigator:
         times = sorted(set(times))[: self.probe_frames]
         if not times:
             return set()
-        services = TaskServices(task.view(), task.video, self.vlm, self.cost, self.settings, cache=self.cache)
+        services = TaskServices(task.view(), task.video, self.vlm, self.cost, self.settings, cache=self.cache,
+                                frames=frame_source(task))  # a generated task's needles, as its harness saw
         if sheet:
             handles = [services.op_sheet(times, cols=min(6, len(times)), cell_width=size or 160)["handle"]]
         else:

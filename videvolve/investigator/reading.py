@@ -71,14 +71,15 @@ def said_unread(task: Task, transcript: Transcript | None, trace: list[dict[str,
 
 def written_unread(task: Task, trace: list[dict[str, Any]]) -> tuple[list[Evidence], int]:
     """Frames of the window whose on-screen text gives the answer, when the harness did not OCR there; OCR calls."""
-    from videvolve.media import frames_at, ocr
+    from videvolve.media import ocr
+    from videvolve.needles.frames import frame_source
 
     windows = _windows(task)
     if not ocr.available() or task.kind != "mcq" or not task.evidence or _read(trace, windows, "ocr"):
         return [], 0
     times = [a + (b - a) * (k + 0.5) / OCR_FRAMES for a, b in windows[:2] for k in range(OCR_FRAMES)]
     found = []
-    for frame in frames_at(task.video, times, clamp=True):
+    for frame in frame_source(task).frames(times, None):
         if _says_answer(task, " ".join(line.text for line in ocr.read_text(frame.image))):
             found.append(Evidence(time=frame.time, seen="written on screen there; the harness did not read it"))
     return found, len(times)

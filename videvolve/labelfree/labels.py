@@ -48,3 +48,11 @@ def labels_line(mixes: Sequence[LabelMix]) -> str:
     if all(m.all_gold for m in mixes):
         return ""
     return " · ".join(m.text() for m in mixes)
+
+
+def too_few_videos(tasks: Sequence[Task]) -> str | None:
+    """Why no video-disjoint train and selection split can be made of ``tasks`` (under two videos), or None."""
+    ids = sorted({t.video_id for t in tasks})
+    return None if len(ids) >= 2 else (
+        f"the splits are video-disjoint and {len(ids)} video{' (' + ids[0] + ')' if ids else 's'} has questions: train "
+        "and selection need one each; add videos (for generated tasks: to the folder, then run `tasks generate` again)")

@@ -23,6 +23,7 @@ from videvolve.errors import UsageError
 from videvolve.evaluation.evaluate import with_proxies
 from videvolve.evaluation.results import Producer, TaskResult, load_result, read_result
 from videvolve.evaluation.solve import solve_tasks
+from videvolve.labelfree.labels import too_few_videos
 from videvolve.loop.context import Context
 from videvolve.memory.embedders import Embedder, HashingEmbedder, MiniLMEmbedder, default_embedder
 from videvolve.memory.lineage import LineageRecord
@@ -147,8 +148,9 @@ def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = No
     train = [t.with_duration() for t in tasks if t.split == "train"]
     selection = [t.with_duration() for t in tasks if t.split == "selection"]
     if not train or not selection:
+        few = too_few_videos(tasks)
         raise UsageError(f"{ctx.tasks} needs train and selection splits (`videvolve tasks split`); found "
-                         f"{len(train)} train and {len(selection)} selection tasks")
+                         f"{len(train)} train and {len(selection)} selection tasks" + (f": {few}" if few else ""))
     excluded = {t.video_id for t in tasks if t.split not in ("train",)}
     videos = [t.video for t in tasks]
     digest = tasks_digest(train + selection)

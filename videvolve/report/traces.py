@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from videvolve.media import contact_sheet, frames_at
+from videvolve.media import contact_sheet
+from videvolve.needles.frames import frame_source
 from videvolve.rundir import EvalDir, RunDir
 from videvolve.tasks import Task, read_tasks
 from videvolve.usage import TaskUsage
@@ -79,7 +80,7 @@ def _thumbs(task: Task, step: dict[str, Any], stem: str, out: Path) -> tuple[lis
         try:
             if spec.get("kind") == "sheet":
                 cell = int(spec.get("cell_width") or 160)
-                frames = frames_at(task.video, times, max_side=cell, clamp=True)
+                frames = frame_source(task).frames(times, cell)
                 sheet = contact_sheet(frames, cols=6, cell_width=cell).image
                 sheet.thumbnail((6 * THUMB_SIDE, 6 * THUMB_SIDE))
                 name = f"traces/{stem}_{step['step']}_{k}.png"
@@ -89,7 +90,7 @@ def _thumbs(task: Task, step: dict[str, Any], stem: str, out: Path) -> tuple[lis
                                ", ".join(f"{t:.2f}" for t in times) + " s", "kind": "sheet"})
                 shown += len(times)
                 continue
-            frames = frames_at(task.video, times[:room], max_side=spec.get("max_side") or THUMB_SIDE, clamp=True)
+            frames = frame_source(task).frames(times[:room], spec.get("max_side") or THUMB_SIDE)
         except (OSError, ValueError):
             continue
         for j, (t, frame) in enumerate(zip(times[:room], frames, strict=False)):
