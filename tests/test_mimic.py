@@ -438,3 +438,11 @@ def test_serve_vllm_names_the_max_pixels_it_passes_on() -> None:
         == 1003520
     assert served_max_pixels(["--mm-processor-kwargs", '{"videos_kwargs": {"do_sample_frames": false}}']) is None
     assert served_max_pixels(["--mm-processor-kwargs", "not json"]) is None and served_max_pixels([]) is None
+
+
+def test_a_wrong_key_says_what_vllm_said():
+    """vLLM's 401 body is ``{"error": "Unauthorized"}``: the stop read ``(401: Error code: 401)``."""
+    with mimic(api_key="right") as (base, _):
+        vlm = openai_vlm(ModelSettings(backend="openai", base_url=base, model="m"), api_key="wrong")
+        with pytest.raises(EndpointError, match=r"authentication failed for model m \(401: Unauthorized\)"):
+            vlm.complete(user())

@@ -49,3 +49,15 @@ def test_a_server_that_moved_is_followed_and_the_runs_own_values_are_accepted(sm
     assert (ctx.runtime.concurrency, ctx.model.retry_window_s) == (2, 60.0)
     assert ctx.editor.model is not None and ctx.editor.model.base_url == "http://10.0.0.2:8001/v1"  # on it too
     assert (ctx.model.model, ctx.runtime.wall_seconds) == ("qwen", 900.0)
+
+
+def test_a_run_folder_moved_or_copied_is_resumed_where_it_now_is(small_world, tmp_path: Path):
+    """settings.json keeps the folder's absolute path: a run moved to another disk (its own one full) and resumed
+    there was written back into the old path, and a copy resumed (to try something on it) wrote into the original."""
+    run = _started(tmp_path, small_world.tasks_path)
+    moved = tmp_path / "elsewhere" / "run-copy"
+    moved.parent.mkdir()
+    run.rename(moved)
+    ctx = _resumed(moved)
+    assert Path(ctx.run_dir) == moved.resolve()  # main: tmp_path / "run", which no longer exists
+    assert ctx.run_id == "run"  # the checkpoints' thread: the run's own name, whatever its folder is called now

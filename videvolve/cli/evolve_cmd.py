@@ -90,6 +90,7 @@ def build_context(args: argparse.Namespace) -> Context:
         if not settings.exists():
             raise UsageError(f"nothing to resume in {run} (no {settings.name}); drop --resume to start it")
         data = nest(RunDir(run).read_settings())  # a run from before the grouping stored flat keys
+        data["run_dir"] = str(run)  # where the folder is now (moved, or a copy): never the path it was started in
         refuse_changes(run, data, _resolved(flags), resumed_endpoints(args, data))
         return build(Context, merged(data, {k: v for k, v in flags.items() if k == EXTENDABLE}), str(settings))
     if settings.exists():

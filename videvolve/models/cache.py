@@ -7,16 +7,18 @@ usage counts its cache hits wherever it ran (``CacheUse`` sums them for a summar
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from videvolve.errors import StorageError
 from videvolve.models.base import VLM, Message, Reply, Tool, reach, request_timeout_of, served_context_of
 
 
@@ -53,7 +55,7 @@ class ResponseCache:
 
     def get(self, key: str) -> Reply | None:
         """A stored reply, marked ``cached``."""
-        with self._lock:
+        with self._lock, self._storage("read"):
             row = self._db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
             if row is None:
                 self.misses += 1
@@ -65,9 +67,25 @@ class ResponseCache:
 
     def put(self, key: str, reply: Reply) -> None:
         """Store a reply."""
-        with self._lock:
+        with self._lock, self._storage("write"):
             self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?)", (key, json.dumps(reply.to_dict())))
             self._db.commit()
+
+    @contextlib.contextmanager
+    def _storage(self, verb: str) -> Iterator[None]:
+        """Turn sqlite failing on the file (its disk full, the file damaged) into :class:`StorageError` naming it.
+
+        Not the harness's error: the request asking through the cache would have been scored 0 with it (and
+        reused on resume); the run stops for ``--resume`` instead.
+        """
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.rollback()
+            raise StorageError(f"cannot {verb} the response cache {self.path}: {exc} (is the disk full? Free space, "
+                               "or delete the file (its replies are paid for again) or pass --no-cache; everything "
+                               "finished is kept: then resume)") from exc
 
     def close(self) -> None:
         """Close the database."""

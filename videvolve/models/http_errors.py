@@ -44,8 +44,14 @@ STOP_STATUS = frozenset({401, 403, 404})
 
 
 def server_message(exc: openai.APIStatusError) -> str:
-    """The server's own words: ``error.message`` of an OpenAI/vLLM error body, or the body itself."""
+    """The server's own words: ``error.message`` of an OpenAI/vLLM error body, or the body itself.
+
+    The ``openai`` client keeps a body's ``error`` member as the body: vLLM's 401 (``{"error": "Unauthorized"}``)
+    arrives as the string ``Unauthorized`` (a body that is no JSON, a proxy's page, as its first 300 characters).
+    """
     body: Any = exc.body
+    if isinstance(body, str) and body.strip():
+        return " ".join(body.split())[:300]
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):

@@ -366,11 +366,11 @@ def _short(exc: BaseException) -> str:
 
 
 def _serve(services: TaskServices, msg: dict[str, Any], op: Any, args: Any) -> dict[str, Any]:
-    """Serve one request. Whatever it raises, except an infrastructure failure, is the harness's error."""
+    """Serve one request. Whatever it raises, except an infrastructure or host failure, is the harness's error."""
     try:
         result = services.handle(str(op), args if isinstance(args, dict) else {})
         return {"id": msg.get("id"), "ok": True, "result": result}
-    except InfraError:
+    except (InfraError, HostError):  # the endpoint, or this machine (the cache's disk full): never the harness's
         raise
     except RequestRefused as exc:  # a ServiceError, or a refusal of the reading services
         return {"id": msg.get("id"), "ok": False, "kind": exc.kind, "error": str(exc)}
