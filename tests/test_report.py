@@ -32,6 +32,31 @@ def test_report_shows_the_heldout_comparison_and_the_demo_says_what_it_showed(ma
     assert "revision" in sentences[0] and "visual tokens" in sentences[1] and "frames" in sentences[1]
     assert "p = " in sentences[2]
     assert f"of {cmp.videos} test video(s) gain, sign-flip p = {cmp.video_p:.4f}" in sentences[2]
+    _compare_from_the_command_line(run, ctx.tasks, tmp_path, cmp.score_p)
+
+
+def _compare_from_the_command_line(run: Path, tasks_path: str, tmp_path: Path, score_p: float) -> None:
+    """``videvolve compare``: the same comparison (stored results reused), gold questions of one's own, and a
+    refusal of questions about a video the run evolved or selected on."""
+    import json
+
+    from videvolve.cli import main
+    from videvolve.tasks import read_tasks
+
+    assert main(["compare", "--run", str(run)]) == 0
+    stored = json.loads((run / "test" / "comparison.json").read_text())
+    assert stored["score_p"] == pytest.approx(score_p) and stored["questions"].startswith("the test split")
+    tasks = read_tasks(tasks_path)
+    own = tmp_path / "own.jsonl"
+    own.write_text("".join(t.model_copy(update={"split": None}).model_dump_json() + "\n"
+                           for t in tasks if t.split == "test"))
+    assert main(["compare", "--run", str(run), "--tasks", str(own)]) == 0
+    stored = json.loads((run / "test" / "comparison.json").read_text())
+    assert stored["questions"] == str(own) and stored["seed"]["n"] == sum(t.split == "test" for t in tasks)
+    assert (run / "test" / "own").is_dir() and "compare --run" not in build_report(run).read_text()
+    seen = tmp_path / "seen.jsonl"
+    seen.write_text("".join(t.model_dump_json() + "\n" for t in tasks if t.split == "selection"))
+    assert main(["compare", "--run", str(run), "--tasks", str(seen)]) == 2  # not held out: refused, named
 
 
 def test_summary_sentences_name_the_operators_the_cost_ratio_and_the_verdict():

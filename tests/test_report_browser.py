@@ -60,8 +60,7 @@ def test_the_report_fits_1400_px_and_shows_each_observed_time(report: Path) -> N
 def test_a_run_without_a_test_comparison_says_how_to_get_one(report: Path) -> None:
     html = report.read_text()
     assert "No test comparison for this run yet" in html
-    assert f"--harness {report.parent.parent / 'best'}" in html and "--split test" in html
-    assert "compare_on_test" in html
+    assert f"videvolve compare --run {report.parent.parent.resolve()}" in html
 
 
 def test_the_report_gives_the_best_s_cost_unit_and_each_diagnosis_s_id(report: Path) -> None:

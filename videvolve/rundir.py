@@ -154,10 +154,6 @@ class RunDir:
         """The held-out comparison of the seed and the best version."""
         return self.test / "comparison.json"
 
-    def heldout(self, name: str) -> Path:
-        """Where the report's suggested ``videvolve eval --split test`` of the seed or the best version writes."""
-        return self.root / "heldout" / name
-
     def harness(self, version: str) -> Path:
         """Where a harness version lives."""
         return self.harnesses / version

@@ -10,6 +10,7 @@ from typing import Any
 
 from videvolve import interrupt
 from videvolve.cli import (
+    compare_cmd,
     data_cmds,
     demo_cmd,
     evolve_cmd,
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     evolve_cmd.register(sub)
     memory_cmds.register(sub)
     run_cmds.register(sub)
+    compare_cmd.register(sub)
     videos_cmd.register(sub)
     demo_cmd.register(sub)
     serve_cmds.register(sub)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from videvolve.cli.compare_cmd import comparison_table, paired_line, visual_tokens
 from videvolve.cli.data_cmds import stats_table
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.synthworld import generate_world, world_stats
@@ -72,18 +72,8 @@ def run_demo(out: Path, videos: int = 32, minutes: float = 6.0, seed: int = 0, i
 
     console.rule("3. the held-out test split, which neither the editor nor the gate ever saw")
     cmp = compare_on_test(run, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2))
-    table = Table(title=f"test split: {cmp.seed['n']} questions")
-    for col in ("harness", "mcq accuracy", "grounding mIoU", "R@0.5", "frames/q", "visual tokens/q", "errors"):
-        table.add_column(col, justify="left" if col == "harness" else "right")
-    for name, s in (("seed (uniform)", cmp.seed), ("evolved", cmp.best)):
-        table.add_row(f"{name} {s['version']}", f"{s['mcq']['accuracy']:.3f}", f"{s['grounding']['miou']:.3f}",
-                      f"{s['grounding']['R@0.5']:.3f}", f"{s['frames_per_question']:.1f}",
-                      f"{_visual(s):,.0f}", str(s["errors"]))
-    console.print(table)
-    console.print(f"paired tests: mean score {cmp.score_diff:+.3f} (bootstrap p = {cmp.score_p:.4f}); grounding "
-                  f"bootstrap p = {cmp.grounding_p:.4f}; mcq McNemar p = {cmp.mcq_p:.4f}; with videos as the "
-                  f"units, {cmp.videos_gaining} of {cmp.videos} test videos gain (sign-flip p = {cmp.video_p:.4f}, "
-                  f"at best {2 * 0.5 ** cmp.videos:.4f} with {cmp.videos})", highlight=False)
+    console.print(comparison_table(cmp.to_dict(), "seed (uniform)"))
+    console.print(paired_line(cmp.to_dict()), highlight=False)
     report = build_report(run)
     console.print(f"report, with this comparison: {report} (plots: {RunDir(run).report / 'progress.png'})")
     console.rule("what this showed")
@@ -93,10 +83,6 @@ def run_demo(out: Path, videos: int = 32, minutes: float = 6.0, seed: int = 0, i
     console.print(f"done in {time.time() - started:.0f} s; inspect diagnoses with `videvolve diagnoses list "
                   f"--run {run}`")
     return 0
-
-
-def _visual(summary: dict[str, Any]) -> float:
-    return float(summary["image_tokens_per_question"] + summary.get("video_tokens_per_question", 0.0))
 
 
 def summary_sentences(cmp: dict[str, Any], history: list[GateEntry], detectable: float | None = None) -> list[str]:
@@ -117,7 +103,7 @@ def summary_sentences(cmp: dict[str, Any], history: list[GateEntry], detectable:
         changed += "."
     else:
         changed = f"The loop tried {len(tried)} revision(s) of the uniform seed and kept none: the seed stayed best."
-    v0, v1 = _visual(seed), _visual(best)
+    v0, v1 = visual_tokens(seed), visual_tokens(best)
     ratio = v1 / v0 if v0 else float("nan")
     cost = (f"On the held-out test split the evolved harness shows the model {best['frames_per_question']:.0f} "
             f"frames and {v1:,.0f} visual tokens per question, against the seed's "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -74,15 +75,9 @@ def _setting(settings: dict[str, Any], section: str, key: str, flat: str) -> Any
     return inner.get(key) if isinstance(inner, dict) else settings.get(flat)
 
 
-def _compare_commands(run: RunDir, settings: dict[str, Any], seed_version: str) -> list[str]:
+def _compare_commands(run: RunDir) -> list[str]:
     """How to get the held-out comparison this report shows when ``RUN/test/comparison.json`` exists."""
-    model = settings.get("model") or {}
-    backend = "" if model.get("backend", "sim") == "sim" else \
-        f" --backend openai --base-url {model.get('base_url')} --model {model.get('model')}"
-    return [f"videvolve eval --tasks {settings['tasks']} --split test --harness {run.harness(seed_version)}"
-            f"{backend} --out {run.heldout('seed')}",
-            f"videvolve eval --tasks {settings['tasks']} --split test --harness {run.best}{backend} "
-            f"--out {run.heldout('best')}"]
+    return [f"videvolve compare --run {shlex.quote(str(run.root.resolve()))}"]
 
 
 def _labels(settings: dict[str, Any]) -> list[LabelMix]:
@@ -147,7 +142,7 @@ def build_report(run: str | Path) -> Path:
                            diagnoses=diagnoses, labels=_labels(settings),
                            traces=traces(rundir, settings, out, str(best.get("version") or "")),
                            best=best.get("version", "?"),
-                           compare_cmds=_compare_commands(rundir, settings, str(seed.get("version", "SEED"))),
+                           compare_cmds=_compare_commands(rundir),
                            best_score=best.get("score") or 0.0, best_cost=best.get("cost") or 0.0)
     (out / "index.html").write_text(html, encoding="utf-8")
     return out / "index.html"
