@@ -81,6 +81,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             return 3
     out.print(comparison_table(cmp.to_dict()))
     out.print(paired_line(cmp.to_dict()), highlight=False)
+    if cmp.seed["version"] == cmp.best["version"]:
+        err.print("note: the run kept no revision, so its best is its seed: both rows are the same harness",
+                  highlight=False)
     labels = labels_line(label_mix(tasks, sorted({t.split or "" for t in tasks}))) if tasks else ""
     if labels:
         err.print(f"note: not all of these labels are gold ({labels}): the comparison measures agreement with them",
