@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from videvolve.config import RuntimeSettings
 from videvolve.models.cost import cost_model
@@ -45,3 +48,25 @@ def test_a_lone_surrogate_in_an_answer_or_error_is_the_tasks_crash_not_the_runs_
     got = {r.task_id: (r.outcome, r.error_kind) for r in results}
     assert got == {"t0": ("ok", None), "t1": ("error", "crash"), "t2": ("error", "crash")}, results
     assert all("surrogate" in str(r.error) for r in results[1:]), results
+
+
+def test_ocr_of_an_image_too_large_is_refused_before_decoding(index_video: Path, monkeypatch: pytest.MonkeyPatch):
+    """Before: a 1024x15,500 contact sheet (under the sheet cap) cost the parent 1.6 GB and 80 s of OCR, under the
+    lock every task shares."""
+    from videvolve.errors import RequestRefused
+    from videvolve.skill_library.services import TaskServices
+    from videvolve.tasks import TaskView
+
+    view = TaskView(id="t", kind="mcq", question="q?", options=("a", "b"), duration=20.0)
+    services = TaskServices(view, str(index_video), SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings())
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the parent decoded or read before refusing")
+
+    monkeypatch.setattr("videvolve.media.ocr.read_text", refuse)
+    monkeypatch.setattr("videvolve.media.ocr.available", lambda: True)
+    monkeypatch.setattr(services, "_image", refuse)
+    tall = services.handle("sheet", {"times": [i * 0.5 for i in range(27)], "cols": 1, "cell_width": 1024})
+    with pytest.raises(RequestRefused, match="OCR reads at most") as exc:
+        services.handle("ocr", {"handle": tall["handle"]})
+    assert exc.value.kind == "invalid" and services.meter.ocr_calls == 0
