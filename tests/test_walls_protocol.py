@@ -70,3 +70,20 @@ def test_ocr_of_an_image_too_large_is_refused_before_decoding(index_video: Path,
     with pytest.raises(RequestRefused, match="OCR reads at most") as exc:
         services.handle("ocr", {"handle": tall["handle"]})
     assert exc.value.kind == "invalid" and services.meter.ocr_calls == 0
+
+
+@pytest.mark.parametrize("expression", ["1+" * 5000 + "1", "not " * 100_000 + "1", "-" * 100_000 + "1"])
+def test_code_nested_past_the_parsers_limits_is_refused_not_a_crash_of_the_run(expression: str, tmp_path: Path):
+    """Before: ast.parse raised RecursionError or MemoryError in the parent, and `eval` (or an editor's validation)
+    stopped with a crash."""
+    from videvolve.errors import HarnessError
+    from videvolve.skill_library.static_check import check_source, imported_modules
+
+    source = f"import math\ndef solve(task, ctx):\n    return {expression}\n"
+    [problem] = check_source(source, "solver.py")
+    assert "nested too deeply" in problem and imported_modules(source) == frozenset()
+    harness = tmp_path / "deep"
+    harness.mkdir()
+    (harness / "solver.py").write_text(source)
+    with pytest.raises(HarnessError, match="nested too deeply"):
+        load_harness(harness)
