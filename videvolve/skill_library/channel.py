@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import subprocess
 import time
@@ -88,7 +89,25 @@ def decode_request(line: bytes) -> tuple[dict[str, Any] | None, str]:
         return None, "the harness broke the protocol (not a JSON request)"
     if not isinstance(msg, dict) or "op" not in msg or not isinstance(msg.get("args", {}), dict):
         return None, "the harness broke the protocol (not a JSON request with an op and an object of args)"
+    if _SURROGATE_ESCAPE.search(text) and not _encodable(msg):
+        return None, "the harness broke the protocol (a string with a lone surrogate, which is not text)"
     return msg, ""
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""Where a decoded string may hold a surrogate: a JSON escape of one (an emoji comes as an escaped pair)."""
+
+
+def _encodable(msg: dict[str, Any]) -> bool:
+    """Whether every string of a decoded message is text (no lone surrogate, which has no UTF-8).
+
+    One in an answer or an error would stop the run where its result is stored, instead of failing its task.
+    """
+    try:
+        json.dumps(msg, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def encode_reply(reply: dict[str, Any], op: Any) -> bytes:

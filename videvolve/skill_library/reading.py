@@ -4,8 +4,9 @@
 segment (``transcript_tokens``; never frames); ``search_transcript(text)`` returns the windows where the text is said
 (case-folded plain matching) and meters the segments it matched the same way (where a name is said is read from
 them), at most :data:`MAX_SEARCHES` times per task. A task without a transcript gets empty results.
-``ocr(observation)`` reads the text in a frame or contact sheet: one ``ocr_calls``, the image's visual tokens in
-``ocr_tokens`` (the gate counts them as visual cost), and its frames count against the frame budget like frames shown.
+``ocr(observation)`` reads the text in a frame or contact sheet of at most :data:`MAX_OCR_PIXELS`: one ``ocr_calls``,
+the image's visual tokens in ``ocr_tokens`` (the gate counts them as visual cost), and its frames count against the
+frame budget like frames shown.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 
 MAX_OCR_CALLS = 64
 """OCR requests one task may make (each runs a detector and a recogniser on the parent's CPU)."""
+MAX_OCR_PIXELS = 4 * 1024 * 1024
+"""Pixels of one image OCR reads (a 2560x1440 frame fits): the detector runs on the whole image in the parent, about
+100 bytes and a microsecond of CPU a pixel, under a lock every task shares (a 1024x15,500 sheet: 1.6 GB, 80 s)."""
 MAX_SEARCH_CHARS = 500
 MAX_SEARCHES = 256
 """Transcript searches one task may make."""
@@ -101,6 +105,10 @@ class ReadingServices:
         obs = self._handles.get(handle) if isinstance(handle, str) else None
         if obs is None or obs.kind not in ("frame", "sheet"):
             raise RequestRefused("invalid", "ocr reads one frame or contact-sheet observation of this task")
+        pixels = obs.shape.shown_pixels if obs.shape is not None else 0
+        if pixels > MAX_OCR_PIXELS:
+            raise RequestRefused("invalid", f"OCR reads at most {MAX_OCR_PIXELS:,} pixels; this {obs.kind} is "
+                                            f"{pixels:,}: read a smaller one (max_side, fewer cells or cell_width)")
         if self.meter.ocr_calls >= MAX_OCR_CALLS:
             raise RequestRefused("invalid", f"this task already made {MAX_OCR_CALLS} OCR requests (the cap)")
         if not ocr.available():

@@ -127,7 +127,7 @@ def imported_modules(source: str) -> frozenset[str]:
     """
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # refused by check_source
         return frozenset()
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -150,6 +150,8 @@ def _check_source(source: str, filename: str) -> tuple[str, ...]:
             tree = ast.parse(source, filename)
     except (SyntaxError, ValueError) as exc:
         return (f"{filename}:{getattr(exc, 'lineno', 0)}: syntax error: {getattr(exc, 'msg', exc)}",)
+    except (RecursionError, MemoryError):  # the parser's own limits: ``1+1+...`` thousands deep, ``not not ...``
+        return (f"{filename}:0: an expression nested too deeply to parse; write it in steps",)
     return tuple(f"{filename}:{line}: {reason}" for line, reason in _Checker(tree).problems())
 
 
