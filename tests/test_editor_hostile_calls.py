@@ -1,10 +1,12 @@
 """A hostile editor or investigator model's tool calls are refused with a reason, never raised into the run:
-names with a NUL byte or over the file system's length, text UTF-8 cannot hold, a transcript window of NaN."""
+names with a NUL byte or over the file system's length, a transcript window of NaN, a reply of braces that never
+close (the LLM editor's parse stays linear)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,10 @@ from tests.test_investigator_agent import failure as failure
 from tests.test_investigator_agent import investigate
 from videvolve.editing.agent import AgentEditor
 from videvolve.editing.base import Proposal, check_edit, write_candidate
+from videvolve.editing.llm import LLMEditor, parse_revision
 from videvolve.editing.workspace import EditorLimits
 from videvolve.errors import HarnessError
+from videvolve.models.base import Reply
 from videvolve.testing import OneWorkspace, serve_scripted_chat
 
 LONG = "a" * 300
@@ -69,6 +73,20 @@ def test_an_overlong_editable_name_is_refused_before_it_is_written(tmp_path, see
     proposal = Proposal(operator="llm", rationale="r", edits={f"references/{LONG}.md": "x"})
     with pytest.raises(HarnessError):
         write_candidate(seed, tmp_path / "harnesses", proposal)
+
+
+def test_the_llm_editor_reads_a_reply_of_unclosed_braces_in_linear_time(small_world, tmp_path, seed):
+    start = time.monotonic()
+    with pytest.raises(ValueError):
+        parse_revision("{" * 200_000)
+    assert time.monotonic() - start < 2.0
+    good = json.dumps({"rationale": "r", "edits": [{"path": "SKILL.md", "content": "x"}]})
+    assert parse_revision(f"Here it is: {good} done").rationale == "r"
+    tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0))
+    editor = LLMEditor(Scripted([Reply(text="{" * 200_000)] * 3))
+    start = time.monotonic()
+    assert editor.propose(tools.inp, OneWorkspace(tools)) is None
+    assert time.monotonic() - start < 5.0 and "no JSON object" in (editor.last_failure or "")
 
 
 def test_arguments_utf8_cannot_hold_are_refused_in_every_tool_loop(small_world, tmp_path, seed):
