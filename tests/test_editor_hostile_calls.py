@@ -123,3 +123,27 @@ def test_the_investigator_agent_s_hostile_probes_are_answered_not_raised(failure
     results = [m["content"] for m in saved["messages"] if m["role"] == "tool"]
     assert "nan" in results[0] and "UTF-8" in results[1], results
     assert d.category == "unresolved"  # the agent's, or the procedure's where the endpoint chokes on the echo
+
+
+def test_memory_shows_an_editor_past_outcomes_only_as_finely_as_the_selection_set_resolves(tmp_path):
+    """A past revision's d_score is a selection-set figure: the history rounds it (0.5/sqrt(n)), memory did not (the
+    exact difference of correct answers, and the gate's reason repeating the scores at full precision)."""
+    from types import SimpleNamespace
+
+    from videvolve.editing.tools import EditorTools, MemorySearchArgs
+    from videvolve.memory.records import Diagnosis, RevisionOutcome
+    from videvolve.nodes.sessions import editor_env
+
+    past = Diagnosis(id="d1", run_id="r", iteration=0, harness_id="h", task_id="t", video_id="v", kind="mcq",
+                     category="missed_event", hypothesis="short events", applies_when="a", preserve="p",
+                     outcome=RevisionOutcome(decision="rejected", d_score=0.37, reason="0.4100 -> 0.7800 (n=100)"))
+    memory = SimpleNamespace(search=lambda q, k, exclude_videos=None: [(past, 0.9)])
+    gate = SimpleNamespace(cost_metric="visual_tokens", text_token_weight=1.0)
+    run = SimpleNamespace(memory=memory, excluded_videos=set(), selection=[object()] * 100,
+                          harness_dir=lambda v: tmp_path, probe_vlm=None, cost=None, cache=None,
+                          ctx=SimpleNamespace(runtime=SimpleNamespace(image_format="png"), gate=gate))
+    env = editor_env(run, "h", [])  # type: ignore[arg-type]
+    seen = env.memory_search("short", 5)[0].diagnosis.outcome
+    assert seen is not None and seen.d_score == 0.35 and seen.reason == ""
+    tools = SimpleNamespace(env=env)
+    assert '"d_score": 0.35' in EditorTools.memory_search(tools, MemorySearchArgs(query="short"))  # type: ignore[arg-type]
