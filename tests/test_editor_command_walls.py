@@ -6,6 +6,7 @@ can aim a link at any file of the run; these tests aim them at files beside the 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -169,3 +170,31 @@ echo DONE'''
         assert not (rebuilt / "candidate" / "references").exists()
     finally:
         remove_tree(tools.root)  # pytest's own clean-up recurses
+
+
+def test_many_requests_at_once_are_turned_away_instead_of_buffered(small_world, tmp_path, seed):
+    """One request is cut at MAX_BODY, but an agent can open thousands of connections, each sending almost a MiB and
+    holding it: only a few are taken at once (the rest answered 503 at their headers), so a few MiB at most are held."""
+    from videvolve.editing.toolserver import MAX_BODY, MAX_REQUESTS
+
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    server = ToolServer(tools)
+    socks = []
+    with serve_tools(server) as folder:
+        head = (f"POST /call/write_file HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {MAX_BODY}\r\n\r\n").encode()
+        for _ in range(MAX_REQUESTS + 24):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(str(folder / SOCKET_NAME))
+            sock.settimeout(2)
+            with contextlib.suppress(OSError):  # one turned away is closed once answered
+                sock.sendall(head + b'{"path": "candidate/SKILL.md", "content": "' + b"x" * (MAX_BODY // 2))
+            socks.append(sock)
+        turned_away = 0
+        for sock in socks:
+            sock.settimeout(0.5)
+            with contextlib.suppress(TimeoutError, ConnectionResetError):
+                turned_away += sock.recv(64).startswith(b"HTTP/1.1 503")
+        for sock in socks:
+            sock.close()
+    assert turned_away >= 24 and server.calls == []

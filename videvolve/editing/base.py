@@ -27,6 +27,8 @@ from videvolve.skill_library.harness import content_hash, read_manifest, write_m
 EDITABLE = re.compile(r"^(SKILL\.md|config\.toml|solver\.py|references/[A-Za-z0-9_-]+\.md|"
                       r"tools/[A-Za-z0-9_-]+/tool\.(json|py))$")
 MAX_EDIT_BYTES = 128 * 1024
+MAX_NAME = 64
+"""Characters of one name in an edit path (a longer one the file system may refuse: the edit's fault, not the run's)."""
 
 
 class PastDiagnosis(BaseModel):
@@ -106,11 +108,19 @@ def check_edit(path: str, content: str | None) -> str | None:
     """Why an edit is refused, or None: no absolute paths, no '..', only the harness's own kinds of files."""
     if path.startswith("/") or "\\" in path or any(part == ".." for part in path.split("/")):
         return f"edit path {path!r} leaves the harness folder"
+    if any(len(part) > MAX_NAME for part in path.split("/")):
+        return f"edit path {path[:80]!r}...: a name over {MAX_NAME} characters"
     if not EDITABLE.match(path):
         return (f"edit path {path!r} is not an editable harness file (SKILL.md, config.toml, solver.py, "
                 "references/*.md, tools/<name>/tool.json|tool.py)")
-    if content is not None and len(content.encode()) > MAX_EDIT_BYTES:
-        return f"{path}: {len(content.encode())} bytes is over the {MAX_EDIT_BYTES}-byte limit"
+    if content is None:
+        return None
+    try:
+        size = len(content.encode())
+    except UnicodeEncodeError as exc:
+        return f"{path}: the content is not text UTF-8 can hold ({exc.reason} at character {exc.start})"
+    if size > MAX_EDIT_BYTES:
+        return f"{path}: {size} bytes is over the {MAX_EDIT_BYTES}-byte limit"
     return None
 
 

@@ -6,7 +6,6 @@ It may change policy text, config, solver.py and tools, and create or retire too
 from __future__ import annotations
 
 import json
-import re
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -61,10 +60,10 @@ def _prompt(inp: EditorInput) -> str:
 def parse_revision(text: str) -> HarnessRevision:
     """The JSON object in a reply, validated."""
     s = strip_think(text)
-    m = re.search(r"\{[\s\S]*\}", s)
-    if not m:
+    start, end = s.find("{"), s.rfind("}")  # the first brace to the last, as a greedy {...} search (in linear time)
+    if start < 0 or end < start:
         raise ValueError("no JSON object in the reply")
-    return HarnessRevision.model_validate_json(m.group(0))
+    return HarnessRevision.model_validate_json(s[start: end + 1])
 
 
 class LLMEditor:

@@ -16,12 +16,13 @@ from pydantic import BaseModel, Field
 
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
+from videvolve.errors import RequestRefused
 from videvolve.media import contact_sheet
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.needles.frames import frame_source
-from videvolve.skill_library.services import ServiceError, TaskServices
+from videvolve.skill_library.services import TaskServices
 from videvolve.tasks import Task
 from videvolve.usage import TaskUsage
 
@@ -80,7 +81,10 @@ def run_probe(args: ProbeArgs, task: Task, vlm: VLM, cost: CostModel, cache: Res
                             transcript=load_transcript(task), frames=frame_source(task))
     times = [float(t) for t in args.times]
     if args.show == "transcript":
-        segments = services.op_transcript(min(times), max(times))
+        try:
+            segments = services.op_transcript(min(times), max(times))
+        except RequestRefused as exc:
+            return {"error": f"{exc.kind}: {exc}"}
         said = "\n".join(f"[{s['start']:.1f}-{s['end']:.1f} s] {s['text']}" for s in segments)
         return {"reply": said[:4000] or "(nothing is said in this window, or the video has no transcript)",
                 "images": [], "frames": 0, "visual_tokens": 0, "model_calls": 0,
@@ -99,7 +103,7 @@ def run_probe(args: ProbeArgs, task: Task, vlm: VLM, cost: CostModel, cache: Res
             reply = services.op_ask(handles, mode="describe")
         else:
             reply = services.op_ask(handles, prompt=args.question, mode="answer")
-    except ServiceError as exc:
+    except RequestRefused as exc:  # ServiceError among them
         return {"error": f"{exc.kind}: {exc}"}
     images = _save(task, args, out_dir)
     usage = TaskUsage.model_validate(services.meter.to_dict())

@@ -26,6 +26,10 @@ MAX_DEPTH = 64
 """Folder levels a walk enters (a strict walk refuses a deeper folder)."""
 MAX_OPEN = 64
 """Descriptors :func:`remove_tree` holds at once, one per level."""
+NAME_MAX = 255
+"""Bytes of one name (Linux's): a longer one is refused as a path, not raised as the file system's error."""
+PATH_ERRORS = (errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.EINVAL)
+"""What opening a name the editor chose may fail with besides a link, a file or nothing there: its refusal."""
 
 
 class PathRefused(VidevolveError, PermissionError):
@@ -37,6 +41,12 @@ def parts(rel: str) -> list[str]:
     out = [p for p in rel.split("/") if p not in ("", ".")]
     if rel.startswith("/") or "\\" in rel or ".." in out:
         raise PathRefused(f"path {rel!r} leaves the workspace")
+    try:
+        too_long = any(len(p.encode("utf-8")) > NAME_MAX for p in out)
+    except UnicodeEncodeError:
+        raise PathRefused(f"path {rel[:80]!r} is not text UTF-8 can hold") from None
+    if "\x00" in rel or too_long:
+        raise PathRefused(f"path {rel[:80]!r} holds a NUL byte or a name over {NAME_MAX} bytes")
     return out
 
 
@@ -56,6 +66,8 @@ def open_dir(root: Path, rel: str, create: bool = False) -> Iterator[int]:
                     raise PathRefused(f"path {rel!r} goes through a symbolic link or a file") from None
                 if exc.errno == errno.ENOENT:
                     raise PathRefused(f"no folder {rel!r} in the workspace (list_files shows what there is)") from None
+                if exc.errno in PATH_ERRORS:
+                    raise PathRefused(f"path {rel!r}: {exc.strerror}") from None
                 raise
             os.close(fd)
             fd = nxt
@@ -74,6 +86,8 @@ def _open_file(dir_fd: int, name: str, flags: int, where: str) -> int:
             raise PathRefused(f"{where} is not a regular file") from None
         if exc.errno == errno.ENOENT:
             raise PathRefused(f"no file {where!r} in the workspace (list_files shows what there is)") from None
+        if exc.errno in PATH_ERRORS:
+            raise PathRefused(f"{where}: {exc.strerror}") from None
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)

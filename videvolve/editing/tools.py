@@ -29,6 +29,7 @@ from videvolve.evaluation.results import TaskResult, cost_of
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
+from videvolve.models.toolloop import unencodable
 from videvolve.skill_library.harness import (
     HASHED_SUFFIXES,
     MAX_FILE_BYTES,
@@ -184,6 +185,8 @@ class EditorTools:
         self.ledger.tool_calls += 1
         if name not in TOOLS:
             text, ok = f"error: unknown tool {name!r}; the tools are {', '.join(TOOLS)}", False
+        elif why := unencodable(args):
+            text, ok = f"error: {why}", False
         else:
             model, _ = TOOLS[name]
             try:

@@ -31,6 +31,9 @@ POSITIONAL = {"trial": ("tasks", True), "submit": ("rationale", False), "memory_
 MAX_BODY = 1024 * 1024
 """Bytes of one tool call's arguments (a whole editable file is at most 128 KiB); a larger request is drained
 unkept and refused, so an agent cannot fill the run's memory through the socket."""
+MAX_REQUESTS = 8
+"""Connections served at once (calls are taken one at a time anyway); a request beyond them is answered 503 at its
+headers, unread, so that many connections each holding almost :data:`MAX_BODY` cannot fill the run's memory either."""
 
 
 class ToolServer:
@@ -103,7 +106,8 @@ def serve_tools(server: ToolServer) -> Iterator[Path]:
 
     folder = Path(tempfile.mkdtemp(prefix="vv-tools-"))
     sock = folder / SOCKET_NAME
-    config = uvicorn.Config(create_app(server), uds=str(sock), log_level="warning", lifespan="off")
+    config = uvicorn.Config(create_app(server), uds=str(sock), log_level="warning", lifespan="off",
+                            limit_concurrency=MAX_REQUESTS)
     userver = uvicorn.Server(config)
     thread = threading.Thread(target=userver.run, daemon=True, name="editor-tools")
     thread.start()
@@ -183,7 +187,10 @@ def main():
     conn = Conn("localhost", timeout=None)
     conn.request("POST", "/call/" + name, body=json.dumps(parse(name, sys.argv[1:])),
                  headers={"Content-Type": "application/json"})
-    reply = json.loads(conn.getresponse().read())
+    response = conn.getresponse()
+    if response.status == 503:
+        sys.exit("%s: the run's tool server is busy with other calls at once; call again" % name)
+    reply = json.loads(response.read())
     print(reply["result"])
     return 0 if reply["ok"] else 1
 

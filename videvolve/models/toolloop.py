@@ -31,6 +31,21 @@ QUIET_ROUNDS = 2
 """Consecutive replies without a tool call before the conversation is abandoned (a reminder is sent after each)."""
 
 
+def unencodable(args: object) -> str | None:
+    """Why a call's arguments cannot be used, or None.
+
+    Text UTF-8 cannot hold (a lone surrogate, which a JSON escape such as backslash-ud800 gives): every file, log
+    and request it reached would fail to encode it.
+    """
+    try:
+        json.dumps(args, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"the arguments hold text UTF-8 cannot encode ({exc.reason} at character {exc.start}); send UTF-8 text"
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"the arguments cannot be read as JSON values ({str(exc)[:200]})"
+    return None
+
+
 def assistant_message(reply: Reply) -> Message:
     """A reply as the OpenAI assistant message that goes back into the conversation."""
     return {"role": "assistant", "content": reply.text or "",
@@ -124,7 +139,8 @@ class ToolLoop(Generic[T]):
             T | None, bool, str]:
         ok_any, last = False, ""
         for i, call in enumerate(reply.tool_calls):
-            text, ok, done = dispatch(call)
+            why = unencodable(call.arguments)
+            text, ok, done = (f"error: {why}", False, None) if why else dispatch(call)
             ok_any, last = ok_any or ok, text
             if done is None or self.answer_final:
                 self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})

@@ -25,7 +25,7 @@ from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM
 from videvolve.nodes.sessions import Sessions
 from videvolve.search.gate import rule_text
-from videvolve.search.history import entries, for_editor
+from videvolve.search.history import diagnosis_for_editor, entries, for_editor
 from videvolve.usage import Spend
 
 
@@ -38,7 +38,8 @@ def editor_input(run: Run, state: State) -> EditorInput:
     for d in diagnoses:
         for past, sim in run.memory.search(d.text(), k=3, exclude_videos=run.excluded_videos):
             if past.id not in current and (past.id not in similar or similar[past.id].similarity < sim):
-                similar[past.id] = PastDiagnosis(diagnosis=past, similarity=sim)
+                similar[past.id] = PastDiagnosis(diagnosis=diagnosis_for_editor(past, len(run.selection)),
+                                                 similarity=sim)
     gated = entries(state.get("history", []))
     history = [for_editor(e, len(run.selection)) for e in gated]
     tried = [e.operator for e in gated if e.parent == parent and e.operator]

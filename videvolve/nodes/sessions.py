@@ -18,6 +18,7 @@ from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.services import Run
 from videvolve.loop.state import State
+from videvolve.search.history import diagnosis_for_editor
 from videvolve.skill_library.harness import MANIFEST, Harness, revision_diff
 from videvolve.skill_library.trace import read_trace
 from videvolve.tasks import Task
@@ -45,7 +46,7 @@ def editor_env(run: Run, parent: str, batch: list[Task]) -> EditorEnv:
                            model=run.ctx.model, ray_address=run.ctx.ray_address)
 
     def memory_search(query: str, k: int) -> list[PastDiagnosis]:
-        return [PastDiagnosis(diagnosis=d, similarity=s)
+        return [PastDiagnosis(diagnosis=diagnosis_for_editor(d, len(run.selection)), similarity=s)
                 for d, s in run.memory.search(query, k=k, exclude_videos=run.excluded_videos)]
 
     return EditorEnv(parent=parent, parent_dir=run.harness_dir(parent), tasks={t.id: t for t in batch},

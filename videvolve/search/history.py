@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from videvolve.memory.records import Decision
+from videvolve.memory.records import Decision, Diagnosis
 
 
 class GateEntry(BaseModel):
@@ -87,6 +87,20 @@ def entries(history: Iterable[dict[str, Any]]) -> list[GateEntry]:
 def resolution(n_selection: int) -> float:
     """The score step the selection set can resolve: its worst-case standard error 0.5/sqrt(n)."""
     return 0.5 / math.sqrt(max(1, n_selection))
+
+
+def diagnosis_for_editor(diagnosis: Diagnosis, n_selection: int) -> Diagnosis:
+    """A past diagnosis as an editor may see it (its memory, ``memory_search``).
+
+    Its outcome's score difference is rounded as :func:`for_editor` rounds the history's scores, and the gate's
+    reason (which repeats the scores at full precision) is left out.
+    """
+    o = diagnosis.outcome
+    if o is None:
+        return diagnosis
+    step = resolution(n_selection)
+    d_score = None if o.d_score is None else round(round(o.d_score / step) * step, 3)
+    return diagnosis.model_copy(update={"outcome": o.model_copy(update={"d_score": d_score, "reason": ""})})
 
 
 def for_editor(entry: GateEntry, n_selection: int) -> dict[str, Any]:
