@@ -80,6 +80,8 @@ class ResponseCache:
         """
         try:
             yield
+        except sqlite3.ProgrammingError:  # a closed cache used, a bug here: not the file's fault
+            raise
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(sqlite3.Error):
                 self._db.rollback()
