@@ -373,7 +373,7 @@ def test_an_evolve_run_rides_out_a_server_restart(small_world, tmp_path: Path, s
     from videvolve.report import build_report
 
     html = " ".join(build_report(tmp_path / "calm").read_text().split())
-    assert "reported by the server" in html, html[:2000]
+    assert "reported by the model" in html, html[:2000]
 
 
 def test_context_edge_dead_engine_and_health():
