@@ -137,17 +137,23 @@ def test_probe_refuses_a_question_with_the_gold_answer_and_passes_another(small_
     assert "probes are spent" in tools.call("probe", {"task_id": task.id, "times": [2.0], "question": "what?"})[0]
 
 
-def test_probe_reads_the_transcript_of_a_window(small_world, tmp_path, seed):
-    """show=transcript returns what is said between two times, metered as text, with no model call."""
-    tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0, probes=2))
+def spoken_task(tools: Any, tmp_path: Path, vtt: str) -> tuple[str, Any]:
+    """The workspace's first task on a copy of its video with ``vtt`` beside it: (its id, the task as it was)."""
     task_id = next(iter(tools.env.tasks))
     task = tools.env.tasks[task_id]
     video = tmp_path / "said" / Path(task.video).name
     video.parent.mkdir()
     shutil.copy(task.video, video)
-    video.with_suffix(".vtt").write_text("WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nthe crane lifts a crate\n\n"
-                                         "00:00:08.000 --> 00:00:09.000\nlater words\n", encoding="utf-8")
+    video.with_suffix(".vtt").write_text(vtt, encoding="utf-8")
     tools.env.tasks[task_id] = task.model_copy(update={"video": str(video)})
+    return task_id, task
+
+
+def test_probe_reads_the_transcript_of_a_window(small_world, tmp_path, seed):
+    """show=transcript returns what is said between two times, metered as text, with no model call."""
+    tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0, probes=2))
+    task_id, task = spoken_task(tools, tmp_path, "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nthe crane lifts a crate"
+                                                 "\n\n00:00:08.000 --> 00:00:09.000\nlater words\n")
     text, ok = tools.call("probe", {"task_id": task_id, "times": [0.5, 3.0], "show": "transcript",
                                     "question": "what is said?"})
     out = json.loads(text)

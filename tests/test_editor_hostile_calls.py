@@ -5,14 +5,12 @@ close (the LLM editor's parse stays linear)."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_editor_agent import Scripted, call, workspace
+from tests.test_editor_agent import Scripted, call, spoken_task, workspace
 from tests.test_investigator_agent import failure as failure
 from tests.test_investigator_agent import investigate
 from videvolve.editing.agent import AgentEditor
@@ -44,13 +42,7 @@ def test_a_hostile_path_is_refused_not_raised(small_world, tmp_path, seed, name,
 
 def test_a_transcript_probe_of_nan_times_is_refused_for_the_editor(small_world, tmp_path, seed):
     tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0, probes=2))
-    task_id = next(iter(tools.env.tasks))
-    task = tools.env.tasks[task_id]
-    video = tmp_path / "said" / Path(task.video).name
-    video.parent.mkdir()
-    shutil.copy(task.video, video)
-    video.with_suffix(".vtt").write_text("WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nthe crane\n", encoding="utf-8")
-    tools.env.tasks[task_id] = task.model_copy(update={"video": str(video)})
+    task_id, _ = spoken_task(tools, tmp_path, "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nthe crane\n")
     text, _ = tools.call("probe", {"task_id": task_id, "times": [float("nan")], "show": "transcript",
                                     "question": "what is said?"})
     assert "nan" in text.lower() and "error" in text.lower(), text

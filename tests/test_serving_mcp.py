@@ -148,6 +148,20 @@ class _Blocking:
                 self.now -= 1
 
 
+async def _flood(client: Any, tg: Any, agent: Any, n: int, results: list[Any]) -> None:
+    """Start ``n`` ground_in_video calls in ``tg``; return once ``agent``'s places are all taken and a second more
+    has passed (time for more to start, were they let)."""
+    async def one() -> None:
+        results.append(await client.call_tool("ground_in_video", {"video": "v.mp4", "query": "When?"}))
+
+    for _ in range(n):
+        tg.start_soon(one)
+    with anyio.fail_after(30):
+        while agent.now < agent.runtime.concurrency:
+            await anyio.sleep(0.02)
+    await anyio.sleep(1.0)
+
+
 @pytest.mark.timeout(120)
 def test_concurrent_asks_run_at_most_concurrency_harnesses(tmp_path: Path):
     """Every ask ran at once (up to anyio's 40 threads), each a sandboxed harness and its decoding: a client's
@@ -161,18 +175,9 @@ def test_concurrent_asks_run_at_most_concurrency_harnesses(tmp_path: Path):
 
     async def main() -> list[Any]:
         results: list[Any] = []
-        async with Client(server) as client:
-            async def one() -> None:
-                results.append(await client.call_tool("ground_in_video", {"video": "v.mp4", "query": "When?"}))
-
-            async with anyio.create_task_group() as tg:
-                for _ in range(6):
-                    tg.start_soon(one)
-                with anyio.fail_after(30):
-                    while agent.now < 2:
-                        await anyio.sleep(0.02)
-                await anyio.sleep(1.0)  # time for more to start, were they let
-                agent.release.set()
+        async with Client(server) as client, anyio.create_task_group() as tg:
+            await _flood(client, tg, agent, 6, results)
+            agent.release.set()
         return results
 
     results = anyio.run(main)
@@ -335,20 +340,11 @@ def test_calls_waiting_their_turn_hold_no_thread(tmp_path: Path):
     async def main() -> tuple[list[Any], Any]:
         results: list[Any] = []
         other = None
-        async with Client(server) as client:
-            async def one() -> None:
-                results.append(await client.call_tool("ground_in_video", {"video": "v.mp4", "query": "When?"}))
-
-            async with anyio.create_task_group() as tg:
-                for _ in range(45):
-                    tg.start_soon(one)
-                with anyio.fail_after(30):
-                    while agent.now < 1:
-                        await anyio.sleep(0.02)
-                await anyio.sleep(1.0)
-                with anyio.move_on_after(10):  # main: never answered while 45 calls wait
-                    other = await client.call_tool("search_diagnoses", {"text": "missed"})
-                agent.release.set()
+        async with Client(server) as client, anyio.create_task_group() as tg:
+            await _flood(client, tg, agent, 45, results)
+            with anyio.move_on_after(10):  # main: never answered while 45 calls wait
+                other = await client.call_tool("search_diagnoses", {"text": "missed"})
+            agent.release.set()
         return results, other
 
     results, other = anyio.run(main)
