@@ -61,6 +61,7 @@ def test_a_run_without_a_test_comparison_says_how_to_get_one(report: Path) -> No
     html = report.read_text()
     assert "No test comparison for this run yet" in html
     assert f"videvolve compare --run {report.parent.parent.resolve()}" in html
+    assert "the first rungs only where multi-fidelity validation stopped it early" in " ".join(html.split())
 
 
 def test_the_report_gives_the_best_s_cost_unit_and_each_diagnosis_s_id(report: Path) -> None:
