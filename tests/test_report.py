@@ -17,7 +17,7 @@ from videvolve.search.history import entries
 
 
 @pytest.mark.slow
-def test_report_shows_the_heldout_comparison_and_the_demo_says_what_it_showed(make_context, tmp_path: Path):
+def test_report_shows_the_heldout_comparison_and_the_demo_says_what_it_showed(make_context, tmp_path: Path, capsys):
     run = tmp_path / "run"
     ctx = make_context(run_id="r", iterations=2)
     final = evolve(ctx)
@@ -32,10 +32,10 @@ def test_report_shows_the_heldout_comparison_and_the_demo_says_what_it_showed(ma
     assert "revision" in sentences[0] and "visual tokens" in sentences[1] and "frames" in sentences[1]
     assert "p = " in sentences[2]
     assert f"of {cmp.videos} test video(s) gain, sign-flip p = {cmp.video_p:.4f}" in sentences[2]
-    _compare_from_the_command_line(run, ctx.tasks, tmp_path, cmp.score_p)
+    _compare_from_the_command_line(run, ctx.tasks, tmp_path, cmp.score_p, capsys)
 
 
-def _compare_from_the_command_line(run: Path, tasks_path: str, tmp_path: Path, score_p: float) -> None:
+def _compare_from_the_command_line(run: Path, tasks_path: str, tmp_path: Path, score_p: float, capsys) -> None:
     """``videvolve compare``: the same comparison (stored results reused), gold questions of one's own, and a
     refusal of questions about a video the run evolved or selected on."""
     import json
@@ -54,6 +54,11 @@ def _compare_from_the_command_line(run: Path, tasks_path: str, tmp_path: Path, s
     stored = json.loads((run / "test" / "comparison.json").read_text())
     assert stored["questions"] == str(own) and stored["seed"]["n"] == sum(t.split == "test" for t in tasks)
     assert (run / "test" / "own").is_dir() and "compare --run" not in build_report(run).read_text()
+    assert "not all of these labels are gold" not in capsys.readouterr().err
+    own.write_text("".join(t.model_copy(update={"split": None, "label_source": "needles"}).model_dump_json() + "\n"
+                           for t in tasks if t.split == "test"))
+    assert main(["compare", "--run", str(run), "--tasks", str(own)]) == 0
+    assert "not all of these labels are gold (compared:" in " ".join(capsys.readouterr().err.split())
     seen = tmp_path / "seen.jsonl"
     seen.write_text("".join(t.model_dump_json() + "\n" for t in tasks if t.split == "selection"))
     assert main(["compare", "--run", str(run), "--tasks", str(seen)]) == 2  # not held out: refused, named

@@ -8,6 +8,7 @@ server is and how many tasks run at once may change; what is asked may not.
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     """``videvolve compare``."""
     from videvolve.evaluation.experiment import compare_on_test
-    from videvolve.labelfree.labels import label_mix, labels_line
+    from videvolve.labelfree.labels import LabelMix, labels_line
     from videvolve.loop.context import nest
     from videvolve.models import make_vlm
     from videvolve.models.cost import cost_model
@@ -84,7 +85,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if cmp.seed["version"] == cmp.best["version"]:
         err.print("note: the run kept no revision, so its best is its seed: both rows are the same harness",
                   highlight=False)
-    labels = labels_line(label_mix(tasks, sorted({t.split or "" for t in tasks}))) if tasks else ""
+    labels = labels_line([LabelMix(split="compared", counts=dict(Counter(t.label_source for t in tasks)))]) \
+        if tasks else ""
     if labels:
         err.print(f"note: not all of these labels are gold ({labels}): the comparison measures agreement with them",
                   highlight=False)

@@ -62,17 +62,12 @@ def compared_versions(run: RunDir) -> tuple[str, str]:
     return seed, str(best)
 
 
-def seen_videos(run: RunDir) -> set[Path]:
-    """The videos of the run's train and selection questions (what the editor or the gate saw), resolved."""
-    return {Path(t.video).resolve() for t in read_tasks(run.read_settings()["tasks"]) if t.split != "test"}
-
-
-def held_out(run: RunDir, tasks: list[Task], what: str) -> None:
-    """Refuse questions about a video the run evolved or selected on: a comparison there is not held out."""
+def held_out(run_tasks: list[Task], tasks: list[Task], what: str) -> None:
+    """Refuse questions about a video the run evolved or selected on (its ``run_tasks`` not in the test split)."""
     if not tasks:
         raise UsageError(f"{what} holds no question to compare on (generated labels never make a test split: give "
                          "--tasks FILE with questions about other videos, e.g. from `videvolve tasks from-csv`)")
-    seen = seen_videos(run)
+    seen = {Path(t.video).resolve() for t in run_tasks if t.split != "test"}
     shared = sorted({t.video for t in tasks if Path(t.video).resolve() in seen})
     if shared:
         more = f" and {len(shared) - 3} more" if len(shared) > 3 else ""
@@ -90,11 +85,12 @@ def compare_on_test(run_dir: Path, vlm: VLM, cost: CostModel, runtime: RuntimeSe
     them. The comparison is also written to ``RUN/test/comparison.json``, where the run's report finds it.
     """
     run = RunDir(run_dir)
+    run_tasks = read_tasks(run.read_settings()["tasks"])
     own = tasks is not None
     if tasks is None:
-        tasks = [t for t in read_tasks(run.read_settings()["tasks"]) if t.split == "test"]
+        tasks = [t for t in run_tasks if t.split == "test"]
     questions = questions or "the test split of the run's tasks file"
-    held_out(run, tasks, questions)
+    held_out(run_tasks, tasks, questions)
     seed_version, best_version = compared_versions(run)
     results: dict[str, list[TaskResult]] = {}
     for name, version in (("seed", seed_version), ("best", best_version)):
