@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from videvolve.errors import HarnessError
+from videvolve.models.toolloop import unencodable
 from videvolve.skill_library.sdk import MAX_MESSAGE_BYTES, message_problem
 
 
@@ -89,25 +90,13 @@ def decode_request(line: bytes) -> tuple[dict[str, Any] | None, str]:
         return None, "the harness broke the protocol (not a JSON request)"
     if not isinstance(msg, dict) or "op" not in msg or not isinstance(msg.get("args", {}), dict):
         return None, "the harness broke the protocol (not a JSON request with an op and an object of args)"
-    if _SURROGATE_ESCAPE.search(text) and not _encodable(msg):
+    if _SURROGATE_ESCAPE.search(text) and unencodable(msg):  # in a stored answer or error it would stop the run
         return None, "the harness broke the protocol (a string with a lone surrogate, which is not text)"
     return msg, ""
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """Where a decoded string may hold a surrogate: a JSON escape of one (an emoji comes as an escaped pair)."""
-
-
-def _encodable(msg: dict[str, Any]) -> bool:
-    """Whether every string of a decoded message is text (no lone surrogate, which has no UTF-8).
-
-    One in an answer or an error would stop the run where its result is stored, instead of failing its task.
-    """
-    try:
-        json.dumps(msg, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def encode_reply(reply: dict[str, Any], op: Any) -> bytes:
