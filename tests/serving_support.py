@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from videvolve.errors import Cancelled
+from videvolve.serving.agent import AgentAnswer, Cost
 from videvolve.skill_library.harness import seed_path
 from videvolve.tasks import Task
 from videvolve.testing import serve_app
@@ -119,3 +122,46 @@ def running(app: Any) -> Iterator[str]:
     """The app served by uvicorn on 127.0.0.1 in a thread; yields its base URL (without ``/v1``)."""
     with serve_app(app) as base:
         yield base.removesuffix("/v1")
+
+
+class FakeAgent:
+    """Blocks each question until released (or cancelled); answers as told, or raises as told."""
+
+    def __init__(self, outcome: str = "ok", raises: Exception | None = None) -> None:
+        self.started = threading.Semaphore(0)
+        self.release = threading.Event()
+        self.cancelled = threading.Event()
+        self.outcome, self.raises = outcome, raises
+
+    def ask(self, video: Any, question: str, options: list[str] | None = None,
+            grounding: bool = False, cancel: threading.Event | None = None) -> AgentAnswer:
+        self.started.release()
+        deadline = time.monotonic() + 60
+        while not self.release.wait(0.05):  # until released, or stopped as a harness is when its client goes away
+            if cancel is not None and cancel.is_set():
+                self.cancelled.set()
+                raise Cancelled("the client went away")
+            assert time.monotonic() < deadline
+        if self.raises is not None:
+            raise self.raises
+        return AgentAnswer(harness="fake@1", kind="mcq", outcome=self.outcome, answer="B" if self.outcome == "ok"
+                           else None, text="B" if self.outcome == "ok" else "", evidence_times=[1.5],
+                           cost=Cost(frames=3, visual_tokens=30, image_tokens=30, prompt_tokens=50, calls=1),
+                           error_kind=None if self.outcome == "ok" else "parse",
+                           error=None if self.outcome == "ok" else "no option letter")
+
+
+class FakeAgents:
+    def __init__(self, agent: Any) -> None:
+        self.the = agent
+
+    def ids(self) -> list[str]:
+        return ["fake"]
+
+    def agent(self, model_id: str) -> FakeAgent:
+        if model_id != "fake":
+            raise KeyError(model_id)
+        return self.the
+
+    def describe(self, model_id: str) -> str:
+        return "fake@1"

@@ -78,6 +78,12 @@ def test_mcq_and_grounding_answer_as_ask_does(world, server):
     assert json.loads(g.choices[0].message.content) == world.asked_grounding["answer"]
     _same_as_ask(g, world.asked_grounding)
 
+    chunks = list(_ask(client, "uniform", video.as_uri(), world.grounding.question, stream=True,
+                       stream_options={"include_usage": True}))  # streamed, as a chat UI asks
+    assert json.loads("".join(c.choices[0].delta.content or "" for c in chunks if c.choices)) \
+        == world.asked_grounding["answer"]
+    assert chunks[-1].usage.prompt_tokens == world.asked_grounding["usage"]["cumulative_tokens"]
+
     # options and "grounding": true in the request: a grounding question, as `ask --grounding`
     forced = _ask(client, "uniform", video.as_uri(), "\n".join([world.grounding.question, "A) yes", "B) no"]),
                   extra_body={"grounding": True})

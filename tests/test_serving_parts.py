@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.serving_support import running
+from tests.serving_support import FakeAgent, FakeAgents, running
 from videvolve.errors import EndpointError, InfraError
 from videvolve.serving.agent import AgentAnswer, Cost, answer_text, question_kind, split_question
 from videvolve.serving.media import BadVideoSource, MediaRoots, OutsideMediaRoots, video_file
@@ -148,43 +148,6 @@ def test_read_question_refuses_what_it_cannot_answer():
         assert caught.value.status == 400
     with pytest.raises(ApiError, match="no user message"):
         read_question(ChatRequest.model_validate({"model": "m", "messages": [{"role": "system", "content": "x"}]}))
-
-
-class FakeAgent:
-    """Blocks each question until released; answers as told, or raises as told."""
-
-    def __init__(self, outcome: str = "ok", raises: Exception | None = None) -> None:
-        self.started = threading.Semaphore(0)
-        self.release = threading.Event()
-        self.outcome, self.raises = outcome, raises
-
-    def ask(self, video: Any, question: str, options: list[str] | None = None,
-            grounding: bool = False, cancel: threading.Event | None = None) -> AgentAnswer:
-        self.started.release()
-        assert self.release.wait(60)
-        if self.raises is not None:
-            raise self.raises
-        return AgentAnswer(harness="fake@1", kind="mcq", outcome=self.outcome, answer="B" if self.outcome == "ok"
-                           else None, text="B" if self.outcome == "ok" else "", evidence_times=[1.5],
-                           cost=Cost(frames=3, visual_tokens=30, image_tokens=30, prompt_tokens=50, calls=1),
-                           error_kind=None if self.outcome == "ok" else "parse",
-                           error=None if self.outcome == "ok" else "no option letter")
-
-
-class FakeAgents:
-    def __init__(self, agent: Any) -> None:
-        self.the = agent
-
-    def ids(self) -> list[str]:
-        return ["fake"]
-
-    def agent(self, model_id: str) -> FakeAgent:
-        if model_id != "fake":
-            raise KeyError(model_id)
-        return self.the
-
-    def describe(self, model_id: str) -> str:
-        return "fake@1"
 
 
 def _ask_in_thread(client: openai.OpenAI, url: str, results: list[Any]) -> threading.Thread:
@@ -597,7 +560,7 @@ def test_lmms_eval_model_answers_concurrency_documents_at_once_in_order(tmp_path
     replies in the requests' order, a costs line for each."""
     from types import SimpleNamespace
 
-    from videvolve.serving.agent import AgentAnswer, Cost
+    from videvolve.serving.agent import AgentAnswer
     from videvolve.serving.lmms_eval_model import VidevolveLMM
 
     class Slow:

@@ -6,7 +6,8 @@ question, as ``videvolve ask`` decides). The harness decodes the video itself. T
 text; ``usage`` and the extra field ``videvolve`` carry the evidence times and the cost. Errors are OpenAI-style
 JSON: 400 bad request, 401 bad key, 403 a path outside the media roots, 404 unknown model, 429 queue full,
 502/503 when the model endpoint behind the harness refuses or is down, 503 when this machine cannot run a harness
-(no sandbox, no processes left).
+(no sandbox, no processes left). With ``stream: true`` the answer comes as server-sent events
+(:mod:`videvolve.serving.streaming`).
 """
 
 from __future__ import annotations
@@ -27,20 +28,12 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from videvolve.errors import (
-    Cancelled,
-    EndpointError,
-    HarnessError,
-    HostError,
-    InfraError,
-    InputNotFoundError,
-    MediaError,
-    UsageError,
-    VidevolveError,
-)
+from videvolve.errors import Cancelled
 from videvolve.serving.agent import AgentAnswer, split_question
+from videvolve.serving.api_errors import ApiError, error_reply
 from videvolve.serving.auth import KEY_HINT, bearer_matches
-from videvolve.serving.media import OutsideMediaRoots, VideoUnreachable, video_file
+from videvolve.serving.media import video_file
+from videvolve.serving.streaming import AnswerStream, final_chunks
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
 BODY_S = 300.0
@@ -85,6 +78,8 @@ class ServerLimits:
     queue: int = 16
     """Questions waiting beyond those (a request counts from its arrival, its body still to read); one more is
     answered 429 before its body is read."""
+    keepalive_s: float = 15.0
+    """With ``stream: true``, the longest a stream stays silent while its question waits or its harness works."""
 
 
 class ContentPart(BaseModel):
@@ -104,6 +99,13 @@ class ChatMessage(BaseModel):
     content: str | list[ContentPart] | None = None
 
 
+class StreamOptions(BaseModel):
+    """``stream_options``: a last chunk with the usage, when asked."""
+
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool | None = False
+
+
 class ChatRequest(BaseModel):
     """The fields of a chat completion request that the server reads (others are accepted and ignored)."""
 
@@ -113,19 +115,9 @@ class ChatRequest(BaseModel):
     grounding: bool | None = None
     """True: a grounding question even with option lines (as ``ask --grounding``)."""
     stream: bool | None = False
-
-
-class ApiError(VidevolveError):
-    """An error reply: HTTP status, OpenAI error type, message."""
-
-    def __init__(self, status: int, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.kind = status, kind
-
-    def response(self) -> JSONResponse:
-        """OpenAI-style error JSON."""
-        return JSONResponse(status_code=self.status, content={"error": {"message": str(self), "type": self.kind,
-                                                                         "param": None, "code": self.status}})
+    stream_options: StreamOptions | None = None
+    n: int | None = None
+    """Answers asked for: one (a harness answers once)."""
 
 
 @dataclass(frozen=True)
@@ -169,43 +161,38 @@ def read_question(req: ChatRequest) -> VideoQuestion:
     return VideoQuestion(url, question, options, bool(req.grounding))
 
 
-def completion(model_id: str, harness: str, answer: AgentAnswer) -> dict[str, Any]:
+def completion(model_id: str, answer: AgentAnswer) -> dict[str, Any]:
     """The chat completion object of an answer; a harness's own failure is an empty answer, its cost counted."""
-    cost = answer.cost
-    finish: Literal["stop", "error"] = "stop" if answer.outcome == "ok" else "error"
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
         "model": model_id,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text}, "finish_reason": finish,
-                     "logprobs": None}],
-        "usage": {"prompt_tokens": cost.prompt_tokens, "completion_tokens": cost.completion_tokens,
-                  "total_tokens": cost.prompt_tokens + cost.completion_tokens,
-                  "frames": cost.frames, "visual_tokens": cost.visual_tokens, "calls": cost.calls,
-                  "evidence_times": answer.evidence_times},
-        "videvolve": {**answer.model_dump(mode="json"), "harness": harness},
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text},
+                     "finish_reason": _finish_reason(answer), "logprobs": None}],
+        "usage": _usage(answer), "videvolve": _extra(answer),
     }
 
 
-def _check(exc: Exception) -> ApiError:
-    """The reply for an error raised while answering."""
-    if isinstance(exc, OutsideMediaRoots):
-        return ApiError(403, "permission_error", str(exc))
-    if isinstance(exc, EndpointError):
-        return ApiError(502, "bad_gateway", f"the model endpoint behind the harness refuses us: {exc}")
-    if isinstance(exc, InfraError):
-        return ApiError(503, "service_unavailable", f"the model endpoint behind the harness is down: {exc}")
-    if isinstance(exc, HostError):  # no sandbox, no processes left, a full disk: this machine's, as in a run
-        log.error("this server cannot run a harness: %s", exc)
-        return ApiError(503, "service_unavailable", f"this server cannot run the harness now: {exc}")
-    if isinstance(exc, HarnessError):  # what the server answers with is unusable (a version edited on disk)
-        log.error("the server's harness cannot be used: %s", exc)
-        return ApiError(503, "service_unavailable", f"this server's harness cannot be used: {exc}; restart the server "
-                        "with a harness that is not being edited (copy it first)")
-    if isinstance(exc, MediaError | InputNotFoundError | UsageError | VideoUnreachable):
-        return ApiError(400, "invalid_request_error", str(exc))
-    log.exception("a bug in videvolve while answering")
-    return ApiError(500, "internal_error", f"a bug in videvolve, not in your request ({type(exc).__name__}: {exc}); "
-                    "the server log has the traceback")
+def streamed_end(answer: AgentAnswer | Exception, include_usage: bool) -> list[dict[str, Any]]:
+    """The last events of a streamed answer: its chunks, or the error event of what was raised instead."""
+    if isinstance(answer, Exception):
+        return [] if isinstance(answer, Cancelled) else [error_reply(answer).body()]  # nobody is left to read a cancel
+    return final_chunks(answer, _finish_reason(answer), _usage(answer), _extra(answer), include_usage)
+
+
+def _finish_reason(answer: AgentAnswer) -> Literal["stop", "error"]:
+    return "stop" if answer.outcome == "ok" else "error"
+
+
+def _usage(answer: AgentAnswer) -> dict[str, Any]:
+    cost = answer.cost
+    return {"prompt_tokens": cost.prompt_tokens, "completion_tokens": cost.completion_tokens,
+            "total_tokens": cost.prompt_tokens + cost.completion_tokens, "frames": cost.frames,
+            "visual_tokens": cost.visual_tokens, "calls": cost.calls, "evidence_times": answer.evidence_times}
+
+
+def _extra(answer: AgentAnswer) -> dict[str, Any]:
+    """The ``videvolve`` field: the whole answer, and the harness that gave it (were best/ promoted since)."""
+    return {**answer.model_dump(mode="json"), "harness": answer.harness}
 
 
 def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
@@ -250,10 +237,16 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             return ApiError(429, "rate_limit_error", f"{admitted['n']} questions running or queued (--concurrency "
                             f"{limits.concurrency}, --queue {limits.queue}); retry later").response()
         admitted["n"] += 1
+        reply: Any = None
         try:
-            return await respond(request)
+            reply = await respond(request)
+            return reply
         finally:
-            admitted["n"] -= 1
+            if not isinstance(reply, AnswerStream):  # a stream holds its place until it ends
+                admitted["n"] -= 1
+
+    def release() -> None:
+        admitted["n"] -= 1
 
     async def respond(request: Request) -> Any:
         try:
@@ -267,18 +260,24 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
                 if isinstance(exc, ValidationError) else "the body is not JSON"
             return ApiError(400, "invalid_request_error", detail).response()
-        if req.stream:
-            return ApiError(400, "invalid_request_error", "streaming is not supported: send stream=false").response()
+        if req.n not in (None, 1):
+            return ApiError(400, "invalid_request_error", f"n={req.n}: a harness answers once; send n=1 (and ask "
+                            "again for another answer)").response()
         try:
             agent = agents.agent(req.model)
         except KeyError:
             return _unknown_model(req.model, agents).response()
         except Exception as exc:  # a harness that cannot be loaded: the error shape every reply has, not plain text
-            return _check(exc).response()
+            return error_reply(exc).response()
         try:
             q = read_question(req)
         except ApiError as exc:
             return exc.response()
+        if req.stream:
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            return AnswerStream(lambda cancel: _answer(agent, q, roots, cancel),
+                                lambda answer: streamed_end(answer, include_usage), model_id=req.model,
+                                limiter=limiter, keepalive_s=limits.keepalive_s, on_close=release)
         cancel = threading.Event()
         async with anyio.create_task_group() as tg:  # the answer, and a watch on the client meanwhile
             tg.start_soon(_watch_disconnect, request, cancel)
@@ -289,8 +288,8 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
         if isinstance(answer, Cancelled):
             return ApiError(499, "invalid_request_error", "the client went away; the question was stopped").response()
         if isinstance(answer, Exception):
-            return _check(answer).response()
-        return completion(req.model, answer.harness, answer)  # the one that answered, were best/ promoted since
+            return error_reply(answer).response()
+        return completion(req.model, answer)
 
     return app
 

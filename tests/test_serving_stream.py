@@ -1,0 +1,122 @@
+"""`stream: true` on `videvolve serve`: the stock `openai` client streams an answer as it would vLLM's.
+
+The agent is a fake that blocks until released, so the tests see the stream while the harness works; the harness
+run itself is the same as without streaming (tests/test_serving_openai.py streams one real answer too).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.serving_support import FakeAgent, FakeAgents, running
+from videvolve.errors import InfraError
+from videvolve.serving.media import MediaRoots
+from videvolve.serving.openai_api import ServerLimits, create_app
+
+
+def _messages(video: Path) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": video.as_uri()}},
+                                         {"type": "text", "text": "Which?\nA) x\nB) y"}]}]
+
+
+@pytest.fixture
+def video(tmp_path: Path) -> Path:
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    return tmp_path / "v.mp4"
+
+
+def _admitted(base: str) -> int:
+    return int(httpx.get(f"{base}/health").json()["running_or_queued"])
+
+
+def _until(check: Any, what: str, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_a_streamed_answer_is_the_answer_with_its_usage_and_keepalives_meanwhile(video: Path):
+    agent = FakeAgent()
+    app = create_app(FakeAgents(agent), MediaRoots([video.parent]), ServerLimits(keepalive_s=0.2))
+    with running(app) as base:
+        lines: list[str] = []
+        with httpx.stream("POST", f"{base}/v1/chat/completions", timeout=30, json={
+                "model": "fake", "messages": _messages(video), "stream": True}) as r:
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+            for line in r.iter_lines():
+                lines.append(line)
+                if line == ": keep-alive" and lines.count(line) == 3:
+                    agent.release.set()  # three keep-alives while the harness works, then the answer
+        events = [json.loads(x.removeprefix("data: ")) for x in lines if x.startswith("data: {")]
+        assert lines.count(": keep-alive") >= 3 and lines[-2:] == ["data: [DONE]", ""]
+        assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+        assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events) == "B"
+        assert events[-1]["choices"][0]["finish_reason"] == "stop" and events[-1]["videvolve"]["harness"] == "fake@1"
+        assert len({e["id"] for e in events}) == 1 and all(e["object"] == "chat.completion.chunk" for e in events)
+        assert not any("usage" in e for e in events)  # only when stream_options asks for it
+
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=30)
+        chunks = list(client.chat.completions.create(model="fake", messages=_messages(video), stream=True,
+                                                     stream_options={"include_usage": True}))
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "B"
+        assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+        assert chunks[-1].choices == [] and chunks[-1].usage is not None
+        assert chunks[-1].usage.prompt_tokens == 50 and chunks[-1].usage.model_extra["frames"] == 3
+        assert chunks[-1].usage.model_extra["evidence_times"] == [1.5]
+        assert _admitted(base) == 0
+
+
+def test_a_failure_once_the_stream_is_open_is_an_error_event_the_sdk_raises(video: Path):
+    agent = FakeAgent(raises=InfraError("connection refused by 127.0.0.1:8000"))
+    agent.release.set()
+    with running(create_app(FakeAgents(agent), MediaRoots([video.parent]), ServerLimits())) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=30)
+        with pytest.raises(openai.APIError, match=r"model endpoint behind the harness is down.*connection refused"):
+            list(client.chat.completions.create(model="fake", messages=_messages(video), stream=True))
+        # what is wrong before the stream opens is the status it has without streaming
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model="nope", messages=_messages(video), stream=True)
+        with pytest.raises(openai.BadRequestError, match="n=2: a harness answers once"):
+            client.chat.completions.create(model="fake", messages=_messages(video), n=2)
+        failed = FakeAgent(outcome="error")
+        failed.release.set()
+    with running(create_app(FakeAgents(failed), MediaRoots([video.parent]), ServerLimits())) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=30)
+        chunks = list(client.chat.completions.create(model="fake", messages=_messages(video), stream=True))
+        assert chunks[-1].choices[0].finish_reason == "error"  # the harness's own failure, as without streaming
+        assert chunks[-1].model_extra["videvolve"]["error_kind"] == "parse"
+
+
+def test_a_stream_holds_its_place_and_a_client_that_goes_away_stops_its_harness(video: Path):
+    agent = FakeAgent()
+    app = create_app(FakeAgents(agent), MediaRoots([video.parent]), ServerLimits(concurrency=1, queue=0))
+    with running(app) as base:
+        with httpx.stream("POST", f"{base}/v1/chat/completions", timeout=30, json={
+                "model": "fake", "messages": _messages(video), "stream": True}) as r:
+            lines = r.iter_lines()  # kept: an iterator dropped closes its connection (httpcore), a hang-up
+            assert json.loads(next(lines).removeprefix("data: "))["choices"][0]["delta"]["role"] == "assistant"
+            assert agent.started.acquire(timeout=10)
+            assert _admitted(base) == 1  # the open stream's question, until the stream ends
+            refused = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={
+                "model": "fake", "messages": _messages(video), "stream": True})
+            assert refused.status_code == 429
+        # the client hung up mid-answer: its harness is told to stop, and its place is free again
+        assert agent.cancelled.wait(10)
+        _until(lambda: _admitted(base) == 0, "the stream's place was never released")
+        agent.release.set()
+        done: list[Any] = []
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=30)
+        worker = threading.Thread(target=lambda: done.extend(client.chat.completions.create(
+            model="fake", messages=_messages(video), stream=True)))
+        worker.start()
+        worker.join(30)
+        assert "".join(c.choices[0].delta.content or "" for c in done if c.choices) == "B"
