@@ -350,3 +350,49 @@ def test_calls_waiting_their_turn_hold_no_thread(tmp_path: Path):
     results, other = anyio.run(main)
     assert other is not None and other.is_error and "no diagnosis memory" in other.content[0].text
     assert len(results) == 45 and not any(r.is_error for r in results) and agent.most == 1
+
+
+@pytest.mark.timeout(120)
+def test_a_long_question_reports_progress_to_a_host_that_asks(tmp_path: Path):
+    """A question takes minutes; a host that sent a progress token heard nothing until the answer (hosts show the
+    reports, and may keep a call that reports from timing out). Now every few seconds: what it waits for, how long."""
+    from videvolve.serving.mcp_server import create_mcp
+    from videvolve.serving.media import MediaRoots
+
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = _Blocking(concurrency=1)
+    server = create_mcp(agent, MediaRoots([tmp_path]), tmp_path / "memory", progress_s=0.1)  # type: ignore[arg-type]
+    heard: dict[str, list[tuple[float, str]]] = {"first": [], "second": []}
+
+    def listener(name: str) -> Any:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            heard[name].append((progress, message or ""))
+            if name == "second" and len(heard["second"]) == 3:
+                agent.release.set()  # three reports while it waits behind the first, then both answer
+        return on_progress
+
+    async def main() -> list[Any]:
+        results: list[Any] = []
+        async with Client(server) as client, anyio.create_task_group() as tg:
+            async def ask(name: str) -> None:
+                results.append(await client.call_tool("ground_in_video", {"video": "v.mp4", "query": "When?"},
+                                                       progress_callback=listener(name)))
+            tg.start_soon(ask, "first")
+            with anyio.fail_after(30):
+                while agent.now < 1:
+                    await anyio.sleep(0.02)
+            tg.start_soon(ask, "second")
+        results.append(await client_free_call(server))
+        return results
+
+    async def client_free_call(server: Any) -> Any:  # a call without a progress token hears nothing, answers alike
+        async with Client(server) as client:
+            agent.release.set()
+            return await client.call_tool("ground_in_video", {"video": "v.mp4", "query": "When?"})
+
+    results = anyio.run(main)
+    assert len(results) == 3 and not any(r.is_error for r in results)
+    assert all("the harness is looking at the video" in m for _, m in heard["first"]) and len(heard["first"]) >= 3
+    assert all("waiting for a free place" in m for _, m in heard["second"][:3])
+    progress = [p for p, _ in heard["first"]]
+    assert progress == sorted(progress) and len(set(progress)) == len(progress)  # increasing, as the spec asks

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -30,6 +32,9 @@ from videvolve.serving.media import MediaRoots, video_file
 from videvolve.tasks import LETTERS
 from videvolve.version import __version__
 
+PROGRESS_S = 5.0
+"""How often a question in progress reports to a host that asked for progress (``notifications/progress``)."""
+log = logging.getLogger(__name__)
 INSTRUCTIONS = ("Answers questions about long videos with an evolved harness around a vision-language model: the "
                 "harness decides which frames to look at. Videos are paths under the server's media roots.")
 Video = Annotated[str, Field(description="the video: a path under the server's media roots (absolute, or relative "
@@ -110,39 +115,81 @@ class _Gates:
 
 
 async def _asked(agent: VideoAgent, roots: MediaRoots, gates: _Gates, video: str, question: str,
-                 options: list[str] | None, grounding: bool) -> AgentAnswer:
+                 options: list[str] | None, grounding: bool, progress: Progress | None = None) -> AgentAnswer:
     """The answer, in a thread; a call the client cancels (``notifications/cancelled``) stops its harness.
 
     The SDK would run a plain function in a thread it waits for to the end: a cancelled call held its harness (and
-    its place under ``--concurrency``) to the task timeout.
+    its place under ``--concurrency``) to the task timeout. ``progress`` is told every few seconds what the call
+    is doing (a host that asked for progress shows it, and may keep a long call from timing out).
     """
     cancel = threading.Event()
-    async with gates.turn:
+    phase = ["waiting for a free place (--concurrency)"]
+    async with anyio.create_task_group() as tg:  # raises nothing of its own: a task group would wrap a ToolError
+        if progress is not None:
+            tg.start_soon(progress.tick, phase)
         try:
-            return await anyio.to_thread.run_sync(functools.partial(
-                _answer, agent, roots, gates.place, video, question, options, grounding, cancel),
-                abandon_on_cancel=True)
+            async with gates.turn:
+                outcome = await anyio.to_thread.run_sync(functools.partial(
+                    _answer, agent, roots, gates.place, video, question, options, grounding, cancel, phase),
+                    abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
             cancel.set()  # the thread, abandoned, stops its harness within a second and frees its place
             raise
+        finally:
+            tg.cancel_scope.cancel()
+    if isinstance(outcome, ToolError):
+        raise outcome
+    return outcome
+
+
+@dataclass
+class Progress:
+    """``notifications/progress`` for one call: seconds since it began, and what it is doing."""
+
+    context: Context
+    every_s: float
+
+    async def tick(self, phase: list[str]) -> None:
+        """Report every ``every_s`` until cancelled (a no-op for a host that sent no progress token)."""
+        started = anyio.current_time()
+        while True:
+            await anyio.sleep(self.every_s)
+            elapsed = anyio.current_time() - started
+            try:
+                await self.context.report_progress(round(elapsed, 1), None, f"{phase[0]}: {elapsed:.0f} s")
+            except Exception as exc:  # a host gone or a closed stream ends the reports, never the question
+                log.debug("progress not sent: %s", exc)
+                return
 
 
 def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, video: str, question: str,
-            options: list[str] | None, grounding: bool, cancel: threading.Event) -> AgentAnswer:
+            options: list[str] | None, grounding: bool, cancel: threading.Event, phase: list[str],
+            ) -> AgentAnswer | ToolError:
+    """The answer, or the tool error to raise (returned: see :func:`_asked`)."""
     try:
         with gate, video_file(video, roots) as path:  # at most --concurrency harnesses (and downloads) at once
+            phase[0] = "the harness is looking at the video"
             return agent.ask(path, question, options, grounding, cancel=cancel)
     except EndpointError as exc:
-        raise ToolError(f"the model endpoint behind the harness refuses us: {exc}") from None
+        return ToolError(f"the model endpoint behind the harness refuses us: {exc}")
     except InfraError as exc:
-        raise ToolError(f"the model endpoint behind the harness is down: {exc}") from None
+        return ToolError(f"the model endpoint behind the harness is down: {exc}")
     except (VidevolveError, OSError) as exc:  # outside the roots, missing, unreadable, undownloadable
-        raise ToolError(str(exc)) from None
+        return ToolError(str(exc))
+    except Exception as exc:
+        log.exception("a bug in videvolve while answering")
+        return ToolError(f"a bug in videvolve, not in your call ({type(exc).__name__}: {exc}); the server log has "
+                         "the traceback")
 
 
 def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
-               open_memory: Callable[[Path], DiagnosisStore] | None = None) -> MCPServer:
-    """The server; ``open_memory`` opens the diagnosis memory for each search (default: ``read_store``)."""
+               open_memory: Callable[[Path], DiagnosisStore] | None = None, progress_s: float = PROGRESS_S,
+               ) -> MCPServer:
+    """The server.
+
+    ``open_memory`` opens the diagnosis memory for each search (default: ``read_store``); ``progress_s``: how often
+    a question in progress reports to a host that asked for progress.
+    """
     server: MCPServer = MCPServer("videvolve", instructions=INSTRUCTIONS, version=__version__)
     gates = _Gates(agent.runtime.concurrency)
 
@@ -151,7 +198,7 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
                         options: Annotated[list[str] | None, Field(
                             description="2 to 26 choices, in order (\"A) red\", \"B) blue\" or just \"red\", "
                             "\"blue\"): multiple choice; none: a when-question answered with intervals")] = None,
-                        ) -> AgentAnswer:
+                        ctx: Context | None = None) -> AgentAnswer:
         """Ask the harness a question about a video (a path under the media roots).
 
         With options (e.g. ["A) red", "B) blue"]) it is multiple choice and the answer is a letter; without, it is a
@@ -160,13 +207,15 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         """
         if options and not 2 <= len(options) <= len(LETTERS):  # as a task file: one is always "A", a 27th unletterable
             raise ToolError(f"give 2 to {len(LETTERS)} options (got {len(options)}), or none for a when-question")
-        return await _asked(agent, roots, gates, video, question, options, grounding=False)
+        return await _asked(agent, roots, gates, video, question, options, grounding=False,
+                            progress=Progress(ctx, progress_s) if ctx is not None else None)
 
     @server.tool()
     async def ground_in_video(video: Video, query: Annotated[str, Field(
-            description="what to find, e.g. 'the red star appears'")]) -> AgentAnswer:
+            description="what to find, e.g. 'the red star appears'")], ctx: Context | None = None) -> AgentAnswer:
         """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does."""
-        return await _asked(agent, roots, gates, video, query, None, grounding=True)
+        return await _asked(agent, roots, gates, video, query, None, grounding=True,
+                            progress=Progress(ctx, progress_s) if ctx is not None else None)
 
     @server.tool()
     def search_diagnoses(text: Annotated[str, Field(description="a failure, in words")],
