@@ -54,12 +54,15 @@ install-dev: $(VENV)/.installed-dev
 demo: $(VENV)/.installed sandbox
 	$(BIN)/videvolve demo --out demo
 
+# the suite runs in TEST_WORKERS processes (pytest-xdist); CI's machine has 2 cores, and so does the default
+TEST_WORKERS ?= 2
+
 test: $(VENV)/.installed-dev sandbox espeak browser
-	$(BIN)/python -m pytest -q --durations=40
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=40
 
 # the edit-test cycle: everything but the tests marked slow (full loops, CLI round trips); under 2 minutes
 test-fast: $(VENV)/.installed-dev sandbox espeak browser
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 # lmms-eval in its own environment (it pulls torch): CPU torch 2.13.0 (a local file here), lmms-eval, this checkout.
 # torchvision is removed (PyPI's build does not load beside that torch: "operator torchvision::nms does not exist";
