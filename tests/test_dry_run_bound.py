@@ -74,3 +74,13 @@ def test_a_long_dry_run_never_shows_a_question_more_frames_than_its_video_holds(
              for what in ("question runs (harness on one task)", "frames shown")}
     most = max(probe(t.video).frame_count for t in read_tasks(small_world.tasks_path))
     assert 0 < value["frames shown"] <= value["question runs (harness on one task)"] * most, (value, most)
+
+
+def test_ask_sites_of_a_deeply_nested_or_unparsable_file_is_a_count_not_a_crash():
+    """The count walked the tree recursively: a file nested some hundreds deep (a solver an editor wrote) stopped
+    `evolve --dry-run` with RecursionError."""
+    deep = "x = " + "+".join(["ctx.ask(y)"] + ["1"] * 1000) + "\n"  # parsed; a thousand BinOps deep
+    nested = "".join("    " * i + "for a in b:\n" for i in range(90)) + "    " * 90 + "ctx.ask(x)\n"
+    assert ask_sites(deep, 24) == 1 and ask_sites(nested, 24) == 24
+    too_deep = "x = " + "+".join(["1"] * 5000) + "\n"  # deeper than Python's own parser goes
+    assert ask_sites(too_deep, 24) == 24 == ask_sites("def broken(:\n", 24)  # its load says what is wrong

@@ -50,18 +50,23 @@ class Plan(BaseModel):
 
 
 def ask_sites(source: str, max_rounds: int) -> int:
-    """``ctx.ask`` calls a solver makes at most: each call site once, times ``max_rounds`` inside a loop."""
-    total = 0
+    """``ctx.ask`` calls a solver makes at most: each call site once, times ``max_rounds`` inside a loop.
 
-    def visit(node: ast.AST, in_loop: bool) -> None:
-        nonlocal total
+    Walked with a stack, not recursion: a deeply nested file (an editor's, say) is counted, not a RecursionError. A
+    file Python cannot parse counts as one call site in a loop (the harness's own load says what is wrong with it).
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return max_rounds
+    total = 0
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, in_loop = stack.pop()
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "ask":
             total += max_rounds if in_loop else 1
         loop = in_loop or isinstance(node, (ast.For, ast.While, ast.AsyncFor, ast.comprehension))
-        for child in ast.iter_child_nodes(node):
-            visit(child, loop)
-
-    visit(ast.parse(source), False)
+        stack.extend((child, loop) for child in ast.iter_child_nodes(node))
     return total
 
 
