@@ -11,6 +11,7 @@ import pytest
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.evaluation.evaluate import Evaluation, evaluate
 from videvolve.evaluation.results import Producer
+from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import cost_model
 from videvolve.models.openai_backend import openai_vlm
 from videvolve.models.sim import SimVLM
@@ -193,12 +194,16 @@ def test_a_request_refused_as_too_long_is_not_reused_once_the_server_takes_longe
     tasks = [t for t in small_world.tasks if t.split == "test" and t.kind == "mcq"][:1]
     out = tmp_path / "e"
 
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+
     def against(max_model_len: int, margin: float = 0.05) -> Evaluation:
         app = create_app("simvlm", mimic=MimicSettings(max_model_len=max_model_len))
         with serve_app(app) as base:
             vlm = openai_vlm(ModelSettings(backend="openai", model="simvlm", base_url=base, retry_window_s=5,
                                            context_margin=margin))
-            return run(seed, tasks, out, vlm)
+            done = evaluate(seed, tasks, out, vlm, cost_model("qwen2.5-vl"), RUNTIME, cache=cache)
+        done.summary["served"] = app.state.stats["requests"]
+        return done
 
     short = against(400)
     assert short.results[0].error_kind == "budget" and "400 tokens" in str(short.results[0].error)
@@ -207,7 +212,13 @@ def test_a_request_refused_as_too_long_is_not_reused_once_the_server_takes_longe
     longer = against(131_072)  # main: the refusal was reused, scored 0 against a server that takes the request
     assert reused(longer) == 0 and longer.results[0].outcome == "ok"
     assert reused(against(131_072)) == 1
-    assert reused(against(131_072, margin=0.10)) == 1  # an answer is reused whatever the limit it fitted under
+    assert reused(against(262_144)) == 1  # a longer context takes whatever the shorter one took
+    # A shorter one may not: the answer is not reused, and the reply stored for its request is not given either
+    # (main: both were, an answer the server can no longer give, scored as if it could)
+    again = against(131_072, margin=0.10)
+    assert reused(again) == 0 and again.results[0].outcome == "ok" and again.summary["served"] == 0  # cache hits
+    shrunk = against(400)
+    assert reused(shrunk) == 0 and shrunk.results[0].error_kind == "budget" and shrunk.summary["served"] == 0
 
 
 @pytest.mark.slow

@@ -173,7 +173,10 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
     shorter ``--task-timeout`` says nothing about this run, and the task runs again. A memory error likewise, only
     when reached under a ``--memory-bytes`` at least as large as this run's. A request the context guard refused as
     too long only where the endpoint takes as many prompt tokens as it did then: a server restarted with another
-    ``--max-model-len``, or another ``--context-margin``, runs it again. A request the server itself refused, never.
+    ``--max-model-len``, or another ``--context-margin``, runs it again. Any other result only where the endpoint
+    takes at least as many as it did then: under a shorter context its requests may no longer fit (the rerun asks
+    the response cache for the requests that still do, and the guard refuses the rest). A request the server itself
+    refused, never.
     """
     result = load_result(out_dir, task, producer)
     if result is None or result.error_kind in RETRIED_ON_RERUN:
@@ -185,6 +188,9 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
             result.memory_bytes is None or (producer.memory_bytes or 0) > result.memory_bytes):
         return None
     if result.error_kind in ENDPOINT_BOUND and result.served_context != producer.served_context:
+        return None
+    if None not in (result.served_context, producer.served_context) and \
+            (producer.served_context or 0) < (result.served_context or 0):
         return None
     return result
 

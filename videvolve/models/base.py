@@ -74,6 +74,25 @@ def served_context_of(model: object) -> int | None:
 
 
 @runtime_checkable
+class ContextChecked(Protocol):
+    """A model that refuses, before anything is sent, a request its endpoint's context cannot hold."""
+
+    def check_context(self, messages: list[Message], tools: list[Tool] | None) -> None:
+        """Raise :class:`~videvolve.errors.ContextTooLong` when the request would not fit."""
+        ...
+
+
+def check_context(model: object, messages: list[Message], tools: list[Tool] | None) -> None:
+    """``model``'s context check, where it has one.
+
+    Run before the response cache is read: a reply stored under a longer ``--max-model-len`` is not given for a
+    request the endpoint now refuses.
+    """
+    if isinstance(model, ContextChecked):
+        model.check_context(messages, tools)
+
+
+@runtime_checkable
 class Reachable(Protocol):
     """A model behind an endpoint that can be asked what it serves (``GET /v1/models``)."""
 

@@ -19,7 +19,16 @@ from typing import Any
 from pydantic import BaseModel
 
 from videvolve.errors import StorageError
-from videvolve.models.base import VLM, Message, Reply, Tool, reach, request_timeout_of, served_context_of
+from videvolve.models.base import (
+    VLM,
+    Message,
+    Reply,
+    Tool,
+    check_context,
+    reach,
+    request_timeout_of,
+    served_context_of,
+)
 
 
 def _fingerprint(value: Any) -> Any:
@@ -131,11 +140,16 @@ class CacheUse(BaseModel):
 
 def complete(vlm: VLM, messages: list[Message], tools: list[Tool] | None = None,
              cache: ResponseCache | None = None) -> Reply:
-    """One model call through the cache (when given)."""
+    """One model call through the cache (when given).
+
+    A request the endpoint's context cannot hold is refused first, stored reply or not: one stored under a longer
+    ``--max-model-len`` is not the endpoint's answer now.
+    """
     if cache is not None:  # the revision in the key names the checkpoint the endpoint serves: asked first
         reach(vlm)
     key = request_key(vlm, messages, tools) if cache is not None else ""
     if cache is not None:
+        check_context(vlm, messages, tools)
         hit = cache.get(key)
         if hit is not None:
             return hit
@@ -169,6 +183,10 @@ class MeteredVLM:
     def served_context(self) -> int | None:
         """The wrapped model's served context, where it has one."""
         return served_context_of(self.vlm)
+
+    def check_context(self, messages: list[Message], tools: list[Tool] | None) -> None:
+        """The wrapped model's context check, where it has one."""
+        check_context(self.vlm, messages, tools)
 
     @property
     def request_timeout_s(self) -> float | None:

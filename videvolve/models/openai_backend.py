@@ -162,6 +162,11 @@ class ChatModelVLM:
         """The prompt tokens the endpoint takes (its ``max_model_len`` less the guard's margin; None: no guard)."""
         return self.guard.usable() if self.guard is not None else None
 
+    def check_context(self, messages: list[Message], tools: list[Tool] | None) -> None:
+        """Refuse (:class:`~videvolve.errors.ContextTooLong`) a request the served context cannot hold."""
+        if self.guard is not None:
+            self.guard.check(messages, tools)
+
     def _invoke(self, messages: list[BaseMessage], tools: list[Tool] | None, extra: dict[str, Any]) -> AIMessage:
         model: Any = self.chat.bind_tools(tools) if tools else self.chat
         out = model.invoke(messages, **({"extra_body": extra} if extra else {}))
