@@ -134,8 +134,10 @@ def test_errors_are_openai_errors_with_the_right_status(world, server):
         _ask(client, "uniform", (root / "broken.mp4").as_uri(), "When does the red star appear?")
     with pytest.raises(openai.BadRequestError, match="base64"):
         _ask(client, "uniform", "data:video/mp4;base64,@@@", "When does the red star appear?")
-    with pytest.raises(openai.BadRequestError, match="streaming"):
-        _ask(client, "uniform", video, "When does the red star appear?", stream=True)
+    with pytest.raises(openai.BadRequestError, match="a harness answers once"):
+        _ask(client, "uniform", video, "When does the red star appear?", n=2)
+    with pytest.raises(openai.APIError, match=r"broken\.mp4"):  # found once the stream is open: an error event
+        list(_ask(client, "uniform", (root / "broken.mp4").as_uri(), "When does the red star appear?", stream=True))
 
 
 def test_a_down_model_endpoint_is_503(world):
