@@ -120,3 +120,26 @@ def test_a_stream_holds_its_place_and_a_client_that_goes_away_stops_its_harness(
         worker.start()
         worker.join(30)
         assert "".join(c.choices[0].delta.content or "" for c in done if c.choices) == "B"
+
+
+def test_a_queued_stream_whose_client_goes_away_leaves_the_queue_at_once(video: Path):
+    """A stream queued behind --concurrency whose client hung up held its place until the harness ahead of it
+    ended, and then ran a harness of its own for nobody."""
+    agent = FakeAgent()
+    app = create_app(FakeAgents(agent), MediaRoots([video.parent]),
+                     ServerLimits(concurrency=1, queue=1, keepalive_s=0.05))
+    body = {"model": "fake", "messages": _messages(video), "stream": True}
+    with running(app) as base:
+        with httpx.stream("POST", f"{base}/v1/chat/completions", timeout=30, json=body) as first:
+            first_lines = first.iter_lines()
+            next(first_lines)
+            assert agent.started.acquire(timeout=10)
+            with httpx.stream("POST", f"{base}/v1/chat/completions", timeout=30, json=body) as queued:
+                queued_lines = queued.iter_lines()
+                assert ": keep-alive" in (next(queued_lines), next(queued_lines), next(queued_lines))
+                assert _admitted(base) == 2
+            _until(lambda: _admitted(base) == 1, "a hung-up queued stream kept its place", seconds=5)
+            agent.release.set()
+            assert any('"content": "B"' in line for line in first_lines)
+        _until(lambda: _admitted(base) == 0, "the first stream's place was never released")
+        assert not agent.started.acquire(blocking=False)  # the gone client's harness never started
