@@ -7,6 +7,7 @@ run itself is the same as without streaming (tests/test_serving_openai.py stream
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from pathlib import Path
@@ -142,4 +143,33 @@ def test_a_queued_stream_whose_client_goes_away_leaves_the_queue_at_once(video: 
             agent.release.set()
             assert any('"content": "B"' in line for line in first_lines)
         _until(lambda: _admitted(base) == 0, "the first stream's place was never released")
+        assert not agent.started.acquire(blocking=False)  # the gone client's harness never started
+
+
+def _sent(base: str, body: dict[str, Any]) -> socket.socket:
+    """A chat request sent on a socket of its own, its reply unread."""
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=30)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    return sock
+
+
+def test_a_queued_question_whose_client_goes_away_leaves_the_queue_at_once(video: Path):
+    """The same without streaming: the client's hang-up was seen, but its question waited on for a place."""
+    agent = FakeAgent()
+    app = create_app(FakeAgents(agent), MediaRoots([video.parent]), ServerLimits(concurrency=1, queue=1))
+    body = {"model": "fake", "messages": _messages(video)}
+    with running(app) as base:
+        with _sent(base, body) as first:
+            assert agent.started.acquire(timeout=10)
+            with _sent(base, body):
+                _until(lambda: _admitted(base) == 2, "the second question never arrived")
+            _until(lambda: _admitted(base) == 1, "a hung-up queued question kept its place", seconds=5)
+            agent.release.set()
+            reply = b""
+            while b'"content":"B"' not in reply and (chunk := first.recv(65536)):
+                reply += chunk
+            assert reply.startswith(b"HTTP/1.1 200") and b'"content":"B"' in reply
+        _until(lambda: _admitted(base) == 0, "the first question's place was never released")
         assert not agent.started.acquire(blocking=False)  # the gone client's harness never started

@@ -279,8 +279,9 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
                                 lambda answer: streamed_end(answer, include_usage), model_id=req.model,
                                 limiter=limiter, keepalive_s=limits.keepalive_s, on_close=release)
         cancel = threading.Event()
+        answer: AgentAnswer | Exception = Cancelled("the client went away")
         async with anyio.create_task_group() as tg:  # the answer, and a watch on the client meanwhile
-            tg.start_soon(_watch_disconnect, request, cancel)
+            tg.start_soon(_watch_disconnect, request, cancel, tg.cancel_scope)
             try:
                 answer = await anyio.to_thread.run_sync(_answer, agent, q, roots, cancel, limiter=limiter)
             finally:
@@ -356,11 +357,16 @@ async def _read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-async def _watch_disconnect(request: Request, cancel: threading.Event) -> None:
-    """Set ``cancel`` when the client goes away: its harness is stopped, not left to run to its task timeout."""
+async def _watch_disconnect(request: Request, cancel: threading.Event, scope: anyio.CancelScope) -> None:
+    """Set ``cancel`` when the client goes away: its harness is stopped, not left to run to its task timeout.
+
+    ``scope`` is cancelled too: a question still waiting for its place leaves the queue (a running one's thread is
+    waited for).
+    """
     while not await request.is_disconnected():
         await anyio.sleep(DISCONNECT_POLL_S)
     cancel.set()
+    scope.cancel()
 
 
 def _answer(agent: Answerer, q: VideoQuestion, roots: Any, cancel: threading.Event) -> AgentAnswer | Exception:
