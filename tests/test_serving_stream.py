@@ -173,3 +173,18 @@ def test_a_queued_question_whose_client_goes_away_leaves_the_queue_at_once(video
             assert reply.startswith(b"HTTP/1.1 200") and b'"content":"B"' in reply
         _until(lambda: _admitted(base) == 0, "the first question's place was never released")
         assert not agent.started.acquire(blocking=False)  # the gone client's harness never started
+
+
+def test_a_bug_while_answering_leaves_its_traceback_in_the_log(video: Path, caplog: pytest.LogCaptureFixture):
+    """The 500 (or the error event) says the server log has the traceback; the log had 'NoneType: None'."""
+    agent = FakeAgent(raises=RuntimeError("boom in the agent"))
+    agent.release.set()
+    with running(create_app(FakeAgents(agent), MediaRoots([video.parent]), ServerLimits())) as base:
+        for stream in (False, True):
+            caplog.clear()
+            r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={
+                "model": "fake", "messages": _messages(video), "stream": stream})
+            assert "the server log has the traceback" in r.text
+            bugs = [x for x in caplog.records if x.getMessage() == "a bug in videvolve while answering"]
+            assert len(bugs) == 1 and bugs[0].exc_info is not None
+            assert "boom in the agent" in caplog.text and "in ask" in caplog.text  # the agent's own frame
