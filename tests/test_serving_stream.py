@@ -7,6 +7,7 @@ run itself is the same as without streaming (tests/test_serving_openai.py stream
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -188,3 +189,36 @@ def test_a_bug_while_answering_leaves_its_traceback_in_the_log(video: Path, capl
             bugs = [x for x in caplog.records if x.getMessage() == "a bug in videvolve while answering"]
             assert len(bugs) == 1 and bugs[0].exc_info is not None
             assert "boom in the agent" in caplog.text and "in ask" in caplog.text  # the agent's own frame
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_client_that_hangs_up_while_sending_its_body_leaves_no_traceback(video: Path):
+    """uvicorn logged 'Exception in ASGI application' with a ClientDisconnect traceback for each such client."""
+    agent = FakeAgent()
+    app = create_app(FakeAgents(agent), MediaRoots([video.parent]), ServerLimits(concurrency=1, queue=0))
+    with running(app) as base:
+        seen = _Records()
+        logging.getLogger("uvicorn.error").addHandler(seen)  # after uvicorn set up its logging, which would drop it
+        try:
+            for stream in (True, False):
+                data = json.dumps({"model": "fake", "messages": _messages(video), "stream": stream}).encode()
+                with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=30) as sock:
+                    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                                 % (len(data), data[:20]))
+                    _until(lambda: _admitted(base) == 1, "the request never arrived")
+                _until(lambda: _admitted(base) == 0, "the hung-up request kept its place")
+            agent.release.set()  # and the one place is free for the next question
+            r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={
+                "model": "fake", "messages": _messages(video)})
+            assert r.json()["choices"][0]["message"]["content"] == "B"
+        finally:
+            logging.getLogger("uvicorn.error").removeHandler(seen)
+        assert not [x.getMessage() for x in seen.records if x.levelno >= logging.WARNING]

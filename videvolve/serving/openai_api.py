@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from videvolve.errors import Cancelled
@@ -253,6 +254,8 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             req = ChatRequest.model_validate(json.loads(await _read_body(request)))
         except ApiError as exc:
             return exc.response()
+        except ClientDisconnect:  # gone while sending its body: nobody to answer (uvicorn logged a traceback)
+            return ApiError(499, "invalid_request_error", "the client went away while sending its request").response()
         except RecursionError:
             return ApiError(400, "invalid_request_error", "the body is nested too deep to read: send the messages "
                             "as a chat completion request has them").response()
