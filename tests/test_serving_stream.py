@@ -7,6 +7,8 @@ run itself is the same as without streaming (tests/test_serving_openai.py stream
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import threading
 import time
 from pathlib import Path
@@ -120,3 +122,103 @@ def test_a_stream_holds_its_place_and_a_client_that_goes_away_stops_its_harness(
         worker.start()
         worker.join(30)
         assert "".join(c.choices[0].delta.content or "" for c in done if c.choices) == "B"
+
+
+def test_a_queued_stream_whose_client_goes_away_leaves_the_queue_at_once(video: Path):
+    """A stream queued behind --concurrency whose client hung up held its place until the harness ahead of it
+    ended, and then ran a harness of its own for nobody."""
+    agent = FakeAgent()
+    app = create_app(FakeAgents(agent), MediaRoots([video.parent]),
+                     ServerLimits(concurrency=1, queue=1, keepalive_s=0.05))
+    body = {"model": "fake", "messages": _messages(video), "stream": True}
+    with running(app) as base:
+        with httpx.stream("POST", f"{base}/v1/chat/completions", timeout=30, json=body) as first:
+            first_lines = first.iter_lines()
+            next(first_lines)
+            assert agent.started.acquire(timeout=10)
+            with httpx.stream("POST", f"{base}/v1/chat/completions", timeout=30, json=body) as queued:
+                queued_lines = queued.iter_lines()
+                assert ": keep-alive" in (next(queued_lines), next(queued_lines), next(queued_lines))
+                assert _admitted(base) == 2
+            _until(lambda: _admitted(base) == 1, "a hung-up queued stream kept its place", seconds=5)
+            agent.release.set()
+            assert any('"content": "B"' in line for line in first_lines)
+        _until(lambda: _admitted(base) == 0, "the first stream's place was never released")
+        assert not agent.started.acquire(blocking=False)  # the gone client's harness never started
+
+
+def _sent(base: str, body: dict[str, Any]) -> socket.socket:
+    """A chat request sent on a socket of its own, its reply unread."""
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=30)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    return sock
+
+
+def test_a_queued_question_whose_client_goes_away_leaves_the_queue_at_once(video: Path):
+    """The same without streaming: the client's hang-up was seen, but its question waited on for a place."""
+    agent = FakeAgent()
+    app = create_app(FakeAgents(agent), MediaRoots([video.parent]), ServerLimits(concurrency=1, queue=1))
+    body = {"model": "fake", "messages": _messages(video)}
+    with running(app) as base:
+        with _sent(base, body) as first:
+            assert agent.started.acquire(timeout=10)
+            with _sent(base, body):
+                _until(lambda: _admitted(base) == 2, "the second question never arrived")
+            _until(lambda: _admitted(base) == 1, "a hung-up queued question kept its place", seconds=5)
+            agent.release.set()
+            reply = b""
+            while b'"content":"B"' not in reply and (chunk := first.recv(65536)):
+                reply += chunk
+            assert reply.startswith(b"HTTP/1.1 200") and b'"content":"B"' in reply
+        _until(lambda: _admitted(base) == 0, "the first question's place was never released")
+        assert not agent.started.acquire(blocking=False)  # the gone client's harness never started
+
+
+def test_a_bug_while_answering_leaves_its_traceback_in_the_log(video: Path, caplog: pytest.LogCaptureFixture):
+    """The 500 (or the error event) says the server log has the traceback; the log had 'NoneType: None'."""
+    agent = FakeAgent(raises=RuntimeError("boom in the agent"))
+    agent.release.set()
+    with running(create_app(FakeAgents(agent), MediaRoots([video.parent]), ServerLimits())) as base:
+        for stream in (False, True):
+            caplog.clear()
+            r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={
+                "model": "fake", "messages": _messages(video), "stream": stream})
+            assert "the server log has the traceback" in r.text
+            bugs = [x for x in caplog.records if x.getMessage() == "a bug in videvolve while answering"]
+            assert len(bugs) == 1 and bugs[0].exc_info is not None
+            assert "boom in the agent" in caplog.text and "in ask" in caplog.text  # the agent's own frame
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_client_that_hangs_up_while_sending_its_body_leaves_no_traceback(video: Path):
+    """uvicorn logged 'Exception in ASGI application' with a ClientDisconnect traceback for each such client."""
+    agent = FakeAgent()
+    app = create_app(FakeAgents(agent), MediaRoots([video.parent]), ServerLimits(concurrency=1, queue=0))
+    with running(app) as base:
+        seen = _Records()
+        logging.getLogger("uvicorn.error").addHandler(seen)  # after uvicorn set up its logging, which would drop it
+        try:
+            for stream in (True, False):
+                data = json.dumps({"model": "fake", "messages": _messages(video), "stream": stream}).encode()
+                with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=30) as sock:
+                    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                                 % (len(data), data[:20]))
+                    _until(lambda: _admitted(base) == 1, "the request never arrived")
+                _until(lambda: _admitted(base) == 0, "the hung-up request kept its place")
+            agent.release.set()  # and the one place is free for the next question
+            r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={
+                "model": "fake", "messages": _messages(video)})
+            assert r.json()["choices"][0]["message"]["content"] == "B"
+        finally:
+            logging.getLogger("uvicorn.error").removeHandler(seen)
+        assert not [x.getMessage() for x in seen.records if x.levelno >= logging.WARNING]

@@ -55,6 +55,6 @@ def error_reply(exc: Exception) -> ApiError:
                         "with a harness that is not being edited (copy it first)")
     if isinstance(exc, MediaError | InputNotFoundError | UsageError | VideoUnreachable):
         return ApiError(400, "invalid_request_error", str(exc))
-    log.exception("a bug in videvolve while answering")
+    log.error("a bug in videvolve while answering", exc_info=exc)  # returned from its thread: nothing is being handled
     return ApiError(500, "internal_error", f"a bug in videvolve, not in your request ({type(exc).__name__}: {exc}); "
                     "the server log has the traceback")

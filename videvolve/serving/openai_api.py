@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from videvolve.errors import Cancelled
@@ -253,6 +254,8 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             req = ChatRequest.model_validate(json.loads(await _read_body(request)))
         except ApiError as exc:
             return exc.response()
+        except ClientDisconnect:  # gone while sending its body: nobody to answer (uvicorn logged a traceback)
+            return ApiError(499, "invalid_request_error", "the client went away while sending its request").response()
         except RecursionError:
             return ApiError(400, "invalid_request_error", "the body is nested too deep to read: send the messages "
                             "as a chat completion request has them").response()
@@ -279,8 +282,9 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
                                 lambda answer: streamed_end(answer, include_usage), model_id=req.model,
                                 limiter=limiter, keepalive_s=limits.keepalive_s, on_close=release)
         cancel = threading.Event()
+        answer: AgentAnswer | Exception = Cancelled("the client went away")
         async with anyio.create_task_group() as tg:  # the answer, and a watch on the client meanwhile
-            tg.start_soon(_watch_disconnect, request, cancel)
+            tg.start_soon(_watch_disconnect, request, cancel, tg.cancel_scope)
             try:
                 answer = await anyio.to_thread.run_sync(_answer, agent, q, roots, cancel, limiter=limiter)
             finally:
@@ -356,11 +360,16 @@ async def _read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-async def _watch_disconnect(request: Request, cancel: threading.Event) -> None:
-    """Set ``cancel`` when the client goes away: its harness is stopped, not left to run to its task timeout."""
+async def _watch_disconnect(request: Request, cancel: threading.Event, scope: anyio.CancelScope) -> None:
+    """Set ``cancel`` when the client goes away: its harness is stopped, not left to run to its task timeout.
+
+    ``scope`` is cancelled too: a question still waiting for its place leaves the queue (a running one's thread is
+    waited for).
+    """
     while not await request.is_disconnected():
         await anyio.sleep(DISCONNECT_POLL_S)
     cancel.set()
+    scope.cancel()
 
 
 def _answer(agent: Answerer, q: VideoQuestion, roots: Any, cancel: threading.Event) -> AgentAnswer | Exception:

@@ -53,7 +53,8 @@ class AnswerStream(StreamingResponse):
                 try:
                     await super().__call__(scope, receive, send)
                 finally:
-                    self._cancel.set()  # nothing to stop once answered; the task group waits for the harness
+                    self._cancel.set()  # nothing to stop once answered; the task group waits for a running harness
+                    tg.cancel_scope.cancel()  # and a question still waiting for its place leaves the queue
         finally:
             self._on_close()
 
