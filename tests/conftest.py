@@ -5,7 +5,7 @@ import lzma
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import pytest
 from videvolve.graph import Context
 from videvolve.media import frame_cache
 from videvolve.skill_library.harness import seed_path
-from videvolve.testing import make_index_video
+from videvolve.testing import make_index_video, reserved_port
 
 SHARED = Path(os.environ.get("VIDEVOLVE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 SAMPLES = SHARED / "samples"
@@ -61,6 +61,15 @@ def run_context(world: Any, tmp_path: Path, seed: Path, *, name: str | None = No
 def make_context(small_world: Any, tmp_path: Path, seed: Path) -> Callable[..., Context]:
     """``run_context`` bound to the small world, this test's ``tmp_path`` and the 16-frame seed."""
     return functools.partial(run_context, small_world, tmp_path, seed)
+
+
+@pytest.fixture()
+def reserved_tcp_port() -> Iterator[int]:
+    """A port of 127.0.0.1 held for this test (``videvolve.testing.reserved_port``): a server the test starts there
+    binds it; no other pytest-xdist worker is given it meanwhile, and until a server listens, connections are
+    refused."""
+    with reserved_port() as port:
+        yield port
 
 
 @pytest.fixture(scope="session")
