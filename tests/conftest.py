@@ -84,6 +84,20 @@ def long_gop_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_index_video(tmp_path_factory.mktemp("media") / "long_gop.mp4", seconds=12, fps=30, gop=150)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """This session's (each pytest-xdist worker's) ``XDG_CACHE_HOME``, for it and the commands it starts.
+
+    Else every test that runs a command without ``--cache`` or ``--no-cache`` read and wrote the user's
+    ``~/.cache/videvolve/responses.sqlite``, shared by both workers and kept between runs, and a transcript or proxy
+    that any run left there, found by the video's content, was read by the next test with that video.
+    """
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_frame_cache() -> None:
     frame_cache.clear()

@@ -66,6 +66,7 @@ def test_a_bug_prints_a_traceback_and_asks_for_a_report(monkeypatch, capsys, tmp
 
     monkeypatch.setattr(run_cmds, "cmd_report", broken)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME")  # the default: ~/.cache/videvolve
     parser_main = main(["report", "--run", str(tmp_path)])
     err = " ".join(capsys.readouterr().err.split())
     assert parser_main == 70 and "KeyError" in err and "bug in videvolve" in err
@@ -114,6 +115,7 @@ def test_two_bugs_in_the_same_second_keep_both_crash_files(monkeypatch, capsys, 
 
     monkeypatch.setattr(run_cmds, "cmd_report", broken)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME")  # the default: ~/.cache/videvolve
     monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20260101-000000")  # the same second for both
     assert main(["report", "--run", "first"]) == 70 and main(["report", "--run", "second"]) == 70
     capsys.readouterr()
