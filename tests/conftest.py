@@ -5,7 +5,7 @@ import lzma
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import pytest
 from videvolve.graph import Context
 from videvolve.media import frame_cache
 from videvolve.skill_library.harness import seed_path
-from videvolve.testing import make_index_video
+from videvolve.testing import make_index_video, reserved_port
 
 SHARED = Path(os.environ.get("VIDEVOLVE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 SAMPLES = SHARED / "samples"
@@ -63,6 +63,15 @@ def make_context(small_world: Any, tmp_path: Path, seed: Path) -> Callable[..., 
     return functools.partial(run_context, small_world, tmp_path, seed)
 
 
+@pytest.fixture()
+def reserved_tcp_port() -> Iterator[int]:
+    """A port of 127.0.0.1 held for this test (``videvolve.testing.reserved_port``): a server the test starts there
+    binds it; no other pytest-xdist worker is given it meanwhile, and until a server listens, connections are
+    refused."""
+    with reserved_port() as port:
+        yield port
+
+
 @pytest.fixture(scope="session")
 def index_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """20 s, 25 fps, GOP of 12 frames, B-frames; frame i shows index i."""
@@ -73,6 +82,20 @@ def index_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def long_gop_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """12 s, 30 fps, a keyframe every 5 s."""
     return make_index_video(tmp_path_factory.mktemp("media") / "long_gop.mp4", seconds=12, fps=30, gop=150)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """This session's (each pytest-xdist worker's) ``XDG_CACHE_HOME``, for it and the commands it starts.
+
+    Else every test that runs a command without ``--cache`` or ``--no-cache`` read and wrote the user's
+    ``~/.cache/videvolve/responses.sqlite``, shared by both workers and kept between runs, and a transcript or proxy
+    that any run left there, found by the video's content, was read by the next test with that video.
+    """
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    yield
+    patch.undo()
 
 
 @pytest.fixture(autouse=True)

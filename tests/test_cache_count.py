@@ -73,3 +73,16 @@ def test_a_reply_cached_for_one_processor_is_not_served_to_another(tmp_path: Pat
     other = complete(SimVLM("qwen3-vl"), messages, None, cache)
     assert not other.cached and other.usage.prompt_tokens != first.usage.prompt_tokens
     assert complete(SimVLM("qwen3-vl"), messages, None, cache).cached  # its own reply is reused
+
+
+def test_the_response_cache_lives_under_xdg_cache_home_as_the_other_caches_do(tmp_path: Path, monkeypatch):
+    """It was always ``~/.cache/videvolve``, while proxies, transcripts and Whisper models honoured $XDG_CACHE_HOME."""
+    from videvolve.config import default_cache_path
+    from videvolve.media.proxy import default_proxy_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_path() == tmp_path / "xdg" / "videvolve" / "responses.sqlite"
+    assert default_proxy_dir().parent == default_cache_path().parent
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_cache_path() == tmp_path / "home" / ".cache" / "videvolve" / "responses.sqlite"

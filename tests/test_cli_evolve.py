@@ -66,6 +66,7 @@ def test_a_bug_prints_a_traceback_and_asks_for_a_report(monkeypatch, capsys, tmp
 
     monkeypatch.setattr(run_cmds, "cmd_report", broken)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME")  # the default: ~/.cache/videvolve
     parser_main = main(["report", "--run", str(tmp_path)])
     err = " ".join(capsys.readouterr().err.split())
     assert parser_main == 70 and "KeyError" in err and "bug in videvolve" in err
@@ -100,3 +101,24 @@ def test_the_log_has_one_line_per_gated_candidate(small_world, tmp_path: Path, s
     history = [json.loads(x) for x in (tmp_path / "r" / "events.jsonl").read_text().splitlines()]
     gated = [e for e in history if e["node"] == "gate"]
     assert gated and all(f"iteration {e['iteration'] + 1}: {e['operator']}" in out for e in gated), out[:3000]
+
+
+def test_two_bugs_in_the_same_second_keep_both_crash_files(monkeypatch, capsys, tmp_path: Path):
+    """The crash file was named by the second alone: two commands failing in the same second (two pytest-xdist
+    workers, two jobs of a script) wrote one file, the second over the first."""
+    import time
+
+    import videvolve.cli.run_cmds as run_cmds
+
+    def broken(args):
+        raise KeyError(f"bug of {args.run}")
+
+    monkeypatch.setattr(run_cmds, "cmd_report", broken)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME")  # the default: ~/.cache/videvolve
+    monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20260101-000000")  # the same second for both
+    assert main(["report", "--run", "first"]) == 70 and main(["report", "--run", "second"]) == 70
+    capsys.readouterr()
+    crashes = sorted((tmp_path / "home" / ".cache" / "videvolve").glob("crash-20260101-000000*.log"))
+    assert len(crashes) == 2, crashes
+    assert {"first" in c.read_text() for c in crashes} == {True, False}

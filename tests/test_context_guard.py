@@ -70,19 +70,18 @@ def test_another_checkpoint_under_the_same_served_name_shares_no_reply():
 
 
 @pytest.mark.slow
-def test_a_server_restarted_at_the_same_address_with_another_checkpoint_is_asked_again(tmp_path, monkeypatch):
+def test_a_server_restarted_at_the_same_address_with_another_checkpoint_is_asked_again(tmp_path, monkeypatch,
+                                                                                         reserved_tcp_port):
     """``videvolve serve`` (or ``mcp``, or an overnight ``evolve``) in front of ``vllm serve ckpt-a
     --served-model-name qwen --max-model-len 8000``; the operator restarts vLLM on the same port with ckpt-b and
     4000. The client had asked GET /v1/models once, at its first request: it went on taking ckpt-a's replies from the
     response cache for ckpt-b, storing ckpt-b's under ckpt-a's key, and guarding requests with the old context."""
     from videvolve.models import context
     from videvolve.models.cache import ResponseCache, complete
-    from videvolve.testing import free_port
-
     monkeypatch.setattr(context, "RECHECK_S", 0.2)  # vLLM takes far longer than RECHECK_S to load a checkpoint
     messages = [{"role": "user", "content": "Which letter? A or B"}]
     cache = ResponseCache(tmp_path / "cache.sqlite")
-    port, vlm, served, seen = free_port(), None, {}, {}
+    port, vlm, served, seen = reserved_tcp_port, None, {}, {}  # held between the two: no other worker takes it
     for checkpoint, length in (("/models/ckpt-a", 8000), ("/models/ckpt-b", 4000)):
         app = create_app("qwen", mimic=MimicSettings(checkpoint=checkpoint, max_model_len=length))
         with serve_app(app, port) as base:

@@ -18,7 +18,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness, seed_path
 from videvolve.tasks import read_predictions
-from videvolve.testing import GarbageVLM, free_port, serve_sim
+from videvolve.testing import GarbageVLM, reserved_port, serve_sim
 
 
 def videvolve(*args: str) -> subprocess.CompletedProcess:
@@ -80,8 +80,9 @@ def test_second_eval_is_served_from_the_cache(small_world, light, tmp_path: Path
 
 @pytest.mark.slow
 def test_endpoint_down_is_a_clear_error_after_bounded_retries(small_world, tmp_path: Path):
-    r = videvolve(*eval_args(small_world, tmp_path / "down", "--backend", "openai", "--base-url",
-                             f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--max-retries", "1", "--no-cache"))
+    with reserved_port() as port:  # nothing listens there, and no other worker's server can
+        r = videvolve(*eval_args(small_world, tmp_path / "down", "--backend", "openai", "--base-url",
+                                 f"http://127.0.0.1:{port}/v1", "--model", "m", "--max-retries", "1", "--no-cache"))
     assert r.returncode == 3
     assert "failed after 1 retries" in r.stderr and "rerun the same command to continue" in r.stderr
     assert "Traceback" not in r.stderr
@@ -151,8 +152,9 @@ def test_ask_cli(small_world, tmp_path: Path):
     bad.write_bytes(b"not a video at all" * 50)
     corrupt = videvolve("ask", str(bad), "When?")
     assert corrupt.returncode == 2 and "bad.mp4" in corrupt.stderr and "Traceback" not in corrupt.stderr
-    down = videvolve("ask", task.video, "When?", "--backend", "openai", "--base-url",
-                     f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--max-retries", "0", "--no-cache")
+    with reserved_port() as port:
+        down = videvolve("ask", task.video, "When?", "--backend", "openai", "--base-url",
+                         f"http://127.0.0.1:{port}/v1", "--model", "m", "--max-retries", "0", "--no-cache")
     assert down.returncode != 0 and "error" in down.stderr.lower() and "Traceback" not in down.stderr
 
 

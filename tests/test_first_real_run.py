@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from videvolve.testing import free_port
-
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "first-real-run.md"
 
 
@@ -31,7 +29,7 @@ def test_the_rehearsal_names_the_model_serve_sim_serves():
 
 
 @pytest.mark.slow
-def test_the_rehearsal_pasted_verbatim_works(tmp_path: Path):
+def test_the_rehearsal_pasted_verbatim_works(tmp_path: Path, reserved_tcp_port: int):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "videvolve"
@@ -42,7 +40,7 @@ def test_the_rehearsal_pasted_verbatim_works(tmp_path: Path):
     script.write_text("set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + rehearsal_block())
     work = tmp_path / "work"
     work.mkdir()
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PORT": str(free_port()),
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PORT": str(reserved_tcp_port),
            "HOME": str(tmp_path), "PYTHONPATH": os.pathsep.join(filter(None, [
                str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
     r = subprocess.run(["bash", str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=420)

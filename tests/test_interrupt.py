@@ -60,12 +60,6 @@ def interrupt(proc: subprocess.Popen[str]) -> tuple[float, int, str]:
     return time.monotonic() - sent, proc.returncode, rest
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def blackhole() -> Iterator[tuple[str, socket.socket]]:
     """A port on 127.0.0.1 that accepts connections and never answers."""
@@ -76,8 +70,9 @@ def blackhole() -> Iterator[tuple[str, socket.socket]]:
 
 
 @pytest.mark.slow
-def test_an_unreachable_endpoint_is_announced_at_once_and_ctrl_c_ends_eval(small_world, seed: Path, tmp_path: Path):
-    base = f"http://127.0.0.1:{closed_port()}/v1"
+def test_an_unreachable_endpoint_is_announced_at_once_and_ctrl_c_ends_eval(small_world, seed: Path, tmp_path: Path,
+                                                                           reserved_tcp_port: int):
+    base = f"http://127.0.0.1:{reserved_tcp_port}/v1"  # nothing listens there, and no other worker's server can
     proc = start_eval(small_world, seed, tmp_path / "e", base)
     try:
         seen = read_until(proc, "retrying until", timeout=60)  # main: nothing at all for up to 600 s
@@ -108,8 +103,8 @@ def test_ctrl_c_ends_eval_while_requests_hang_on_a_blackhole(small_world, seed: 
 
 
 @pytest.mark.slow
-def test_ctrl_c_ends_evolve_with_the_resume_command(small_world, seed: Path, tmp_path: Path):
-    base = f"http://127.0.0.1:{closed_port()}/v1"
+def test_ctrl_c_ends_evolve_with_the_resume_command(small_world, seed: Path, tmp_path: Path, reserved_tcp_port: int):
+    base = f"http://127.0.0.1:{reserved_tcp_port}/v1"
     proc = subprocess.Popen([sys.executable, "-m", "videvolve", "evolve", "--tasks", str(small_world.tasks_path),
                              "--run", str(tmp_path / "run"), "--seed-harness", str(seed), "--memory",
                              str(tmp_path / "memory"), "--embedder", "hashing", "--iterations", "1", "--batch", "2",

@@ -15,8 +15,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from videvolve.testing import free_port
-
 FAKE = '''#!{python}
 import json, os, sys
 json.dump(sys.argv[1:], open({record!r}, "w"))
@@ -29,12 +27,12 @@ os.execv({python!r}, [{python!r}, "-m", "videvolve", "serve-sim", "--port", port
 
 
 @pytest.mark.slow
-def test_serve_vllm_with_a_fake_vllm(tmp_path: Path):
+def test_serve_vllm_with_a_fake_vllm(tmp_path: Path, reserved_tcp_port: int):
     record = tmp_path / "args.json"
     fake = tmp_path / "vllm"
     fake.write_text(FAKE.format(python=sys.executable, record=str(record)))
     fake.chmod(0o755)
-    port = free_port()
+    port = reserved_tcp_port
     proc = subprocess.Popen([sys.executable, "-m", "videvolve", "serve-vllm", "Qwen/Qwen2.5-VL-7B-Instruct",
                              "--vllm-bin", str(fake), "--port", str(port), "--max-model-len", "32768",
                              "--allowed-local-media-path", str(tmp_path), "--ready-timeout", "60", "--",
@@ -65,7 +63,7 @@ def test_serve_vllm_with_a_fake_vllm(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_serve_vllm_reports_a_missing_binary_and_a_crash(tmp_path: Path):
+def test_serve_vllm_reports_a_missing_binary_and_a_crash(tmp_path: Path, reserved_tcp_port: int):
     r = subprocess.run([sys.executable, "-m", "videvolve", "serve-vllm", "m", "--vllm-bin", str(tmp_path / "none")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "vLLM not found" in r.stderr
@@ -73,17 +71,17 @@ def test_serve_vllm_reports_a_missing_binary_and_a_crash(tmp_path: Path):
     crash.write_text(f"#!{sys.executable}\nimport sys\nprint('CUDA out of memory')\nsys.exit(1)\n")
     crash.chmod(0o755)
     r = subprocess.run([sys.executable, "-m", "videvolve", "serve-vllm", "m", "--vllm-bin", str(crash), "--port",
-                        str(free_port())], capture_output=True, text=True, timeout=60)
+                        str(reserved_tcp_port)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "exited with code 1" in r.stderr and "CUDA out of memory" in r.stderr
 
 
 @pytest.mark.slow
-def test_serve_vllm_ready_by_served_name_with_a_key(tmp_path: Path):
+def test_serve_vllm_ready_by_served_name_with_a_key(tmp_path: Path, reserved_tcp_port: int):
     record = tmp_path / "args.json"
     fake = tmp_path / "vllm"
     fake.write_text(FAKE.format(python=sys.executable, record=str(record)))
     fake.chmod(0o755)
-    port = free_port()
+    port = reserved_tcp_port
     proc = subprocess.Popen([sys.executable, "-m", "videvolve", "serve-vllm", "Qwen/Qwen3-VL-8B-Instruct", "--vllm-bin",
                              str(fake), "--port", str(port), "--api-key", "s3cret", "--served-model-name", "qwen",
                              "--ready-timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from tests.serving_support import ServingWorld, env, option_lines, videvolve_server
-from videvolve.testing import free_port
+from videvolve.testing import reserved_port
 
 pytestmark = pytest.mark.slow
 
@@ -87,8 +87,8 @@ def test_stdio(world):
 
 def test_streamable_http(world):
     w, memory = world
-    port = free_port()
-    with videvolve_server([*_args(w, memory), "--http", "--port", str(port)], f"http://127.0.0.1:{port}/mcp"):
+    with reserved_port() as port, \
+            videvolve_server([*_args(w, memory), "--http", "--port", str(port)], f"http://127.0.0.1:{port}/mcp"):
         async def main() -> dict[str, Any]:
             async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=300) as client:
                 return await _session(client, w)
@@ -105,10 +105,9 @@ def test_streamable_http_with_a_key_refuses_clients_without_it(world):
     from mcp.client.streamable_http import streamable_http_client
 
     w, memory = world
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    with videvolve_server([*_args(w, memory), "--http", "--port", str(port), "--api-key-env", "MCP_TEST_KEY"], url,
-                          extra_env={"MCP_TEST_KEY": "s3cret"}):
+    with reserved_port() as port, \
+            videvolve_server([*_args(w, memory), "--http", "--port", str(port), "--api-key-env", "MCP_TEST_KEY"],
+                             url := f"http://127.0.0.1:{port}/mcp", extra_env={"MCP_TEST_KEY": "s3cret"}):
         refused = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=30)
         wrong = httpx.post(url, json={}, headers={"Authorization": "Bearer nope"}, timeout=30)
 
@@ -286,18 +285,19 @@ def test_a_down_model_endpoint_is_a_tool_error_before_the_host_gives_up(serving_
     (``tests/test_cli.py`` checks the default), then the call is the documented tool error with the reason; here
     with a 3 s window, so that the test does not wait the default's 30."""
     w = serving_world
-    params = StdioServerParameters(command=sys.executable, args=[
-        "-m", "videvolve", "mcp", "--harness", str(w.harness), "--media-root", str(w.root), "--no-cache",
-        "--backend", "openai", "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m",
-        "--retry-window", "3"], env=env())
 
-    async def main() -> Any:
+    async def main(port: int) -> Any:
+        params = StdioServerParameters(command=sys.executable, args=[
+            "-m", "videvolve", "mcp", "--harness", str(w.harness), "--media-root", str(w.root), "--no-cache",
+            "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m",
+            "--retry-window", "3"], env=env())
         async with Client(params, read_timeout_seconds=90) as client:
             started = anyio.current_time()
             result = await client.call_tool("ground_in_video", {"video": str(w.video), "query": "When?"})
             return result, anyio.current_time() - started
 
-    result, took = anyio.run(main)  # main: MCPError "Request 'tools/call' timed out"
+    with reserved_port() as port:  # nothing listens there, and no other worker's server can
+        result, took = anyio.run(main, port)  # main: MCPError "Request 'tools/call' timed out"
     assert result.is_error and "down" in result.content[0].text and took < 30, (took, result.content)
 
 

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from tests.serving_support import ROOT, env, option_lines, running, videvolve_server
-from videvolve.testing import free_port
+from videvolve.testing import reserved_port
 
 pytestmark = pytest.mark.slow
 KEY = "s3cret-for-tests"
@@ -33,11 +33,11 @@ def world(serving_world):
 @pytest.fixture(scope="module")
 def server(world):
     root, harness = world.root, world.harness
-    port = free_port()
-    args = ["serve", str(harness), "--port", str(port), "--media-root", str(root), "--api-key-env", "SERVE_TEST_KEY",
-            "--backend", "sim", "--no-cache"]
-    with videvolve_server(args, f"http://127.0.0.1:{port}/health", {"SERVE_TEST_KEY": KEY}):
-        yield f"http://127.0.0.1:{port}/v1"
+    with reserved_port() as port:
+        args = ["serve", str(harness), "--port", str(port), "--media-root", str(root), "--api-key-env",
+                "SERVE_TEST_KEY", "--backend", "sim", "--no-cache"]
+        with videvolve_server(args, f"http://127.0.0.1:{port}/health", {"SERVE_TEST_KEY": KEY}):
+            yield f"http://127.0.0.1:{port}/v1"
 
 
 def _client(base: str, key: str = KEY) -> openai.OpenAI:
@@ -146,11 +146,12 @@ def test_a_down_model_endpoint_is_503(world):
     from videvolve.serving.media import MediaRoots
     from videvolve.serving.openai_api import ServerLimits, create_app
 
-    down = ModelSettings(backend="openai", base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", max_retries=0)
-    agents = CatalogAgents(HarnessCatalog.open(world.harness), down, RuntimeSettings(image_format="jpeg"))
-    with running(create_app(agents, MediaRoots([world.root]), ServerLimits())) as base, \
-            pytest.raises(openai.InternalServerError) as caught:
-        _ask(_client(f"{base}/v1", "x"), "uniform", world.video.as_uri(), world.grounding.question)
+    with reserved_port() as port:  # nothing listens there, and no other worker's server can
+        down = ModelSettings(backend="openai", base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=0)
+        agents = CatalogAgents(HarnessCatalog.open(world.harness), down, RuntimeSettings(image_format="jpeg"))
+        with running(create_app(agents, MediaRoots([world.root]), ServerLimits())) as base, \
+                pytest.raises(openai.InternalServerError) as caught:
+            _ask(_client(f"{base}/v1", "x"), "uniform", world.video.as_uri(), world.grounding.question)
     assert caught.value.status_code == 503 and "down" in str(caught.value)
 
 
@@ -192,12 +193,12 @@ def test_a_model_is_retrieved_and_unknown_routes_are_openai_errors(server):
     assert caught.value.status_code == 405 and caught.value.response.headers["allow"] == "POST"
 
 
-def test_the_serving_guides_examples_run_as_written(tmp_path: Path):
+def test_the_serving_guides_examples_run_as_written(tmp_path: Path, reserved_tcp_port: int):
     """The guide's commands, its Python client and its curl line, copied from the page (only the port changed)."""
     page = (ROOT / "docs" / "guides" / "serving.md").read_text()
     bash = re.findall(r"```bash\n(.*?)```", page, re.S)
     python = re.findall(r"```python\n(.*?)```", page, re.S)[0]
-    port = str(free_port())
+    port = str(reserved_tcp_port)
     setup, serve = bash[0].strip().splitlines()[:-1], bash[0].strip().splitlines()[-1].replace("8100", port)
     shell = f'videvolve() {{ "{sys.executable}" -m videvolve "$@"; }}\n' + "\n".join(setup)
     subprocess.run(["bash", "-ec", shell], cwd=tmp_path, env=env(), check=True, capture_output=True, timeout=300)

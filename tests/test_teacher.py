@@ -22,7 +22,7 @@ from videvolve.labelfree.teacher import TeacherLabel
 from videvolve.metrics import task_score
 from videvolve.models.sim.vlm import SimVLM
 from videvolve.tasks import Prediction, Task, read_tasks
-from videvolve.testing import free_port, serve_sim
+from videvolve.testing import reserved_port, serve_sim
 
 VIDEOS = 2
 """Videos of the small world whose questions are taught (16 questions: a few seconds of scan_refine each)."""
@@ -189,7 +189,8 @@ def test_questions_the_teacher_fails_on_are_left_out_and_named(small_world, worl
 
 @pytest.fixture()
 def dead_endpoint() -> Iterator[str]:
-    yield f"http://127.0.0.1:{free_port()}/v1"
+    with reserved_port() as port:  # nothing listens there, and no other worker's server can
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 @pytest.mark.slow

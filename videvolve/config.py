@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Literal
@@ -57,9 +58,17 @@ class RuntimeSettings(BaseModel):
                                      "`unshare` anyway (it can then read every file the unprivileged user can)")
 
 
+def cache_home() -> Path:
+    """``$XDG_CACHE_HOME/videvolve``, by default ``~/.cache/videvolve``: the response cache, crash and vLLM logs.
+
+    (Proxies, transcripts and Whisper models are looked for under ``$XDG_CACHE_HOME`` too.)
+    """
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "videvolve"
+
+
 def default_cache_path() -> Path:
-    """``~/.cache/videvolve/responses.sqlite`` (or a temporary folder when home is not writable)."""
-    base = Path.home() / ".cache" / "videvolve"
+    """``responses.sqlite`` in :func:`cache_home` (or in a temporary folder when that is not writable)."""
+    base = cache_home()
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -75,27 +75,54 @@ def make_index_video(path: str | Path, seconds: float = 20.0, fps: int = 25, gop
 
 
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
+    """A TCP port of 127.0.0.1 that was free a moment ago.
+
+    Racy: another process (a second pytest-xdist worker) may be handed the same port before it is bound here. A
+    test that starts a server on a port, or needs one where nothing listens, uses :func:`reserved_port`.
+    """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
+def reserved_port() -> Iterator[int]:
+    """A port of 127.0.0.1 that no other process is given while the block runs; connections to it are refused.
+
+    A socket is bound there with ``SO_REUSEADDR`` and never listens: the kernel hands the port to no ``bind(0)``
+    nor outgoing connection elsewhere, while a server started on it with ``SO_REUSEADDR`` (uvicorn's, so
+    ``serve-sim``, ``serve``, ``mcp --http``) binds it and listens, and again after a restart. Until one listens, a
+    connection is refused: a model endpoint that is down.
+    """
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
 def serve_sim(*extra: str) -> Iterator[str]:
-    """Start `videvolve serve-sim` as a real subprocess; yields its base URL."""
-    port = free_port()
+    """Start `videvolve serve-sim` as a real subprocess on a :func:`reserved_port`; yields its base URL."""
+    with reserved_port() as port, _serve_sim_on(port, extra) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def _serve_sim_on(port: int, extra: tuple[str, ...]) -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, "-m", "videvolve", "serve-sim", "--port", str(port), *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}/v1"
     try:
-        for _ in range(100):
+        deadline = time.monotonic() + 60  # its imports take seconds, more with the other core busy (xdist)
+        while True:
             try:
                 httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
                 break
             except httpx.HTTPError:
                 if proc.poll() is not None:
                     raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "serve-sim died") from None
+                if time.monotonic() > deadline:
+                    raise RuntimeError("serve-sim did not answer within 60 s") from None
                 time.sleep(0.1)
         yield base
     finally:
@@ -286,24 +313,38 @@ def serve_scripted_chat(script: Callable[[list[dict[str, Any]]], dict[str, Any]]
 
 @contextlib.contextmanager
 def serve_app(app: Any, port: int | None = None) -> Iterator[str]:
-    """An ASGI app on ``port`` (default a free one) of 127.0.0.1, in a thread of this process; yields its ``/v1`` URL.
+    """An ASGI app on ``port`` of 127.0.0.1, in a thread of this process; yields its ``/v1`` URL.
 
-    The same ``port`` again after the first has stopped: a server restarted at the address its clients know.
+    Without ``port`` the socket is bound here, on a port the kernel picks (no other process can be given it). The
+    same ``port`` again after the first has stopped, a :func:`reserved_port` held around both: a server restarted
+    at the address its clients know.
     """
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port or free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = None
+    if port is None:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock] if sock else None}, daemon=True)
     thread.start()
-    for _ in range(200):
-        if server.started:
-            break
+    deadline = time.monotonic() + 60
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
+    if not server.started:  # the port taken (uvicorn logs why and exits its thread), or a start that hangs
+        server.should_exit = True
+        if sock is not None:
+            sock.close()
+        raise RuntimeError(f"the app did not start on 127.0.0.1:{port}")
     try:
-        yield f"http://127.0.0.1:{server.config.port}/v1"
+        yield f"http://127.0.0.1:{port}/v1"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        if sock is not None:
+            sock.close()  # asyncio's server closed this very socket already; closing it again does nothing
 
 
 def in_thread(fn: Callable[[], T], seconds: float) -> tuple[T, float]:

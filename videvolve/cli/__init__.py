@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 from videvolve import interrupt
@@ -112,6 +113,24 @@ def closed_pipe_exit() -> int:
     return CLOSED_PIPE
 
 
+def _new_crash_file(folder: Path, stamp: str, text: str) -> Path:
+    """``crash-<time>-<pid>.log`` in ``folder``, created, never an existing one (``-2``, ``-3``... after the pid).
+
+    Named by the second alone, two commands failing in the same second wrote one file, each over the other's.
+    """
+    import os
+
+    for n in range(1, 1000):
+        where = folder / f"crash-{stamp}-{os.getpid()}{f'-{n}' if n > 1 else ''}.log"
+        try:
+            with where.open("x", encoding="utf-8") as fh:
+                fh.write(text)
+            return where
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"crash-{stamp}-{os.getpid()}-*.log: every name taken")
+
+
 def _bug(console: Any, argv: Sequence[str]) -> int:
     """A bug: the traceback on stderr and in a crash file, with what to do with it."""
     import time
@@ -120,10 +139,10 @@ def _bug(console: Any, argv: Sequence[str]) -> int:
     from videvolve.config import default_cache_path
 
     console.print_exception(max_frames=20)
-    where = default_cache_path().parent / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    text = (f"videvolve {version('videvolve')}, Python {sys.version.split()[0]}\n"
+            f"command: videvolve {' '.join(argv)}\n\n{traceback.format_exc()}")
     try:
-        where.write_text(f"videvolve {version('videvolve')}, Python {sys.version.split()[0]}\n"
-                         f"command: videvolve {' '.join(argv)}\n\n{traceback.format_exc()}", encoding="utf-8")
+        where = _new_crash_file(default_cache_path().parent, time.strftime("%Y%m%d-%H%M%S"), text)
         saved = f"The traceback, the command and the version are saved in {where}"
     except OSError:
         saved = "Copy the traceback above and the command you ran"

@@ -268,7 +268,9 @@ def cmd_serve_vllm(args: argparse.Namespace) -> int:
     command = vllm_command(args.model, find_vllm(args.vllm_bin), args.host, args.port, args.max_model_len,
                            args.images, args.tool_call_parser, args.allowed_local_media_path, extra, args.api_key,
                            args.served_model_name)
-    log = Path.home() / ".cache" / "videvolve" / f"vllm-{args.port}.log"
+    from videvolve.config import cache_home
+
+    log = cache_home() / f"vllm-{args.port}.log"
     server = VLLMServer(command, args.host, args.port, log, args.api_key)
     shown = " ".join("***" if i > 0 and command[i - 1] == "--api-key" else c for i, c in enumerate(command))
     err.print(f"starting: {shown}\nlog: {log}", highlight=False)
