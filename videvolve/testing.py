@@ -75,11 +75,7 @@ def make_index_video(path: str | Path, seconds: float = 20.0, fps: int = 25, gop
 
 
 def free_port() -> int:
-    """A TCP port of 127.0.0.1 that was free a moment ago.
-
-    Racy: another process (a second pytest-xdist worker) may be handed the same port before it is bound here. A
-    test that starts a server on a port, or needs one where nothing listens, uses :func:`reserved_port`.
-    """
+    """A TCP port of 127.0.0.1 that was free a moment ago (racy: see :func:`reserved_port`)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
