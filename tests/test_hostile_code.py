@@ -118,6 +118,24 @@ def test_a_slow_endpoint_is_not_the_harness_timing_out(video: str, tmp_path: Pat
     assert "3 s of its own time (not counting 2 s serving its requests)" in (out.error or ""), out.error
 
 
+@pytest.mark.slow
+def test_slow_ocr_is_not_the_harness_timing_out(video: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent decodes the frame and runs the OCR engine (one at a time for every task of the machine): like a
+    model call, the machine's time. Three reads of 1.5 s each were counted against a 3 s timeout: a ``timeout``."""
+    from videvolve.media import ocr
+
+    def slow_read(image):  # type: ignore[no-untyped-def]
+        time.sleep(1.5)
+        return []
+
+    monkeypatch.setattr(ocr, "read_text", slow_read)
+    monkeypatch.setattr(ocr, "available", lambda: True)
+    source = "def solve(task, ctx):\n    f = ctx.frames([1.0])[0]\n" + "    ctx.ocr(f)\n" * 3 + "    return 'A'\n"
+    (out, _), took = in_thread(lambda: run_source(source, video, tmp_path, timeout=3.0), 30.0)
+    assert out.outcome == "ok", out.error
+    assert took > 4.5
+
+
 ONE_LOOK = "def solve(task, ctx):\n    ctx.ask(ctx.frames([1.0]))\n    return 'A'\n"
 
 

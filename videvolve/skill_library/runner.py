@@ -45,9 +45,10 @@ WATCHDOG_GRACE_S = 1.0
 """Seconds the watchdog then waits for the task's thread before the task ends without it."""
 TIMEOUT_MARGIN_S = WATCHDOG_S + WATCHDOG_GRACE_S + 1.0
 """A task ends within its longest time plus this, whatever its harness does (the last second: ending the thread)."""
-OFF_THE_CLOCK = frozenset({"ask", "chat"})
+OFF_THE_CLOCK = frozenset({"ask", "chat", "ocr"})
 """Requests whose serving does not count against the harness's timeout: the parent decodes media and waits for the
-model for them, and how long that takes is the machine's and the endpoint's, not the harness's."""
+model (or runs the OCR engine, one read at a time for the whole machine) for them, and how long that takes is the
+machine's and the endpoint's, not the harness's."""
 REQUEST_GRACE_S = 5.0
 """Seconds past a model request's own timeout before a task's longest time may end it (the failure is reported)."""
 LONGEST = 4.0
