@@ -136,6 +136,17 @@ def test_slow_ocr_is_not_the_harness_timing_out(video: str, tmp_path: Path, monk
     assert took > 4.5
 
 
+def test_a_harness_has_no_clock_not_even_in_its_usage(video: str, tmp_path: Path) -> None:
+    """Harness code imports no clock (no ``time``), but ``ctx.usage()`` held the parent's seconds spent decoding and
+    waiting per task: a clock to time a request by, e.g. where a needle is painted (tasks generate) at a cost no
+    look pays. Usage says what was spent, never how long the parent took."""
+    source = ("def solve(task, ctx):\n    ctx.ask(ctx.frames([1.0]))\n    u = ctx.usage()\n"
+              "    timed = [k for k, v in u.items() if isinstance(v, (float, dict))]\n"
+              "    return 'A' if not timed and u['frames'] == 1 else 'B'\n")
+    out, _ = run_source(source, video, tmp_path)
+    assert out.outcome == "ok" and out.prediction is not None and out.prediction.answer == "A", out
+
+
 ONE_LOOK = "def solve(task, ctx):\n    ctx.ask(ctx.frames([1.0]))\n    return 'A'\n"
 
 

@@ -191,8 +191,8 @@ class TaskServices(RenderingServices, ReadingServices):
         return parse_match(str(text)) or {"yes": [], "maybe": []}
 
     def op_usage(self) -> dict[str, Any]:
-        """What the task has cost so far."""
-        return {k: v for k, v in self.meter.to_dict().items() if k != "observed_times"}
+        """What the task has cost so far; never how long the parent took (harness code has no clock to time by)."""
+        return {k: v for k, v in self.meter.to_dict().items() if k not in ("observed_times", "client_s")}
 
     def op_log(self, message: str, data: dict[str, Any] | None = None) -> None:
         """A note in the trace."""
