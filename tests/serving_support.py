@@ -134,7 +134,10 @@ class FakeAgent:
         self.outcome, self.raises = outcome, raises
 
     def ask(self, video: Any, question: str, options: list[str] | None = None,
-            grounding: bool = False, cancel: threading.Event | None = None) -> AgentAnswer:
+            grounding: bool = False, cancel: threading.Event | None = None,
+            on_step: Any = None) -> AgentAnswer:
+        if on_step is not None:  # as a harness's first look is told to a server narrating it
+            on_step("ask", {"observed_times": [1.5, 30.0], "new_frames": 2, "reply": "a red star at 0:02"})
         self.started.release()
         deadline = time.monotonic() + 60
         while not self.release.wait(0.05):  # until released, or stopped as a harness is when its client goes away

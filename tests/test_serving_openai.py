@@ -83,6 +83,8 @@ def test_mcq_and_grounding_answer_as_ask_does(world, server):
     assert json.loads("".join(c.choices[0].delta.content or "" for c in chunks if c.choices)) \
         == world.asked_grounding["answer"]
     assert chunks[-1].usage.prompt_tokens == world.asked_grounding["usage"]["cumulative_tokens"]
+    told = "".join(getattr(c.choices[0].delta, "reasoning", None) or "" for c in chunks if c.choices)
+    assert told.count("Asked the model (answer) about") == world.asked_grounding["usage"]["requests"], told
 
     # options and "grounding": true in the request: a grounding question, as `ask --grounding`
     forced = _ask(client, "uniform", video.as_uri(), "\n".join([world.grounding.question, "A) yes", "B) no"]),

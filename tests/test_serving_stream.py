@@ -65,6 +65,10 @@ def test_a_streamed_answer_is_the_answer_with_its_usage_and_keepalives_meanwhile
         assert events[-1]["choices"][0]["finish_reason"] == "stop" and events[-1]["videvolve"]["harness"] == "fake@1"
         assert len({e["id"] for e in events}) == 1 and all(e["object"] == "chat.completion.chunk" for e in events)
         assert not any("usage" in e for e in events)  # only when stream_options asks for it
+        told = [e["choices"][0]["delta"]["reasoning"] for e in events if "reasoning" in e["choices"][0]["delta"]]
+        assert told == ["Asked the model about 2 moments from 0:01 to 0:30 (2 new frame(s)); it said: a red star "
+                        "at 0:02.\n"]  # what the harness did, as it did it, before the answer
+        assert lines.index(": keep-alive") > lines.index(f"data: {json.dumps(events[1])}")
 
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=30)
         chunks = list(client.chat.completions.create(model="fake", messages=_messages(video), stream=True,
@@ -222,3 +226,21 @@ def test_a_client_that_hangs_up_while_sending_its_body_leaves_no_traceback(video
         finally:
             logging.getLogger("uvicorn.error").removeHandler(seen)
         assert not [x.getMessage() for x in seen.records if x.levelno >= logging.WARNING]
+
+
+def test_each_step_of_a_trace_is_told_in_a_line_or_not_at_all():
+    from videvolve.serving.steps import clock, step_line
+
+    assert clock(5) == "0:05" and clock(754.9) == "12:34" and clock(3725) == "1:02:05"
+    assert step_line("ask:answer", {"observed_times": [12.0], "new_frames": 1, "reply": "B", "tool_calls": []}) \
+        == "Asked the model (answer) about the moment 0:12 (1 new frame(s)); it said: B."
+    assert step_line("chat", {"observed_times": [], "new_frames": 0, "reply": "", "tool_calls": ["look"]}) \
+        == "Asked the model about no moment of the video (0 new frame(s)); it called look."
+    long = step_line("ask", {"observed_times": [1, 2], "reply": "word " * 200})
+    assert long is not None and len(long) < 260 and "…" in long and "\n" not in long
+    assert step_line("ocr", {"observed_times": [61.0]}) == "Read the on-screen text at the moment 1:01."
+    assert step_line("transcript", {"start": 0, "end": None}) == "Read the transcript from 0:00 to the end."
+    assert step_line("budget", {"error": "showing 9 more frame(s) would exceed the budget"}).startswith(
+        "A request was refused (budget)")
+    assert step_line("error", {"kind": "timeout", "error": "3 s"}) == "The harness failed (timeout): 3 s"
+    assert step_line("final", {"answer": "B"}) is None and step_line("log", {}) is None

@@ -23,6 +23,7 @@ from videvolve.skill_library.harness import Harness, find_harness
 from videvolve.skill_library.harness import load_harness as _load
 from videvolve.skill_library.runner import run_task
 from videvolve.skill_library.services import TaskServices, TraceWriter
+from videvolve.skill_library.trace import StepListener
 from videvolve.tasks import TaskView, read_tasks
 
 
@@ -57,11 +58,12 @@ class LoadedHarness:
     def ask(self, video: str | Path, question: str, options: list[str] | None = None, grounding: bool = False,
             model: ModelSettings | None = None, runtime: RuntimeSettings | None = None, vlm: VLM | None = None,
             cache: ResponseCache | None = None, trace: Path | None = None,
-            cancel: threading.Event | None = None) -> Answer:
+            cancel: threading.Event | None = None, on_step: StepListener | None = None) -> Answer:
         """Answer one question (mcq when ``options`` are given, else grounding) about one video.
 
         ``cancel``: set while the harness runs, its process is stopped and :class:`~videvolve.errors.Cancelled`
-        raised (a server whose client went away).
+        raised (a server whose client went away). ``on_step``: told each step of the trace as it happens (a model
+        call with the moments it showed, an OCR read, ...).
         """
         if cancel is not None and cancel.is_set():
             raise Cancelled("the question was cancelled before it started: its client went away")
@@ -74,7 +76,7 @@ class LoadedHarness:
         runtime = runtime or RuntimeSettings()
         services = TaskServices(view, str(video), vlm or make_vlm(model), cost_model(model.family, model.max_pixels),
                                 runtime,
-                                skill=self.harness.skill, cache=cache, trace=TraceWriter(trace),
+                                skill=self.harness.skill, cache=cache, trace=TraceWriter(trace, on_step),
                                 transcript=load_transcript(video))
         run = run_task(self.harness, services, cancel=cancel)
         pred = run.prediction

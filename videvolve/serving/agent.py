@@ -23,6 +23,7 @@ from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.rundir import RunDir
 from videvolve.skill_library.harness import MANIFEST
+from videvolve.skill_library.trace import StepListener
 
 Kind = Literal["mcq", "grounding"]
 _OPTION = re.compile(r"^\s*\(?([A-Z])[).:]\s+(\S.*)$")
@@ -127,15 +128,18 @@ class VideoAgent:
         return f"{self.harness.harness.name}@{self.harness.harness.version_id}"
 
     def ask(self, video: str | Path, question: str, options: list[str] | None = None,
-            grounding: bool = False, cancel: threading.Event | None = None) -> AgentAnswer:
+            grounding: bool = False, cancel: threading.Event | None = None,
+            on_step: StepListener | None = None) -> AgentAnswer:
         """Answer one question (mcq with options, else grounding), as ``videvolve ask`` would.
 
         Raises :class:`~videvolve.errors.MediaError` for a video that cannot be read and
         :class:`~videvolve.errors.InfraError` when the model endpoint is down; a harness's own failure is an
-        answer with ``outcome == "error"`` and its cost. ``cancel``: see :meth:`videvolve.api.LoadedHarness.ask`.
+        answer with ``outcome == "error"`` and its cost. ``cancel``, ``on_step``: see
+        :meth:`videvolve.api.LoadedHarness.ask`.
         """
         answer = self.harness.ask(video, question, options=options or None, grounding=grounding, model=self.model,
-                                  runtime=self.runtime, vlm=self.vlm, cache=self.cache, cancel=cancel)
+                                  runtime=self.runtime, vlm=self.vlm, cache=self.cache, cancel=cancel,
+                                  on_step=on_step)
         return to_agent_answer(self.harness, question_kind(options, grounding), answer)
 
 

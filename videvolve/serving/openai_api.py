@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -34,7 +35,9 @@ from videvolve.serving.agent import AgentAnswer, split_question
 from videvolve.serving.api_errors import ApiError, error_reply
 from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import video_file
+from videvolve.serving.steps import step_line
 from videvolve.serving.streaming import AnswerStream, final_chunks
+from videvolve.skill_library.trace import StepListener
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
 BODY_S = 300.0
@@ -48,8 +51,9 @@ class Answerer(Protocol):
     """What answers one question about one local video (a :class:`~videvolve.serving.agent.VideoAgent`)."""
 
     def ask(self, video: Any, question: str, options: list[str] | None = None,
-            grounding: bool = False, cancel: threading.Event | None = None) -> AgentAnswer:
-        """Answer, or raise MediaError / InfraError (Cancelled once ``cancel`` is set)."""
+            grounding: bool = False, cancel: threading.Event | None = None,
+            on_step: StepListener | None = None) -> AgentAnswer:
+        """Answer, or raise MediaError / InfraError (Cancelled once ``cancel`` is set); ``on_step``: each step."""
         ...
 
 
@@ -180,6 +184,14 @@ def streamed_end(answer: AgentAnswer | Exception, include_usage: bool) -> list[d
     return final_chunks(answer, _finish_reason(answer), _usage(answer), _extra(answer), include_usage)
 
 
+def narrated(say: Callable[[str], None]) -> StepListener:
+    """A step listener that tells ``say`` a person's line for each step that has one."""
+    def on_step(event: str, data: dict[str, Any]) -> None:
+        if (line := step_line(event, data)) is not None:
+            say(line)
+    return on_step
+
+
 def _finish_reason(answer: AgentAnswer) -> Literal["stop", "error"]:
     return "stop" if answer.outcome == "ok" else "error"
 
@@ -278,7 +290,7 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             return exc.response()
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return AnswerStream(lambda cancel: _answer(agent, q, roots, cancel),
+            return AnswerStream(lambda cancel, say: _answer(agent, q, roots, cancel, narrated(say)),
                                 lambda answer: streamed_end(answer, include_usage), model_id=req.model,
                                 limiter=limiter, keepalive_s=limits.keepalive_s, on_close=release)
         cancel = threading.Event()
@@ -372,10 +384,13 @@ async def _watch_disconnect(request: Request, cancel: threading.Event, scope: an
     scope.cancel()
 
 
-def _answer(agent: Answerer, q: VideoQuestion, roots: Any, cancel: threading.Event) -> AgentAnswer | Exception:
+def _answer(agent: Answerer, q: VideoQuestion, roots: Any, cancel: threading.Event,
+            on_step: StepListener | None = None) -> AgentAnswer | Exception:
     """The answer, or what was raised instead (returned: a task group would wrap it in an ``ExceptionGroup``)."""
     try:
         with video_file(q.video, roots) as path:
-            return agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel)
+            if on_step is None:
+                return agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel)
+            return agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel, on_step=on_step)
     except Exception as exc:
         return exc

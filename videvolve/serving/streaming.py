@@ -2,10 +2,12 @@
 
 A harness looks at a video for seconds to minutes before it has an answer, and sends nothing meanwhile; a proxy or a
 client that drops a connection idle for a minute would drop the question. So the stream opens at once with the
-assistant's role, keeps the connection alive with SSE comments (``: keep-alive``, which clients skip) while the harness
-works, and ends with the answer, the finish reason, the usage chunk when ``stream_options.include_usage`` asks for it,
-and ``data: [DONE]``. An error once the stream is open is an ``{"error": ...}`` event (the OpenAI SDK raises it as
-``APIError``), as vLLM sends one. A client that goes away stops its harness, as without streaming.
+assistant's role, says what the harness does as it does it (a ``reasoning`` delta per batch of steps, which chat UIs
+show as the model's thinking: the moments each model call showed, OCR and transcript reads), keeps the connection alive
+with SSE comments (``: keep-alive``, which clients skip) while nothing happens, and ends with the answer, the finish
+reason, the usage chunk when ``stream_options.include_usage`` asks for it, and ``data: [DONE]``. An error once the
+stream is open is an ``{"error": ...}`` event (the OpenAI SDK raises it as ``APIError``), as vLLM sends one. A
+client that goes away stops its harness, as without streaming.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from starlette.types import Receive, Scope, Send
 
 from videvolve.serving.agent import AgentAnswer
 
-Answering = Callable[[threading.Event], AgentAnswer | Exception]
-"""Answers the question (in a worker thread; stopping once the event is set); returns what it raised instead."""
+Answering = Callable[[threading.Event, Callable[[str], None]], AgentAnswer | Exception]
+"""Answers the question (in a worker thread; stopping once the event is set, telling the second argument a line
+per step); returns what it raised instead."""
+STEP_POLL_S = 0.25
+"""How often a stream sends what its harness did since (as ``reasoning`` deltas)."""
 Finishing = Callable[[AgentAnswer | Exception], list[dict[str, Any]]]
 """The last events of a stream for what :data:`Answering` returned: chunks, or one ``{"error": ...}``."""
 
@@ -44,6 +49,8 @@ class AnswerStream(StreamingResponse):
         self._limiter, self._keepalive_s, self._on_close = limiter, keepalive_s, on_close
         self._cancel, self._done = threading.Event(), anyio.Event()
         self._result: list[AgentAnswer | Exception] = []
+        self._said: list[str] = []
+        self._said_lock = threading.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer and stream at once; stop the harness if the stream ends first (its client gone)."""
@@ -59,19 +66,41 @@ class AnswerStream(StreamingResponse):
             self._on_close()
 
     async def _answer(self) -> None:
-        self._result.append(await anyio.to_thread.run_sync(self._answering, self._cancel, limiter=self._limiter))
+        self._result.append(await anyio.to_thread.run_sync(self._answering, self._cancel, self._say,
+                                                           limiter=self._limiter))
         self._done.set()
+
+    def _say(self, line: str) -> None:
+        """A step of the harness, from its worker thread."""
+        with self._said_lock:
+            self._said.append(line)
+
+    def _steps(self, stamp: dict[str, Any]) -> str | None:
+        """The steps said since the last call, as one ``reasoning`` delta (as vLLM streams a model's thinking)."""
+        with self._said_lock:
+            lines, self._said = self._said, []
+        if not lines:
+            return None
+        return sse({**stamp, "choices": [{"index": 0, "delta": {"reasoning": "".join(f"{x}\n" for x in lines)},
+                                          "logprobs": None, "finish_reason": None}]})
 
     async def _events(self) -> AsyncIterator[str]:
         stamp = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
                  "created": int(time.time()), "model": self._model_id}
         yield sse({**stamp, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                          "logprobs": None, "finish_reason": None}]})
+        quiet_since = anyio.current_time()
         while not self._done.is_set():
-            with anyio.move_on_after(self._keepalive_s):
+            with anyio.move_on_after(min(STEP_POLL_S, self._keepalive_s)):
                 await self._done.wait()
-            if not self._done.is_set():
+            if (steps := self._steps(stamp)) is not None:
+                quiet_since = anyio.current_time()
+                yield steps
+            elif not self._done.is_set() and anyio.current_time() - quiet_since >= self._keepalive_s:
+                quiet_since = anyio.current_time()
                 yield ": keep-alive\n\n"
+        if (steps := self._steps(stamp)) is not None:
+            yield steps
         for event in self._finishing(self._result[0]):
             yield sse(event if "error" in event else {**stamp, **event})
         yield sse("[DONE]")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,17 @@ MAX_LINE_BYTES = 64 * 1024
 """Bytes of one step; a longer one keeps its event and says it was cut."""
 ENDING_EVENTS = frozenset({"final", "error"})
 """Steps written past the cap: what ended the task (each is small: its texts are cut where they are written)."""
+StepListener = Callable[[str, dict[str, Any]], None]
+"""Told every step as it is written (its event and data): a server narrating a question in progress."""
+log = logging.getLogger(__name__)
 
 
 class TraceWriter:
     """Appends one JSON line per step to a task's trace file (at most :data:`MAX_TRACE_BYTES`)."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, listener: StepListener | None = None) -> None:
         self.path = path
+        self.listener = listener
         self.step = 0
         self.notes = 0
         self.bytes = 0
@@ -40,6 +45,11 @@ class TraceWriter:
         if self.sealed:
             return
         self.step += 1
+        if self.listener is not None:
+            try:
+                self.listener(event, data)
+            except Exception as exc:  # a listener's failure never ends the task
+                log.warning("a trace listener failed on %r: %s", event, exc)
         if self.path is None:
             return
         line = json.dumps({"step": self.step, "event": event, **data}, default=str) + "\n"
