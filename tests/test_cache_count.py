@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from videvolve.cli import main
 from videvolve.models.cache import CacheUse
 
@@ -86,3 +88,29 @@ def test_the_response_cache_lives_under_xdg_cache_home_as_the_other_caches_do(tm
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert default_cache_path() == tmp_path / "home" / ".cache" / "videvolve" / "responses.sqlite"
+
+
+@pytest.mark.parametrize("xdg", ["", "relative/cache"])
+def test_an_empty_or_relative_xdg_cache_home_puts_every_cache_in_the_home_cache(xdg: str, tmp_path: Path,
+                                                                                monkeypatch):
+    """XDG says to ignore both. Proxies, transcripts and Whisper models took an empty one as the folder a command ran
+    in (``./videvolve/proxies``), while the response cache went to ``~/.cache``; a relative one put every cache under
+    the working folder, another for each folder a command runs from (nothing found again)."""
+    from videvolve.config import default_cache_path
+    from videvolve.datasets.transcripts import default_transcript_cache
+    from videvolve.media.proxy import make_proxy
+    from videvolve.media.speech import whisper_cache
+    from videvolve.testing import make_index_video
+
+    video = make_index_video(tmp_path / "v.mp4", seconds=1.0, width=64, height=48)
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    monkeypatch.chdir(work)
+    proxy = make_proxy(video)  # main (empty): work/videvolve/proxies/...
+    cache = home / ".cache" / "videvolve"
+    assert proxy.parent == cache / "proxies" and proxy.is_file()
+    assert default_cache_path().parent == cache
+    assert default_transcript_cache() == cache / "transcripts" and whisper_cache() == cache / "whisper"
+    assert not any(work.iterdir())

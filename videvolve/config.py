@@ -59,11 +59,15 @@ class RuntimeSettings(BaseModel):
 
 
 def cache_home() -> Path:
-    """``$XDG_CACHE_HOME/videvolve``, by default ``~/.cache/videvolve``: the response cache, crash and vLLM logs.
+    """``$XDG_CACHE_HOME/videvolve``, by default ``~/.cache/videvolve``: everything videvolve caches or logs there.
 
-    (Proxies, transcripts and Whisper models are looked for under ``$XDG_CACHE_HOME`` too.)
+    The response cache, crash and vLLM logs, proxies, cached transcripts and Whisper models. An empty or relative
+    ``XDG_CACHE_HOME`` is ignored, as the XDG spec says: a relative one would put the cache in whatever folder a
+    command runs from (another each time, nothing found again), and an empty one did for proxies and transcripts.
     """
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "videvolve"
+    xdg = os.environ.get("XDG_CACHE_HOME") or ""
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "videvolve"
 
 
 def default_cache_path() -> Path:
