@@ -114,3 +114,27 @@ def test_an_empty_or_relative_xdg_cache_home_puts_every_cache_in_the_home_cache(
     assert default_cache_path().parent == cache
     assert default_transcript_cache() == cache / "transcripts" and whisper_cache() == cache / "whisper"
     assert not any(work.iterdir())
+
+
+def test_without_a_writable_cache_home_the_response_cache_is_this_users_alone(tmp_path: Path, monkeypatch):
+    """The fallback was ``/tmp/videvolve-cache`` for every user: one user got the replies another stored (or planted)
+    there. It is now ``videvolve-cache-<uid>``, mode 0700; one that is not this user's alone is not used."""
+    import os
+    import tempfile
+
+    from videvolve.config import default_cache_path
+    from videvolve.models.cache import ResponseCache
+
+    blocked = tmp_path / "home-is-a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # not writable: a file where the folder would be
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    path = default_cache_path()
+    assert path.parent == tmp_path / "tmp" / f"videvolve-cache-{os.getuid()}"  # main: tmp/videvolve-cache
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    ResponseCache(path).close()
+    os.chmod(path.parent, 0o777)  # as another user's folder would be to this one: open to others
+    other = default_cache_path()
+    assert other.parent != path.parent and not other.exists()  # a new private folder: nothing of theirs read
+    assert other.parent.stat().st_mode & 0o777 == 0o700
