@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from videvolve.cli import main
 from videvolve.models.cache import CacheUse
 
@@ -86,3 +88,53 @@ def test_the_response_cache_lives_under_xdg_cache_home_as_the_other_caches_do(tm
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert default_cache_path() == tmp_path / "home" / ".cache" / "videvolve" / "responses.sqlite"
+
+
+@pytest.mark.parametrize("xdg", ["", "relative/cache"])
+def test_an_empty_or_relative_xdg_cache_home_puts_every_cache_in_the_home_cache(xdg: str, tmp_path: Path,
+                                                                                monkeypatch):
+    """XDG says to ignore both. Proxies, transcripts and Whisper models took an empty one as the folder a command ran
+    in (``./videvolve/proxies``), while the response cache went to ``~/.cache``; a relative one put every cache under
+    the working folder, another for each folder a command runs from (nothing found again)."""
+    from videvolve.config import default_cache_path
+    from videvolve.datasets.transcripts import default_transcript_cache
+    from videvolve.media.proxy import make_proxy
+    from videvolve.media.speech import whisper_cache
+    from videvolve.testing import make_index_video
+
+    video = make_index_video(tmp_path / "v.mp4", seconds=1.0, width=64, height=48)
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    monkeypatch.chdir(work)
+    proxy = make_proxy(video)  # main (empty): work/videvolve/proxies/...
+    cache = home / ".cache" / "videvolve"
+    assert proxy.parent == cache / "proxies" and proxy.is_file()
+    assert default_cache_path().parent == cache
+    assert default_transcript_cache() == cache / "transcripts" and whisper_cache() == cache / "whisper"
+    assert not any(work.iterdir())
+
+
+def test_without_a_writable_cache_home_the_response_cache_is_this_users_alone(tmp_path: Path, monkeypatch):
+    """The fallback was ``/tmp/videvolve-cache`` for every user: one user got the replies another stored (or planted)
+    there. It is now ``videvolve-cache-<uid>``, mode 0700; one that is not this user's alone is not used."""
+    import os
+    import tempfile
+
+    from videvolve.config import default_cache_path
+    from videvolve.models.cache import ResponseCache
+
+    blocked = tmp_path / "home-is-a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # not writable: a file where the folder would be
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    path = default_cache_path()
+    assert path.parent == tmp_path / "tmp" / f"videvolve-cache-{os.getuid()}"  # main: tmp/videvolve-cache
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    ResponseCache(path).close()
+    os.chmod(path.parent, 0o777)  # as another user's folder would be to this one: open to others
+    other = default_cache_path()
+    assert other.parent != path.parent and not other.exists()  # a new private folder: nothing of theirs read
+    assert other.parent.stat().st_mode & 0o777 == 0o700

@@ -59,19 +59,40 @@ class RuntimeSettings(BaseModel):
 
 
 def cache_home() -> Path:
-    """``$XDG_CACHE_HOME/videvolve``, by default ``~/.cache/videvolve``: the response cache, crash and vLLM logs.
+    """``$XDG_CACHE_HOME/videvolve``, by default ``~/.cache/videvolve``: everything videvolve caches or logs there.
 
-    (Proxies, transcripts and Whisper models are looked for under ``$XDG_CACHE_HOME`` too.)
+    The response cache, crash and vLLM logs, proxies, cached transcripts and Whisper models. An empty or relative
+    ``XDG_CACHE_HOME`` is ignored, as the XDG spec says: a relative one would put the cache in whatever folder a
+    command runs from (another each time, nothing found again), and an empty one did for proxies and transcripts.
     """
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "videvolve"
+    xdg = os.environ.get("XDG_CACHE_HOME") or ""
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "videvolve"
 
 
 def default_cache_path() -> Path:
-    """``responses.sqlite`` in :func:`cache_home` (or in a temporary folder when that is not writable)."""
+    """``responses.sqlite`` in :func:`cache_home` (or in this user's temporary folder when that is not writable)."""
     base = cache_home()
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError:
-        base = Path(tempfile.gettempdir()) / "videvolve-cache"
-        base.mkdir(parents=True, exist_ok=True)
+        base = own_temp_folder()
     return base / "responses.sqlite"
+
+
+def own_temp_folder() -> Path:
+    """``videvolve-cache-<uid>`` in the temporary folder: this user's alone (mode 0700, theirs, not a link).
+
+    The temporary folder is every user's: one folder for all (``videvolve-cache``, as before) gave a user the
+    replies another had stored, or had planted there, and put their crash logs where others read them. Where that
+    name is taken by a folder that is not this user's alone, a new private folder is made (nothing reused).
+    """
+    base = Path(tempfile.gettempdir()) / f"videvolve-cache-{os.getuid()}"
+    try:
+        base.mkdir(mode=0o700, exist_ok=True)
+        st = base.lstat()
+        if not base.is_symlink() and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+            return base
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix=f"videvolve-cache-{os.getuid()}-"))

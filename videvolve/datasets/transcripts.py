@@ -9,7 +9,6 @@ A malformed file raises :class:`TranscriptFormatError` naming the file and the l
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from videvolve.config import cache_home
 from videvolve.errors import TaskFormatError
 from videvolve.tasks import Task
 
@@ -182,7 +182,7 @@ def to_vtt(segments: Sequence[Segment]) -> str:
 
 def default_transcript_cache() -> Path:
     """``~/.cache/videvolve/transcripts`` (``videos transcribe --cache`` writes there)."""
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "videvolve" / "transcripts"
+    return cache_home() / "transcripts"
 
 
 def cached_transcript_path(video: str | Path, cache_dir: Path | None = None) -> Path:

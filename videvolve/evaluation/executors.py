@@ -37,7 +37,7 @@ def ensure_ray(address: str | None = None) -> Any:
 
 
 def _remote_task(harness_dir: str, task_json: str, view_id: str, key: str, model_json: str, runtime_json: str,
-                 family: str, out_dir: str, cache_path: str | None) -> str:
+                 family: str, out_dir: str, cache_path: str | None, revision: str | None = None) -> str:
     from videvolve.evaluation.one_task import run_one
     from videvolve.models import make_vlm
     from videvolve.models.cache import ResponseCache
@@ -50,21 +50,26 @@ def _remote_task(harness_dir: str, task_json: str, view_id: str, key: str, model
     result = run_one(load_harness(harness_dir), Task.model_validate_json(task_json),
                      make_vlm(model), cost_model(family, model.max_pixels),
                      RuntimeSettings.model_validate_json(runtime_json), Path(out_dir), cache, view_id,
-                     produced_by=key)
+                     produced_by=key, revision=revision)
     return result.model_dump_json()
 
 
 def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str], keys: dict[str, str],
                model: ModelSettings,
                runtime: RuntimeSettings, out_dir: Path, cache_path: str | None, address: str | None,
-               on_result: Callable[[Any], None] | None = None) -> list[Any]:
-    """Evaluate tasks as Ray tasks; infrastructure errors are raised as themselves."""
+               on_result: Callable[[Any], None] | None = None, revision: str | None = None) -> list[Any]:
+    """Evaluate tasks as Ray tasks; infrastructure errors are raised as themselves.
+
+    ``revision``: the model's revision ``keys`` name (a result a worker's model answered under another is keyed by
+    none, :func:`~videvolve.evaluation.one_task.run_one`).
+    """
     from videvolve.evaluation.results import TaskResult
 
     ray = ensure_ray(address)
     remote = ray.remote(num_cpus=1)(_remote_task)
     refs = [remote.remote(str(harness_dir), t.model_dump_json(), view_ids[t.id], keys[t.id], model.model_dump_json(),
-                          runtime.model_dump_json(), model.family, str(out_dir), cache_path) for t in tasks]
+                          runtime.model_dump_json(), model.family, str(out_dir), cache_path, revision)
+            for t in tasks]
     results: list[Any] = []
     pending = list(refs)
     try:

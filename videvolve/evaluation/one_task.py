@@ -24,7 +24,7 @@ from videvolve.tasks import Task
 
 def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: RuntimeSettings, out_dir: Path,
             cache: ResponseCache | None = None, view_id: str | None = None,
-            pool: WarmPool | None = None, produced_by: str | None = None) -> TaskResult:
+            pool: WarmPool | None = None, produced_by: str | None = None, revision: str | None = None) -> TaskResult:
     """Run and score one task, write its result; raises :class:`InfraError` without writing anything.
 
     Its trace is written to ``<trace>.running`` and takes the trace's place only with the result: a run stopped
@@ -33,6 +33,9 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
     ``view_id`` is the opaque id harness code sees instead of the task's (``evaluation.opaque_ids``); the result
     carries the real one. ``pool``: sandboxes started ahead of time for this harness. ``produced_by``: the
     :class:`~videvolve.evaluation.results.Producer` key the result is stored under (None: never reused).
+    ``revision``: the model's revision that key names; where the model's is another by the task's end (a server
+    restarted mid-run with another checkpoint under the served name), the result is stored under no key: it is not
+    that producer's, and is run again rather than reused as its answer.
     """
     final = EvalDir(out_dir).trace(task.id)
     running = final.with_name(final.name + ".running")  # the stored result keeps its own trace till this one ends
@@ -45,6 +48,8 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
     score = task_score(task, prediction) if run.outcome == "ok" else 0.0
     if run.error_kind == ErrorKind.MEDIA and run.error and task.video not in run.error:  # harnesses see no path
         run.error = f"{run.error} (video: {task.video})"
+    if revision is not None and vlm.revision != revision:
+        produced_by = None
     result = TaskResult(task_id=task.id, harness_id=harness.version_id, split=task.split, kind=task.kind,
                         outcome=run.outcome, error_kind=run.error_kind, error=run.error, prediction=prediction,
                         score=score, usage=run.usage, wall_s=run.wall_s, produced_by=produced_by,

@@ -93,7 +93,7 @@ def _solve(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostModel, s
         if model is None:
             raise UsageError("the ray executor needs the model settings to rebuild the client in its workers")
         for r in run_on_ray(harness.path, pending, view_ids, keys, model, settings, out_dir,
-                            str(cache.path) if cache else None, ray_address, on_result):
+                            str(cache.path) if cache else None, ray_address, on_result, producer.revision):
             done[r.task_id] = r
         return [done[t.id] for t in tasks]
     with _warm_pool(harness, settings, len(pending)) as warm:
@@ -103,7 +103,8 @@ def _solve(harness: Harness, tasks: Sequence[Task], vlm: VLM, cost: CostModel, s
                 on_result(result)
 
         run_in_threads(pending, lambda task: run_one(harness, task, vlm, cost, settings, out_dir, cache,
-                                                     view_ids[task.id], warm, keys[task.id]), settings.concurrency,
+                                                     view_ids[task.id], warm, keys[task.id], producer.revision),
+                       settings.concurrency,
                        keep)
     return [done[t.id] for t in tasks]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import av
 
+from videvolve.config import cache_home
 from videvolve.media.decode import iter_frames, scaled_size, to_image
 from videvolve.media.info import file_key, probe
 
@@ -25,7 +26,7 @@ CHUNK = 1024 * 1024
 
 def default_proxy_dir() -> Path:
     """``~/.cache/videvolve/proxies``."""
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "videvolve" / "proxies"
+    return cache_home() / "proxies"
 
 
 def fingerprint(path: str | Path) -> str:

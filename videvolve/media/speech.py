@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from videvolve.config import cache_home
 from videvolve.errors import UsageError
 
 DEFAULT_MODEL = "tiny.en"
@@ -33,7 +34,7 @@ class SpeechUnavailable(UsageError):
 
 def whisper_cache() -> Path:
     """``~/.cache/videvolve/whisper``: one folder per model name."""
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "videvolve" / "whisper"
+    return cache_home() / "whisper"
 
 
 def _is_model(path: Path) -> bool:
