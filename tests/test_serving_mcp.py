@@ -133,9 +133,11 @@ class _Blocking:
         self.now = self.most = 0
 
     def ask(self, video: Any, question: str, options: list[str] | None = None, grounding: bool = False,
-            cancel: threading.Event | None = None) -> Any:
+            cancel: threading.Event | None = None, on_step: Any = None) -> Any:
         from videvolve.serving.agent import AgentAnswer, Cost
 
+        if on_step is not None:  # the harness's first look, as the server is told it
+            on_step("ask:match", {"observed_times": [0.0, 60.0], "new_frames": 2, "reply": "yes"})
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)
@@ -193,7 +195,7 @@ class _Hangs:
         self.stopped = threading.Event()
 
     def ask(self, video: Any, question: str, options: list[str] | None = None, grounding: bool = False,
-            cancel: threading.Event | None = None) -> Any:
+            cancel: threading.Event | None = None, on_step: Any = None) -> Any:
         from videvolve.errors import Cancelled
 
         if cancel is None or not cancel.wait(60):
@@ -393,6 +395,8 @@ def test_a_long_question_reports_progress_to_a_host_that_asks(tmp_path: Path):
     results = anyio.run(main)
     assert len(results) == 3 and not any(r.is_error for r in results)
     assert all("the harness is looking at the video" in m for _, m in heard["first"]) and len(heard["first"]) >= 3
+    assert heard["first"][-1][1].endswith("; last step: Asked the model (match) about 2 moments from 0:00 to 1:00 "
+                                          "(2 new frame(s)); it said: yes.")
     assert all("waiting for a free place" in m for _, m in heard["second"][:3])
     progress = [p for p, _ in heard["first"]]
     assert progress == sorted(progress) and len(set(progress)) == len(progress)  # increasing, as the spec asks

@@ -29,6 +29,7 @@ from videvolve.memory.store import DiagnosisStore
 from videvolve.serving.agent import AgentAnswer, VideoAgent
 from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import MediaRoots, video_file
+from videvolve.serving.steps import step_line
 from videvolve.tasks import LETTERS
 from videvolve.version import __version__
 
@@ -123,7 +124,7 @@ async def _asked(agent: VideoAgent, roots: MediaRoots, gates: _Gates, video: str
     is doing (a host that asked for progress shows it, and may keep a long call from timing out).
     """
     cancel = threading.Event()
-    phase = ["waiting for a free place (--concurrency)"]
+    phase = ["waiting for a free place (--concurrency)", ""]  # what it does, and its last step (a line)
     async with anyio.create_task_group() as tg:  # raises nothing of its own: a task group would wrap a ToolError
         if progress is not None:
             tg.start_soon(progress.tick, phase)
@@ -156,7 +157,8 @@ class Progress:
             await anyio.sleep(self.every_s)
             elapsed = anyio.current_time() - started
             try:
-                await self.context.report_progress(round(elapsed, 1), None, f"{phase[0]}: {elapsed:.0f} s")
+                last = f"; last step: {phase[1]}" if phase[1] else ""
+                await self.context.report_progress(round(elapsed, 1), None, f"{phase[0]}: {elapsed:.0f} s{last}")
             except Exception as exc:  # a host gone or a closed stream ends the reports, never the question
                 log.debug("progress not sent: %s", exc)
                 return
@@ -169,7 +171,11 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
     try:
         with gate, video_file(video, roots) as path:  # at most --concurrency harnesses (and downloads) at once
             phase[0] = "the harness is looking at the video"
-            return agent.ask(path, question, options, grounding, cancel=cancel)
+
+            def on_step(event: str, data: dict[str, Any]) -> None:
+                if (line := step_line(event, data)) is not None:
+                    phase[1] = line
+            return agent.ask(path, question, options, grounding, cancel=cancel, on_step=on_step)
     except EndpointError as exc:
         return ToolError(f"the model endpoint behind the harness refuses us: {exc}")
     except InfraError as exc:
