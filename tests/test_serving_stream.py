@@ -78,6 +78,9 @@ def test_a_streamed_answer_is_the_answer_with_its_usage_and_keepalives_meanwhile
         assert chunks[-1].choices == [] and chunks[-1].usage is not None
         assert chunks[-1].usage.prompt_tokens == 50 and chunks[-1].usage.model_extra["frames"] == 3
         assert chunks[-1].usage.model_extra["evidence_times"] == [1.5]
+        whole = client.chat.completions.create(model="fake", messages=_messages(video))  # the same, not streamed
+        assert whole.choices[0].message.content == "B"
+        assert whole.choices[0].message.model_extra["reasoning"] == told[0]
         assert _admitted(base) == 0
 
 

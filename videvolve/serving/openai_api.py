@@ -15,11 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
-import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import anyio
 from fastapi import FastAPI, Request
@@ -35,8 +32,8 @@ from videvolve.serving.agent import AgentAnswer, split_question
 from videvolve.serving.api_errors import ApiError, error_reply
 from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import video_file
-from videvolve.serving.steps import step_line
-from videvolve.serving.streaming import AnswerStream, final_chunks
+from videvolve.serving.replies import completion, narrated, streamed_end
+from videvolve.serving.streaming import AnswerStream
 from videvolve.skill_library.trace import StepListener
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
@@ -166,48 +163,6 @@ def read_question(req: ChatRequest) -> VideoQuestion:
     return VideoQuestion(url, question, options, bool(req.grounding))
 
 
-def completion(model_id: str, answer: AgentAnswer) -> dict[str, Any]:
-    """The chat completion object of an answer; a harness's own failure is an empty answer, its cost counted."""
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-        "model": model_id,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text},
-                     "finish_reason": _finish_reason(answer), "logprobs": None}],
-        "usage": _usage(answer), "videvolve": _extra(answer),
-    }
-
-
-def streamed_end(answer: AgentAnswer | Exception, include_usage: bool) -> list[dict[str, Any]]:
-    """The last events of a streamed answer: its chunks, or the error event of what was raised instead."""
-    if isinstance(answer, Exception):
-        return [] if isinstance(answer, Cancelled) else [error_reply(answer).body()]  # nobody is left to read a cancel
-    return final_chunks(answer, _finish_reason(answer), _usage(answer), _extra(answer), include_usage)
-
-
-def narrated(say: Callable[[str], None]) -> StepListener:
-    """A step listener that tells ``say`` a person's line for each step that has one."""
-    def on_step(event: str, data: dict[str, Any]) -> None:
-        if (line := step_line(event, data)) is not None:
-            say(line)
-    return on_step
-
-
-def _finish_reason(answer: AgentAnswer) -> Literal["stop", "error"]:
-    return "stop" if answer.outcome == "ok" else "error"
-
-
-def _usage(answer: AgentAnswer) -> dict[str, Any]:
-    cost = answer.cost
-    return {"prompt_tokens": cost.prompt_tokens, "completion_tokens": cost.completion_tokens,
-            "total_tokens": cost.prompt_tokens + cost.completion_tokens, "frames": cost.frames,
-            "visual_tokens": cost.visual_tokens, "calls": cost.calls, "evidence_times": answer.evidence_times}
-
-
-def _extra(answer: AgentAnswer) -> dict[str, Any]:
-    """The ``videvolve`` field: the whole answer, and the harness that gave it (were best/ promoted since)."""
-    return {**answer.model_dump(mode="json"), "harness": answer.harness}
-
-
 def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
     """The app: ``agents`` answer, ``roots`` (:class:`~videvolve.serving.media.MediaRoots`) confine local paths."""
     app = FastAPI(title="videvolve serve")
@@ -294,18 +249,20 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
                                 lambda answer: streamed_end(answer, include_usage), model_id=req.model,
                                 limiter=limiter, keepalive_s=limits.keepalive_s, on_close=release)
         cancel = threading.Event()
+        told: list[str] = []
         answer: AgentAnswer | Exception = Cancelled("the client went away")
         async with anyio.create_task_group() as tg:  # the answer, and a watch on the client meanwhile
             tg.start_soon(_watch_disconnect, request, cancel, tg.cancel_scope)
             try:
-                answer = await anyio.to_thread.run_sync(_answer, agent, q, roots, cancel, limiter=limiter)
+                answer = await anyio.to_thread.run_sync(_answer, agent, q, roots, cancel, narrated(told.append),
+                                                        limiter=limiter)
             finally:
                 tg.cancel_scope.cancel()
         if isinstance(answer, Cancelled):
             return ApiError(499, "invalid_request_error", "the client went away; the question was stopped").response()
         if isinstance(answer, Exception):
             return error_reply(answer).response()
-        return completion(req.model, answer)
+        return completion(req.model, answer, told)
 
     return app
 
@@ -389,8 +346,6 @@ def _answer(agent: Answerer, q: VideoQuestion, roots: Any, cancel: threading.Eve
     """The answer, or what was raised instead (returned: a task group would wrap it in an ``ExceptionGroup``)."""
     try:
         with video_file(q.video, roots) as path:
-            if on_step is None:
-                return agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel)
             return agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel, on_step=on_step)
     except Exception as exc:
         return exc
