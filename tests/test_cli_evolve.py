@@ -92,6 +92,7 @@ def test_an_llm_editor_that_never_proposes_ends_with_its_own_code(small_world, t
     assert len(why) == 2 and all("no usable revision" in w and "began" in w for w in why)
 
 
+@pytest.mark.slow
 def test_the_log_has_one_line_per_gated_candidate(small_world, tmp_path: Path, seed: Path, capsys):
     """The progress callback sees the state after the reducers: every iteration's gate entries reach the log."""
     assert main(["evolve", "--run", str(tmp_path / "r"), "--tasks", str(small_world.tasks_path), "--seed-harness",

@@ -172,6 +172,7 @@ echo DONE'''
         remove_tree(tools.root)  # pytest's own clean-up recurses
 
 
+@pytest.mark.slow
 def test_many_requests_at_once_are_turned_away_instead_of_buffered(small_world, tmp_path, seed):
     """One request is cut at MAX_BODY, but an agent can open thousands of connections, each sending almost a MiB and
     holding it: only a few are taken at once (the rest answered 503 at their headers), so a few MiB at most are held."""

@@ -230,6 +230,7 @@ def test_parallel_groups_return_the_same_frames(long_gop_video: Path, monkeypatc
     assert serial == parallel == [expected(t, 30, 360) for t in times]
 
 
+@pytest.mark.slow
 def test_pixels_at_a_time_do_not_depend_on_what_was_decoded_before_or_alongside(index_video: Path, monkeypatch):
     """The same times give the same frames, pixel for pixel, after any cache history, grouping or concurrent decode."""
     from concurrent.futures import ThreadPoolExecutor

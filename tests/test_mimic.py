@@ -408,6 +408,7 @@ def test_a_restart_window_opens_at_the_next_request_not_at_the_call():
     assert not faults.fail_now()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
 def test_a_servers_max_pixels_is_metered_when_given_and_doctor_says_so_when_not(monkeypatch: pytest.MonkeyPatch,
                                                                                family: str) -> None:

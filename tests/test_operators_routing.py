@@ -30,6 +30,7 @@ def _apply(name: str, seed: str, tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_refine_mcq_only_routes_by_kind_and_runs(tmp_path: Path, small_world) -> None:
     out = _apply("refine_mcq_only", "uniform", tmp_path)
     cfg = config_of(read_files(out))

@@ -318,6 +318,7 @@ def test_the_summary_counts_the_results_reused_when_the_endpoint_was_still_start
     assert reused(again) == 2  # main: 0 (the summary's producer did not know the checkpoint yet)
 
 
+@pytest.mark.slow
 def test_a_reused_result_keeps_its_own_trace_after_another_run_stopped_mid_task(small_world, seed: Path,
                                                                                  tmp_path: Path):
     """``eval --out E`` finished; the same command against a server (another producer) stopped by an outage while

@@ -225,6 +225,7 @@ def test_when_the_candidate_promoted_fails_the_next_one_goes_on_as_full_validati
     assert sum(map(len, run.evaluated.values())) < sum(map(len, full.evaluated.values()))
 
 
+@pytest.mark.slow
 def test_once_one_is_accepted_another_goes_on_only_while_it_may_beat_it_as_full_validation_chooses_the_best():
     """Chain search, several candidates: full validation accepts every candidate that passes and keeps the best on
     the whole set. Before, the first accepted ended the decision and those waiting were turned down: on world 25035

@@ -137,6 +137,7 @@ def _frame(script, t: float) -> list[dict]:
     return [{"type": "text", "text": frame_caption(t)}, {"type": "image_url", "image_url": {"url": url}}]
 
 
+@pytest.mark.slow
 def test_a_both_question_needs_the_words_and_the_pictures(planned):
     """'What is the name of the red circle?': a full-size frame while the name is said, and the transcript."""
     scripts, tasks = planned

@@ -116,6 +116,7 @@ def solve(task, ctx):
 
 
 # about 0.7 s: RapidOCR's models load and read one frame
+@pytest.mark.slow
 def test_ocr_reads_a_rendered_frame_and_is_metered(tmp_path: Path) -> None:
     if not ocr.available():
         pytest.skip(f"the OCR extra is not installed: {ocr.INSTALL_HINT}")
