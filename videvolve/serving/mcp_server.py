@@ -169,13 +169,15 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
             ) -> AgentAnswer | ToolError:
     """The answer, or the tool error to raise (returned: see :func:`_asked`)."""
     try:
-        with gate, video_file(video, roots) as path:  # at most --concurrency harnesses (and downloads) at once
-            phase[0] = "the harness is looking at the video"
+        with gate:  # at most --concurrency harnesses (and downloads) at once
+            phase[0] = "getting the video"  # a download of an https:// video may take a while
+            with video_file(video, roots) as path:
+                phase[0] = "the harness is looking at the video"
 
-            def on_step(event: str, data: dict[str, Any]) -> None:
-                if (line := step_line(event, data)) is not None:
-                    phase[1] = line
-            return agent.ask(path, question, options, grounding, cancel=cancel, on_step=on_step)
+                def on_step(event: str, data: dict[str, Any]) -> None:
+                    if (line := step_line(event, data)) is not None:
+                        phase[1] = line
+                return agent.ask(path, question, options, grounding, cancel=cancel, on_step=on_step)
     except EndpointError as exc:
         return ToolError(f"the model endpoint behind the harness refuses us: {exc}")
     except InfraError as exc:
