@@ -189,8 +189,8 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
         return None
     if result.error_kind in ENDPOINT_BOUND and result.served_context != producer.served_context:
         return None
-    if None not in (result.served_context, producer.served_context) and \
-            (producer.served_context or 0) < (result.served_context or 0):
+    if result.served_context is not None and producer.served_context is not None \
+            and producer.served_context < result.served_context:
         return None
     return result
 

@@ -149,9 +149,9 @@ def complete(vlm: VLM, messages: list[Message], tools: list[Tool] | None = None,
         reach(vlm)
     key = request_key(vlm, messages, tools) if cache is not None else ""
     if cache is not None:
-        check_context(vlm, messages, tools)
         hit = cache.get(key)
         if hit is not None:
+            check_context(vlm, messages, tools)  # a miss is checked by the model itself, before it is sent
             return hit
     reply = vlm.complete(messages, tools)
     if cache is not None:

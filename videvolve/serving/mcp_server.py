@@ -29,7 +29,7 @@ from videvolve.memory.store import DiagnosisStore
 from videvolve.serving.agent import AgentAnswer, VideoAgent
 from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import MediaRoots, video_file
-from videvolve.serving.steps import step_line
+from videvolve.serving.steps import narrated
 from videvolve.tasks import LETTERS
 from videvolve.version import __version__
 
@@ -173,11 +173,8 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
             phase[0] = "getting the video"  # a download of an https:// video may take a while
             with video_file(video, roots) as path:
                 phase[0] = "the harness is looking at the video"
-
-                def on_step(event: str, data: dict[str, Any]) -> None:
-                    if (line := step_line(event, data)) is not None:
-                        phase[1] = line
-                return agent.ask(path, question, options, grounding, cancel=cancel, on_step=on_step)
+                return agent.ask(path, question, options, grounding, cancel=cancel,
+                                 on_step=narrated(lambda line: phase.__setitem__(1, line)))
     except EndpointError as exc:
         return ToolError(f"the model endpoint behind the harness refuses us: {exc}")
     except InfraError as exc:

@@ -32,7 +32,8 @@ from videvolve.serving.agent import AgentAnswer, split_question
 from videvolve.serving.api_errors import ApiError, error_reply
 from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import video_file
-from videvolve.serving.replies import completion, narrated, streamed_end
+from videvolve.serving.replies import completion, streamed_end
+from videvolve.serving.steps import narrated
 from videvolve.serving.streaming import AnswerStream
 from videvolve.skill_library.trace import StepListener
 

@@ -1,18 +1,16 @@
-"""The replies of ``videvolve serve``: a chat completion, the last chunks of a stream, and the steps told meanwhile."""
+"""The replies of ``videvolve serve``: a chat completion, and the last chunks of a stream."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any, Literal
 
 from videvolve.errors import Cancelled
 from videvolve.serving.agent import AgentAnswer
 from videvolve.serving.api_errors import error_reply
-from videvolve.serving.steps import step_line
+from videvolve.serving.steps import steps_text
 from videvolve.serving.streaming import final_chunks
-from videvolve.skill_library.trace import StepListener
 
 
 def completion(model_id: str, answer: AgentAnswer, steps: list[str] | None = None) -> dict[str, Any]:
@@ -20,8 +18,7 @@ def completion(model_id: str, answer: AgentAnswer, steps: list[str] | None = Non
 
     ``steps``: what the harness did, a line each, as the message's ``reasoning`` (where vLLM puts a model's thinking).
     """
-    message = {"role": "assistant", "content": answer.text, **({"reasoning": "".join(f"{x}\n" for x in steps)}
-                                                               if steps else {})}
+    message = {"role": "assistant", "content": answer.text, **({"reasoning": steps_text(steps)} if steps else {})}
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
         "model": model_id,
@@ -35,14 +32,6 @@ def streamed_end(answer: AgentAnswer | Exception, include_usage: bool) -> list[d
     if isinstance(answer, Exception):
         return [] if isinstance(answer, Cancelled) else [error_reply(answer).body()]  # nobody is left to read a cancel
     return final_chunks(answer, _finish_reason(answer), _usage(answer), _extra(answer), include_usage)
-
-
-def narrated(say: Callable[[str], None]) -> StepListener:
-    """A step listener that tells ``say`` a person's line for each step that has one."""
-    def on_step(event: str, data: dict[str, Any]) -> None:
-        if (line := step_line(event, data)) is not None:
-            say(line)
-    return on_step
 
 
 def _finish_reason(answer: AgentAnswer) -> Literal["stop", "error"]:

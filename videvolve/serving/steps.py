@@ -8,7 +8,10 @@ comes as the content) have no line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from videvolve.skill_library.trace import StepListener
 
 REPLY_CHARS = 160
 """The part of a model's reply a line quotes."""
@@ -58,3 +61,16 @@ def step_line(event: str, data: dict[str, Any]) -> str | None:
     if event == "error":
         return f"The harness failed ({data.get('kind')}): {_short(data.get('error'))}"
     return None
+
+
+def narrated(say: Callable[[str], None]) -> StepListener:
+    """A step listener that tells ``say`` a person's line for each step that has one."""
+    def on_step(event: str, data: dict[str, Any]) -> None:
+        if (line := step_line(event, data)) is not None:
+            say(line)
+    return on_step
+
+
+def steps_text(lines: list[str]) -> str:
+    """Lines of steps as one text (a ``reasoning`` field or delta)."""
+    return "".join(f"{line}\n" for line in lines)

@@ -24,12 +24,13 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from videvolve.serving.agent import AgentAnswer
+from videvolve.serving.steps import steps_text
 
+STEP_POLL_S = 0.25
+"""How often a stream sends what its harness did since (as ``reasoning`` deltas)."""
 Answering = Callable[[threading.Event, Callable[[str], None]], AgentAnswer | Exception]
 """Answers the question (in a worker thread; stopping once the event is set, telling the second argument a line
 per step); returns what it raised instead."""
-STEP_POLL_S = 0.25
-"""How often a stream sends what its harness did since (as ``reasoning`` deltas)."""
 Finishing = Callable[[AgentAnswer | Exception], list[dict[str, Any]]]
 """The last events of a stream for what :data:`Answering` returned: chunks, or one ``{"error": ...}``."""
 
@@ -81,8 +82,8 @@ class AnswerStream(StreamingResponse):
             lines, self._said = self._said, []
         if not lines:
             return None
-        return sse({**stamp, "choices": [{"index": 0, "delta": {"reasoning": "".join(f"{x}\n" for x in lines)},
-                                          "logprobs": None, "finish_reason": None}]})
+        return sse({**stamp, "choices": [{"index": 0, "delta": {"reasoning": steps_text(lines)}, "logprobs": None,
+                                          "finish_reason": None}]})
 
     async def _events(self) -> AsyncIterator[str]:
         stamp = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
