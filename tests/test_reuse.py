@@ -213,10 +213,12 @@ def test_a_request_refused_as_too_long_is_not_reused_once_the_server_takes_longe
     assert reused(longer) == 0 and longer.results[0].outcome == "ok"
     assert reused(against(131_072)) == 1
     assert reused(against(262_144)) == 1  # a longer context takes whatever the shorter one took
-    # A shorter one may not: the answer is not reused, and the reply stored for its request is not given either
+    largest = longer.results[0].usage.largest_request_tokens
+    assert 400 < largest < 20_000
+    # A shorter one that still takes its largest request: reused (its requests would all be sent again as they were)
+    assert reused(against(int(largest / 0.95) + 2)) == 1
+    # One that does not: the answer is not reused, and the reply stored for its request is not given either
     # (main: both were, an answer the server can no longer give, scored as if it could)
-    again = against(131_072, margin=0.10)
-    assert reused(again) == 0 and again.results[0].outcome == "ok" and again.summary["served"] == 0  # cache hits
     shrunk = against(400)
     assert reused(shrunk) == 0 and shrunk.results[0].error_kind == "budget" and shrunk.summary["served"] == 0
 
@@ -343,3 +345,26 @@ def test_a_reused_result_keeps_its_own_trace_after_another_run_stopped_mid_task(
         trace = out / "traces" / f"{task.id}.jsonl"
         assert trace.read_text() == before[task.id]  # main: the stopped run's few steps, no end
         assert read_trace(trace)[-1]["event"] == "result" and read_trace(trace)[-1]["score"] == result.score
+
+
+def test_a_result_is_reused_where_its_largest_request_still_fits_whatever_the_context_was_when_it_ended():
+    """A result's served context is read when the task ends: a ``/v1/models`` busy at that moment recorded None,
+    and such a result was reused under any context (main). Reuse now follows the largest request the task made, as
+    the context guard counted it; a result that recorded none (stored before) is reused only under a context at
+    least as long as the one recorded with it, and never where none was."""
+    from videvolve.evaluation.results import TaskResult, still_fits
+    from videvolve.usage import TaskUsage
+
+    def made(largest: int, requests: int, served: int | None) -> TaskResult:
+        return TaskResult(task_id="t", harness_id="h", kind="mcq", outcome="ok", score=1.0, served_context=served,
+                          usage=TaskUsage(requests=requests, largest_request_tokens=largest))
+
+    busy_at_the_end = made(5_000, 3, None)
+    assert not still_fits(busy_at_the_end, 4_999) and still_fits(busy_at_the_end, 5_000)
+    assert still_fits(made(5_000, 3, 100_000), 6_000)  # a shorter context that still takes every request
+    assert still_fits(made(0, 0, None), 10)  # nothing was sent
+    older = made(0, 3, 8_000)
+    assert still_fits(older, 8_000) and not still_fits(older, 7_999)
+    assert not still_fits(made(0, 3, None), 1_000_000)
+    merged = TaskUsage(largest_request_tokens=5, requests=1) + TaskUsage(largest_request_tokens=7, requests=2)
+    assert merged.largest_request_tokens == 7 and merged.requests == 3

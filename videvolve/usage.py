@@ -29,6 +29,9 @@ class TaskUsage(BaseModel):
     cumulative_tokens: int = Field(0, description="prompt tokens over every request (our formula)")
     reported_prompt_tokens: int = Field(0, description="prompt tokens as the server reported them")
     completion_tokens: int = Field(0, description="tokens the model wrote, as the server reported them")
+    largest_request_tokens: int = Field(0, description="the largest request's prompt tokens as the context guard "
+                                        "counted them (0: no guard): a rerun reuses the result only where the "
+                                        "endpoint still takes it")
     requests: int = Field(0, description="model requests, cache hits included")
     model_calls: int = Field(0, description="requests paid for (requests - cache hits)")
     cache_hits: int = 0
@@ -67,9 +70,13 @@ class TaskUsage(BaseModel):
                      transcript_tokens=self.transcript_tokens)
 
     def __add__(self, other: TaskUsage) -> TaskUsage:
-        """Counts add; observed times and client seconds merge (frames add: distinct within each task only)."""
+        """Counts add, the largest request is the larger; observed times and client seconds merge.
+
+        Frames add: they are distinct within each task only.
+        """
         counts = {k: getattr(self, k) + getattr(other, k) for k, f in TaskUsage.model_fields.items()
                   if f.annotation in (int, "int")}
+        counts["largest_request_tokens"] = max(self.largest_request_tokens, other.largest_request_tokens)
         seconds = {k: self.client_s.get(k, 0.0) + other.client_s.get(k, 0.0) for k in {*self.client_s,
                                                                                        *other.client_s}}
         return TaskUsage(**counts, observed_times=sorted({*self.observed_times, *other.observed_times}),

@@ -174,9 +174,9 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
     when reached under a ``--memory-bytes`` at least as large as this run's. A request the context guard refused as
     too long only where the endpoint takes as many prompt tokens as it did then: a server restarted with another
     ``--max-model-len``, or another ``--context-margin``, runs it again. Any other result only where the endpoint
-    takes at least as many as it did then: under a shorter context its requests may no longer fit (the rerun asks
-    the response cache for the requests that still do, and the guard refuses the rest). A request the server itself
-    refused, never.
+    still takes its largest request, as the guard counted it: under a shorter context its requests may no longer fit
+    (the rerun asks the response cache for the requests that still do, and the guard refuses the rest). A request
+    the server itself refused, never.
     """
     result = load_result(out_dir, task, producer)
     if result is None or result.error_kind in RETRIED_ON_RERUN:
@@ -189,10 +189,23 @@ def reusable_result(out_dir: Path, task: Task, producer: Producer) -> TaskResult
         return None
     if result.error_kind in ENDPOINT_BOUND and result.served_context != producer.served_context:
         return None
-    if result.served_context is not None and producer.served_context is not None \
-            and producer.served_context < result.served_context:
+    if producer.served_context is not None and not still_fits(result, producer.served_context):
         return None
     return result
+
+
+def still_fits(result: TaskResult, usable: int) -> bool:
+    """Whether an endpoint that takes ``usable`` prompt tokens would take every request ``result`` made.
+
+    Its largest request as the context guard counted it; a result that recorded none though it made requests (one
+    stored before that was recorded) only where the endpoint takes at least what it took then, and never where
+    that was not known (read at the task's end, while ``/v1/models`` was busy).
+    """
+    if result.usage.largest_request_tokens:
+        return result.usage.largest_request_tokens <= usable
+    if result.usage.requests == 0:
+        return True
+    return result.served_context is not None and usable >= result.served_context
 
 
 def write_result(out_dir: Path, result: TaskResult) -> None:

@@ -42,6 +42,8 @@ class Reply:
     cached: bool = False
     invalid_tool_calls: list[dict[str, Any]] = field(default_factory=list)
     """Calls the model made that could not be read (``raw`` text and ``error``): the harness's parse error."""
+    prompt_estimate: int | None = None
+    """The request's prompt tokens as the context guard counts them (None: no guard, as SimVLM has none)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form (for the response cache and traces)."""
@@ -56,6 +58,7 @@ class Reply:
             usage=Usage(**data.get("usage", {})),
             cached=bool(data.get("cached", False)),
             invalid_tool_calls=list(data.get("invalid_tool_calls", [])),
+            prompt_estimate=data.get("prompt_estimate"),
         )
 
 
@@ -77,19 +80,18 @@ def served_context_of(model: object) -> int | None:
 class ContextChecked(Protocol):
     """A model that refuses, before anything is sent, a request its endpoint's context cannot hold."""
 
-    def check_context(self, messages: list[Message], tools: list[Tool] | None) -> None:
-        """Raise :class:`~videvolve.errors.ContextTooLong` when the request would not fit."""
+    def check_context(self, messages: list[Message], tools: list[Tool] | None) -> int | None:
+        """The request's prompt tokens (None: not counted); :class:`~videvolve.errors.ContextTooLong` if too long."""
         ...
 
 
-def check_context(model: object, messages: list[Message], tools: list[Tool] | None) -> None:
-    """``model``'s context check, where it has one.
+def check_context(model: object, messages: list[Message], tools: list[Tool] | None) -> int | None:
+    """``model``'s context check, where it has one: the request's prompt tokens as it counts them (else None).
 
     Run before the response cache is read: a reply stored under a longer ``--max-model-len`` is not given for a
     request the endpoint now refuses.
     """
-    if isinstance(model, ContextChecked):
-        model.check_context(messages, tools)
+    return model.check_context(messages, tools) if isinstance(model, ContextChecked) else None
 
 
 @runtime_checkable

@@ -151,7 +151,8 @@ def complete(vlm: VLM, messages: list[Message], tools: list[Tool] | None = None,
     if cache is not None:
         hit = cache.get(key)
         if hit is not None:
-            check_context(vlm, messages, tools)  # a miss is checked by the model itself, before it is sent
+            estimate = check_context(vlm, messages, tools)  # a miss is checked by the model, before it is sent
+            hit.prompt_estimate = estimate
             return hit
     reply = vlm.complete(messages, tools)
     if cache is not None:
@@ -184,9 +185,9 @@ class MeteredVLM:
         """The wrapped model's served context, where it has one."""
         return served_context_of(self.vlm)
 
-    def check_context(self, messages: list[Message], tools: list[Tool] | None) -> None:
+    def check_context(self, messages: list[Message], tools: list[Tool] | None) -> int | None:
         """The wrapped model's context check, where it has one."""
-        check_context(self.vlm, messages, tools)
+        return check_context(self.vlm, messages, tools)
 
     @property
     def request_timeout_s(self) -> float | None:

@@ -162,10 +162,9 @@ class ChatModelVLM:
         """The prompt tokens the endpoint takes (its ``max_model_len`` less the guard's margin; None: no guard)."""
         return self.guard.usable() if self.guard is not None else None
 
-    def check_context(self, messages: list[Message], tools: list[Tool] | None) -> None:
-        """Refuse (:class:`~videvolve.errors.ContextTooLong`) a request the served context cannot hold."""
-        if self.guard is not None:
-            self.guard.check(messages, tools)
+    def check_context(self, messages: list[Message], tools: list[Tool] | None) -> int | None:
+        """The request's prompt tokens (None: no guard); :class:`~videvolve.errors.ContextTooLong` if too long."""
+        return self.guard.check(messages, tools) if self.guard is not None else None
 
     def _invoke(self, messages: list[BaseMessage], tools: list[Tool] | None, extra: dict[str, Any]) -> AIMessage:
         model: Any = self.chat.bind_tools(tools) if tools else self.chat
@@ -175,13 +174,14 @@ class ChatModelVLM:
 
     def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
         """One request: checked against the context, sent with retries of transient failures only."""
-        if self.guard is not None:
-            self.guard.check(messages, tools)
+        estimate = self.check_context(messages, tools)
         sent, extra = media_request(messages, self.family)
         lc = _to_langchain(sent)
         out = call_with_retries(lambda: self._invoke(lc, tools, extra), self.where, self.name,
                                 self.retry_window_s, self.max_retries)
-        return reply_of(out)
+        reply = reply_of(out)
+        reply.prompt_estimate = estimate
+        return reply
 
 
 def reply_of(out: AIMessage) -> Reply:

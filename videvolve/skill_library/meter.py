@@ -17,6 +17,9 @@ class Meter:
     reported_prompt_tokens: int = 0
     completion_tokens: int = 0
     """Tokens the model wrote, as the server reported them (a cached reply counts what it cost when made)."""
+    largest_request_tokens: int = 0
+    """The largest request's prompt tokens as the context guard counted them (0: no guard): where a rerun may
+    reuse this result, the endpoint must still take it."""
     requests: int = 0
     cache_hits: int = 0
     tool_calls: int = 0
@@ -48,6 +51,7 @@ class Meter:
         return {"frames": self.frames, "image_tokens": self.image_tokens, "video_tokens": self.video_tokens,
                 "cumulative_tokens": self.cumulative_tokens, "reported_prompt_tokens": self.reported_prompt_tokens,
                 "completion_tokens": self.completion_tokens,
+                "largest_request_tokens": self.largest_request_tokens,
                 "requests": self.requests, "model_calls": self.requests - self.cache_hits,
                 "cache_hits": self.cache_hits, "tool_calls": self.tool_calls,
                 "transcript_tokens": self.transcript_tokens, "ocr_calls": self.ocr_calls,

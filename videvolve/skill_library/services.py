@@ -192,7 +192,8 @@ class TaskServices(RenderingServices, ReadingServices):
 
     def op_usage(self) -> dict[str, Any]:
         """What the task has cost so far; never how long the parent took (harness code has no clock to time by)."""
-        return {k: v for k, v in self.meter.to_dict().items() if k not in ("observed_times", "client_s")}
+        return {k: v for k, v in self.meter.to_dict().items() if k not in ("observed_times", "client_s",
+                                                                                "largest_request_tokens")}
 
     def op_log(self, message: str, data: dict[str, Any] | None = None) -> None:
         """A note in the trace."""
@@ -273,6 +274,7 @@ class TaskServices(RenderingServices, ReadingServices):
         self.meter.notice = reply.text[:500] if SIM_ONLY_NOTICE in reply.text else self.meter.notice
         self.meter.reported_prompt_tokens += reply.usage.prompt_tokens or 0
         self.meter.completion_tokens += reply.usage.completion_tokens or 0
+        self.meter.largest_request_tokens = max(self.meter.largest_request_tokens, reply.prompt_estimate or 0)
         self.trace.write(event, observed_times=sorted(observed), observations=specs, new_frames=len(new),
                          image_tokens=image_tokens,
                          video_tokens=video_tokens, prompt_tokens=prompt_tokens,
