@@ -14,7 +14,7 @@ import pytest
 from tests.test_loop_graph import context, run_graph
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.editing.agent import AgentEditor
-from videvolve.editing.base import EditorInput, read_files
+from videvolve.editing.base import EditorInput, GateTerms, read_files
 from videvolve.editing.heuristic import passes_on_trial
 from videvolve.editing.probe import leaks_gold
 from videvolve.editing.tools import EditorEnv, EditorTools
@@ -101,7 +101,7 @@ def test_trials_cost_what_the_gate_counts_text_included(small_world, tmp_path, s
     assert tools._cost(reading) == pytest.approx(visual + 500)
     tools.env.cost_metric = "visual_tokens"
     assert tools._cost(reading) == pytest.approx(visual)
-    gate = {"alpha": 0.1, "beta": 0.2, "eps": 0.02}
+    gate = GateTerms(alpha=0.1, beta=0.2, tolerance=0.02)
     gain = {"mean_difference_vs_parent": 0.2, "parent_mean_visual_tokens": 100.0, "mean_visual_tokens": 100.0}
     assert passes_on_trial({**gain, "parent_mean_cost": 100.0, "mean_cost": 105.0}, gate)
     assert not passes_on_trial({**gain, "parent_mean_cost": 100.0, "mean_cost": 150.0}, gate)  # text read counts

@@ -211,13 +211,27 @@ def test_a_cost_ceiling_lets_a_gain_spend_up_to_it_and_no_further():
 
 def test_the_editor_prototypes_within_the_ceiling():
     """The heuristic editor's trial check and the rule it is told use the budget, not 1.1x the parent."""
+    from videvolve.editing.base import GateTerms
     from videvolve.editing.heuristic import passes_on_trial
     from videvolve.search.gate import rule_text
 
     report = {"parent_mean_cost": 100.0, "mean_cost": 240.0, "mean_difference_vs_parent": 0.1}
-    gate = {"alpha": 0.1, "beta": 0.2, "eps": 0.02, "rule": "paired"}
+    gate = GateTerms(alpha=0.1, beta=0.2, tolerance=0.02)
     assert not passes_on_trial(report, gate)
-    assert passes_on_trial(report, {**gate, "ceiling": 250.0})
-    assert not passes_on_trial({**report, "mean_cost": 251.0}, {**gate, "ceiling": 250.0})
+    budget = gate.model_copy(update={"ceiling": 250.0})
+    assert passes_on_trial(report, budget)
+    assert not passes_on_trial({**report, "mean_cost": 251.0}, budget)
     assert "budget of 250" in rule_text(0.1, 0.2, 0.02, "visual_tokens", ceiling=250.0)
     assert "within 10% of the seed" in rule_text(0.1, 0.2, 0.02, "visual_tokens")
+
+
+def test_the_editor_applies_the_runs_own_rule_to_its_trials():
+    """What an editor's trials are judged by comes from the gate's settings in one place (it was a dict of string
+    keys, whose "eps" held the paired gate's margin and whose "rule" the heuristic compared to "paired")."""
+    from videvolve.loop.context import GateSettings
+
+    paired = GateSettings(margin=0.03, cost_ceiling=500.0).terms(50)
+    assert (paired.tolerance, paired.spends_wealth, paired.ceiling) == (0.03, True, 500.0)
+    rsi = GateSettings(rule="video-rsi").terms(50)
+    assert (rsi.tolerance, rsi.spends_wealth, rsi.alpha, rsi.beta) == (0.02, False, 0.1, 0.2)
+    assert GateSettings(rule="video-rsi", eps=0.1).terms(50).tolerance == 0.1

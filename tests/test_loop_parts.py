@@ -276,7 +276,7 @@ def test_a_balanced_variant_that_is_its_parent_again_is_not_tried():
     "variant" is the parent, and a trial of it (seen as "+0.000 at the parent's cost" in a teacher run) is wasted."""
     from typing import Any
 
-    from videvolve.editing.base import EditorInput
+    from videvolve.editing.base import EditorInput, GateTerms
     from videvolve.editing.heuristic import HeuristicEditor
     from videvolve.editing.operators import CATALOGUE, config_of, set_key
 
@@ -294,12 +294,12 @@ def test_a_balanced_variant_that_is_its_parent_again_is_not_tried():
             return json.dumps({"mean_difference_vs_parent": 0.0, "mean_cost": 11492.0,
                                "parent_mean_cost": 11492.0}), True
 
-    gate = {"alpha": 0.1, "beta": 0.2, "eps": 0.02, "rule": "paired"}
+    gate = GateTerms(alpha=0.1, beta=0.2, tolerance=0.02)
     report = {"parent_mean_cost": 11492.0, "mean_cost": 12580.0, "mean_difference_vs_parent": 0.06}
     tried: list[Any] = [(False, 0.06, -12580.0, 0, 1.0, denser, report)]
     for ceiling, trials in ((12109.4, 0), (13000.0, 1)):  # back to 169 frames; 0.95 x 13000 / 12580 -> 177
         tools = Tools()
-        inp = EditorInput(incumbent="p", files=files, diagnoses=[], gate={**gate, "ceiling": ceiling})
+        inp = EditorInput(incumbent="p", files=files, diagnoses=[], gate=gate.model_copy(update={"ceiling": ceiling}))
         out = HeuristicEditor(trials=True)._balanced(inp, tools, ["t"], files, tried)  # type: ignore[arg-type]
         assert tools.calls.count("trial") == trials and len(out) == trials, (ceiling, tools.calls)
 
@@ -311,13 +311,13 @@ def test_a_cut_that_stops_just_short_of_the_cuts_bound_is_tried_deeper():
     import tomllib
     from typing import Any
 
-    from videvolve.editing.base import EditorInput
+    from videvolve.editing.base import EditorInput, GateTerms
     from videvolve.editing.heuristic import HeuristicEditor, balance_factor, passes_on_trial
     from videvolve.editing.operators import CATALOGUE, config_of
 
     files = read_files(seed_path("scan_refine"))
     sparser = next(op for op in CATALOGUE if op.name == "sparser_sampling")
-    gate = {"alpha": 0.1, "beta": 0.2, "eps": 0.02, "rule": "paired"}
+    gate = GateTerms(alpha=0.1, beta=0.2, tolerance=0.02)
     short = {"parent_mean_cost": 19484.0, "mean_cost": 15752.0, "mean_difference_vs_parent": -0.003}
     assert not passes_on_trial(short, gate)
     factor = balance_factor(short, sparser, gate)

@@ -287,8 +287,8 @@ def _teacher_note(tasks: list[Task], ctx: Context, console: Console) -> None:
 def gate_power(ctx: Context, n_selection: int, videos: int, console: Console) -> None:
     """The gate's rule and what its selection set can detect (a warning when it is coarser than +0.05)."""
     gate = ctx.gate
-    if gate.rule == "video-rsi":
-        eps = gate.eps if gate.eps is not None else 1 / max(1, n_selection)
+    if not gate.paired:
+        eps = gate.eps_for(n_selection)
         bound = f"<= {gate.cost_ceiling:g}" if gate.cost_ceiling is not None else f"<= (1+{gate.alpha}) C"
         console.print(f"gate: video-rsi (any gain at {bound}; cost cuts within eps {eps:.3f}): it takes "
                       "noise for gains; --gate paired tells them apart", highlight=False)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from videvolve.editing.tools import EditorTools
@@ -38,6 +38,23 @@ class PastDiagnosis(BaseModel):
     similarity: float
 
 
+class GateTerms(BaseModel):
+    """The gate's rule as an editor applies it to its own trials, with this run's numbers.
+
+    The edit node fills it from ``ctx.gate`` (``nodes/edit.py:editor_input``); a new rule says here what an editor
+    must know of it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    alpha: float = Field(description="a gain may cost at most (1 + alpha) x its parent's")
+    beta: float = Field(description="a cost cut must cost at most (1 - beta) x its parent's")
+    tolerance: float = Field(description="the score a cost cut may lose: the paired gate's margin, video-rsi's eps")
+    ceiling: float | None = Field(None, description="--cost-ceiling: a gain may cost up to this instead")
+    spends_wealth: bool = Field(True, description="each decision spends the run's alpha-wealth (the paired gate): "
+                                "a prototype that fails the rule on its trials is not worth sending")
+
+
 class EditorInput(BaseModel):
     """Everything an editor may know."""
 
@@ -49,7 +66,8 @@ class EditorInput(BaseModel):
     feedback: str | None = Field(None, description="why the previous proposal failed validation")
     tried: list[str] = Field(default_factory=list, description="operators already tried on this incumbent")
     gate_rule: str = Field("", description="the gate's rule in words, with this run's thresholds and cost metric")
-    gate: dict[str, Any] = Field(default_factory=dict, description="the rule's numbers: alpha, beta, eps, metric")
+    gate: GateTerms | None = Field(None, description="the rule's numbers, for the editor's own trials (None: no "
+                                   "rule to apply; every trial passes)")
 
 
 class Proposal(BaseModel):

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from videvolve.editing.base import EditorInput, Proposal, Workspaces, read_files
+from videvolve.editing.base import EditorInput, GateTerms, Proposal, Workspaces, read_files
 from videvolve.editing.operators import CATALOGUE, Operator, config_of, scale_frames
 from videvolve.editing.tools import EditorTools
 
@@ -43,25 +43,24 @@ def score_operators(inp: EditorInput, catalogue: Sequence[Operator] = CATALOGUE)
     return [(s, op) for s, _, op in scored]
 
 
-def gain_bound(c: float, gate: dict[str, Any]) -> float:
+def gain_bound(c: float, gate: GateTerms) -> float:
     """The most a gain over a parent costing ``c`` may cost: the run's budget, else (1 + alpha) x ``c``.
 
     As the gate's ``search.gate.gain_cost_bound`` (``--cost-ceiling`` replaces the relative bound); the seed's cost,
     which the gate also bounds a gain by, is not the editor's to know.
     """
-    ceiling = gate.get("ceiling")
-    return float(ceiling) if ceiling is not None else (1 + gate["alpha"]) * c
+    return gate.ceiling if gate.ceiling is not None else (1 + gate.alpha) * c
 
 
-def passes_on_trial(report: dict[str, Any], gate: dict[str, Any]) -> bool:
+def passes_on_trial(report: dict[str, Any], gate: GateTerms | None) -> bool:
     """Whether the gate's rule, applied to a trial against the parent on the same tasks, would accept."""
-    if not gate:
+    if gate is None:
         return True
     c, c_new = report["parent_mean_cost"], report["mean_cost"]  # as the gate counts it (the run's cost metric)
     gain = report["mean_difference_vs_parent"] or 0.0
     if gain > 0 and c_new <= gain_bound(c, gate) + 1e-9:
         return True
-    return bool(gain >= -gate["eps"] and c > 0 and c_new <= (1 - gate["beta"]) * c + 1e-9)
+    return bool(gain >= -gate.tolerance and c > 0 and c_new <= (1 - gate.beta) * c + 1e-9)
 
 
 BALANCED = "+fewer_frames"
@@ -87,13 +86,14 @@ def balanced(op: Operator, factor: float) -> Operator:
                     "stays within the gate's bound", op.weights, apply)
 
 
-def balance_factor(report: dict[str, Any], op: Operator, gate: dict[str, Any]) -> float | None:
+def balance_factor(report: dict[str, Any], op: Operator, gate: GateTerms) -> float | None:
     """The share of its frames a prototype that failed its trial on cost alone keeps, or None (nothing to balance).
 
     A gain costing more than a gain may: the ratio of the allowed cost to the trial's. A cost cut that kept the score
-    (within ``eps``) and cut, but not as deep as a cut must go (``(1 - beta)`` x the parent's): the ratio of that bound
-    to the trial's cost. Both with a 5 % margin, since cost grows with frames at a fixed resolution: a 20 % frame cut
-    whose final look does not shrink with the frames otherwise lands at 0.81 x and is turned down every time.
+    (within the rule's ``tolerance``) and cut, but not as deep as a cut must go (``(1 - beta)`` x the parent's): the
+    ratio of that bound to the trial's cost. Both with a 5 % margin, since cost grows with frames at a fixed
+    resolution: a 20 % frame cut whose final look does not shrink with the frames otherwise lands at 0.81 x and is
+    turned down every time.
     """
     c, c_new = report["parent_mean_cost"], report["mean_cost"]
     gain = report["mean_difference_vs_parent"] or 0.0
@@ -101,8 +101,8 @@ def balance_factor(report: dict[str, Any], op: Operator, gate: dict[str, Any]) -
         return None
     if gain > 0:
         return 0.95 * gain_bound(c, gate) / c_new
-    if op.cost_cut and gain >= -gate["eps"] and (1 - gate["beta"]) * c < c_new < c:
-        return 0.95 * (1 - gate["beta"]) * c / c_new
+    if op.cost_cut and gain >= -gate.tolerance and (1 - gate.beta) * c < c_new < c:
+        return 0.95 * (1 - gate.beta) * c / c_new
     return None
 
 
@@ -169,7 +169,7 @@ class HeuristicEditor:
         """
         out: list[Any] = []
         for j, (passes, _, _, _, score, op, report) in enumerate(list(tried)):
-            factor = None if passes or not inp.gate else balance_factor(report, op, inp.gate)
+            factor = None if passes or inp.gate is None else balance_factor(report, op, inp.gate)
             if factor is None:
                 continue
             variant = balanced(op, factor)
@@ -227,7 +227,7 @@ class HeuristicEditor:
         tried += self._balanced(inp, tools, tasks, parent, tried)
         tried.sort(key=lambda x: x[:4], reverse=True)
         passes, gain, _, _, score, op, report = tried[0]
-        if not passes and inp.gate.get("rule", "paired") == "paired":
+        if not passes and (inp.gate is None or inp.gate.spends_wealth):
             # every decision spends the run's alpha-wealth: what fails the rule on the batch is not worth a decision
             self.last_failure = ("no prototype passes the gate's rule on the batch's trials: " + ", ".join(
                 f"{t[5].name} {t[1]:+.3f} at cost {t[6]['mean_cost']:.0f} vs {t[6]['parent_mean_cost']:.0f}"

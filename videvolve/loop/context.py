@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from videvolve.config import ModelSettings, RuntimeSettings
+
+if TYPE_CHECKING:
+    from videvolve.editing.base import GateTerms
 
 
 def _flat(name: str) -> dict[str, Any]:
@@ -147,6 +150,22 @@ class GateSettings(BaseModel):
                             "on a partial rung when the predictive chance that full validation accepts it is below "
                             "this (0: never; each such stop of a candidate full validation would accept loses a real "
                             "gain, so it is kept small)")
+
+    @property
+    def paired(self) -> bool:
+        """Whether candidates are judged by the paired test (each decision then spends the run's alpha-wealth)."""
+        return self.rule == "paired"
+
+    def eps_for(self, n_selection: int) -> float:
+        """``--gate video-rsi``'s tolerated score loss on ``n_selection`` questions (default: one question's worth)."""
+        return self.eps if self.eps is not None else 1 / max(1, n_selection)
+
+    def terms(self, n_selection: int) -> GateTerms:
+        """The rule as an editor applies it to its own trials, on a selection set of ``n_selection`` questions."""
+        from videvolve.editing.base import GateTerms
+
+        return GateTerms(alpha=self.alpha, beta=self.beta, tolerance=self.margin if self.paired else
+                         self.eps_for(n_selection), ceiling=self.cost_ceiling, spends_wealth=self.paired)
 
     def first_level(self) -> float:
         """The level of a run's first decision (what the power notes are computed at)."""

@@ -46,15 +46,13 @@ def editor_input(run: Run, state: State) -> EditorInput:
     if state.get("feedback"):
         tried += [op for op in state.get("operators", {}).values() if op]
     gate = run.ctx.gate
-    eps = gate.eps if gate.eps is not None else 1 / len(run.selection)
-    tolerance = eps if gate.rule == "video-rsi" else gate.margin
+    eps = gate.eps_for(len(run.selection))
     rule = rule_text(gate.alpha, gate.beta, eps, gate.cost_metric, gate.rule, gate.level, gate.margin,
                      gate.cost_ceiling)
     return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
                        similar=sorted(similar.values(), key=lambda p: (-p.similarity, p.diagnosis.id))[:10],
                        history=history, feedback=state.get("feedback"), tried=sorted(set(tried)), gate_rule=rule,
-                       gate={"alpha": gate.alpha, "beta": gate.beta, "eps": tolerance, "metric": gate.cost_metric,
-                             "rule": gate.rule, "ceiling": gate.cost_ceiling})
+                       gate=gate.terms(len(run.selection)))
 
 
 def editor_model(run: Run) -> MeteredVLM:

@@ -95,8 +95,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     ctx = run.ctx
     gate = ctx.gate
     selection = run.selection
-    eps = gate.eps if gate.eps is not None else 1 / len(selection)
-    paired_gate = gate.rule == "paired"
+    eps = gate.eps_for(len(selection))
+    paired_gate = gate.paired
     level = next_level(history, gate.level, gate.spending) / max(1, len(candidates)) if paired_gate else None
     seed_bounds = paired_gate and gate.cost_ceiling is None  # a ceiling replaces the seed's bound: no need to read it
     seed = seed_version if seed_bounds and seed_version is not None and seed_version != parent else None
