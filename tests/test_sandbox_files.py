@@ -77,7 +77,8 @@ def solve(task, ctx):
     said = {}
     for name, call in (("own user namespace", unshare),
                        ("System V shared memory", lambda: libc.shmget(0, 256 * 1024 * 1024, 0o1600)),
-                       ("System V message queue", lambda: libc.msgget(0, 0o1600))):
+                       ("System V message queue", lambda: libc.msgget(0, 0o1600)),
+                       ("memory file", lambda: libc.memfd_create(b"x", 0))):
         said[name] = "refused" if call() == -1 else "made"
     b.__import__("threading").Thread(target=print).start()  # a thread still starts
     return {"answer": "A", "raw": b.__import__("json").dumps(said)}
@@ -88,7 +89,8 @@ def solve(task, ctx):
 def test_a_harness_past_the_static_check_makes_no_namespace_or_ipc_object(video: str, tmp_path: Path) -> None:
     """Before: ``unshare(CLONE_NEWUSER | CLONE_NEWNS)`` made the harness root of namespaces of its own, where it mounted
     a writable tmpfs over the read-only ``/tmp`` (100,000 files made); ``shmget`` and ``msgget`` kept memory outside
-    its address-space limit (eight 256 MB segments, written and detached, held 2 GB under a 1 GB limit)."""
+    its address-space limit (eight 256 MB segments, written and detached, held 2 GB under a 1 GB limit), and so did
+    ``memfd_create`` (forty memory files of 16 MB, the file-size limit, written and never mapped: 640 MB)."""
     out, _ = run_source(ESCAPES, video, tmp_path, static_check=False)
     assert out.outcome == "ok" and out.prediction is not None, out.error
     said = json.loads(out.prediction.raw)

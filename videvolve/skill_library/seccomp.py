@@ -1,11 +1,13 @@
 """The system calls bubblewrap's child may not make: a classic BPF seccomp program, compiled here (no libseccomp).
 
 Refused (``EPERM``): a new namespace of any kind (``unshare``, ``clone``), since a user namespace of its own makes the
-harness root there, where it mounts a writable tmpfs over the read-only file system, memory outside every limit of
-its own; and System V shared memory and message queues (``shmget``, ``msgget``), kept by the kernel after the process
-detaches them, so outside its address-space limit. ``clone3`` answers ``ENOSYS`` (its flags are behind a pointer a
-filter cannot read), and the C library falls back to ``clone`` for threads and processes. A system call of another
-ABI (32-bit ``int 0x80``, x32) kills the process. Only x86-64 and AArch64 are known; elsewhere there is no filter.
+harness root there, where it mounts a writable tmpfs over the read-only file system, memory outside every limit of its
+own; System V shared memory and message queues (``shmget``, ``msgget``), kept by the kernel after the process detaches
+them, so outside its address-space limit; and memory files (``memfd_create``, ``memfd_secret``), whose pages written
+with ``write`` are never mapped, so outside it too (a file each up to ``RLIMIT_FSIZE``: forty of them held 640 MB beside
+a 1 GB limit, times every process the harness may start). ``clone3`` answers ``ENOSYS`` (its flags are behind a pointer
+a filter cannot read), and the C library falls back to ``clone`` for threads and processes. A system call of another ABI
+(32-bit ``int 0x80``, x32) kills the process. Only x86-64 and AArch64 are known; elsewhere there is no filter.
 """
 
 from __future__ import annotations
@@ -25,17 +27,18 @@ NAMESPACE_FLAGS = 0x7E020000
 
 
 class _Abi:
-    def __init__(self, arch: int, unshare: int, clone: int, clone3: int, shmget: int, msgget: int,
+    def __init__(self, arch: int, unshare: int, clone: int, clone3: int, refused: tuple[int, ...],
                  below: int | None = None) -> None:
         self.arch, self.unshare, self.clone, self.clone3 = arch, unshare, clone, clone3
-        self.refused = (shmget, msgget)
+        self.refused = refused
+        """``shmget``, ``msgget``, ``memfd_create``, ``memfd_secret``."""
         self.below = below
         """Calls numbered from here are another ABI's (x32 on x86-64)."""
 
 
 _ABIS = {
-    "x86_64": _Abi(0xC000003E, unshare=272, clone=56, clone3=435, shmget=29, msgget=68, below=0x40000000),
-    "aarch64": _Abi(0xC00000B7, unshare=97, clone=220, clone3=435, shmget=194, msgget=186),
+    "x86_64": _Abi(0xC000003E, unshare=272, clone=56, clone3=435, refused=(29, 68, 319, 447), below=0x40000000),
+    "aarch64": _Abi(0xC00000B7, unshare=97, clone=220, clone3=435, refused=(194, 186, 279, 447)),
 }
 
 
