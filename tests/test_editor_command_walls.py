@@ -199,3 +199,20 @@ def test_many_requests_at_once_are_turned_away_instead_of_buffered(small_world, 
         for sock in socks:
             sock.close()
     assert turned_away >= 24 and server.calls == []
+
+
+@needs_bwrap
+def test_the_commands_tmp_is_bounded(small_world, tmp_path, seed):
+    """The command's /tmp is a tmpfs: the machine's memory, outside every limit of the command's. Unbounded (main), an
+    agent writing there could take what the run itself needs; it is bounded (1 GiB; 8 MiB here)."""
+    from videvolve.skill_library.sandbox import bwrap_sizes_tmpfs
+
+    if not bwrap_sizes_tmpfs():
+        pytest.skip("this bubblewrap has no --size")
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    body = '''dd if=/dev/zero of=/tmp/big bs=1048576 count=16 2> /dev/null; echo $? > s_tmp
+wc -c < /tmp/big > tmp_size'''
+    editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, body), timeout_s=60, tmp_bytes=8 * 1024**2))
+    assert editor.propose(tools.inp, OneWorkspace(tools)) is None
+    assert (tools.root / "s_tmp").read_text().strip() != "0"  # No space left on device
+    assert int((tools.root / "tmp_size").read_text()) <= 8 * 1024**2

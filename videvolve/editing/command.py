@@ -1,19 +1,19 @@
 """The command editor: an external coding agent (Claude Code, Codex, aider, any script) run in the workspace.
 
-The command runs under ``/bin/sh -c`` in bubblewrap, with the workspace mounted writable at ``/workspace`` (its
-working directory) and nothing else of the run: the system's ``/usr`` (and ``/lib*``, ``/bin``, ``/sbin``) and a
-few files of ``/etc`` (name resolution, certificates, users) read-only, the agent's own install and config
-(``ro_binds``) read-only, a fresh ``/tmp``, ``HOME=/workspace/.home``, the network on for its API, and only the
-environment variables named in ``env``. Every bind is checked against the run's protected paths (the run directory,
-the tasks file and its folder, memory, cache, the videos' folders): one that would expose them is refused, so the
-agent can never read the tasks file, ``evals/`` or anything of the selection and test splits.
+The command runs under ``/bin/sh -c`` in bubblewrap, with the workspace mounted writable at ``/workspace`` (its working
+directory) and nothing else of the run: the system's ``/usr`` (and ``/lib*``, ``/bin``, ``/sbin``) and a few files of
+``/etc`` (name resolution, certificates, users) read-only, the agent's own install and config (``ro_binds``) read-only,
+a fresh ``/tmp`` of at most 1 GiB, ``HOME=/workspace/.home``, the network on for its API, and only the environment
+variables named in ``env``. Every bind is checked against the run's protected paths (the run directory, the tasks file
+and its folder, memory, cache, the videos' folders): one that would expose them is refused, so the agent can never read
+the tasks file, ``evals/`` or anything of the selection and test splits.
 
-The editor's tools are served on a Unix socket mounted at ``/workspace/.tools/`` and reached with ``bin/<tool>``.
-Only ``candidate/`` is taken back. A command that exits 0 with a changed candidate but never called ``bin/submit``
-counts as a submission with a default rationale (an agent that edited and stopped meant its edit); one that fails,
-times out (its whole process tree is killed) or changes nothing ends the proposal with the reason. A candidate that
-fails validation comes back in a repair round: the command (or ``repair_cmd``) runs again in the same workspace,
-with the failure in ``REPAIR.md`` and ``VIDEVOLVE_REPAIR=1``.
+The editor's tools are served on a Unix socket mounted at ``/workspace/.tools/`` and reached with ``bin/<tool>``. Only
+``candidate/`` is taken back. A command that exits 0 with a changed candidate but never called ``bin/submit`` counts as
+a submission with a default rationale (an agent that edited and stopped meant its edit); one that fails, times out (its
+whole process tree is killed) or changes nothing ends the proposal with the reason. A candidate that fails validation
+comes back in a repair round: the command (or ``repair_cmd``) runs again in the same workspace, with the failure in
+``REPAIR.md`` and ``VIDEVOLVE_REPAIR=1``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from videvolve.editing.toolserver import ToolServer, install_bin, journal, serve
 from videvolve.editing.workspace import candidate_edits
 from videvolve.errors import SandboxStartError, UsageError
 from videvolve.skill_library.harness import HASHED_SUFFIXES, MAX_FILE_BYTES
-from videvolve.skill_library.sandbox import get_sandbox, ro_bind, system_binds
+from videvolve.skill_library.sandbox import get_sandbox, ro_bind, system_binds, tmpfs
 
 WORKSPACE = Path("/workspace")
 HOME = ".home"
@@ -68,6 +68,11 @@ OUTPUT_HEAD, OUTPUT_TAIL = 4 * 1024, 64 * 1024
 """Bytes of the command's output kept: its start and its end."""
 
 
+TMP_BYTES = 1024**3
+"""The command's ``/tmp`` at most (a tmpfs holds its files in the machine's memory, outside every limit of the
+command's: unbounded, an agent writing there could take the memory the run itself needs)."""
+
+
 class CommandSpec(BaseModel):
     """How the command editor runs (the run's settings fill these in)."""
 
@@ -77,6 +82,7 @@ class CommandSpec(BaseModel):
     ro_binds: list[str] | None = Field(None, description="extra read-only paths (None: the defaults that exist)")
     env: list[str] | None = Field(None, description="variables passed through (None: DEFAULT_ENV)")
     protected: list[str] = Field(default_factory=list, description="paths no bind may expose")
+    tmp_bytes: int = Field(TMP_BYTES, gt=0, description="the size of the command's /tmp, a tmpfs: the machine's memory")
 
 
 def _under(path: Path, top: Path) -> bool:
@@ -158,7 +164,7 @@ def bwrap_argv(workspace: Path, tools_dir: Path, spec: CommandSpec, repair: bool
     for name in ETC:
         if (Path("/etc") / name).exists():
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+    args += [*tmpfs("/tmp", spec.tmp_bytes), "--proc", "/proc", "--dev", "/dev",
              "--bind", str(workspace), str(WORKSPACE), "--bind", str(tools_dir), str(WORKSPACE / ".tools")]
     for name in RECORDS:
         if (workspace / name).exists() and not (workspace / name).is_symlink():

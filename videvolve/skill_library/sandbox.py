@@ -90,6 +90,24 @@ def _base_python() -> str:
     return os.path.realpath(exe)
 
 
+@functools.cache
+def bwrap_sizes_tmpfs() -> bool:
+    """Whether this bubblewrap has ``--size`` (0.8.0 and later)."""
+    try:
+        out = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--size" in out.stdout + out.stderr
+
+
+def tmpfs(path: str, size: int) -> list[str]:
+    """The arguments for a tmpfs of at most ``size`` bytes at ``path`` (without a bound, and a warning, before 0.8)."""
+    if bwrap_sizes_tmpfs():
+        return ["--size", str(size), "--tmpfs", path]
+    log.warning("bubblewrap here has no --size (0.8.0 and later): %s is bounded only by the machine's memory", path)
+    return ["--tmpfs", path]
+
+
 def ro_bind(path: Path, made: set[Path]) -> list[str]:
     """Bind ``path`` read-only, first making its ancestors 0755 (bubblewrap makes them 0700, closed to uid 65534)."""
     args: list[str] = []
