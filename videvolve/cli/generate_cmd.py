@@ -68,12 +68,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
                               executor=args.executor, on_done=lambda _o: progress.advance(bar))
         for o in report.errors:
             err.print(f"[red]skipped[/] {o.path}: {o.error}", markup=True, highlight=False)
+        for o in report.outcomes:
+            for note in o.notes:
+                err.print(f"[yellow]note:[/] {o.path}: {note}", markup=True, highlight=False)
         if not report.tasks:
             raise UsageError(f"no tasks could be generated from {args.videos_dir}"
                              + (f" ({len(report.errors)} skipped video(s) listed above)" if report.errors else ""))
         write_tasks(report.tasks, args.out)
     summary = {**summarize(report.tasks), "labels": describe_sources(report.tasks),
-               "skipped": [{"video": o.path, "error": o.error} for o in report.errors], "out": str(args.out)}
+               "skipped": [{"video": o.path, "error": o.error} for o in report.errors],
+               "notes": [{"video": o.path, "note": n} for o in report.outcomes for n in o.notes], "out": str(args.out)}
     if args.json:
         out.print_json(json.dumps(summary))
     else:

@@ -17,7 +17,7 @@ from typing import Any
 
 from videvolve.atomic import write_text_atomic
 from videvolve.errors import MediaError, UsageError
-from videvolve.labelfree.perceived import model_identity
+from videvolve.labelfree.perceived import LOOK_VERSION, model_identity, stored_timeline, unread_note
 from videvolve.labelfree.video_tasks import (
     DEFAULT_FRACTIONS,
     SOURCES,
@@ -48,6 +48,8 @@ class VideoOutcome:
     tasks: list[Task] = field(default_factory=list)
     error: str | None = None
     cached: bool = False
+    notes: list[str] = field(default_factory=list)
+    """What the video's tasks lack, and why (the perceived pass could not read the model's replies)."""
 
 
 @dataclass
@@ -105,7 +107,7 @@ def _stamp(path: Path, settings: GenerateSettings, model: dict[str, Any] | None 
     """Stored tasks are reused only for the same file (path too: tasks name it), settings, planner and perceiver."""
     payload = [file_key(path), settings.model_dump(mode="json"), PLANNER_VERSION]
     if model is not None and "perceived" in settings.sources:
-        payload.append(model)
+        payload += [model, LOOK_VERSION]
     return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -253,8 +255,12 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
     model = perceiving_model(perceiver, videos, settings, parts)
     outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done, model)
     for o in outcomes:
+        timeline = stored_timeline(parts, o.video_id) if "perceived" in settings.sources and not o.error else None
+        note = unread_note(timeline) if timeline is not None else None
         if not o.tasks and not o.error:
-            o.error = why_no_tasks(Path(o.path), settings)
+            o.error = note or why_no_tasks(Path(o.path), settings)
+        elif note and not o.error:
+            o.notes.append(note)
     tasks = [t for o in outcomes for t in o.tasks]
     if tasks:
         tasks = split_by_video(tasks, settings.fractions, seed=settings.seed)
