@@ -59,7 +59,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         perceiver = None
         if "perceived" in settings.sources:
             model = model_settings(args)
-            perceiver = Perceiver(make_vlm(model), cost_model(model.family, model.max_pixels), open_cache(args), parts)
+            perceiver = Perceiver(make_vlm(model), cost_model(model.family, model.max_pixels), open_cache(args), parts,
+                                  model)
         total = len(list_videos(args.videos_dir))
         with Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=err, transient=True) as progress:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.atomic import write_text_atomic
-from videvolve.errors import MediaError, UsageError
+from videvolve.errors import MediaError, UsageError, VidevolveError
 from videvolve.labelfree.perceived import LOOK_VERSION, model_identity, stored_timeline, unread_note
 from videvolve.labelfree.video_tasks import (
     DEFAULT_FRACTIONS,
@@ -217,15 +217,24 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
         remote = ray.remote(num_cpus=1)(_ray_job)
         refs = {remote.remote(job, str(path), vid, [p for p in all_paths if p != str(path.resolve())]):
                 (vid, path, stamp) for vid, path, stamp in pending}
-        for ref, (vid, path, stamp) in refs.items():
-            try:
-                tasks = [Task.model_validate(t) for t in json.loads(ray.get(ref))]
-                finish(vid, path, stamp, tasks, None)
-            except ray.exceptions.RayTaskError as exc:
-                cause = getattr(exc, "cause", None)
-                if not isinstance(cause, MediaError):
-                    raise
-                finish(vid, path, stamp, None, str(cause))
+        waiting = list(refs)
+        try:
+            while waiting:  # each video kept as soon as it is done, whichever finishes first
+                (ref,), waiting = ray.wait(waiting, num_returns=1)
+                try:
+                    finish(*refs[ref], [Task.model_validate(t) for t in json.loads(ray.get(ref))], None)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, MediaError):
+                        finish(*refs[ref], None, str(cause))
+                    elif isinstance(cause, VidevolveError):  # an endpoint down, a full disk: said as itself
+                        raise cause from None
+                    else:
+                        raise
+        except BaseException:  # Ctrl-C or a failure: the videos still running stop (those done are kept)
+            for ref in waiting:
+                ray.cancel(ref, force=True)
+            raise
     else:
         def one(item: tuple[str, Path, str]) -> tuple[list[Task] | None, str | None]:
             vid, path, _ = item

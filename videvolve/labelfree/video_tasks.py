@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from videvolve.config import ModelSettings
 from videvolve.datasets.synthworld.questions import Draft
 from videvolve.errors import MediaError, UsageError
 from videvolve.labelfree.perceived import appearances, cached_look, perceived_drafts
@@ -107,12 +108,31 @@ VideoJob = Callable[[Path, str, list[str]], list[Task]]
 
 @dataclass
 class Perceiver:
-    """The model and its meter for the perceived pass (one cached pass per video)."""
+    """The model and its meter for the perceived pass (one cached pass per video).
+
+    ``model``: the settings ``vlm`` was made from. With them a Ray worker gets its own client and its own connection
+    to the response cache (neither pickles); without them the perceiver travels as it is.
+    """
 
     vlm: VLM
     cost: CostModel
     cache: ResponseCache | None
     parts: Path
+    model: ModelSettings | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.model is None:
+            return (Perceiver, (self.vlm, self.cost, self.cache, self.parts))
+        cache = self.cache.path.resolve() if self.cache else None  # a worker's folder may not be this one's
+        return (_perceiver_of, (self.model.model_dump_json(), self.cost, cache, self.parts.resolve()))
+
+
+def _perceiver_of(model_json: str, cost: CostModel, cache: Path | None, parts: Path) -> Perceiver:
+    """A perceiver made again from its settings, in another process."""
+    from videvolve.models import make_vlm
+
+    model = ModelSettings.model_validate_json(model_json)
+    return Perceiver(make_vlm(model), cost, ResponseCache(cache) if cache else None, parts, model)
 
 
 def video_tasks(path: Path, video_id: str, others: list[str], settings: GenerateSettings,
