@@ -144,3 +144,17 @@ def test_a_folder_of_one_video_says_no_selection_split_can_be_made_and_evolve_sa
                  "--memory", str(tmp_path / "m")]) == 2
     said = " ".join(capsys.readouterr().err.split())
     assert "needs train and selection splits" in said and "1 video (a)" in said and "add videos" in said, said
+
+
+def test_a_skipped_video_named_with_brackets_is_named_as_it_is(videos: Path, tmp_path: Path, capsys):
+    """main: 'skipped .../talk .mp4' (rich read '[dQw4w9WgXcQ]' as a style and dropped it), and a name with '[/x]'
+    crashed the whole command after every video was done (MarkupError, exit 70)."""
+    from tests.conftest import sample
+
+    shutil.copy(sample("videos", "decord_corrupted.mp4"), videos / "talk [dQw4w9WgXcQ].mp4")
+    make_index_video(videos / "clip [/x].mp4", seconds=0.4, fps=10)
+    out = tmp_path / "t.jsonl"
+    assert main(["tasks", "generate", str(videos), "--out", str(out)]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"skipped {videos / 'talk [dQw4w9WgXcQ].mp4'}: " in said, said
+    assert f"skipped {videos / 'clip [/x].mp4'}: " in said and "too short" in said, said

@@ -36,6 +36,8 @@ def register(tsub: argparse._SubParsersAction) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Generate, write, report each unreadable video by name."""
+    from rich.markup import escape  # file names such as 'talk [dQw4w9WgXcQ].mp4' (yt-dlp's) are not markup
+
     from videvolve.cli.flags import build
     from videvolve.errors import UsageError
     from videvolve.folderlock import hold
@@ -59,7 +61,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         perceiver = None
         if "perceived" in settings.sources:
             model = model_settings(args)
-            perceiver = Perceiver(make_vlm(model), cost_model(model.family, model.max_pixels), open_cache(args), parts)
+            perceiver = Perceiver(make_vlm(model), cost_model(model.family, model.max_pixels), open_cache(args), parts,
+                                  model)
         total = len(list_videos(args.videos_dir))
         with Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=err, transient=True) as progress:
@@ -67,13 +70,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
             report = generate(args.videos_dir, settings, parts, perceiver, workers=args.workers,
                               executor=args.executor, on_done=lambda _o: progress.advance(bar))
         for o in report.errors:
-            err.print(f"[red]skipped[/] {o.path}: {o.error}", markup=True, highlight=False)
+            err.print(f"[red]skipped[/] {escape(o.path)}: {escape(o.error or '')}", markup=True, highlight=False)
+        for o in report.outcomes:
+            for note in o.notes:
+                err.print(f"[yellow]note:[/] {escape(o.path)}: {escape(note)}", markup=True, highlight=False)
         if not report.tasks:
             raise UsageError(f"no tasks could be generated from {args.videos_dir}"
                              + (f" ({len(report.errors)} skipped video(s) listed above)" if report.errors else ""))
         write_tasks(report.tasks, args.out)
     summary = {**summarize(report.tasks), "labels": describe_sources(report.tasks),
-               "skipped": [{"video": o.path, "error": o.error} for o in report.errors], "out": str(args.out)}
+               "skipped": [{"video": o.path, "error": o.error} for o in report.errors],
+               "notes": [{"video": o.path, "note": n} for o in report.outcomes for n in o.notes], "out": str(args.out)}
     if args.json:
         out.print_json(json.dumps(summary))
     else:

@@ -10,43 +10,33 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from videvolve.atomic import write_text_atomic
-from videvolve.datasets.synthworld.questions import Draft
-from videvolve.errors import MediaError, UsageError
-from videvolve.labelfree.perceived import appearances, cached_look, model_identity, perceived_drafts
+from videvolve.errors import MediaError, UsageError, VidevolveError
+from videvolve.labelfree.perceived import LOOK_VERSION, model_identity, stored_timeline, unread_note
+from videvolve.labelfree.video_tasks import (
+    DEFAULT_FRACTIONS,
+    SOURCES,
+    GenerateSettings,
+    Perceiver,
+    VideoJob,
+    letter_tasks,
+    video_tasks,
+)
 from videvolve.media.check import list_videos
-from videvolve.media.decode import frames_at
 from videvolve.media.info import file_key, probe
-from videvolve.models.base import VLM, reach
-from videvolve.models.cache import ResponseCache
-from videvolve.models.cost import CostModel
+from videvolve.models.base import reach
 from videvolve.needles.frames import PLAN_KEY
 from videvolve.needles.needles import NeedlePlan
-from videvolve.needles.plan import glyph_drafts, plan_needles, text_drafts
-from videvolve.needles.scan import scan_video
-from videvolve.tasks import LETTERS, Interval, LabelSource, Task, split_by_video
+from videvolve.tasks import Task, split_by_video
 from videvolve.threads import run_in_threads
 
-SOURCES = ("needles", "perceived")
-DEFAULT_FRACTIONS = {"train": 0.7, "selection": 0.3}
-
-
-class GenerateSettings(BaseModel):
-    """What ``tasks generate`` does."""
-
-    sources: tuple[str, ...] = ("needles",)
-    questions_per_video: int = Field(16, ge=1)
-    fractions: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_FRACTIONS))
-    seed: int = 0
-    perceive_fps: float = Field(1.0, gt=0, description="perceived pass: frames per second shown to the model")
+__all__ = ["DEFAULT_FRACTIONS", "SOURCES", "GenerateReport", "GenerateSettings", "Perceiver", "VideoOutcome",
+           "generate", "letter_tasks", "video_tasks"]
 
 
 @dataclass
@@ -58,6 +48,8 @@ class VideoOutcome:
     tasks: list[Task] = field(default_factory=list)
     error: str | None = None
     cached: bool = False
+    notes: list[str] = field(default_factory=list)
+    """What the video's tasks lack, and why (the perceived pass could not read the model's replies)."""
 
 
 @dataclass
@@ -102,100 +94,6 @@ def video_ids(paths: Sequence[Path]) -> dict[str, Path]:
             for p in paths}
 
 
-def letter_tasks(drafts: list[Draft], video_id: str, video: str, duration: float, rng: random.Random,
-                 label_source: LabelSource, prefix: str, meta: dict[str, Any] | None = None) -> list[Task]:
-    """Drafts (correct option first) to tasks; correct letters are dealt from shuffled blocks of A-D."""
-    letters: list[str] = []
-    tasks = []
-    for j, d in enumerate(drafts):
-        common: dict[str, Any] = {
-            "id": f"{video_id}-{prefix}{j:03d}", "video_id": video_id, "video": video, "question": d.question,
-            "duration": duration, "evidence": [Interval(start=a, end=b) for a, b in d.evidence],
-            "source": "labelfree", "label_source": label_source,
-            "meta": {"template": d.template, **{k: v for k, v in d.meta.items() if k != "sizes"}, **(meta or {})},
-        }
-        if d.kind == "grounding":
-            tasks.append(Task(kind="grounding", answer=[Interval(start=a, end=b) for a, b in d.answer], **common))
-            continue
-        if not letters:
-            letters = list(LETTERS[:4])
-            rng.shuffle(letters)
-        letter = letters.pop()
-        others = d.options[1:]
-        rng.shuffle(others)
-        k = LETTERS.index(letter)
-        tasks.append(Task(kind="mcq", options=[*others[:k], d.options[0], *others[k:]], answer=letter, **common))
-    return tasks
-
-
-def needle_tasks(path: Path, video_id: str, others: list[str], settings: GenerateSettings,
-                 seen: Sequence[float] = ()) -> list[Task]:
-    """Scan one video, plan its needles, write its needle questions (every task carries the plan).
-
-    ``seen``: how long what the perceived pass saw stayed on screen; glyph needles last as long.
-    """
-    rng = random.Random(f"{settings.seed}:{video_id}")
-    scan = scan_video(path, video_id)
-    plan = usable_splices(plan_needles(scan, rng, others, seen), rng)
-    drafts = glyph_drafts(scan, plan, rng, settings.questions_per_video)
-    if not scan.synth:
-        drafts += text_drafts(plan, rng)
-    return letter_tasks(drafts, video_id, str(path.resolve()), scan.duration, rng, "needles", "n",
-                        {PLAN_KEY: plan.model_dump(mode="json")})
-
-
-def usable_splices(plan: NeedlePlan, rng: random.Random) -> NeedlePlan:
-    """The plan with each splice at a random offset its source decodes at, or without it (a damaged source)."""
-    kept = []
-    for n in plan.needles:
-        if n.kind == "splice" and n.source:
-            length = n.end - n.start
-            try:
-                room = max(0.0, probe(n.source).duration - length)
-                offset = rng.uniform(0.0, room)
-                frames_at(n.source, [offset, offset + length / 2, offset + length], max_side=64, clamp=True,
-                          cache=None)
-            except MediaError:
-                continue
-            n = n.model_copy(update={"offset": offset})
-        kept.append(n)
-    return plan.model_copy(update={"needles": tuple(kept)})
-
-
-VideoJob = Callable[[Path, str, list[str]], list[Task]]
-
-
-@dataclass
-class Perceiver:
-    """The model and its meter for the perceived pass (one cached pass per video)."""
-
-    vlm: VLM
-    cost: CostModel
-    cache: ResponseCache | None
-    parts: Path
-
-
-def video_tasks(path: Path, video_id: str, others: list[str], settings: GenerateSettings,
-                perceiver: Perceiver | None = None) -> list[Task]:
-    """Every generated task of one video, by the sources asked for."""
-    tasks: list[Task] = []
-    timeline = None
-    if "perceived" in settings.sources:
-        if perceiver is None:
-            raise UsageError("perceived tasks need a model: pass --backend (sim or openai)")
-        timeline = cached_look(perceiver.parts, str(path), video_id, perceiver.vlm, perceiver.cost,
-                               perceiver.cache, settings.perceive_fps)
-    if "needles" in settings.sources:
-        seen = [e.end - e.start for e in appearances(timeline).events] if timeline is not None else []
-        tasks += needle_tasks(path, video_id, others, settings, seen)
-    if timeline is not None:
-        rng = random.Random(f"{settings.seed}:{video_id}:perceived")
-        drafts = perceived_drafts(timeline, rng, settings.questions_per_video)
-        tasks += letter_tasks(drafts, video_id, str(path.resolve()), timeline.duration, rng, "perceived", "p",
-                              {"perceived": {"frames": timeline.frames, "prompt_tokens": timeline.prompt_tokens}})
-    return tasks
-
-
 def _part_path(parts: Path, video_id: str) -> Path:
     return parts / f"{video_id}.json"
 
@@ -209,7 +107,7 @@ def _stamp(path: Path, settings: GenerateSettings, model: dict[str, Any] | None 
     """Stored tasks are reused only for the same file (path too: tasks name it), settings, planner and perceiver."""
     payload = [file_key(path), settings.model_dump(mode="json"), PLANNER_VERSION]
     if model is not None and "perceived" in settings.sources:
-        payload.append(model)
+        payload += [model, LOOK_VERSION]
     return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -319,15 +217,24 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
         remote = ray.remote(num_cpus=1)(_ray_job)
         refs = {remote.remote(job, str(path), vid, [p for p in all_paths if p != str(path.resolve())]):
                 (vid, path, stamp) for vid, path, stamp in pending}
-        for ref, (vid, path, stamp) in refs.items():
-            try:
-                tasks = [Task.model_validate(t) for t in json.loads(ray.get(ref))]
-                finish(vid, path, stamp, tasks, None)
-            except ray.exceptions.RayTaskError as exc:
-                cause = getattr(exc, "cause", None)
-                if not isinstance(cause, MediaError):
-                    raise
-                finish(vid, path, stamp, None, str(cause))
+        waiting = list(refs)
+        try:
+            while waiting:  # each video kept as soon as it is done, whichever finishes first
+                (ref,), waiting = ray.wait(waiting, num_returns=1)
+                try:
+                    finish(*refs[ref], [Task.model_validate(t) for t in json.loads(ray.get(ref))], None)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, MediaError):
+                        finish(*refs[ref], None, str(cause))
+                    elif isinstance(cause, VidevolveError):  # an endpoint down, a full disk: said as itself
+                        raise cause from None
+                    else:
+                        raise
+        except BaseException:  # Ctrl-C or a failure: the videos still running stop (those done are kept)
+            for ref in waiting:
+                ray.cancel(ref, force=True)
+            raise
     else:
         def one(item: tuple[str, Path, str]) -> tuple[list[Task] | None, str | None]:
             vid, path, _ = item
@@ -357,8 +264,12 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
     model = perceiving_model(perceiver, videos, settings, parts)
     outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done, model)
     for o in outcomes:
+        timeline = stored_timeline(parts, o.video_id) if "perceived" in settings.sources and not o.error else None
+        note = unread_note(timeline) if timeline is not None else None
         if not o.tasks and not o.error:
-            o.error = why_no_tasks(Path(o.path), settings)
+            o.error = note or why_no_tasks(Path(o.path), settings)
+        elif note and not o.error:
+            o.notes.append(note)
     tasks = [t for o in outcomes for t in o.tasks]
     if tasks:
         tasks = split_by_video(tasks, settings.fractions, seed=settings.seed)

@@ -34,6 +34,9 @@ from videvolve.skill_library import prompts
 
 BATCH = 8
 """Frames per describe request."""
+LOOK_VERSION = 2
+"""Bumped when the same replies would make another timeline (2: frames a reply left out are asked about alone, and
+those still not described are recorded), so that a timeline of an older look is made again (its replies cached)."""
 _LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*s\s*[:\-]\s*(.+?)\s*$", re.M)
 _GLYPH = re.compile(rf"\b({'|'.join(GLYPH_COLOURS)})\s+({'|'.join(SHAPES)})\b", re.I)
 _BG = re.compile(rf"\b({'|'.join(BACKGROUNDS)})\s+background\b", re.I)
@@ -51,6 +54,11 @@ class Timeline(BaseModel):
     frames: int
     stamp: str = ""
     """:func:`look_stamp` of the look that made it (empty: written before stamps, never reused)."""
+    undescribed: list[float] = []
+    """The frame no reply described in the asked form (``<time> s: <what is seen>``), even shown alone, and every
+    frame after it (the look stopped there): what is on screen there is unknown."""
+    unread: str = ""
+    """The start of the reply that left that frame undescribed (to show what the model said instead)."""
 
 
 def model_identity(vlm: VLM, cost: CostModel) -> dict[str, Any]:
@@ -61,50 +69,93 @@ def model_identity(vlm: VLM, cost: CostModel) -> dict[str, Any]:
 
 def look_stamp(path: str, vlm: VLM, cost: CostModel, fps: float) -> str:
     """One look's identity: the video file's version (size, mtime), the model (:func:`model_identity`) and the rate."""
-    payload = [file_key(path)[1:], model_identity(vlm, cost), fps]
+    payload = [file_key(path)[1:], model_identity(vlm, cost), fps, LOOK_VERSION]
     return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _describe(path: str, times: list[float], vlm: VLM, cost: CostModel, cache: ResponseCache | None,
+              image_format: str) -> tuple[dict[float, str], list[float], str, int]:
+    """One describe request: what the reply says of each frame it names, the frames' times, its text, its tokens."""
+    frames = frames_at(path, times, clamp=True)
+    content: list[dict[str, object]] = []
+    tokens = 0
+    for f in frames:
+        content += [{"type": "text", "text": frame_caption(f.requested)},
+                    {"type": "image_url", "image_url": {"url": encode_data_url(f.image, image_format)}}]
+        tokens += cost.image_tokens(*f.image.size)
+    instruction = prompts.render("describe")
+    content.append({"type": "text", "text": instruction})
+    tokens += text_tokens(instruction)
+    messages: list[Message] = [{"role": "user", "content": content}]
+    reply = complete(vlm, messages, None, cache)
+    said = {round(float(t), 2): text for t, text in _LINE.findall(reply.text)}
+    return said, [f.requested for f in frames], reply.text, tokens
 
 
 def look(path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None, fps: float,
          image_format: str = "png") -> Timeline:
-    """Describe every frame at ``fps`` (full resolution), ``BATCH`` frames a request."""
+    """Describe every frame at ``fps`` (full resolution), ``BATCH`` frames a request.
+
+    A frame a reply leaves out (cut off by ``--max-tokens``, skipped, not in the asked form) is asked about alone.
+    One still not described ends the look (it is never taken for a frame showing nothing): it and every frame after
+    it are ``undescribed``, and no more is paid for a video no question can then be asked about.
+    """
     info = probe(path)
     n = max(1, int(info.duration * fps))
     times = [k / fps for k in range(n)]
     entries: list[tuple[float, str]] = []
+    undescribed: list[float] = []
+    unread = ""
     requests = tokens = 0
     for i in range(0, n, BATCH):
-        frames = frames_at(path, times[i : i + BATCH], clamp=True)
-        content: list[dict[str, object]] = []
-        for f in frames:
-            content += [{"type": "text", "text": frame_caption(f.requested)},
-                        {"type": "image_url", "image_url": {"url": encode_data_url(f.image, image_format)}}]
-            tokens += cost.image_tokens(*f.image.size)
-        instruction = prompts.render("describe")
-        content.append({"type": "text", "text": instruction})
-        tokens += text_tokens(instruction)
-        messages: list[Message] = [{"role": "user", "content": content}]
-        reply = complete(vlm, messages, None, cache)
-        requests += 1
-        said = {round(float(t), 2): text for t, text in _LINE.findall(reply.text)}
-        for f in frames:
-            entries.append((f.requested, said.get(round(f.requested, 2), "")))
+        said, shown, text, spent = _describe(path, times[i : i + BATCH], vlm, cost, cache, image_format)
+        requests, tokens = requests + 1, tokens + spent
+        for j, t in enumerate(shown, start=i):
+            if round(t, 2) not in said and len(shown) > 1:
+                alone, _, text, spent = _describe(path, [t], vlm, cost, cache, image_format)
+                requests, tokens = requests + 1, tokens + spent
+                if round(t, 2) in alone:  # only what it says of the one frame it was shown
+                    said[round(t, 2)] = alone[round(t, 2)]
+            if round(t, 2) not in said:
+                undescribed, unread = times[j:], text[:200]
+                break
+            entries.append((t, said[round(t, 2)]))
+        if undescribed:
+            break
     return Timeline(video_id=video_id, fps=fps, duration=info.duration, entries=entries, requests=requests,
-                    prompt_tokens=tokens, frames=n, stamp=look_stamp(path, vlm, cost, fps))
+                    prompt_tokens=tokens, frames=n, stamp=look_stamp(path, vlm, cost, fps), undescribed=undescribed,
+                    unread=unread)
+
+
+def unread_note(timeline: Timeline) -> str | None:
+    """Why a look made no perceived question: frames the model's replies did not describe, in words (None: none)."""
+    if not timeline.undescribed:
+        return None
+    first = timeline.undescribed[0]
+    return (f"no perceived questions: the model did not describe the frame at {first:.2f} s as asked (one line "
+            f"starting with its time, '{first:.2f} s: ...'), even shown it alone; it said "
+            f"{' '.join(timeline.unread.split())[:120]!r}. What is on screen there is unknown, so no question about "
+            f"the whole video can be answered; the look stopped there ({len(timeline.undescribed)} of "
+            f"{timeline.frames} frames not described). Rerun with a larger --max-tokens, or a model that follows the "
+            "describe prompt")
+
+
+def stored_timeline(parts: Path, video_id: str) -> Timeline | None:
+    """The timeline kept in ``parts/<video>.timeline.json``; None when there is none this tool wrote whole."""
+    try:  # one this tool did not write whole (an older version on a full disk, an edit) is looked at again
+        return Timeline.model_validate_json((parts / f"{video_id}.timeline.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # ValidationError is a ValueError
+        return None
 
 
 def cached_look(parts: Path, path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None,
                 fps: float) -> Timeline:
     """:func:`look`, kept in ``parts/<video>.timeline.json`` (one pass per video file, model and rate)."""
-    file = parts / f"{video_id}.timeline.json"
-    try:  # one this tool did not write whole (an older version on a full disk, an edit) is looked at again
-        stored = Timeline.model_validate_json(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # ValidationError is a ValueError
-        stored = None
+    stored = stored_timeline(parts, video_id)
     if stored is not None and stored.stamp == look_stamp(path, vlm, cost, fps):
         return stored
     timeline = look(path, video_id, vlm, cost, cache, fps)
-    write_text_atomic(file, timeline.model_dump_json(), "a video's perceived timeline")
+    write_text_atomic(parts / f"{video_id}.timeline.json", timeline.model_dump_json(), "a video's perceived timeline")
     return timeline
 
 
@@ -144,7 +195,7 @@ def appearances(timeline: Timeline) -> Seen:
 def perceived_drafts(timeline: Timeline, rng: random.Random, n: int) -> list[q.Draft]:
     """Grounding, count, identity and order questions over what the model saw (the world's templates)."""
     seen = appearances(timeline)
-    if not seen.events:
+    if not seen.events or timeline.undescribed:  # an unknown frame may hide an appearance, or join two
         return []
     script = VideoScript(timeline.video_id, timeline.duration, max(1, round(timeline.fps)), 0, 0,
                          tuple(seen.scenes), tuple(seen.events))

@@ -98,7 +98,7 @@ class SimVLM:
                     text = str(part.get("text", ""))
                     texts.append(text)
                     tokens += text_tokens(text)
-                    caption = parse_caption(text) or caption
+                    caption = c if (c := parse_caption(text)) is not None else caption  # 0.0 s is a time
                 elif part.get("type") == "image_url":
                     image = decode_data_url(str(part.get("image_url", {}).get("url", "")))
                     tokens += self.cost.image_tokens(*image.size)
