@@ -147,6 +147,32 @@ def test_a_harness_has_no_clock_not_even_in_its_usage(video: str, tmp_path: Path
     assert out.outcome == "ok" and out.prediction is not None and out.prediction.answer == "A", out
 
 
+def test_a_harness_cannot_tell_a_stored_reply_from_a_paid_one(video: str, tmp_path: Path) -> None:
+    """``ctx.usage()`` held ``cache_hits`` and ``model_calls``: a harness sending one fixed request about a frame got a
+    hit exactly where another task of the same video had sent the same pixels before, i.e. where no needle is painted
+    (tasks generate), or where another harness of the run had looked. What it sent is its own knowledge; what was
+    stored before is not."""
+    from videvolve.models.cache import ResponseCache
+
+    source = ("def solve(task, ctx):\n    ctx.ask(ctx.frames([1.0]), 'what is shown?')\n"
+              "    return {'answer': 'A', 'raw': repr(sorted(ctx.usage().items()))}\n")
+    d = tmp_path / "harness"
+    d.mkdir()
+    (d / "solver.py").write_text(source)
+    harness = Harness(path=d, version_id=content_hash(d), manifest={}, skill="", config={}, solver_source=source)
+    settings = RuntimeSettings(budget=32, wall_seconds=4.0, memory_bytes=1024**3)
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    seen = []
+    for i in range(2):  # the second run's request is a stored reply
+        services = TaskServices(MCQ, video, SimVLM(), cost_model("qwen2.5-vl"), settings, cache=cache,
+                                trace=TraceWriter(tmp_path / f"trace{i}.jsonl"))
+        out = run_task(harness, services)
+        assert out.outcome == "ok" and out.prediction is not None, out.error
+        seen.append(out.prediction.raw)
+        assert out.usage.get("cache_hits") == i  # the run still counts it
+    assert seen[0] == seen[1], seen  # main: cache_hits 0 / 1, model_calls 1 / 0
+
+
 ONE_LOOK = "def solve(task, ctx):\n    ctx.ask(ctx.frames([1.0]))\n    return 'A'\n"
 
 

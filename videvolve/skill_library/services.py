@@ -39,6 +39,10 @@ class ServiceError(RequestRefused):
     """A refused request; ``kind`` (an :class:`ErrorKind`: budget, invalid, media, ...) is reported to the harness."""
 
 
+HIDDEN_USAGE = frozenset({"observed_times", "client_s", "largest_request_tokens", "cache_hits", "model_calls"})
+"""What ``ctx.usage()`` leaves out of a task's meter: the parent's clock, and what the response cache and the
+endpoint did (the same figures for a stored reply as for a paid one)."""
+
 class TaskServices(RenderingServices, ReadingServices):
     """Serves the requests of one task's harness process.
 
@@ -191,9 +195,12 @@ class TaskServices(RenderingServices, ReadingServices):
         return parse_match(str(text)) or {"yes": [], "maybe": []}
 
     def op_usage(self) -> dict[str, Any]:
-        """What the task has cost so far; never how long the parent took (harness code has no clock to time by)."""
-        return {k: v for k, v in self.meter.to_dict().items() if k not in ("observed_times", "client_s",
-                                                                                "largest_request_tokens")}
+        """What the task has cost so far, as the harness spent it.
+
+        Never how long the parent took (harness code has no clock to time by), nor which of its requests the response
+        cache answered (a hit says another task sent the same pixels before: where a needle is not painted).
+        """
+        return {k: v for k, v in self.meter.to_dict().items() if k not in HIDDEN_USAGE}
 
     def op_log(self, message: str, data: dict[str, Any] | None = None) -> None:
         """A note in the trace."""
