@@ -85,13 +85,41 @@ def check_sources(sources: Sequence[str]) -> None:
                          f"of {', '.join(SOURCES)}")
 
 
+MAX_ID_BYTES = 120
+"""The longest video id kept as its file's stem: ids name the stored parts' files (255 bytes at most)."""
+
+
+def unusable_name(path: Path) -> str | None:
+    """Why a video's path cannot be written into a tasks file (UTF-8 text), or None."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return ("its path is not valid UTF-8, and a tasks file (UTF-8 text) cannot name it: rename it (or its "
+                "folder) and run again")
+    return None
+
+
+def shown(path: Path | str) -> str:
+    r"""A path as it can be printed (bytes that are not UTF-8 as ``\xff``)."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def video_ids(paths: Sequence[Path]) -> dict[str, Path]:
-    """A unique id per video: its file stem, with a short hash of its path when two stems collide."""
+    """A unique id per video: its file stem, with a short hash of its path when two stems collide.
+
+    A stem longer than :data:`MAX_ID_BYTES`, or not UTF-8, is shortened to a printable start and the hash.
+    """
     stems: dict[str, int] = {}
     for p in paths:
         stems[p.stem] = stems.get(p.stem, 0) + 1
-    return {(p.stem if stems[p.stem] == 1 else f"{p.stem}-{hashlib.sha1(str(p).encode()).hexdigest()[:6]}"): p
-            for p in paths}
+
+    def of(p: Path) -> str:
+        digest = hashlib.sha1(os.fsencode(p)).hexdigest()
+        stem = shown(p.stem)
+        if stem != p.stem or len(stem.encode()) > MAX_ID_BYTES:
+            return f"{stem.encode()[:MAX_ID_BYTES - 9].decode(errors='ignore')}-{digest[:8]}"
+        return p.stem if stems[p.stem] == 1 else f"{p.stem}-{digest[:6]}"
+    return {of(p): p for p in paths}
 
 
 def _part_path(parts: Path, video_id: str) -> Path:
@@ -186,8 +214,11 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
     parts.mkdir(parents=True, exist_ok=True, mode=0o700)
     outcomes: dict[str, VideoOutcome] = {}
     pending: list[tuple[str, Path, str]] = []
-    all_paths = [str(p.resolve()) for p in videos.values()]
+    all_paths = [str(p.resolve()) for p in videos.values() if unusable_name(p) is None]
     for vid, path in videos.items():
+        if (bad := unusable_name(path)) is not None:
+            outcomes[vid] = VideoOutcome(vid, shown(path), error=bad)
+            continue
         try:
             stamp = _stamp(path, settings, model)
         except (OSError, MediaError) as exc:
