@@ -148,6 +148,9 @@ def test_settings_predictions_and_mixture_are_written_whole_or_not_at_all(tmp_pa
     with pytest.raises(StorageError, match="the predictions"), full_disk(200):
         write_predictions([Prediction(task_id=f"t{i}", kind="mcq", answer="B") for i in range(100)], preds)
     assert [p.task_id for p in read_predictions(preds)] == ["a"]
+    # a name the file system refuses (over 255 bytes): main raised the same OSError again from the clean-up, a bug
+    with pytest.raises(StorageError, match="the part"):
+        write_text_atomic(tmp_path / ("x" * 252), "{}", "the part")
 
 
 def test_a_damaged_mixture_is_named_with_what_to_do(tmp_path: Path) -> None:

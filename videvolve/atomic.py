@@ -19,5 +19,8 @@ def write_text_atomic(path: Path, text: str, what: str) -> None:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # the name itself is refused (too long), or the folder cannot be written: nothing was made
+            pass
         raise StorageError.writing(what, path, exc) from exc
