@@ -442,6 +442,14 @@ def test_lmms_eval_model_arguments_and_visuals():
     agent = agent_from_args("uniform", base_url="http://127.0.0.1:9/v1", model="m", budget="32", no_cache="true")
     assert agent.model.backend == "openai" and agent.runtime.budget == 32 and agent.cache is None
     assert agent.runtime.image_format == "jpeg" and agent_from_args("uniform", no_cache=True).model.backend == "sim"
+    # any setting by its name (main: only eleven were read, and the rest, a typo too, were silently dropped)
+    agent = agent_from_args("uniform", base_url="http://127.0.0.1:9/v1", model="m", no_cache=True, max_pixels=1003520,
+                            jpeg_quality=70, timeout=30)
+    assert agent.model.max_pixels == 1003520 and agent.runtime.jpeg_quality == 70 and agent.model.timeout_s == 30
+    with pytest.raises(UsageError, match="unknown modle"):
+        agent_from_args("uniform", base_url="http://127.0.0.1:9/v1", modle="m", model="m", no_cache=True)
+    with pytest.raises(UsageError, match="jpeg_quality"):
+        agent_from_args("uniform", no_cache=True, jpeg_quality="best")
 
 
 @pytest.mark.slow

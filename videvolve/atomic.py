@@ -6,6 +6,7 @@ of the new one that a later read would take for the whole.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from videvolve.errors import StorageError
@@ -19,8 +20,6 @@ def write_text_atomic(path: Path, text: str, what: str) -> None:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
     except OSError as exc:
-        try:
+        with contextlib.suppress(OSError):  # the name itself refused (too long), or no folder: nothing was made
             tmp.unlink(missing_ok=True)
-        except OSError:  # the name itself is refused (too long), or the folder cannot be written: nothing was made
-            pass
         raise StorageError.writing(what, path, exc) from exc

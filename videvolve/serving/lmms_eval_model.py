@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from videvolve.api import load_harness
 from videvolve.config import ModelSettings, RuntimeSettings, default_cache_path
 from videvolve.errors import ErrorKind, MediaError, UsageError
@@ -34,26 +36,40 @@ def _flag(value: Any) -> bool:
     return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-def agent_from_args(harness: str = "scan_refine", base_url: str | None = None, model: str | None = None,
-                    backend: str | None = None, family: str | None = None, budget: int | None = None,
-                    api_key_env: str | None = None, cache: str | None = None, no_cache: Any = False,
-                    timeout: float | None = None, max_retries: int | None = None,
-                    concurrency: int | None = None) -> VideoAgent:
-    """The agent the model arguments describe: the sim backend unless a ``base_url`` is given."""
-    chosen = backend or ("openai" if base_url else "sim")
-    data: dict[str, Any] = {"backend": chosen}
-    if chosen != "sim" and not model:
+LMMS_EVAL_OWN = frozenset({"batch_size", "max_batch_size", "device"})
+"""What lmms-eval adds to the model arguments itself (``create_from_arg_string``'s extra config): not ours."""
+ALIASES = {"timeout": "timeout_s"}
+"""Model-argument names kept from before they were the settings' own."""
+
+
+def agent_from_args(harness: str = "scan_refine", cache: str | None = None, no_cache: Any = False,
+                    **settings: Any) -> VideoAgent:
+    """The agent the model arguments describe: the sim backend unless a ``base_url`` is given.
+
+    Besides ``harness``, ``cache`` and ``no_cache``, any field of :class:`~videvolve.config.ModelSettings` or
+    :class:`~videvolve.config.RuntimeSettings` by its name (``max_pixels=1003520``, ``jpeg_quality=90``,
+    ``budget=64``); a name that is neither is refused, not ignored.
+    """
+    given = {ALIASES.get(k, k): v for k, v in settings.items() if v is not None and v != ""}
+    unknown = sorted(set(given) - set(ModelSettings.model_fields) - set(RuntimeSettings.model_fields))
+    if unknown:
+        known = ", ".join(["harness", "cache", "no_cache", "grounding", "costs", *ModelSettings.model_fields,
+                           *RuntimeSettings.model_fields])
+        raise UsageError(f"model_args: unknown {', '.join(unknown)} (videvolve takes {known})")
+    chosen = given.get("backend") or ("openai" if given.get("base_url") else "sim")
+    if chosen != "sim" and not given.get("model"):
         raise UsageError("model_args: name the served model, e.g. model=Qwen/Qwen2.5-VL-7B-Instruct")
-    for key, value in (("model", model), ("base_url", base_url), ("family", family), ("api_key_env", api_key_env),
-                       ("timeout_s", timeout), ("max_retries", max_retries)):
-        if value is not None:
-            data[key] = value
-    settings = ModelSettings.model_validate(data)
-    runtime = RuntimeSettings.model_validate({
-        "budget": None if budget in (None, "") else int(budget), "image_format": "png" if chosen == "sim" else "jpeg",
-        **({} if concurrency in (None, "") else {"concurrency": concurrency})})
+    try:
+        model = ModelSettings.model_validate({**{k: v for k, v in given.items() if k in ModelSettings.model_fields},
+                                              "backend": chosen})
+        runtime = RuntimeSettings.model_validate({"image_format": "png" if chosen == "sim" else "jpeg",
+                                                  **{k: v for k, v in given.items()
+                                                     if k in RuntimeSettings.model_fields}})
+    except ValidationError as exc:
+        said = "; ".join(f"{e['loc'][0] if e['loc'] else ''}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"model_args: {said}") from None
     store = None if _flag(no_cache) else ResponseCache(Path(cache) if cache else default_cache_path())
-    return VideoAgent(load_harness(harness, runtime.budget), settings, runtime, cache=store)
+    return VideoAgent(load_harness(harness, runtime.budget), model, runtime, cache=store)
 
 
 def video_of(visuals: Any) -> str:
@@ -71,15 +87,15 @@ class VidevolveLMM(lmms):
 
     is_simple = True
 
-    def __init__(self, harness: str = "scan_refine", base_url: str | None = None, model: str | None = None,
-                 backend: str | None = None, family: str | None = None, budget: int | None = None,
-                 api_key_env: str | None = None, cache: str | None = None, no_cache: Any = False,
-                 timeout: float | None = None, max_retries: int | None = None, grounding: Any = False,
-                 costs: str | None = None, concurrency: int | None = None, **lmms_eval_kwargs: Any) -> None:
-        """The model arguments (``--model_args``); what lmms-eval adds itself (batch_size, device) is ignored."""
+    def __init__(self, harness: str = "scan_refine", cache: str | None = None, no_cache: Any = False,
+                 grounding: Any = False, costs: str | None = None, **model_args: Any) -> None:
+        """The model arguments (``--model_args``, as :func:`agent_from_args` takes them).
+
+        What lmms-eval adds itself (batch_size, device) is not ours.
+        """
         super().__init__()
-        self.agent = agent_from_args(harness, base_url, model, backend, family, budget, api_key_env, cache, no_cache,
-                                     timeout, max_retries, concurrency)
+        self.agent = agent_from_args(harness, cache, no_cache,
+                                     **{k: v for k, v in model_args.items() if k not in LMMS_EVAL_OWN})
         self.concurrency = self.agent.runtime.concurrency
         self.grounding = _flag(grounding)
         self.costs = Path(costs) if costs else None
