@@ -178,3 +178,19 @@ def test_a_name_not_in_utf8_is_skipped_in_words_and_a_very_long_one_is_kept(vide
     videos_named = {Path(t.video).name for t in read_tasks(out)}
     assert videos_named == {"a.mp4", long_name}, videos_named
     assert all(len(p.name.encode()) <= 255 for p in (tmp_path / "t.jsonl.parts").rglob("*"))
+
+
+def test_the_perceived_look_tells_its_progress_frame_by_frame(videos: Path, tmp_path: Path):
+    """A long video's look takes hours; the bar counted whole videos and stood still meanwhile (main)."""
+    from videvolve.labelfree.perceived import stored_timeline
+
+    settings = GenerateSettings(sources=("perceived",), questions_per_video=4, perceive_fps=2.0)
+    told: list[int] = []
+    perceiver = Perceiver(SimVLM(), cost_model("qwen2.5-vl"), None, tmp_path / "parts", on_frames=told.append)
+    generate(videos, settings, tmp_path / "parts", perceiver, workers=1)
+    timeline = stored_timeline(tmp_path / "parts", "a")
+    assert timeline is not None and timeline.frames == 40 and len(told) > 1 and sum(told) == 40, told
+    told.clear()
+    (tmp_path / "parts" / "a.json").unlink()  # the tasks made again from the stored look: told at once
+    generate(videos, settings, tmp_path / "parts", perceiver, workers=1)
+    assert told == [40]

@@ -64,9 +64,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
             perceiver = Perceiver(make_vlm(model), cost_model(model.family, model.max_pixels), open_cache(args), parts,
                                   model)
         total = len(list_videos(args.videos_dir))
-        with Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=True) as progress:
+        with Progress(TextColumn("generating {task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=True) as progress:
             bar = progress.add_task("videos", total=total)
+            if perceiver is not None and args.executor != "ray":  # a Ray worker's look tells nobody here
+                frames = progress.add_task("frames described", total=None)
+                perceiver.on_frames = lambda n: progress.advance(frames, n)
             report = generate(args.videos_dir, settings, parts, perceiver, workers=args.workers,
                               executor=args.executor, on_done=lambda _o: progress.advance(bar))
         for o in report.errors:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,9 +94,10 @@ def _describe(path: str, times: list[float], vlm: VLM, cost: CostModel, cache: R
 
 
 def look(path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None, fps: float,
-         image_format: str = "png") -> Timeline:
+         image_format: str = "png", on_frames: Callable[[int], None] | None = None) -> Timeline:
     """Describe every frame at ``fps`` (full resolution), ``BATCH`` frames a request.
 
+    ``on_frames`` is told how many frames each batch dealt with (a progress bar: a long video's look takes hours).
     A frame a reply leaves out (cut off by ``--max-tokens``, skipped, not in the asked form) is asked about alone.
     One still not described ends the look (it is never taken for a frame showing nothing): it and every frame after
     it are ``undescribed``, and no more is paid for a video no question can then be asked about.
@@ -120,6 +122,8 @@ def look(path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCac
                 undescribed, unread = times[j:], text[:200]
                 break
             entries.append((t, said[round(t, 2)]))
+        if on_frames is not None:  # a look that stops here is done with every frame left
+            on_frames(n - i if undescribed else len(shown))
         if undescribed:
             break
     return Timeline(video_id=video_id, fps=fps, duration=info.duration, entries=entries, requests=requests,
@@ -149,12 +153,14 @@ def stored_timeline(parts: Path, video_id: str) -> Timeline | None:
 
 
 def cached_look(parts: Path, path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None,
-                fps: float) -> Timeline:
+                fps: float, on_frames: Callable[[int], None] | None = None) -> Timeline:
     """:func:`look`, kept in ``parts/<video>.timeline.json`` (one pass per video file, model and rate)."""
     stored = stored_timeline(parts, video_id)
     if stored is not None and stored.stamp == look_stamp(path, vlm, cost, fps):
+        if on_frames is not None:
+            on_frames(stored.frames)
         return stored
-    timeline = look(path, video_id, vlm, cost, cache, fps)
+    timeline = look(path, video_id, vlm, cost, cache, fps, on_frames=on_frames)
     write_text_atomic(parts / f"{video_id}.timeline.json", timeline.model_dump_json(), "a video's perceived timeline")
     return timeline
 

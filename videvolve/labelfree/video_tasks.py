@@ -119,6 +119,8 @@ class Perceiver:
     cache: ResponseCache | None
     parts: Path
     model: ModelSettings | None = None
+    on_frames: Callable[[int], None] | None = None
+    """Told how many frames each request of the look dealt with (a progress bar; not taken to a Ray worker)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self.model is None:
@@ -144,7 +146,7 @@ def video_tasks(path: Path, video_id: str, others: list[str], settings: Generate
         if perceiver is None:
             raise UsageError("perceived tasks need a model: pass --backend (sim or openai)")
         timeline = cached_look(perceiver.parts, str(path), video_id, perceiver.vlm, perceiver.cost,
-                               perceiver.cache, settings.perceive_fps)
+                               perceiver.cache, settings.perceive_fps, perceiver.on_frames)
     if "needles" in settings.sources:
         seen = [e.end - e.start for e in appearances(timeline).events] if timeline is not None else []
         tasks += needle_tasks(path, video_id, others, settings, seen)
