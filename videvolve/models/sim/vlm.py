@@ -76,7 +76,10 @@ class SimVLM:
     """The offline VLM of SynthWorld (see the module docstring)."""
 
     name = "simvlm"
-    revision = "1"
+    revision = "2"
+    """Part of every key its replies and results are stored under: bumped whenever it answers otherwise (2: it reads
+    the frame captioned 0.00 s), so nothing made by the old replies is taken for the new ones
+    (``tests/test_sim_revision.py`` pins each revision's replies)."""
 
     def __init__(self, family: str = "qwen2.5-vl") -> None:
         self.family = family
