@@ -40,4 +40,5 @@ def test_simvlm_answers_as_its_revision_did(small_world):
     digest = hashlib.sha256("\n\x00".join(replies(small_world)).encode()).hexdigest()
     assert DIGESTS.get(SimVLM.revision) == digest, (
         f"SimVLM answers otherwise than revision {SimVLM.revision!r} did: bump SimVLM.revision (so no cache or "
-        f"stored result made by the old replies is taken for the new ones) and pin {digest} here")
+        f"stored result made by the old replies is taken for the new ones) and pin {digest} here; where SynthWorld's "
+        "renderer changed instead (other pixels are other keys), pin it under the same revision")
