@@ -32,7 +32,7 @@ def test_a_full_disk_under_the_cache_is_a_storage_error_naming_it(tmp_path: Path
 class FullCache(ResponseCache):
     """A cache on a disk that filled up after it was opened."""
 
-    def put(self, key: str, reply: Reply) -> None:
+    def put(self, key: str, reply: Reply, model: str | None = None) -> None:
         raise StorageError(f"cannot write the response cache {self.path}: database or disk is full")
 
 

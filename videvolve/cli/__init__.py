@@ -11,6 +11,7 @@ from typing import Any
 
 from videvolve import interrupt
 from videvolve.cli import (
+    cache_cmd,
     compare_cmd,
     data_cmds,
     demo_cmd,
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmds.register(sub)
     compare_cmd.register(sub)
     videos_cmd.register(sub)
+    cache_cmd.register(sub)
     demo_cmd.register(sub)
     serve_cmds.register(sub)
     return parser

@@ -57,7 +57,10 @@ class ResponseCache:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, model TEXT)")
+        if "model" not in {row[1] for row in self._db.execute("PRAGMA table_info(replies)")}:
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it a moment ago
+                self._db.execute("ALTER TABLE replies ADD COLUMN model TEXT")  # a cache made before names were kept
         self._db.commit()
         self.hits = 0
         self.misses = 0
@@ -74,11 +77,28 @@ class ResponseCache:
         reply.cached = True
         return reply
 
-    def put(self, key: str, reply: Reply) -> None:
-        """Store a reply."""
+    def put(self, key: str, reply: Reply, model: str | None = None) -> None:
+        """Store a reply (``model``: the served name it came from, so its replies can be told and cleared)."""
         with self._lock, self._storage("write"):
-            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?)", (key, json.dumps(reply.to_dict())))
+            self._db.execute("INSERT OR REPLACE INTO replies (key, reply, model) VALUES (?, ?, ?)",
+                             (key, json.dumps(reply.to_dict()), model))
             self._db.commit()
+
+    def models(self) -> dict[str | None, int]:
+        """Stored replies by the model they came from (None: stored before names were kept)."""
+        with self._lock, self._storage("read"):
+            rows = self._db.execute("SELECT model, COUNT(*) FROM replies GROUP BY model ORDER BY model").fetchall()
+        return {model: int(n) for model, n in rows}
+
+    def clear(self, model: str | None = None) -> int:
+        """Forget the replies of ``model`` (None: every reply); how many were forgotten."""
+        with self._lock, self._storage("write"):
+            if model is None:
+                gone = self._db.execute("DELETE FROM replies").rowcount
+            else:
+                gone = self._db.execute("DELETE FROM replies WHERE model = ?", (model,)).rowcount
+            self._db.commit()
+        return int(gone)
 
     @contextlib.contextmanager
     def _storage(self, verb: str) -> Iterator[None]:
@@ -156,7 +176,7 @@ def complete(vlm: VLM, messages: list[Message], tools: list[Tool] | None = None,
             return hit
     reply = vlm.complete(messages, tools)
     if cache is not None:
-        cache.put(key, reply)
+        cache.put(key, reply, vlm.name)
     return reply
 
 
