@@ -173,3 +173,29 @@ def test_real_embedder_loads_no_torch_and_reopens_an_index_without_rebuilding(tm
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "[]"]  # same recorded embedder name: no rebuild; and no torch imported
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not a database"])
+def test_a_damaged_index_is_set_aside_and_rebuilt_from_the_records(tmp_path: Path, damage: str):
+    """A damaged chroma.sqlite3 (a kill or a full disk mid-write, a copy cut short) raised chromadb's InternalError
+    ("database disk image is malformed") out of every run and `diagnoses` command on that memory, as a bug; the index
+    is derived from diagnoses.jsonl, so it is moved aside (kept, named in a warning) and rebuilt from the records."""
+    store = ChromaStore(tmp_path, HashingEmbedder())
+    seeded(store)
+    store.close()
+    db = tmp_path / "chroma" / "chroma.sqlite3"
+    if damage == "truncated":
+        with db.open("r+b") as fh:
+            fh.truncate(db.stat().st_size // 3)
+    else:
+        db.write_bytes(b"\x13" * 50_000)
+    reopened = ChromaStore(tmp_path, HashingEmbedder())
+    assert len(reopened.records()) == len(SEEDED)
+    assert reopened.search("short event between frames", k=1)[0][0].category == "missed_event"
+    assert len(reopened._collection.get(include=[])["ids"]) == len(SEEDED)
+    reopened.close()
+    aside = [p.name for p in tmp_path.iterdir() if p.name.startswith("chroma.damaged-")]
+    assert len(aside) == 1 and (tmp_path / aside[0] / "chroma.sqlite3").is_file()
+    again = ChromaStore(tmp_path, HashingEmbedder())  # the rebuilt index opens as any other
+    assert not again.check()
+    again.close()

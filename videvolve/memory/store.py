@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -160,9 +162,6 @@ class ChromaStore:
     """
 
     def __init__(self, root: str | Path, embedder: Embedder) -> None:
-        import chromadb
-        from chromadb.config import Settings
-
         self.root = Path(root)
         # Chroma's PersistentClient is not process-safe (two writers can corrupt the HNSW index): one process at a
         # time holds the workspace, from here to close(); FolderBusy names the other one
@@ -170,19 +169,57 @@ class ChromaStore:
         try:
             self.embedder = embedder
             self._records = _Records(self.root / "diagnoses.jsonl")
-            self._client = chromadb.PersistentClient(path=str(self.root / "chroma"),
-                                                     settings=Settings(anonymized_telemetry=False))
-            self._collection = self._open()
-            self.check()
+            self._connect()
         except BaseException:
             self._held.release()
             raise
 
-    def close(self) -> None:
-        """Release the index's database (Chroma stops its system when its last client closes) and the workspace."""
+    def _connect(self) -> None:
+        """Open and check the index; one Chroma cannot read (damaged, another version's) is set aside and rebuilt."""
+        from chromadb.errors import ChromaError
+
+        try:
+            self._attach()
+        except ChromaError as exc:
+            if any(word in str(exc).lower() for word in _NOT_DAMAGE):
+                raise StorageError(f"cannot open the diagnosis index {self.root / 'chroma'}: {exc} (free space, or "
+                                   "give the run a writable memory with --memory DIR)") from exc
+            aside = self.root / f"chroma.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+            (self.root / "chroma").rename(aside)
+            log.warning("the diagnosis index %s could not be read (%s): moved to %s and rebuilt from %s (%d "
+                        "diagnoses); delete the old one when you no longer need it", self.root / "chroma", exc,
+                        aside, self._records.path, len(self._records.by_id))
+            try:
+                self._attach()
+            except ChromaError as again:
+                raise StorageError(f"cannot build the diagnosis index {self.root / 'chroma'} again: {again} (the "
+                                   f"diagnoses are kept in {self._records.path})") from again
+
+    def _attach(self) -> None:
+        import chromadb
+        from chromadb.config import Settings
+
+        path = str(self.root / "chroma")
+        try:
+            self._client = chromadb.PersistentClient(path=path, settings=Settings(anonymized_telemetry=False))
+        except BaseException:
+            _forget_system(path)
+            raise
+        try:
+            self._collection = self._open()
+            self.check()
+        except BaseException:
+            self._close_client()
+            raise
+
+    def _close_client(self) -> None:
         close = getattr(self._client, "close", None)  # Client.close(); not on the ClientAPI protocol
         if close is not None:
             close()
+
+    def close(self) -> None:
+        """Release the index's database (Chroma stops its system when its last client closes) and the workspace."""
+        self._close_client()
         self._held.release()
 
     def _open(self) -> Any:
@@ -265,6 +302,22 @@ class ChromaStore:
             if d is not None and _keep(d, exclude, exclude_run, category):
                 out.append((d, 1.0 - float(dist)))
         return self._records.nearest(out, k)
+
+
+_NOT_DAMAGE = ("disk is full", "disk i/o error", "readonly", "read-only", "permission denied", "locked")
+"""Chroma errors of the place rather than of the index's files: the index is not set aside for them."""
+
+
+def _forget_system(path: str) -> None:
+    """Drop the Chroma system of ``path`` that failed to start from Chroma's cache of systems by path.
+
+    Chroma caches a system before starting it and keeps it when the start fails, so every later client of that path
+    in this process would be handed the broken one.
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    if not SharedSystemClient._identifier_to_refcount.get(path):  # no client of this process holds it
+        SharedSystemClient._identifier_to_system.pop(path, None)
 
 
 def open_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStore:
