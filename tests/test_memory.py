@@ -219,3 +219,45 @@ def test_the_real_embedder_asked_for_where_it_is_missing_is_refused_before_the_r
     with pytest.raises(UsageError, match="pip install"):
         MiniLMEmbedder()
     ChromaStore(ctx.memory, HashingEmbedder()).close()  # not held by the refused run
+
+
+def _read_only(folder: Path, code: str) -> subprocess.CompletedProcess:
+    """``code`` run by Python where ``folder`` is a read-only mount (as root: a mount namespace; else: no write bit)."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        for p in [folder, *folder.rglob("*")]:
+            p.chmod(p.stat().st_mode & ~0o222)
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare to mount the memory read-only")
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("no mount namespace here to mount the memory read-only")
+    script = (f'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" "$1" && exec "{sys.executable}" -c "$2"')
+    return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(folder), code], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_read_only_memory_is_refused_in_words_to_a_run_and_read_by_the_diagnoses_commands(tmp_path: Path):
+    """A memory on a read-only mount (or without write permission: a shared memory published read-only) raised the
+    lock file's OSError out of `evolve` and of every `diagnoses` command, as a bug. A run is refused with the folder
+    and what to do; the commands that only read it read its records."""
+    memory = tmp_path / "memory"
+    store = ChromaStore(memory, HashingEmbedder())
+    seeded(store)
+    store.close()
+    code = ("import sys\nfrom videvolve.errors import StorageError\nfrom videvolve.memory import HashingEmbedder\n"
+            "from videvolve.memory.store import ChromaStore, read_store\n"
+            f"root = {str(memory)!r}\n"
+            "try:\n    ChromaStore(root, HashingEmbedder())\nexcept StorageError as exc:\n    print('refused:', exc)\n"
+            "hits = read_store(root, HashingEmbedder()).search('short event between frames', k=1)\n"
+            "print('found:', hits[0][0].category)\n"
+            "from videvolve.cli import main\nsys.exit(main(['diagnoses', 'list', '--memory', root, '--json']))\n")
+    r = _read_only(memory, code)
+    assert r.returncode == 0, r.stderr
+    refused = next(line for line in r.stdout.splitlines() if line.startswith("refused:"))
+    assert str(memory) in refused and "--memory" in refused
+    assert "found: missed_event" in r.stdout
+    assert len(json.loads(r.stdout.splitlines()[-1])) == len(SEEDED)

@@ -165,7 +165,11 @@ class ChromaStore:
         self.root = Path(root)
         # Chroma's PersistentClient is not process-safe (two writers can corrupt the HNSW index): one process at a
         # time holds the workspace, from here to close(); FolderBusy names the other one
-        self._held = acquire(self.root, "diagnosis memory", "give this run its own with --memory DIR")
+        try:
+            self._held = acquire(self.root, "diagnosis memory", "give this run its own with --memory DIR")
+        except OSError as exc:  # a read-only mount, no write permission (FolderBusy is no OSError)
+            raise StorageError(f"cannot write the diagnosis memory {self.root}: {exc.strerror or exc} (a run writes "
+                               "its diagnoses there: give it a writable folder with --memory DIR)") from exc
         try:
             self.embedder = embedder
             self._records = _Records(self.root / "diagnoses.jsonl")
@@ -330,16 +334,16 @@ def open_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStor
 def read_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStore | InMemoryStore:
     """The workspace at ``root`` to read and search.
 
-    Its Chroma index, or, while another process (a run) writes it, an index in memory over its records (the truth;
-    never Chroma's files, which that process owns). Close it soon: the Chroma one holds the workspace, and a run that
-    starts meanwhile would be refused.
+    Its Chroma index, or, while another process (a run) writes it or where it cannot be written, an index in memory
+    over its records (the truth; never Chroma's files, which that process owns). Close it soon: the Chroma one holds
+    the workspace, and a run that starts meanwhile would be refused.
     """
     from videvolve.memory.embedders import default_embedder
 
     embedder = embedder or default_embedder()
     try:
         return ChromaStore(root, embedder)
-    except FolderBusy as busy:
+    except (FolderBusy, StorageError) as busy:  # a run writes it, or it cannot be written (a read-only mount)
         log.info("%s; reading its records instead", busy)
         return InMemoryStore(embedder, Path(root) / "diagnoses.jsonl", read_only=True)
 
