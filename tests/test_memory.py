@@ -261,3 +261,55 @@ def test_a_read_only_memory_is_refused_in_words_to_a_run_and_read_by_the_diagnos
     assert str(memory) in refused and "--memory" in refused
     assert "found: missed_event" in r.stdout
     assert len(json.loads(r.stdout.splitlines()[-1])) == len(SEEDED)
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts = 0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+def test_reading_a_memory_a_run_holds_embeds_each_record_once_and_only_to_search(tmp_path: Path):
+    """While a run holds the memory, `diagnoses list` / `show` and serve's `search_diagnoses` read its records through
+    an index in memory, which embedded every record when it opened: with thousands of diagnoses, minutes of MiniLM
+    for a listing, and again for every search call of a server. Records are embedded when a search needs them, and
+    an embedder embeds one text once."""
+    writer = ChromaStore(tmp_path, HashingEmbedder())
+    many = [Diagnosis(id=f"n{i}", run_id="r", iteration=0, harness_id="h", task_id=f"t{i}", video_id=f"v{i % 9}",
+                      kind="mcq", category="misperception", hypothesis=f"glyph {i} read at too small a size",
+                      applies_when="-", preserve="-") for i in range(300)]
+    writer.put(many)
+    hold = ("import sys, time\nfrom pathlib import Path\nfrom videvolve.folderlock import acquire\n"
+            "acquire(Path(sys.argv[1]))\nprint('held', flush=True)\ntime.sleep(120)\n")  # as a run holds it
+    writer.close()
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        _read_while_held(tmp_path, many)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _read_while_held(tmp_path: Path, many: list[Diagnosis]) -> None:
+    from videvolve.memory.store import read_store
+
+    embedder = CountingEmbedder()
+    reader = read_store(tmp_path, embedder)
+    assert isinstance(reader, InMemoryStore)
+    assert len(reader.records()) == 300 and reader.get("n7") is not None
+    assert embedder.texts == 0  # main: 300, for a listing
+    hits = reader.search("glyph 7 read too small", k=3, exclude_videos=["v1"])
+    assert embedder.texts == 1 + len([d for d in many if d.video_id != "v1"])
+    assert hits[0][0].id == "n7" and all(d.video_id != "v1" for d, _ in hits)
+    searched = embedder.texts
+    again = read_store(tmp_path, embedder)  # the server's next call
+    assert [d.id for d, _ in again.search("glyph 7 read too small", k=3, exclude_videos=["v1"])] == \
+        [d.id for d, _ in hits]
+    assert embedder.texts == searched  # main: as many again; the query too is embedded once

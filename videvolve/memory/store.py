@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -102,19 +103,12 @@ def _keep(d: Diagnosis, exclude: set[str], exclude_run: str | None, category: st
 
 
 class InMemoryStore:
-    """Records in a dict (optionally mirrored to JSONL) and a numpy cosine index; for tests and small runs."""
+    """Records in a dict (optionally mirrored to JSONL), searched by cosine in numpy; records embedded on search."""
 
     def __init__(self, embedder: Embedder, path: str | Path | None = None, read_only: bool = False) -> None:
         self.embedder = embedder
         self.read_only = read_only
         self._records = _Records(Path(path) if path else None)
-        self._vectors: dict[str, np.ndarray] = {}
-        self._index(list(self._records.by_id.values()))
-
-    def _index(self, records: Sequence[Diagnosis]) -> None:
-        if records:
-            for r, v in zip(records, self.embedder.embed([r.text() for r in records]), strict=True):
-                self._vectors[r.id] = v
 
     def _writable(self) -> None:
         if self.read_only:
@@ -126,7 +120,7 @@ class InMemoryStore:
     def put(self, records: Sequence[Diagnosis]) -> None:
         """Add or replace records."""
         self._writable()
-        self._index(self._records.write(records))
+        self._records.write(records)
 
     def set_outcome(self, ids: Sequence[str], outcome: RevisionOutcome) -> None:
         """Attach an outcome."""
@@ -149,9 +143,23 @@ class InMemoryStore:
         pool = [d for d in self._records.by_id.values() if _keep(d, exclude, exclude_run, category)]
         if not pool:
             return []
-        q = self.embedder.embed([text])[0]
-        scored = [(d, float(self._vectors[d.id] @ q)) for d in pool]
+        vectors = _embedded(self.embedder, [text, *(d.text() for d in pool)])
+        scored = [(d, float(v @ vectors[0])) for d, v in zip(pool, vectors[1:], strict=True)]
         return self._records.nearest(scored, k)
+
+
+_VECTORS: weakref.WeakKeyDictionary[Embedder, dict[str, np.ndarray]] = weakref.WeakKeyDictionary()
+"""The vectors each embedder made, by text: a reader that opens the records again (serve's ``search_diagnoses``, once
+a call) embeds only what is new (MiniLM on the CPU: thousands of diagnoses take minutes)."""
+
+
+def _embedded(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """``embedder``'s vectors of ``texts``, each text embedded once in this process."""
+    known = _VECTORS.setdefault(embedder, {})
+    new = [t for t in dict.fromkeys(texts) if t not in known]
+    if new:
+        known.update(zip(new, embedder.embed(new), strict=True))
+    return np.stack([known[t] for t in texts])
 
 
 class ChromaStore:
