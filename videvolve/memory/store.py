@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
+import time
+import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -100,19 +103,12 @@ def _keep(d: Diagnosis, exclude: set[str], exclude_run: str | None, category: st
 
 
 class InMemoryStore:
-    """Records in a dict (optionally mirrored to JSONL) and a numpy cosine index; for tests and small runs."""
+    """Records in a dict (optionally mirrored to JSONL), searched by cosine in numpy; records embedded on search."""
 
     def __init__(self, embedder: Embedder, path: str | Path | None = None, read_only: bool = False) -> None:
         self.embedder = embedder
         self.read_only = read_only
         self._records = _Records(Path(path) if path else None)
-        self._vectors: dict[str, np.ndarray] = {}
-        self._index(list(self._records.by_id.values()))
-
-    def _index(self, records: Sequence[Diagnosis]) -> None:
-        if records:
-            for r, v in zip(records, self.embedder.embed([r.text() for r in records]), strict=True):
-                self._vectors[r.id] = v
 
     def _writable(self) -> None:
         if self.read_only:
@@ -124,7 +120,7 @@ class InMemoryStore:
     def put(self, records: Sequence[Diagnosis]) -> None:
         """Add or replace records."""
         self._writable()
-        self._index(self._records.write(records))
+        self._records.write(records)
 
     def set_outcome(self, ids: Sequence[str], outcome: RevisionOutcome) -> None:
         """Attach an outcome."""
@@ -147,9 +143,23 @@ class InMemoryStore:
         pool = [d for d in self._records.by_id.values() if _keep(d, exclude, exclude_run, category)]
         if not pool:
             return []
-        q = self.embedder.embed([text])[0]
-        scored = [(d, float(self._vectors[d.id] @ q)) for d in pool]
+        vectors = _embedded(self.embedder, [text, *(d.text() for d in pool)])
+        scored = [(d, float(v @ vectors[0])) for d, v in zip(pool, vectors[1:], strict=True)]
         return self._records.nearest(scored, k)
+
+
+_VECTORS: weakref.WeakKeyDictionary[Embedder, dict[str, np.ndarray]] = weakref.WeakKeyDictionary()
+"""The vectors each embedder made, by text: a reader that opens the records again (serve's ``search_diagnoses``, once
+a call) embeds only what is new (MiniLM on the CPU: thousands of diagnoses take minutes)."""
+
+
+def _embedded(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """``embedder``'s vectors of ``texts``, each text embedded once in this process."""
+    known = _VECTORS.setdefault(embedder, {})
+    new = [t for t in dict.fromkeys(texts) if t not in known]
+    if new:
+        known.update(zip(new, embedder.embed(new), strict=True))
+    return np.stack([known[t] for t in texts])
 
 
 class ChromaStore:
@@ -160,29 +170,68 @@ class ChromaStore:
     """
 
     def __init__(self, root: str | Path, embedder: Embedder) -> None:
-        import chromadb
-        from chromadb.config import Settings
-
         self.root = Path(root)
         # Chroma's PersistentClient is not process-safe (two writers can corrupt the HNSW index): one process at a
         # time holds the workspace, from here to close(); FolderBusy names the other one
-        self._held = acquire(self.root, "diagnosis memory", "give this run its own with --memory DIR")
+        try:
+            self._held = acquire(self.root, "diagnosis memory", "give this run its own with --memory DIR")
+        except OSError as exc:  # a read-only mount, no write permission (FolderBusy is no OSError)
+            raise StorageError(f"cannot write the diagnosis memory {self.root}: {exc.strerror or exc} (a run writes "
+                               "its diagnoses there: give it a writable folder with --memory DIR)") from exc
         try:
             self.embedder = embedder
             self._records = _Records(self.root / "diagnoses.jsonl")
-            self._client = chromadb.PersistentClient(path=str(self.root / "chroma"),
-                                                     settings=Settings(anonymized_telemetry=False))
-            self._collection = self._open()
-            self.check()
+            self._connect()
         except BaseException:
             self._held.release()
             raise
 
-    def close(self) -> None:
-        """Release the index's database (Chroma stops its system when its last client closes) and the workspace."""
+    def _connect(self) -> None:
+        """Open and check the index; one Chroma cannot read (damaged, another version's) is set aside and rebuilt."""
+        from chromadb.errors import ChromaError
+
+        try:
+            self._attach()
+        except ChromaError as exc:
+            if any(word in str(exc).lower() for word in _NOT_DAMAGE):
+                raise StorageError(f"cannot open the diagnosis index {self.root / 'chroma'}: {exc} (free space, or "
+                                   "give the run a writable memory with --memory DIR)") from exc
+            aside = self.root / f"chroma.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+            (self.root / "chroma").rename(aside)
+            log.warning("the diagnosis index %s could not be read (%s): moved to %s and rebuilt from %s (%d "
+                        "diagnoses); delete the old one when you no longer need it", self.root / "chroma", exc,
+                        aside, self._records.path, len(self._records.by_id))
+            try:
+                self._attach()
+            except ChromaError as again:
+                raise StorageError(f"cannot build the diagnosis index {self.root / 'chroma'} again: {again} (the "
+                                   f"diagnoses are kept in {self._records.path})") from again
+
+    def _attach(self) -> None:
+        import chromadb
+        from chromadb.config import Settings
+
+        path = str(self.root / "chroma")
+        try:
+            self._client = chromadb.PersistentClient(path=path, settings=Settings(anonymized_telemetry=False))
+        except BaseException:
+            _forget_system(path)
+            raise
+        try:
+            self._collection = self._open()
+            self.check()
+        except BaseException:
+            self._close_client()
+            raise
+
+    def _close_client(self) -> None:
         close = getattr(self._client, "close", None)  # Client.close(); not on the ClientAPI protocol
         if close is not None:
             close()
+
+    def close(self) -> None:
+        """Release the index's database (Chroma stops its system when its last client closes) and the workspace."""
+        self._close_client()
         self._held.release()
 
     def _open(self) -> Any:
@@ -267,6 +316,22 @@ class ChromaStore:
         return self._records.nearest(out, k)
 
 
+_NOT_DAMAGE = ("disk is full", "disk i/o error", "readonly", "read-only", "permission denied", "locked")
+"""Chroma errors of the place rather than of the index's files: the index is not set aside for them."""
+
+
+def _forget_system(path: str) -> None:
+    """Drop the Chroma system of ``path`` that failed to start from Chroma's cache of systems by path.
+
+    Chroma caches a system before starting it and keeps it when the start fails, so every later client of that path
+    in this process would be handed the broken one.
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    if not SharedSystemClient._identifier_to_refcount.get(path):  # no client of this process holds it
+        SharedSystemClient._identifier_to_system.pop(path, None)
+
+
 def open_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStore:
     """The shared memory workspace at ``root`` with the default (real where installed) embedder, held for writing."""
     from videvolve.memory.embedders import default_embedder
@@ -277,16 +342,16 @@ def open_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStor
 def read_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStore | InMemoryStore:
     """The workspace at ``root`` to read and search.
 
-    Its Chroma index, or, while another process (a run) writes it, an index in memory over its records (the truth;
-    never Chroma's files, which that process owns). Close it soon: the Chroma one holds the workspace, and a run that
-    starts meanwhile would be refused.
+    Its Chroma index, or, while another process (a run) writes it or where it cannot be written, an index in memory
+    over its records (the truth; never Chroma's files, which that process owns). Close it soon: the Chroma one holds
+    the workspace, and a run that starts meanwhile would be refused.
     """
     from videvolve.memory.embedders import default_embedder
 
     embedder = embedder or default_embedder()
     try:
         return ChromaStore(root, embedder)
-    except FolderBusy as busy:
+    except (FolderBusy, StorageError) as busy:  # a run writes it, or it cannot be written (a read-only mount)
         log.info("%s; reading its records instead", busy)
         return InMemoryStore(embedder, Path(root) / "diagnoses.jsonl", read_only=True)
 

@@ -70,7 +70,7 @@ def record(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     d_cost = lead.cand_cost - lead.cost if lead.cand_cost is not None and lead.cost is not None else None
     run.memory.set_outcome(state.get("diagnoses", []), RevisionOutcome(
         candidate=lead.candidate, operator=lead.operator, decision=lead.decision, reason=lead.reason,
-        d_score=d_score, d_cost=d_cost))
+        d_score=d_score, d_cost=d_cost, selection=len(run.selection)))
     stop = stop_reason(run, state, it + 1)
     run.event(it, "record", lead.decision, parent=parent, candidate=lead.candidate, operator=lead.operator,
               reason=lead.reason,

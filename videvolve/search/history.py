@@ -92,13 +92,14 @@ def resolution(n_selection: int) -> float:
 def diagnosis_for_editor(diagnosis: Diagnosis, n_selection: int) -> Diagnosis:
     """A past diagnosis as an editor may see it (its memory, ``memory_search``).
 
-    Its outcome's score difference is rounded as :func:`for_editor` rounds the history's scores, and the gate's
-    reason (which repeats the scores at full precision) is left out.
+    Its outcome's score difference is rounded as :func:`for_editor` rounds the history's scores, to the coarser of
+    this run's selection set and the one that measured it (another run's, maybe smaller), and the gate's reason (which
+    repeats the scores at full precision) is left out.
     """
     o = diagnosis.outcome
     if o is None:
         return diagnosis
-    step = resolution(n_selection)
+    step = resolution(min(n_selection, o.selection or n_selection))
     d_score = None if o.d_score is None else round(round(o.d_score / step) * step, 3)
     return diagnosis.model_copy(update={"outcome": o.model_copy(update={"d_score": d_score, "reason": ""})})
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -32,6 +32,9 @@ from videvolve.serving.media import MediaRoots, video_file
 from videvolve.serving.steps import narrated
 from videvolve.tasks import LETTERS
 from videvolve.version import __version__
+
+if TYPE_CHECKING:
+    from videvolve.memory.embedders import Embedder
 
 PROGRESS_S = 5.0
 """How often a question in progress reports to a host that asked for progress (``notifications/progress``)."""
@@ -198,6 +201,12 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
     server: MCPServer = MCPServer("videvolve", instructions=INSTRUCTIONS, version=__version__)
     gates = _Gates(agent.runtime.concurrency)
 
+    @functools.cache
+    def _embedder() -> Embedder:  # one for the server's life: a record read again is not embedded again
+        from videvolve.memory.embedders import default_embedder
+
+        return default_embedder()
+
     @server.tool()
     async def ask_video(video: Video, question: Annotated[str, Field(description="the question about the video")],
                         options: Annotated[list[str] | None, Field(
@@ -234,7 +243,7 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         if open_memory is None:
             from videvolve.memory.store import read_store
 
-            store: DiagnosisStore = read_store(memory)
+            store: DiagnosisStore = read_store(memory, _embedder())
         else:
             store = open_memory(memory)
         try:  # opened per call and closed: a server holding the memory would refuse every run that writes it
