@@ -244,6 +244,32 @@ def test_a_balanced_operator_keeps_the_change_and_cuts_the_frames():
     assert balanced(refine, 1.0).apply(files, config_of(files)) is None  # no cut: not a variant worth a trial
 
 
+def test_a_move_for_one_kind_is_balanced_with_that_kinds_frames_alone():
+    """refine_mcq_only over its bound was balanced with fewer frames for every kind: an mcq gain paid for with
+    grounding's frames (world 49464: grounding 256 -> 220 frames, -0.010 IoU on the test split, p 0.018)."""
+    import tomllib
+
+    from videvolve.editing.base import GateTerms
+    from videvolve.editing.heuristic import balance_factor, balanced
+    from videvolve.editing.operators import CATALOGUE, config_of
+
+    files = read_files(seed_path("uniform"))
+    refine = next(op for op in CATALOGUE if op.name == "refine_mcq_only")
+    both = balanced(refine, 0.8).apply(files, config_of(files))
+    plain = refine.apply(files, config_of(files))
+    assert both and plain
+    before, mid, after = (tomllib.loads(f["config.toml"]) for f in (files, plain, both))
+    assert after["n_frames"] == before["n_frames"]  # grounding's (and the shared) count untouched
+    assert after["mcq"]["n_frames"] == int(mid["mcq"]["n_frames"] * 0.8)
+    gate = GateTerms(alpha=0.1, beta=0.2, tolerance=0.02)
+    rows = [{"kind": "mcq", "cost": 6000.0}, {"kind": "grounding", "cost": 5120.0}]
+    report = {"parent_mean_cost": 5120.0, "mean_cost": 5560.0, "mean_difference_vs_parent": 0.1, "per_task": rows}
+    factor = balance_factor(report, refine, gate)  # mcq's 3000 of the 5560 a question shrinks to fit 0.95 x 5632
+    assert factor == pytest.approx((0.95 * 1.1 * 5120 - 2560) / 3000)
+    rows[0]["cost"] = 600.0  # mcq's share too small to bring the cost within the bound
+    assert balance_factor({**report, "mean_cost": 5860.0}, refine, gate) is None
+
+
 def test_editor_calls_go_through_the_cache_and_are_counted(tmp_path: Path):
     """A resumed run pays for no editor reply twice: the second identical request is served by the cache."""
     from videvolve.models.cache import MeteredVLM, ResponseCache

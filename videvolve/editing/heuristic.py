@@ -73,13 +73,18 @@ def tried_already(name: str, tried: list[str]) -> bool:
 
 
 def balanced(op: Operator, factor: float) -> Operator:
-    """``op``, then fewer frames (``factor`` of them), so that a revision that helps fits the gate's cost bound."""
+    """``op``, then fewer frames (``factor`` of them), so that a revision that helps fits the gate's cost bound.
+
+    A move for some question kinds (``op.kinds``) takes the frames from those kinds alone: the others keep their
+    look (taking them from every kind paid for an mcq gain with grounding's frames, a loss no trial of a few
+    questions shows).
+    """
     def apply(files: dict[str, str], cfg: dict[str, Any]) -> dict[str, str] | None:
         first = op.apply(files, cfg)
         if first is None:
             return None
         merged = {**files, **first}
-        fewer = scale_frames(factor)(merged, config_of(merged))
+        fewer = scale_frames(factor, op.kinds)(merged, config_of(merged))
         return {**first, **fewer} if fewer else None
 
     return Operator(op.name + BALANCED, f"{op.summary}, with {factor:.0%} of the frames so that its cost "
@@ -88,6 +93,9 @@ def balanced(op: Operator, factor: float) -> Operator:
 
 def balance_factor(report: dict[str, Any], op: Operator, gate: GateTerms) -> float | None:
     """The share of its frames a prototype that failed its trial on cost alone keeps, or None (nothing to balance).
+
+    For a move of some kinds, the share of those kinds' frames (the others' cost stays as it is); None when even
+    none of them would bring the cost within the bound.
 
     A gain costing more than a gain may: the ratio of the allowed cost to the trial's. A cost cut that kept the score
     (within the rule's ``tolerance``) and cut, but not as deep as a cut must go (``(1 - beta)`` x the parent's): the
@@ -100,10 +108,17 @@ def balance_factor(report: dict[str, Any], op: Operator, gate: GateTerms) -> flo
     if c <= 0 or c_new <= 0:
         return None
     if gain > 0:
-        return 0.95 * gain_bound(c, gate) / c_new
-    if op.cost_cut and gain >= -gate.tolerance and (1 - gate.beta) * c < c_new < c:
-        return 0.95 * (1 - gate.beta) * c / c_new
-    return None
+        target = 0.95 * gain_bound(c, gate)
+    elif op.cost_cut and gain >= -gate.tolerance and (1 - gate.beta) * c < c_new < c:
+        target = 0.95 * (1 - gate.beta) * c
+    else:
+        return None
+    if not op.kinds:
+        return target / c_new
+    rows = report.get("per_task") or []  # the move's kinds pay alone: their share of the cost is what may shrink
+    own = sum(r["cost"] for r in rows if r.get("kind") in op.kinds) / max(1, len(rows))
+    factor = (target - (c_new - own)) / own if own > 0 else 0.0
+    return factor if factor > 0 else None
 
 
 def candidates(inp: EditorInput, width: int = 3, catalogue: Sequence[Operator] = CATALOGUE

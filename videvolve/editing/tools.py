@@ -316,8 +316,9 @@ class EditorTools:
             excerpt = [{"event": s.get("event"), "observed": len(s.get("observed_times", [])),
                         "reply": str(s.get("reply") or s.get("error") or s.get("message") or "")[:200]}
                        for s in steps[-3:]]
-            rows.append({"task": r.task_id, "score": round(r.score, 4), "parent_score": None if p is None else
-                         round(p.score, 4), "frames": r.frames, "parent_frames": None if p is None else p.frames,
+            rows.append({"task": r.task_id, "kind": r.kind, "score": round(r.score, 4),
+                         "parent_score": None if p is None else round(p.score, 4), "frames": r.frames,
+                         "parent_frames": None if p is None else p.frames,
                          "visual_tokens": r.usage.visual_tokens, "cost": self._cost(r), "outcome": r.outcome,
                          "error": (r.error or "")[:500] or None,
                          "trace": excerpt})
