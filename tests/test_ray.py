@@ -90,3 +90,20 @@ def test_resumed_ray_evolve_pays_for_no_evaluation_twice(small_world, harness, t
     assert [(h.get("candidate"), h["decision"]) for h in resumed["history"]] == \
         [(h.get("candidate"), h["decision"]) for h in whole["history"]]
     assert rows(tmp_path / "resumed-cache.sqlite") == rows(tmp_path / "whole-cache.sqlite")  # nothing paid twice
+
+
+def test_a_full_disk_on_a_worker_stops_the_run_in_words(small_world, seed: Path, tmp_path: Path, local_ray,
+                                                         capsys: pytest.CaptureFixture[str]):
+    """main: "run stopped: ray::_remote_task() (pid=..., ip=...)" and Ray's traceback of the worker, in colour codes
+    (only an InfraError was raised as itself; a StorageError or a HostError came wrapped in Ray's RayTaskError)."""
+    from videvolve.cli import main
+
+    tasks = small_world.tasks[:2]
+    out = tmp_path / "out"
+    (out / "results" / f"{tasks[0].id}.json.tmp").mkdir(parents=True)  # the result cannot be written there
+    code = main(["eval", "--tasks", str(small_world.tasks_path), "--split", "all", "--limit", "2",
+                 "--harness", str(seed), "--out", str(out), "--executor", "ray", "--no-cache"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert f"run stopped: cannot write the result {out / 'results' / tasks[0].id}.json: Is a directory" in err
+    assert "ray::" not in err and "Traceback" not in err and "\x1b" not in err

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.config import ModelSettings, RuntimeSettings
-from videvolve.errors import InfraError, VidevolveError
+from videvolve.errors import VidevolveError
 
 
 def _ray() -> Any:
@@ -58,7 +58,7 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
                model: ModelSettings,
                runtime: RuntimeSettings, out_dir: Path, cache_path: str | None, address: str | None,
                on_result: Callable[[Any], None] | None = None, revision: str | None = None) -> list[Any]:
-    """Evaluate tasks as Ray tasks; infrastructure errors are raised as themselves.
+    """Evaluate tasks as Ray tasks; an error raised on purpose in a worker (an endpoint down, a full disk) as itself.
 
     ``revision``: the model's revision ``keys`` name (a result a worker's model answered under another is keyed by
     none, :func:`~videvolve.evaluation.one_task.run_one`).
@@ -88,7 +88,7 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
         for ref in pending:
             ray.cancel(ref)
         cause = getattr(exc, "cause", None)
-        if isinstance(cause, InfraError):
+        if isinstance(cause, VidevolveError):  # InfraError, HostError (a full disk): the clean stop they are
             raise cause from None
         raise
     return results
