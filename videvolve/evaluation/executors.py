@@ -8,12 +8,17 @@ workers share), so resuming and skipping finished work behave exactly as with lo
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from videvolve.config import ModelSettings, RuntimeSettings
-from videvolve.errors import VidevolveError
+from videvolve.errors import HostError, VidevolveError
+
+CONNECT_S = 10.0
+"""Seconds a cluster named by ``--ray-address`` has to answer (Ray itself would try for about 13 minutes)."""
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # preface, empty SETTINGS
 
 
 def _ray() -> Any:
@@ -30,10 +35,42 @@ def ensure_ray(address: str | None = None) -> Any:
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False}
         if address:
-            ray.init(address=address, **kwargs)
+            _check_cluster(address)
+            try:
+                ray.init(address=address, **kwargs)
+            except (ConnectionError, RuntimeError) as exc:
+                raise HostError(f"cannot join the Ray cluster at {address}: {str(exc).splitlines()[0]} (check that "
+                                f"`ray status --address {address}` works from this machine: the same Ray version, "
+                                "and the cluster's auth token where it has one; or leave out --ray-address to run "
+                                "on a local Ray instance)") from exc
         else:
             ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
     return ray
+
+
+def _check_cluster(address: str, timeout: float = CONNECT_S) -> None:
+    """:class:`HostError` at once where nothing at ``host:port`` speaks gRPC, as a Ray head (its GCS) does.
+
+    Else ``ray.init`` retries for about 13 minutes, printing only warnings, before it gives up. ``auto`` and other
+    forms that are not ``[ray://]host:port`` are left to Ray.
+    """
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    reply = b""
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            conn.sendall(_HTTP2_HELLO)
+            while len(reply) < 9 and (chunk := conn.recv(9 - len(reply))):
+                reply += chunk
+        problem = None if len(reply) == 9 and reply[3] == 4 else "it answers, but not as a Ray head (gRPC) does"
+    except OSError as exc:  # refused, unknown host, timed out
+        problem = exc.strerror or str(exc) or type(exc).__name__
+    if problem is not None:
+        raise HostError(f"no Ray cluster answers at {address} ({problem}): start one there (`ray start --head "
+                        f"--port {port}` on that machine), check the address (the head's GCS port, 6379 by default, "
+                        "not the dashboard's 8265), or leave out --ray-address to run on a local Ray instance")
 
 
 def _remote_task(harness_dir: str, task_json: str, view_id: str, key: str, model_json: str, runtime_json: str,
