@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import os
 import subprocess
 import sys
 import threading
@@ -43,3 +44,53 @@ def test_a_ray_address_with_no_cluster_is_said_at_once(small_world, seed: Path, 
     assert run.returncode == 3, run.stderr
     assert f"run stopped: no Ray cluster answers at 127.0.0.1:{port}" in run.stderr
     assert "ray start --head" in run.stderr and "leave out --ray-address" in run.stderr
+
+
+CLUSTER = """
+import sys, ray
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.read()  # until the test closes it
+ray.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str], Path]]:
+    """(address, environment to join it with, working folder) of a Ray cluster in a folder of its own.
+
+    Started by another process's ``ray.init``, not `ray start`: that names itself the machine's current cluster, which
+    every ``ray.init()`` on the machine would then join. Its auth token is this test's own.
+    """
+    import secrets
+
+    cwd = tmp_path_factory.mktemp("cluster_cwd")
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", CLUSTER], cwd=cwd, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        address = proc.stdout.readline().strip()
+        assert address, "the cluster did not start"
+        yield address, env, cwd
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_cluster_that_refuses_us_is_said_in_words(small_world, seed: Path, tmp_path: Path,
+                                                    cluster: tuple[str, dict[str, str], Path]):
+    """main: exit 70 after about 20 s, "This is a bug in videvolve" (Ray's ConnectionError on a wrong auth token)."""
+    address, env, _ = cluster
+    run = subprocess.run([sys.executable, "-m", "videvolve", "eval", "--tasks", str(small_world.tasks_path),
+                          "--split", "all", "--limit", "1", "--harness", str(seed), "--out", str(tmp_path / "out"),
+                          "--no-cache", "--executor", "ray", "--ray-address", address],
+                         env={**env, "RAY_AUTH_TOKEN": "not-the-token"}, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 3, run.stderr
+    assert f"run stopped: cannot join the Ray cluster at {address}" in run.stderr
+    assert "auth token" in run.stderr and "bug" not in run.stderr
