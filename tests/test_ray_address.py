@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.server
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -81,6 +83,23 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dic
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_relative_folders_on_a_cluster(small_world, seed: Path, tmp_path: Path,
+                                       cluster: tuple[str, dict[str, str], Path]):
+    """main: exit 2, "harness out/harnesses/... is not valid: ... is not a directory" (each worker read the harness,
+    and would have written the results and the response cache, under the cluster's working folder, not this one)."""
+    address, env, cluster_cwd = cluster
+    shutil.copytree(seed, tmp_path / "harness")
+    run = subprocess.run([sys.executable, "-m", "videvolve", "eval", "--tasks", str(small_world.tasks_path),
+                          "--split", "all", "--limit", "2", "--harness", "harness", "--out", "out", "--cache",
+                          "cache.sqlite", "--executor", "ray", "--ray-address", address],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert len(list((tmp_path / "out" / "results").glob("*.json"))) == 2
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:  # the workers' replies are in this folder's cache
+        assert db.execute("SELECT COUNT(*) FROM replies").fetchone()[0] > 0
+    assert not list(cluster_cwd.iterdir())  # and nothing was written where the cluster runs
 
 
 def test_a_cluster_that_refuses_us_is_said_in_words(small_world, seed: Path, tmp_path: Path,

@@ -97,15 +97,18 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
                on_result: Callable[[Any], None] | None = None, revision: str | None = None) -> list[Any]:
     """Evaluate tasks as Ray tasks; an error raised on purpose in a worker (an endpoint down, a full disk) as itself.
 
-    ``revision``: the model's revision ``keys`` name (a result a worker's model answered under another is keyed by
-    none, :func:`~videvolve.evaluation.one_task.run_one`).
+    Paths are sent absolute: a cluster's workers do not run in this process's working directory. ``revision``: the
+    model's revision ``keys`` name (a result a worker's model answered under another is keyed by none,
+    :func:`~videvolve.evaluation.one_task.run_one`).
     """
     from videvolve.evaluation.results import TaskResult
 
     ray = ensure_ray(address)
     remote = ray.remote(num_cpus=1)(_remote_task)
-    refs = [remote.remote(str(harness_dir), t.model_dump_json(), view_ids[t.id], keys[t.id], model.model_dump_json(),
-                          runtime.model_dump_json(), model.family, str(out_dir), cache_path, revision)
+    cache = str(Path(cache_path).resolve()) if cache_path else None
+    refs = [remote.remote(str(harness_dir.resolve()), t.model_dump_json(), view_ids[t.id], keys[t.id],
+                          model.model_dump_json(), runtime.model_dump_json(), model.family, str(out_dir.resolve()),
+                          cache, revision)
             for t in tasks]
     results: list[Any] = []
     pending = list(refs)
