@@ -113,3 +113,16 @@ def test_a_cluster_that_refuses_us_is_said_in_words(small_world, seed: Path, tmp
     assert run.returncode == 3, run.stderr
     assert f"run stopped: cannot join the Ray cluster at {address}" in run.stderr
     assert "auth token" in run.stderr and "bug" not in run.stderr
+
+
+def test_without_an_address_a_local_instance_runs_whatever_cluster_the_machine_has(
+        small_world, seed: Path, tmp_path: Path, cluster: tuple[str, dict[str, str], Path]):
+    """main: exit 70, "When connecting to an existing cluster, num_cpus and num_gpus must not be provided" (ray.init
+    joins the cluster RAY_ADDRESS or `ray start` names, and refused the local instance's CPU count)."""
+    address, env, _ = cluster
+    run = subprocess.run([sys.executable, "-m", "videvolve", "eval", "--tasks", str(small_world.tasks_path),
+                          "--split", "all", "--limit", "1", "--harness", str(seed), "--out", str(tmp_path / "out"),
+                          "--no-cache", "--executor", "ray"],
+                         env={**env, "RAY_ADDRESS": address}, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "Started a local Ray instance" in run.stderr

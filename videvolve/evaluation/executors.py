@@ -30,7 +30,11 @@ def _ray() -> Any:
 
 
 def ensure_ray(address: str | None = None) -> Any:
-    """Connect to a cluster (``address``) or start a local Ray instance, once per process."""
+    """Connect to a cluster (``address``) or start a local Ray instance, once per process.
+
+    Without an address, a local instance even where the machine has a cluster (``ray start``, ``RAY_ADDRESS``): Ray
+    would join that one, and its CPUs are not ours to set.
+    """
     ray = _ray()
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False}
@@ -44,7 +48,7 @@ def ensure_ray(address: str | None = None) -> Any:
                                 "and the cluster's auth token where it has one; or leave out --ray-address to run "
                                 "on a local Ray instance)") from exc
         else:
-            ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
+            ray.init(address="local", num_cpus=os.cpu_count() or 1, **kwargs)  # not RAY_ADDRESS's, nor `ray start`'s
     return ray
 
 
