@@ -110,12 +110,12 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
     ray = ensure_ray(address)
     remote = ray.remote(num_cpus=1)(_remote_task)
     cache = str(Path(cache_path).resolve()) if cache_path else None
-    refs = [remote.remote(str(harness_dir.resolve()), t.model_dump_json(), view_ids[t.id], keys[t.id],
+    refs = {remote.remote(str(harness_dir.resolve()), t.model_dump_json(), view_ids[t.id], keys[t.id],
                           model.model_dump_json(), runtime.model_dump_json(), model.family, str(out_dir.resolve()),
-                          cache, revision)
-            for t in tasks]
+                          cache, revision): t.id
+            for t in tasks}
     results: list[Any] = []
-    pending = list(refs)
+    pending, done = list(refs), []
     try:
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
@@ -128,11 +128,15 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
             ray.cancel(ref, force=True)
         ray.shutdown()
         raise
-    except ray.exceptions.RayTaskError as exc:
+    except ray.exceptions.RayError as exc:
         for ref in pending:
             ray.cancel(ref)
         cause = getattr(exc, "cause", None)
         if isinstance(cause, VidevolveError):  # InfraError, HostError (a full disk): the clean stop they are
             raise cause from None
-        raise
+        if isinstance(exc, ray.exceptions.RayTaskError):  # a bug in the code it ran, said as one
+            raise
+        which = refs[done[0]] if done else "?"
+        raise HostError(f"Ray could not run task {which}: {str(exc).splitlines()[0]} (its worker died each time it "
+                        "was tried: out of memory, or a node lost?); everything finished is kept") from exc
     return results
