@@ -90,3 +90,71 @@ def test_resumed_ray_evolve_pays_for_no_evaluation_twice(small_world, harness, t
     assert [(h.get("candidate"), h["decision"]) for h in resumed["history"]] == \
         [(h.get("candidate"), h["decision"]) for h in whole["history"]]
     assert rows(tmp_path / "resumed-cache.sqlite") == rows(tmp_path / "whole-cache.sqlite")  # nothing paid twice
+
+
+def test_a_full_disk_on_a_worker_stops_the_run_in_words(small_world, seed: Path, tmp_path: Path, local_ray,
+                                                         capsys: pytest.CaptureFixture[str]):
+    """main: "run stopped: ray::_remote_task() (pid=..., ip=...)" and Ray's traceback of the worker, in colour codes
+    (only an InfraError was raised as itself; a StorageError or a HostError came wrapped in Ray's RayTaskError)."""
+    from videvolve.cli import main
+
+    tasks = small_world.tasks[:2]
+    out = tmp_path / "out"
+    (out / "results" / f"{tasks[0].id}.json.tmp").mkdir(parents=True)  # the result cannot be written there
+    code = main(["eval", "--tasks", str(small_world.tasks_path), "--split", "all", "--limit", "2",
+                 "--harness", str(seed), "--out", str(out), "--executor", "ray", "--no-cache"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert f"run stopped: cannot write the result {out / 'results' / tasks[0].id}.json: Is a directory" in err
+    assert "ray::" not in err and "Traceback" not in err and "\x1b" not in err
+
+
+def own_workers(prefix: bytes) -> list[int]:
+    """Pids of this process's Ray workers running ``prefix`` (their title), never another session's."""
+    raylet = ray._private.worker._global_node.all_processes["raylet"][0].process.pid
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            ppid = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+            if ppid == raylet and (proc / "cmdline").read_bytes().startswith(prefix):
+                found.append(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("kills", [1, 99])
+def test_a_worker_killed_is_retried_then_a_clean_stop(small_world, harness, tmp_path: Path, local_ray, kills: int):
+    """main, killed past Ray's 3 retries: ray.exceptions.WorkerCrashedError, not a run-stopping error (a bug's
+    traceback, exit 70). Killed once: Ray runs the task again, and its result is the threads' one."""
+    import signal
+    import threading
+
+    from videvolve.errors import HostError
+
+    task = small_world.tasks[:1]
+    stop, killed = threading.Event(), []
+
+    def killer() -> None:
+        while not stop.is_set() and len(killed) < kills:
+            for pid in own_workers(b"ray::_remote_task"):
+                os.kill(pid, signal.SIGKILL)  # as the OOM killer would
+                killed.append(pid)
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        if kills > 3:
+            with pytest.raises(HostError, match=f"Ray could not run task {task[0].id}: The worker died"):
+                solve_tasks(harness, task, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path / "ray",
+                            executor="ray", model=ModelSettings())
+        else:
+            (remote,) = solve_tasks(harness, task, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(),
+                                    tmp_path / "ray", executor="ray", model=ModelSettings())
+            (local,) = solve_tasks(harness, task, SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(),
+                                   tmp_path / "local")
+            assert killed and remote.prediction == local.prediction and remote.outcome == "ok"
+    finally:
+        stop.set()
+        thread.join()

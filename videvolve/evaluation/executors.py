@@ -8,12 +8,17 @@ workers share), so resuming and skipping finished work behave exactly as with lo
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from videvolve.config import ModelSettings, RuntimeSettings
-from videvolve.errors import InfraError, VidevolveError
+from videvolve.errors import HostError, VidevolveError
+
+CONNECT_S = 10.0
+"""Seconds a cluster named by ``--ray-address`` has to answer (Ray itself would try for about 13 minutes)."""
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # preface, empty SETTINGS
 
 
 def _ray() -> Any:
@@ -25,15 +30,51 @@ def _ray() -> Any:
 
 
 def ensure_ray(address: str | None = None) -> Any:
-    """Connect to a cluster (``address``) or start a local Ray instance, once per process."""
+    """Connect to a cluster (``address``) or start a local Ray instance, once per process.
+
+    Without an address, a local instance even where the machine has a cluster (``ray start``, ``RAY_ADDRESS``): Ray
+    would join that one, and its CPUs are not ours to set.
+    """
     ray = _ray()
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False}
         if address:
-            ray.init(address=address, **kwargs)
+            _check_cluster(address)
+            try:
+                ray.init(address=address, **kwargs)
+            except (ConnectionError, RuntimeError) as exc:
+                raise HostError(f"cannot join the Ray cluster at {address}: {str(exc).splitlines()[0]} (check that "
+                                f"`ray status --address {address}` works from this machine: the same Ray version, "
+                                "and the cluster's auth token where it has one; or leave out --ray-address to run "
+                                "on a local Ray instance)") from exc
         else:
-            ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
+            ray.init(address="local", num_cpus=os.cpu_count() or 1, **kwargs)  # not RAY_ADDRESS's, nor `ray start`'s
     return ray
+
+
+def _check_cluster(address: str, timeout: float = CONNECT_S) -> None:
+    """:class:`HostError` at once where nothing at ``host:port`` speaks gRPC, as a Ray head (its GCS) does.
+
+    Else ``ray.init`` retries for about 13 minutes, printing only warnings, before it gives up. ``auto`` and other
+    forms that are not ``[ray://]host:port`` are left to Ray.
+    """
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    reply = b""
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            conn.sendall(_HTTP2_HELLO)
+            while len(reply) < 9 and (chunk := conn.recv(9 - len(reply))):
+                reply += chunk
+        problem = None if len(reply) == 9 and reply[3] == 4 else "it answers, but not as a Ray head (gRPC) does"
+    except OSError as exc:  # refused, unknown host, timed out
+        problem = exc.strerror or str(exc) or type(exc).__name__
+    if problem is not None:
+        raise HostError(f"no Ray cluster answers at {address} ({problem}): start one there (`ray start --head "
+                        f"--port {port}` on that machine), check the address (the head's GCS port, 6379 by default, "
+                        "not the dashboard's 8265), or leave out --ray-address to run on a local Ray instance")
 
 
 def _remote_task(harness_dir: str, task_json: str, view_id: str, key: str, model_json: str, runtime_json: str,
@@ -58,20 +99,23 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
                model: ModelSettings,
                runtime: RuntimeSettings, out_dir: Path, cache_path: str | None, address: str | None,
                on_result: Callable[[Any], None] | None = None, revision: str | None = None) -> list[Any]:
-    """Evaluate tasks as Ray tasks; infrastructure errors are raised as themselves.
+    """Evaluate tasks as Ray tasks; an error raised on purpose in a worker (an endpoint down, a full disk) as itself.
 
-    ``revision``: the model's revision ``keys`` name (a result a worker's model answered under another is keyed by
-    none, :func:`~videvolve.evaluation.one_task.run_one`).
+    Paths are sent absolute: a cluster's workers do not run in this process's working directory. ``revision``: the
+    model's revision ``keys`` name (a result a worker's model answered under another is keyed by none,
+    :func:`~videvolve.evaluation.one_task.run_one`).
     """
     from videvolve.evaluation.results import TaskResult
 
     ray = ensure_ray(address)
     remote = ray.remote(num_cpus=1)(_remote_task)
-    refs = [remote.remote(str(harness_dir), t.model_dump_json(), view_ids[t.id], keys[t.id], model.model_dump_json(),
-                          runtime.model_dump_json(), model.family, str(out_dir), cache_path, revision)
-            for t in tasks]
+    cache = str(Path(cache_path).resolve()) if cache_path else None
+    refs = {remote.remote(str(harness_dir.resolve()), t.model_dump_json(), view_ids[t.id], keys[t.id],
+                          model.model_dump_json(), runtime.model_dump_json(), model.family, str(out_dir.resolve()),
+                          cache, revision): t.id
+            for t in tasks}
     results: list[Any] = []
-    pending = list(refs)
+    pending, done = list(refs), []
     try:
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
@@ -84,11 +128,15 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
             ray.cancel(ref, force=True)
         ray.shutdown()
         raise
-    except ray.exceptions.RayTaskError as exc:
+    except ray.exceptions.RayError as exc:
         for ref in pending:
             ray.cancel(ref)
         cause = getattr(exc, "cause", None)
-        if isinstance(cause, InfraError):
+        if isinstance(cause, VidevolveError):  # InfraError, HostError (a full disk): the clean stop they are
             raise cause from None
-        raise
+        if isinstance(exc, ray.exceptions.RayTaskError):  # a bug in the code it ran, said as one
+            raise
+        which = refs[done[0]] if done else "?"
+        raise HostError(f"Ray could not run task {which}: {str(exc).splitlines()[0]} (its worker died each time it "
+                        "was tried: out of memory, or a node lost?); everything finished is kept") from exc
     return results
