@@ -11,14 +11,12 @@ import argparse
 import json
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from videvolve.cli.common import stdout_console
 from videvolve.errors import InputNotFoundError, UsageError
 
 out = stdout_console()
-err = Console(stderr=True, soft_wrap=True)
 UNNAMED = "(stored before names were kept)"
 
 
