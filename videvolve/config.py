@@ -17,7 +17,8 @@ class ModelSettings(BaseModel):
 
     backend: Literal["sim", "openai"] = Field("sim", description="sim: offline SimVLM; openai: any OpenAI-compatible "
                                               "server such as vLLM")
-    model: str = Field("simvlm", description="model name as the server knows it")
+    model: str = Field("simvlm", description="model name as the server knows it (openai backend: "
+                       "the one /v1/models lists when not given)")
     base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8000/v1 for `vllm serve`")
     api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the API key (never stored)")
     family: str = Field("qwen2.5-vl", description="visual-token formula: qwen2.5-vl (f=28) or qwen3-vl (f=32)")

@@ -259,10 +259,19 @@ def _endpoint(settings: ModelSettings, calibration: bool = False, video: Path | 
                       f"`vllm serve <model> --port 8000`) and pass --base-url http://HOST:PORT/v1")]
     names = [m.get("id") for m in models]
     checks.append(Check("endpoint", "ok", f"{client.base} serves {', '.join(map(str, names)) or 'no models'}"))
-    if settings.model not in names:
+    if "model" not in settings.model_fields_set and len(names) == 1:  # what every command would use
+        settings = settings.model_copy(update={"model": names[0]})
+        client = _Client(settings, api_key_of(settings))
+        checks.append(Check("model name", "ok", f"{settings.model} (the one served: used when --model is not given)"))
+    elif "model" not in settings.model_fields_set:
+        checks.append(Check("model name", "fail", f"no --model given and the endpoint serves {len(names)} models: "
+                            f"pass --model with one of {names}"))
+        return checks
+    elif settings.model not in names:
         checks.append(Check("model name", "fail", f"--model {settings.model!r} is not served; use one of {names}"))
         return checks
-    checks.append(Check("model name", "ok", settings.model))
+    else:
+        checks.append(Check("model name", "ok", settings.model))
     max_len = next((m.get("max_model_len") for m in models if m.get("id") == settings.model), None)
     checks.append(Check("context length", "ok" if max_len else "warn",
                         f"{max_len} tokens" if max_len else "not reported; pass --max-model-len to vllm serve"))

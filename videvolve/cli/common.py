@@ -37,18 +37,27 @@ def add_model_args(p: argparse.ArgumentParser, cache: bool = True, skip_runtime:
                        help="read frames from low-resolution proxies (auto: for long, 4K, HEVC/AV1 or VFR sources)")
 
 
-def model_settings(args: argparse.Namespace) -> ModelSettings:
-    """Model settings from the flags given (the sim backend's model is ``simvlm`` unless named)."""
-    data = given(args, ModelSettings)
-    if data.get("backend", "sim") != "sim" and "model" not in data:
-        data["model"] = ""
-    return build(ModelSettings, data, "the command line")
+def model_settings(args: argparse.Namespace, ask_endpoint: bool = True) -> ModelSettings:
+    """Model settings from the flags given (the sim backend's model is ``simvlm`` unless named).
+
+    A server's model not named with ``--model`` is the one its endpoint serves (:func:`with_served_model`, asked
+    once: the name found is kept in ``args``); ``ask_endpoint=False`` leaves it unnamed (``doctor`` says why).
+    """
+    settings = build(ModelSettings, given(args, ModelSettings), "the command line")
+    if not ask_endpoint:
+        return settings
+    from videvolve.models.openai_backend import with_served_model
+
+    named = with_served_model(settings)
+    if named is not settings:
+        setattr(args, "ModelSettings.model", named.model)
+    return named
 
 
 def runtime_settings(args: argparse.Namespace) -> RuntimeSettings:
     """Runtime settings from the flags given (images as png for SimVLM, jpeg for a real server by default)."""
     data = given(args, RuntimeSettings)
-    data.setdefault("image_format", "png" if model_settings(args).backend == "sim" else "jpeg")
+    data.setdefault("image_format", "png" if given(args, ModelSettings).get("backend", "sim") == "sim" else "jpeg")
     return build(RuntimeSettings, data, "the command line")
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from videvolve.cli.common import add_model_args, model_settings, runtime_settings
+from videvolve.cli.common import add_model_args
 from videvolve.cli.flags import add_sections, build, given, merged
 from videvolve.cli.resume_flags import EXTENDABLE, helper_models, refuse_changes, resumed_endpoints
 from videvolve.config import ModelSettings, RuntimeSettings
@@ -99,15 +99,17 @@ def build_context(args: argparse.Namespace) -> Context:
     data.update({"run_dir": str(run), "run_id": run.name})
     if "tasks" not in data:
         raise UsageError("--tasks is required (or a --config that names them)")
-    solver = model_settings(args)
-    if given(args, ModelSettings) or "model" not in data:
-        data["model"] = {**data.get("model", {}), **solver.model_dump(exclude_unset=True),
-                         **given(args, ModelSettings)}
+    from videvolve.models.openai_backend import with_served_model
+
+    where = str(args.config) if args.config else "the command line"
+    model = {**data.get("model", {}), **given(args, ModelSettings)}  # the flags over the config's
+    solver = with_served_model(build(ModelSettings, model, where))
+    data["model"] = {**model, **solver.model_dump(exclude_unset=True)}
     data["runtime"] = {**data.get("runtime", {}), **given(args, RuntimeSettings)}
-    data["runtime"].setdefault("image_format", runtime_settings(args).image_format)
+    data["runtime"].setdefault("image_format", "png" if solver.backend == "sim" else "jpeg")
     for (section, key), value in helper_models(args, solver).items():
         data.setdefault(section, {})[key] = value
-    return build(Context, data, str(args.config) if args.config else "the command line")
+    return build(Context, data, where)
 
 
 def _resolved(data: dict[str, Any]) -> dict[str, Any]:

@@ -307,7 +307,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """``videvolve doctor``."""
     from videvolve.doctor import run_checks
 
-    checks = run_checks(model_settings(args), calibration=args.calibrate, video=args.video, context=args.context)
+    settings = model_settings(args, ask_endpoint=False)  # doctor says which model it would use, and why
+    checks = run_checks(settings, calibration=args.calibrate, video=args.video, context=args.context)
     if args.json:
         print(json.dumps([{"check": c.name, "status": c.status, "detail": c.detail} for c in checks]))
         return 1 if any(c.status == "fail" for c in checks) else 0

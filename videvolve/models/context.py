@@ -151,6 +151,17 @@ def served_model(base_url: str, model: str, api_key: str | None, timeout: float 
                        root=root if isinstance(root, str) and root else None)
 
 
+def served_names(base_url: str, api_key: str | None, timeout: float = 10.0) -> list[str]:
+    """The model names ``GET /v1/models`` lists (raises :class:`httpx.HTTPError` when it does not answer)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        data: Any = json.loads(_models_body(f"{base_url.rstrip('/')}/models", headers, timeout)).get("data", [])
+    except (ValueError, AttributeError, RecursionError):
+        return []
+    return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)] \
+        if isinstance(data, list) else []
+
+
 MAX_MODELS_BYTES = 4 * 1024 * 1024
 """The most of a ``GET /v1/models`` body read (vLLM's is a few hundred bytes a model): more is nothing readable."""
 

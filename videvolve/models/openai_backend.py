@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from videvolve.config import ModelSettings
 from videvolve.errors import UsageError
 from videvolve.models.base import Message, Reply, Tool, ToolCall, Usage
-from videvolve.models.context import ContextGuard, EndpointInfo, served_model
+from videvolve.models.context import ContextGuard, EndpointInfo, served_model, served_names
 from videvolve.models.deadline import total_timeout_client
 from videvolve.models.http_errors import EndpointError, RequestRejected, call_with_retries
 from videvolve.models.toolcalls import TAG, calls_in_text
@@ -202,6 +202,37 @@ def reply_of(out: AIMessage) -> Reply:
 def api_key_of(settings: ModelSettings, api_key: str | None = None) -> str | None:
     """The key from the flag or the environment variable the settings name (never stored)."""
     return api_key or os.environ.get(settings.api_key_env) or None
+
+
+def with_served_model(settings: ModelSettings, api_key: str | None = None,
+                      how: str = "--model NAME") -> ModelSettings:
+    """``settings`` with the model named: the one the endpoint serves when no ``--model`` was given.
+
+    vLLM serves one model per process, so naming it again is a chore; when the endpoint lists several, or none, or
+    cannot be asked, the command stops here and says what to pass (``how``: the flag, or lmms-eval's model argument);
+    nothing is sent under an empty name, and a run stores the name it found, so ``--resume`` asks the same model.
+    """
+    import httpx
+
+    if settings.backend == "sim" or (settings.model and "model" in settings.model_fields_set):
+        return settings
+    if not settings.base_url:
+        raise UsageError("the openai backend needs --base-url (e.g. http://127.0.0.1:8000/v1 for `vllm serve`)")
+    try:
+        names = served_names(settings.base_url, api_key_of(settings, api_key), min(settings.timeout_s, 30.0))
+    except httpx.HTTPStatusError as exc:
+        if exc.response.status_code in (401, 403):
+            raise UsageError(f"{settings.base_url} refuses our API key ({exc.response.status_code}): put the server's "
+                             f"--api-key in the environment variable {settings.api_key_env}") from None
+        raise UsageError(f"no model named, and {settings.base_url}/models answered {exc.response.status_code}; "
+                         f"pass {how}") from None
+    except httpx.HTTPError as exc:
+        raise UsageError(f"no model named, and {settings.base_url}/models could not be asked which model it serves "
+                         f"({type(exc).__name__}: {exc}); start the server, or pass {how}") from None
+    if len(names) != 1:
+        said = f"serves {', '.join(names)}" if names else "lists no model"
+        raise UsageError(f"no model named, and {settings.base_url} {said}: pass {how}")
+    return settings.model_copy(update={"model": names[0]})
 
 
 def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModelVLM:

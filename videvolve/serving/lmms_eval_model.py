@@ -22,6 +22,7 @@ from videvolve.api import load_harness
 from videvolve.config import ModelSettings, RuntimeSettings, default_cache_path
 from videvolve.errors import ErrorKind, MediaError, UsageError
 from videvolve.models.cache import ResponseCache
+from videvolve.models.openai_backend import with_served_model
 from videvolve.serving.agent import AgentAnswer, Cost, VideoAgent, question_kind, split_question
 
 try:
@@ -57,8 +58,6 @@ def agent_from_args(harness: str = "scan_refine", cache: str | None = None, no_c
                            *RuntimeSettings.model_fields])
         raise UsageError(f"model_args: unknown {', '.join(unknown)} (videvolve takes {known})")
     chosen = given.get("backend") or ("openai" if given.get("base_url") else "sim")
-    if chosen != "sim" and not given.get("model"):
-        raise UsageError("model_args: name the served model, e.g. model=Qwen/Qwen2.5-VL-7B-Instruct")
     try:
         model = ModelSettings.model_validate({**{k: v for k, v in given.items() if k in ModelSettings.model_fields},
                                               "backend": chosen})
@@ -68,6 +67,7 @@ def agent_from_args(harness: str = "scan_refine", cache: str | None = None, no_c
     except ValidationError as exc:
         said = "; ".join(f"{e['loc'][0] if e['loc'] else ''}: {e['msg']}" for e in exc.errors())
         raise UsageError(f"model_args: {said}") from None
+    model = with_served_model(model, how="model=NAME in --model_args")  # none named: the one the endpoint serves
     store = None if _flag(no_cache) else ResponseCache(Path(cache) if cache else default_cache_path())
     return VideoAgent(load_harness(harness, runtime.budget), model, runtime, cache=store)
 
