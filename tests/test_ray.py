@@ -162,3 +162,33 @@ def test_a_worker_killed_is_retried_then_a_clean_stop(small_world, tmp_path: Pat
     finally:
         stop.set()
         thread.join()
+
+
+def test_concurrency_caps_the_tasks_a_cluster_runs_at_once(small_world, tmp_path: Path, local_ray):
+    """``--concurrency 1`` on a 2-CPU cluster: one task at a time (main: every CPU's worth, whatever it said), and
+    each of them still run and kept."""
+    import threading
+
+    (tmp_path / "busy").mkdir()  # each task holds a worker for its second
+    (tmp_path / "busy" / "solver.py").write_text("def solve(task, ctx):\n    while True:\n        pass\n")
+    harness = load_harness(tmp_path / "busy")
+    tasks = small_world.tasks[:3]
+    stop, peak = threading.Event(), [0]
+
+    def watch() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], len(own_workers(b"ray::_remote_task")))
+            stop.wait(0.02)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        results = solve_tasks(harness, tasks, SimVLM(), cost_model("qwen2.5-vl"),
+                              RuntimeSettings(wall_seconds=1.0, concurrency=1), tmp_path / "ray", executor="ray",
+                              model=ModelSettings())
+    finally:
+        stop.set()
+        thread.join()
+    assert [r.task_id for r in results] == [t.id for t in tasks]
+    assert {(r.outcome, r.error_kind) for r in results} == {("error", "timeout")}
+    assert peak[0] == 1

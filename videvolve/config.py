@@ -52,7 +52,7 @@ class RuntimeSettings(BaseModel):
                                 "4x this at most)",
                                 json_schema_extra={"flag": "--task-timeout"})
     memory_bytes: int = Field(2 * 1024**3, description="address-space limit of the harness process")
-    concurrency: int = Field(4, ge=1, description="tasks run at once")
+    concurrency: int = Field(4, ge=1, description="tasks run at once (threads, or Ray tasks on the whole cluster)")
     warm_sandboxes: bool = Field(True, description="start each task's sandbox ahead of time (as many waiting as "
                                  "--concurrency; each runs one task only)")
     allow_weak_sandbox: bool = Field(False, description="where bubblewrap cannot run, run harness code under "

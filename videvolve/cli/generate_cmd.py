@@ -27,7 +27,8 @@ def register(tsub: argparse._SubParsersAction) -> None:
                    "generated labels never make a test split)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--perceive-fps", type=float, default=1.0, help="perceived pass: frames per second described")
-    g.add_argument("--workers", type=int, default=None, help="videos processed at once (default: one per core)")
+    g.add_argument("--workers", type=int, default=None,
+                   help="videos processed at once (default: one per core; with --executor ray, of the cluster)")
     g.add_argument("--executor", choices=("local", "ray"), default="local")
     g.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_model_args(g)

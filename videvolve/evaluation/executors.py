@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import HostError, VidevolveError
@@ -77,6 +77,41 @@ def _check_cluster(address: str, timeout: float = CONNECT_S) -> None:
                         "not the dashboard's 8265), or leave out --ray-address to run on a local Ray instance")
 
 
+T = TypeVar("T")
+
+
+class InFlight(Generic[T]):
+    """Ray tasks started ``limit`` at a time, a new one as each ends; iterated as they end, (item, ref) each.
+
+    What ``--concurrency`` (``--workers`` for ``tasks generate``) says on threads it says on a cluster too: a
+    cluster of a hundred cores behind one vLLM would otherwise send it a hundred requests at once. Items not yet
+    started are never started once the caller stops iterating; :meth:`cancel` stops those under way.
+    """
+
+    def __init__(self, ray: Any, submit: Callable[[T], Any], items: Iterable[T], limit: int) -> None:
+        self._ray, self._submit, self._items, self._limit = ray, submit, iter(items), max(1, limit)
+        self._running: dict[Any, T] = {}
+
+    def _top_up(self) -> None:
+        for item in self._items:
+            self._running[self._submit(item)] = item
+            if len(self._running) >= self._limit:
+                return
+
+    def __iter__(self) -> Iterator[tuple[T, Any]]:
+        if len(self._running) < self._limit:
+            self._top_up()
+        while self._running:
+            (ref,), _ = self._ray.wait(list(self._running), num_returns=1)
+            yield self._running.pop(ref), ref
+            self._top_up()
+
+    def cancel(self, force: bool = False) -> None:
+        """Stop the tasks under way (``force``: their workers killed, as Ctrl-C does)."""
+        for ref in self._running:
+            self._ray.cancel(ref, force=force)
+
+
 def _remote_task(harness_dir: str, task_json: str, view_id: str, key: str, model_json: str, runtime_json: str,
                  family: str, out_dir: str, cache_path: str | None, revision: str | None = None) -> str:
     from videvolve.evaluation.one_task import run_one
@@ -101,8 +136,9 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
                on_result: Callable[[Any], None] | None = None, revision: str | None = None) -> list[Any]:
     """Evaluate tasks as Ray tasks; an error raised on purpose in a worker (an endpoint down, a full disk) as itself.
 
-    Paths are sent absolute: a cluster's workers do not run in this process's working directory. ``revision``: the
-    model's revision ``keys`` name (a result a worker's model answered under another is keyed by none,
+    ``runtime.concurrency`` of them run at once, on a cluster as on threads (:class:`InFlight`). Paths are sent
+    absolute: a cluster's workers do not run in this process's working directory. ``revision``: the model's revision
+    ``keys`` name (a result a worker's model answered under another is keyed by none,
     :func:`~videvolve.evaluation.one_task.run_one`).
     """
     from videvolve.evaluation.results import TaskResult
@@ -110,33 +146,29 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
     ray = ensure_ray(address)
     remote = ray.remote(num_cpus=1)(_remote_task)
     cache = str(Path(cache_path).resolve()) if cache_path else None
-    refs = {remote.remote(str(harness_dir.resolve()), t.model_dump_json(), view_ids[t.id], keys[t.id],
-                          model.model_dump_json(), runtime.model_dump_json(), model.family, str(out_dir.resolve()),
-                          cache, revision): t.id
-            for t in tasks}
+    flight = InFlight(ray, lambda t: remote.remote(
+        str(harness_dir.resolve()), t.model_dump_json(), view_ids[t.id], keys[t.id], model.model_dump_json(),
+        runtime.model_dump_json(), model.family, str(out_dir.resolve()), cache, revision), tasks, runtime.concurrency)
     results: list[Any] = []
-    pending, done = list(refs), []
+    which = "?"
     try:
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            result = TaskResult.model_validate_json(ray.get(done[0]))
+        for task, ref in flight:
+            which = task.id
+            result = TaskResult.model_validate_json(ray.get(ref))
             results.append(result)
             if on_result:
                 on_result(result)
     except KeyboardInterrupt:  # Ctrl-C: stop the workers and the local cluster (finished results are on disk)
-        for ref in pending:
-            ray.cancel(ref, force=True)
+        flight.cancel(force=True)
         ray.shutdown()
         raise
     except ray.exceptions.RayError as exc:
-        for ref in pending:
-            ray.cancel(ref)
+        flight.cancel()
         cause = getattr(exc, "cause", None)
         if isinstance(cause, VidevolveError):  # InfraError, HostError (a full disk): the clean stop they are
             raise cause from None
         if isinstance(exc, ray.exceptions.RayTaskError):  # a bug in the code it ran, said as one
             raise
-        which = refs[done[0]] if done else "?"
         raise HostError(f"Ray could not run task {which}: {str(exc).splitlines()[0]} (its worker died each time it "
                         "was tried: out of memory, or a node lost?); everything finished is kept") from exc
     return results

@@ -242,29 +242,26 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
             on_done(outcome)
 
     if executor == "ray":
-        from videvolve.evaluation.executors import ensure_ray
+        from videvolve.evaluation.executors import InFlight, ensure_ray
 
         ray = ensure_ray()
         remote = ray.remote(num_cpus=1)(_ray_job)
-        refs = {remote.remote(job, str(path), vid, [p for p in all_paths if p != str(path.resolve())]):
-                (vid, path, stamp) for vid, path, stamp in pending}
-        waiting = list(refs)
+        flight = InFlight(ray, lambda item: remote.remote(
+            job, str(item[1]), item[0], [p for p in all_paths if p != str(item[1].resolve())]), pending, workers)
         try:
-            while waiting:  # each video kept as soon as it is done, whichever finishes first
-                (ref,), waiting = ray.wait(waiting, num_returns=1)
+            for item, ref in flight:  # each video kept as soon as it is done, whichever finishes first
                 try:
-                    finish(*refs[ref], [Task.model_validate(t) for t in json.loads(ray.get(ref))], None)
+                    finish(*item, [Task.model_validate(t) for t in json.loads(ray.get(ref))], None)
                 except ray.exceptions.RayTaskError as exc:
                     cause = getattr(exc, "cause", None)
                     if isinstance(cause, MediaError):
-                        finish(*refs[ref], None, str(cause))
+                        finish(*item, None, str(cause))
                     elif isinstance(cause, VidevolveError):  # an endpoint down, a full disk: said as itself
                         raise cause from None
                     else:
                         raise
         except BaseException:  # Ctrl-C or a failure: the videos still running stop (those done are kept)
-            for ref in waiting:
-                ray.cancel(ref, force=True)
+            flight.cancel(force=True)
             raise
     else:
         def one(item: tuple[str, Path, str]) -> tuple[list[Task] | None, str | None]:
@@ -291,7 +288,7 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
 
     def job(path: Path, vid: str, others: list[str]) -> list[Task]:
         return video_tasks(path, vid, others, settings, perceiver)
-    workers = workers or min(len(videos), max(1, (os.cpu_count() or 1)))
+    workers = workers or (len(videos) if executor == "ray" else min(len(videos), max(1, os.cpu_count() or 1)))
     model = perceiving_model(perceiver, videos, settings, parts)
     outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done, model)
     for o in outcomes:
