@@ -129,9 +129,10 @@ def test_memory_shows_an_editor_past_outcomes_only_as_finely_as_the_selection_se
     past = Diagnosis(id="d1", run_id="r", iteration=0, harness_id="h", task_id="t", video_id="v", kind="mcq",
                      category="missed_event", hypothesis="short events", applies_when="a", preserve="p",
                      outcome=RevisionOutcome(decision="rejected", d_score=0.37, reason="0.4100 -> 0.7800 (n=100)"))
-    memory = SimpleNamespace(search=lambda q, k, exclude_videos=None: [(past, 0.9)])
+    memory = SimpleNamespace(search=lambda q, k, exclude_videos=None, exclude_fingerprints=None: [(past, 0.9)])
     gate = SimpleNamespace(cost_metric="visual_tokens", text_token_weight=1.0)
-    run = SimpleNamespace(memory=memory, excluded_videos=set(), selection=[object()] * 100,
+    run = SimpleNamespace(memory=memory, excluded_videos=set(), excluded_fingerprints=set(),
+                          selection=[object()] * 100,
                           harness_dir=lambda v: tmp_path, probe_vlm=None, cost=None, cache=None,
                           ctx=SimpleNamespace(runtime=SimpleNamespace(image_format="png"), gate=gate))
     env = editor_env(run, "h", [])  # type: ignore[arg-type]

@@ -91,16 +91,17 @@ def input_files(task: Task) -> dict[str, Any]:
     changes with their content too.
     """
     transcript = find_transcript(task)
-    out: dict[str, Any] = {"video": _fingerprint(task.video),
-                           "transcript": _fingerprint(transcript[0]) if transcript else None}
+    out: dict[str, Any] = {"video": video_fingerprint(task.video),
+                           "transcript": video_fingerprint(transcript[0]) if transcript else None}
     plan = plan_of(task)
     sources = sorted({n.source for n in plan.needles if n.source}) if plan is not None else []
     if sources:
-        out["splices"] = {source: _fingerprint(source) for source in sources}
+        out["splices"] = {source: video_fingerprint(source) for source in sources}
     return out
 
 
-def _fingerprint(path: str | Path) -> str | None:
+def video_fingerprint(path: str | Path) -> str | None:
+    """The content fingerprint of a media file (None: it cannot be read), read once per file version."""
     try:
         return _fingerprint_of(file_key(path))
     except (MediaNotFoundError, OSError):

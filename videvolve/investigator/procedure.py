@@ -30,7 +30,7 @@ from typing import Any
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
 from videvolve.errors import ErrorKind
-from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.results import TaskResult, video_fingerprint
 from videvolve.investigator.reading import said_unread, written_unread
 from videvolve.memory.records import Diagnosis, Evidence
 from videvolve.metrics.intervals import hull_iou
@@ -90,7 +90,8 @@ def new_diagnosis(task: Task, result: TaskResult, run_id: str, iteration: int, r
     """A diagnosis of ``result`` on ``task`` (its id deterministic), with the findings in ``fields``."""
     return Diagnosis(id=diagnosis_id(run_id, iteration, result.harness_id, task.id, run_uid), run_id=run_id,
                      iteration=iteration, harness_id=result.harness_id, task_id=task.id, video_id=task.video_id,
-                     kind=task.kind, source=task.source, label_source=task.label_source, **fields)
+                     video_fingerprint=video_fingerprint(task.video), kind=task.kind, source=task.source,
+                     label_source=task.label_source, **fields)
 
 
 class Investigator:

@@ -21,7 +21,7 @@ from videvolve.editing.base import Editor
 from videvolve.editing.command import CommandSpec, check_command
 from videvolve.errors import UsageError
 from videvolve.evaluation.evaluate import with_proxies
-from videvolve.evaluation.results import Producer, TaskResult, load_result, read_result
+from videvolve.evaluation.results import Producer, TaskResult, load_result, read_result, video_fingerprint
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.labelfree.labels import too_few_videos
 from videvolve.loop.context import Context
@@ -46,6 +46,8 @@ class Run:
     train: list[Task]
     selection: list[Task]
     excluded_videos: set[str]
+    excluded_fingerprints: set[str]
+    """The content fingerprints of the videos of ``excluded_videos``: memory kept away from them by content too."""
     """Videos of this run's selection and test splits: memory queries for the editor leave them out."""
     vlm: VLM
     probe_vlm: VLM
@@ -152,6 +154,7 @@ def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = No
         raise UsageError(f"{ctx.tasks} needs train and selection splits (`videvolve tasks split`); found "
                          f"{len(train)} train and {len(selection)} selection tasks" + (f": {few}" if few else ""))
     excluded = {t.video_id for t in tasks if t.split not in ("train",)}
+    fingerprints = {fp for fp in map(video_fingerprint, {t.video for t in tasks if t.split != "train"}) if fp}
     videos = [t.video for t in tasks]
     digest = tasks_digest(train + selection)
     train, selection = with_proxies(train, ctx.proxy), with_proxies(selection, ctx.proxy)
@@ -179,7 +182,8 @@ def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = No
     except BaseException:
         memory.close()
         raise
-    return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded, vlm=vlm, probe_vlm=probe,
+    return Run(ctx=ctx, train=train, selection=selection, excluded_videos=excluded,
+               excluded_fingerprints=fingerprints, vlm=vlm, probe_vlm=probe,
                cost=cost_model(ctx.model.family, ctx.model.max_pixels), cache=cache, memory=memory,
                dir=RunDir(ctx.root),
                tasks_digest=digest)

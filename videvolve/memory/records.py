@@ -49,6 +49,9 @@ class Diagnosis(BaseModel):
     harness_id: str
     task_id: str
     video_id: str
+    video_fingerprint: str | None = Field(None, description="the video's content fingerprint: a run keeps away "
+                                          "from its selection and test videos by it too, whatever another task "
+                                          "file named them (None: unreadable, or written before it was recorded)")
     kind: Literal["mcq", "grounding"]
     source: str = "custom"
     label_source: LabelSource = Field("gold", description="where the diagnosed task's answer came from (gold, "

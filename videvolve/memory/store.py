@@ -49,8 +49,12 @@ class DiagnosisStore(Protocol):
         ...
 
     def search(self, text: str, k: int = 5, exclude_videos: Iterable[str] = (), exclude_run: str | None = None,
-               category: str | None = None) -> list[tuple[Diagnosis, float]]:
-        """The ``k`` records most similar to ``text`` with their similarity, leaving out the given videos."""
+               category: str | None = None,
+               exclude_fingerprints: Iterable[str] = ()) -> list[tuple[Diagnosis, float]]:
+        """The ``k`` records most similar to ``text`` with their similarity, leaving out the given videos.
+
+        By id, and by content fingerprint: the same file under another task file's id.
+        """
         ...
 
     def close(self) -> None:
@@ -97,9 +101,10 @@ class _Records:
         return sorted(scored, key=lambda x: (-round(x[1], 6), self.order.get(x[0].id, len(self.order))))[:k]
 
 
-def _keep(d: Diagnosis, exclude: set[str], exclude_run: str | None, category: str | None) -> bool:
-    return d.video_id not in exclude and (exclude_run is None or d.run_id != exclude_run) and \
-        (category is None or d.category == category)
+def _keep(d: Diagnosis, exclude: set[str], exclude_run: str | None, category: str | None,
+          fingerprints: frozenset[str] = frozenset()) -> bool:
+    return d.video_id not in exclude and d.video_fingerprint not in fingerprints and \
+        (exclude_run is None or d.run_id != exclude_run) and (category is None or d.category == category)
 
 
 class InMemoryStore:
@@ -137,10 +142,12 @@ class InMemoryStore:
         return list(self._records.by_id.values())
 
     def search(self, text: str, k: int = 5, exclude_videos: Iterable[str] = (), exclude_run: str | None = None,
-               category: str | None = None) -> list[tuple[Diagnosis, float]]:
+               category: str | None = None,
+               exclude_fingerprints: Iterable[str] = ()) -> list[tuple[Diagnosis, float]]:
         """Cosine similarity over the records that pass the filters."""
         exclude = set(exclude_videos)
-        pool = [d for d in self._records.by_id.values() if _keep(d, exclude, exclude_run, category)]
+        fingerprints = frozenset(exclude_fingerprints)
+        pool = [d for d in self._records.by_id.values() if _keep(d, exclude, exclude_run, category, fingerprints)]
         if not pool:
             return []
         vectors = _embedded(self.embedder, [text, *(d.text() for d in pool)])
@@ -265,7 +272,8 @@ class ChromaStore:
                 chunk = records[i : i + 256]
                 self._collection.upsert(
                     ids=[r.id for r in chunk], embeddings=self.embedder.embed([r.text() for r in chunk]).tolist(),
-                    metadatas=[{"video_id": r.video_id, "run_id": r.run_id, "category": r.category, "kind": r.kind}
+                    metadatas=[{"video_id": r.video_id, "run_id": r.run_id, "category": r.category, "kind": r.kind,
+                                **({"video_fingerprint": r.video_fingerprint} if r.video_fingerprint else {})}
                                for r in chunk],
                     documents=[r.text() for r in chunk])
         except ChromaError as exc:  # a full disk: "disk I/O error"; the records are already in diagnoses.jsonl
@@ -291,14 +299,18 @@ class ChromaStore:
         return list(self._records.by_id.values())
 
     def search(self, text: str, k: int = 5, exclude_videos: Iterable[str] = (), exclude_run: str | None = None,
-               category: str | None = None) -> list[tuple[Diagnosis, float]]:
+               category: str | None = None,
+               exclude_fingerprints: Iterable[str] = ()) -> list[tuple[Diagnosis, float]]:
         """Nearest records by cosine similarity, filtered in Chroma's ``where`` and again here."""
         exclude = set(exclude_videos)
         if not self._records.by_id:
             return []
         clauses: list[dict[str, Any]] = []
+        fingerprints = frozenset(exclude_fingerprints)
         if exclude:
             clauses.append({"video_id": {"$nin": sorted(exclude)}})
+        if fingerprints:  # a record indexed without one (older, or unreadable) passes, as Chroma's $nin lets it
+            clauses.append({"video_fingerprint": {"$nin": sorted(fingerprints)}})
         if exclude_run:
             clauses.append({"run_id": {"$ne": exclude_run}})
         if category:
@@ -311,7 +323,7 @@ class ChromaStore:
         out = []
         for id_, dist in zip(res["ids"][0], res["distances"][0], strict=True):
             d = self._records.by_id.get(id_)
-            if d is not None and _keep(d, exclude, exclude_run, category):
+            if d is not None and _keep(d, exclude, exclude_run, category, fingerprints):
                 out.append((d, 1.0 - float(dist)))
         return self._records.nearest(out, k)
 

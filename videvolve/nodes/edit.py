@@ -36,7 +36,8 @@ def editor_input(run: Run, state: State) -> EditorInput:
     current = {d.id for d in diagnoses}
     similar: dict[str, PastDiagnosis] = {}
     for d in diagnoses:
-        for past, sim in run.memory.search(d.text(), k=3, exclude_videos=run.excluded_videos):
+        for past, sim in run.memory.search(d.text(), k=3, exclude_videos=run.excluded_videos,
+                                     exclude_fingerprints=run.excluded_fingerprints):
             if past.id not in current and (past.id not in similar or similar[past.id].similarity < sim):
                 similar[past.id] = PastDiagnosis(diagnosis=diagnosis_for_editor(past, len(run.selection)),
                                                  similarity=sim)

@@ -47,7 +47,8 @@ def editor_env(run: Run, parent: str, batch: list[Task]) -> EditorEnv:
 
     def memory_search(query: str, k: int) -> list[PastDiagnosis]:
         return [PastDiagnosis(diagnosis=diagnosis_for_editor(d, len(run.selection)), similarity=s)
-                for d, s in run.memory.search(query, k=k, exclude_videos=run.excluded_videos)]
+                for d, s in run.memory.search(query, k=k, exclude_videos=run.excluded_videos,
+                                              exclude_fingerprints=run.excluded_fingerprints)]
 
     return EditorEnv(parent=parent, parent_dir=run.harness_dir(parent), tasks={t.id: t for t in batch},
                      parent_results=results, evaluate=evaluate, trace_of=lambda v, t: _trace(run, v, t),
