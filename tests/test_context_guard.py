@@ -14,6 +14,7 @@ from videvolve.models.cache import request_key
 from videvolve.models.context import ContextGuard, EndpointInfo, ServedModel, served_model
 from videvolve.models.cost import cost_model
 from videvolve.models.openai_backend import openai_vlm
+from videvolve.models.sim import SimVLM
 from videvolve.models.sim.mimic import MimicSettings
 from videvolve.models.sim.server import create_app
 from videvolve.testing import in_thread, serve_app, trickle
@@ -38,7 +39,8 @@ def test_a_length_not_reported_is_not_asked_for_again_and_an_unreachable_endpoin
 
 def test_what_a_real_server_reports_and_what_a_broken_one_does():
     with serve_app(create_app()) as base:
-        assert served_model(base, "simvlm", None) == ServedModel(max_model_len=131072)
+        assert served_model(base, "simvlm", None) == ServedModel(max_model_len=131072,
+                                                                 root=f"simvlm@SimVLM-revision-{SimVLM.revision}")
         assert served_model(base, "another-model", None) == ServedModel()  # answered: not this model's
     with pytest.raises(httpx.TransportError):  # gone: not taken for a server that reports nothing
         served_model(base, "simvlm", None, timeout=2)
@@ -59,14 +61,14 @@ def test_another_checkpoint_under_the_same_served_name_shares_no_reply():
     first is not the second's (its revision names the checkpoint vLLM reports as ``root``)."""
     messages = [{"role": "user", "content": "Which letter? A or B"}]
     keys = {}
-    for checkpoint in ("/models/ckpt-a", "/models/ckpt-b", None):
+    for checkpoint in ("/models/ckpt-a", "/models/ckpt-b", "qwen"):
         app = create_app("qwen", mimic=MimicSettings(checkpoint=checkpoint))
         with serve_app(app) as base:
             vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, retry_window_s=5))
             keys[checkpoint] = (vlm.revision, request_key(vlm, messages, None))
     assert keys["/models/ckpt-a"][0] == "checkpoint=/models/ckpt-a"
     assert keys["/models/ckpt-a"][1] != keys["/models/ckpt-b"][1]  # main: the same key, ckpt-a's replies reused
-    assert keys[None][0] == ""  # served under its own name: the revision (and every key made so far) unchanged
+    assert keys["qwen"][0] == ""  # served under its own name: the revision (and every key made so far) unchanged
 
 
 @pytest.mark.slow

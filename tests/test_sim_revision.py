@@ -42,3 +42,25 @@ def test_simvlm_answers_as_its_revision_did(small_world):
         f"SimVLM answers otherwise than revision {SimVLM.revision!r} did: bump SimVLM.revision (so no cache or "
         f"stored result made by the old replies is taken for the new ones) and pin {digest} here; where SynthWorld's "
         "renderer changed instead (other pixels are other keys), pin it under the same revision")
+
+
+def test_a_simvlm_served_over_http_keys_its_replies_by_its_revision(monkeypatch):
+    """``serve-sim`` (plain and ``--mimic vllm``) serves SimVLM under a root naming its revision, so a client's
+    cache keys change with it as the in-process SimVLM's do (before: the served name alone, and replies an older
+    revision gave over HTTP were reused)."""
+    from videvolve.config import ModelSettings
+    from videvolve.models.openai_backend import openai_vlm
+    from videvolve.models.sim.mimic import MimicSettings
+    from videvolve.models.sim.server import create_app
+    from videvolve.testing import serve_app
+
+    seen = []
+    for revision in ("2", "3"):
+        monkeypatch.setattr(SimVLM, "revision", revision)
+        for mimic in (None, MimicSettings()):
+            with serve_app(create_app("simvlm", mimic=mimic)) as base:
+                vlm = openai_vlm(ModelSettings(backend="openai", base_url=base, model="simvlm"))
+                vlm.reach()
+                seen.append(vlm.revision)
+    assert seen[0] == seen[1] != seen[2] == seen[3], seen  # plain and mimic alike; revision 2 is not 3
+    assert all(f"revision-{r}" in s for r, s in zip("2233", seen, strict=True)), seen

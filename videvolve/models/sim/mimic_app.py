@@ -41,6 +41,17 @@ def _unavailable(retry_after: float | None) -> JSONResponse:
     return JSONResponse(status_code=503, content=body, headers=headers)
 
 
+def simulated_root(model: str, backend: VLM) -> str:
+    """The ``root`` a simulated model is served under: its revision's, as a checkpoint's path is vLLM's.
+
+    Clients key replies and results by it (:attr:`ChatModelVLM.revision`): replies SimVLM gave before a revision
+    changed its answers are not reused over HTTP any more than in-process.
+    """
+    revision = getattr(backend, "revision", None)
+    return f"{model}@{type(backend).__name__}-revision-{revision}" if isinstance(revision, str) and revision \
+        else model
+
+
 def create_mimic_app(model: str, s: MimicSettings, backend: VLM, api_key: str | None, faults: Faults) -> FastAPI:
     """The app (one served model, named ``model``)."""
     app = FastAPI(title="videvolve serve-sim --mimic vllm")
@@ -64,8 +75,9 @@ def create_mimic_app(model: str, s: MimicSettings, backend: VLM, api_key: str | 
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
+        root = s.checkpoint or simulated_root(model, backend)  # read each time: a test swaps the checkpoint
         return {"object": "list", "data": [{"id": model, "object": "model", "created": int(time.time()),
-                                            "owned_by": "vllm", "root": s.checkpoint or model, "parent": None,
+                                            "owned_by": "vllm", "root": root, "parent": None,
                                             "max_model_len": s.max_model_len}]}
 
     @app.get("/mimic/stats")

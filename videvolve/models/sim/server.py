@@ -32,9 +32,9 @@ def create_app(model: str = "simvlm", latency_ms: float = 0.0, api_key: str | No
                max_images: int = 512, family: str = "qwen2.5-vl", mimic: MimicSettings | None = None,
                backend: VLM | None = None) -> FastAPI:
     """The app; ``api_key`` makes it answer 401 to requests without ``Authorization: Bearer <key>``."""
-    if mimic is not None:
-        from videvolve.models.sim.mimic_app import create_mimic_app
+    from videvolve.models.sim.mimic_app import create_mimic_app, simulated_root
 
+    if mimic is not None:
         return create_mimic_app(model, mimic, backend or SimVLM(mimic.family), api_key, Faults(mimic.fail_first))
     app = FastAPI(title="videvolve serve-sim")
     sim = backend or SimVLM(family)
@@ -53,7 +53,7 @@ def create_app(model: str = "simvlm", latency_ms: float = 0.0, api_key: str | No
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "videvolve",
-                                            "max_model_len": 131072}]}
+                                            "root": simulated_root(model, sim), "max_model_len": 131072}]}
 
     @app.get("/stats")
     async def get_stats() -> dict[str, int]:
