@@ -12,8 +12,10 @@ from videvolve.media.decode import frames_at
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library import prompts
 
-DIGESTS = {"2": "8800bdf3625a6880fcf378388a3276ac1e7f5c1e662f2014d3dbefdad52f8409"}
-"""Each revision's replies (revision 1 read no frame captioned 0.00 s; it was never pinned)."""
+DIGESTS = {"2": "8800bdf3625a6880fcf378388a3276ac1e7f5c1e662f2014d3dbefdad52f8409",
+           "3": "8800bdf3625a6880fcf378388a3276ac1e7f5c1e662f2014d3dbefdad52f8409"}
+"""Each revision's replies (revision 1 read no frame captioned 0.00 s; it was never pinned). Revision 3 answers these
+full-size frames as 2 did: it differs where the processor shrinks a picture (tests/test_sim_processor_view.py)."""
 
 
 def replies(world) -> list[str]:

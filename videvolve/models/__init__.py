@@ -11,7 +11,7 @@ def make_vlm(settings: ModelSettings, api_key: str | None = None) -> VLM:
     if settings.backend == "sim":
         from videvolve.models.sim import SimVLM
 
-        return SimVLM(settings.family)
+        return SimVLM(settings.family, settings.max_pixels)
     from videvolve.models.openai_backend import openai_vlm
 
     return openai_vlm(settings, api_key)

@@ -35,7 +35,8 @@ def create_app(model: str = "simvlm", latency_ms: float = 0.0, api_key: str | No
     from videvolve.models.sim.mimic_app import create_mimic_app, simulated_root
 
     if mimic is not None:
-        return create_mimic_app(model, mimic, backend or SimVLM(mimic.family), api_key, Faults(mimic.fail_first))
+        sees = backend or SimVLM(mimic.family, mimic.mm_processor_kwargs.get("max_pixels"))  # as the server resizes
+        return create_mimic_app(model, mimic, sees, api_key, Faults(mimic.fail_first))
     app = FastAPI(title="videvolve serve-sim")
     sim = backend or SimVLM(family)
     stats = {"requests": 0, "prompt_tokens": 0}

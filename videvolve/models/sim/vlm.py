@@ -1,17 +1,18 @@
 """SimVLM: answers from the pixels in the request and its text, nothing else.
 
 Its only input is the serialized message list: text parts and ``data:`` image URLs (it refuses file and http
-URLs). Each image is read with the caption before it (a frame's time, or a contact sheet's grid and cell times);
-sheets are cut into cells and every cell perceived. Three request types: a final answer (an option letter, or
-intervals built from which observed times show the target, with boundaries halfway to the nearest observation
-that clearly does not), a match ('which of these images show X?') and a describe. Transcript lines in the request
-are words heard over a time span, read by the same rule as a picture's caption: a name introduced while a glyph is
-seen belongs to that glyph (:func:`identify`). Among readings that disagree the most frequent wins, a tie the one
-seen first (:func:`most_seen`: never a set's hash order). When nothing it saw answers an
-mcq question it guesses from a hash of the request's text: the same request, the same letter, and no option favoured
-(chance over many questions, checked by ``tests/test_blind_baseline.py``). Pictures that are not SynthWorld frames
-and questions outside SynthWorld's grammar get :data:`SIM_ONLY_NOTICE`. It never opens a file and never chooses
-tools.
+URLs). It sees a picture at most at the size its processor (``family``, a server's ``max_pixels``) feeds the
+encoder, the size its tokens are metered at. Each image is read with the caption before it (a frame's time, or a
+contact sheet's grid and cell times); sheets are cut into cells and every cell perceived. Three request types: a
+final answer (an option letter, or intervals built from which observed times show the target, with boundaries
+halfway to the nearest observation that clearly does not), a match ('which of these images show X?') and a
+describe. Transcript lines in the request are words heard over a time span, read by the same rule as a picture's
+caption: a name introduced while a glyph is seen belongs to that glyph (:func:`identify`). Among readings that
+disagree the most frequent wins, a tie the one seen first (:func:`most_seen`: never a set's hash order). When
+nothing it saw answers an mcq question it guesses from a hash of the request's text: the same request, the same
+letter, and no option favoured (chance over many questions, checked by ``tests/test_blind_baseline.py``). Pictures
+that are not SynthWorld frames and questions outside SynthWorld's grammar get :data:`SIM_ONLY_NOTICE`. It never
+opens a file and never chooses tools.
 """
 
 from __future__ import annotations
@@ -76,18 +77,19 @@ class SimVLM:
     """The offline VLM of SynthWorld (see the module docstring)."""
 
     name = "simvlm"
-    revision = "2"
+    revision = "3"
     """Part of every key its replies and results are stored under: bumped whenever it answers otherwise (2: it reads
-    the frame captioned 0.00 s), so nothing made by the old replies is taken for the new ones
-    (``tests/test_sim_revision.py`` pins each revision's replies)."""
+    the frame captioned 0.00 s; 3: it perceives a picture at most at the size its processor feeds the encoder), so
+    nothing made by the old replies is taken for the new ones (``tests/test_sim_revision.py`` pins each revision's
+    replies)."""
 
-    def __init__(self, family: str = "qwen2.5-vl") -> None:
+    def __init__(self, family: str = "qwen2.5-vl", max_pixels: int | None = None) -> None:
         self.family = family
-        self.cost: CostModel = cost_model(family)
+        self.cost: CostModel = cost_model(family, max_pixels)
 
     def decoding(self) -> dict[str, Any]:
-        """SimVLM is deterministic; only the processor it counts prompt tokens with changes its replies' usage."""
-        return {"processor": self.family}
+        """SimVLM is deterministic; its processor (family, and a server's max_pixels) changes what it perceives."""
+        return {"processor": self.cost.name}
 
     def observe(self, messages: list[Message]) -> tuple[list[Seen], str, int]:
         """Every observation in the conversation (time order), all its text, and its prompt tokens."""
@@ -105,17 +107,28 @@ class SimVLM:
                 elif part.get("type") == "image_url":
                     image = decode_data_url(str(part.get("image_url", {}).get("url", "")))
                     tokens += self.cost.image_tokens(*image.size)
-                    seen += self._read(image, caption)
+                    seen += self._read(image, caption, self.cost.resized(*image.size))
                     caption = None
         return sorted(seen, key=lambda s: s.time), "\n".join(texts), tokens
 
     @staticmethod
-    def _read(image: Image.Image, caption: float | SheetLayout | None) -> list[Seen]:
+    def _read(image: Image.Image, caption: float | SheetLayout | None, processed: tuple[int, int]) -> list[Seen]:
+        """The sightings in one picture, as the encoder gets it: ``processed`` is the processor's (width, height).
+
+        Where the processor shrinks a side (a picture over max_pixels, a side rounded down to the patch grid) the
+        picture is perceived shrunk so: a sheet of full-size cells metered at max_pixels is read at the size the
+        model is shown, not the size sent. A side it enlarges stays as sent: upsampling adds no detail.
+        """
+        if caption is None:
+            return []  # an image without a caption has no time: nothing to place on the timeline
+        width, height = min(image.width, processed[0]), min(image.height, processed[1])
+        sx, sy = width / image.width, height / image.height
+        if (width, height) != image.size:
+            image = image.resize((width, height), Image.Resampling.BICUBIC)
         if isinstance(caption, SheetLayout):
-            return [Seen(t, perceive(image.crop(caption.cell_box(i)))) for i, t in enumerate(caption.times)]
-        if isinstance(caption, float):
-            return [Seen(caption, perceive(image))]
-        return []  # an image without a caption has no time: nothing to place on the timeline
+            return [Seen(t, perceive(image.crop(_scaled(caption.cell_box(i), sx, sy))))
+                    for i, t in enumerate(caption.times)]
+        return [Seen(caption, perceive(image))]
 
     def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
         """Answer the last request in ``messages``."""
@@ -163,6 +176,13 @@ class SimVLM:
             key = hashlib.sha256((text[-2000:]).encode()).digest()[0]
             return letters[key % len(letters)]
         return choice
+
+
+def _scaled(box: tuple[int, int, int, int], sx: float, sy: float) -> tuple[int, int, int, int]:
+    """A sheet cell's box in a picture resized by ``sx`` x ``sy``."""
+    left, top, right, bottom = box
+    return round(left * sx), round(top * sy), max(round(right * sx), round(left * sx) + 1), \
+        max(round(bottom * sy), round(top * sy) + 1)
 
 
 def _runs(seen: list[Seen], name: str) -> list[tuple[int, int]]:
