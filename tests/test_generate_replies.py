@@ -99,3 +99,28 @@ def test_simvlm_describes_the_frame_at_zero_seconds(videos: Path):
 
     timeline = look(str(videos / "video000.mp4"), "video000", SimVLM(), cost_model("qwen2.5-vl"), None, 0.5)
     assert timeline.entries[0][0] == 0.0 and "background" in timeline.entries[0][1]
+
+
+class Formats(SimVLM):
+    """SimVLM that notes the encoding of every picture it is sent."""
+
+    seen: set[str]
+
+    def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
+        self.seen |= {str(p["image_url"]["url"]).split(";")[0] for m in messages if isinstance(m["content"], list)
+                      for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url"}
+        return super().complete(messages, tools)
+
+
+@pytest.mark.parametrize("flag", [[], ["--image-format", "png"]])
+def test_the_perceived_pass_sends_frames_as_image_format_says(videos: Path, tmp_path: Path, flag: list[str]):
+    """A real server's frames are jpeg unless ``--image-format`` says otherwise, the perceived pass's too (main: PNG
+    whatever was asked, several times the bytes of every frame of a long video at full resolution)."""
+    backend = Formats()
+    backend.seen = set()
+    with serve_app(create_app("simvlm", mimic=MimicSettings(), backend=backend)) as base:
+        code = main(["tasks", "generate", str(videos), "--out", str(tmp_path / "t.jsonl"), "--sources", "perceived",
+                     "--questions-per-video", "4", "--perceive-fps", "0.2", "--backend", "openai", "--base-url", base,
+                     "--no-cache", "--workers", "1", *flag])
+    assert code == 0
+    assert backend.seen == {"data:image/png" if flag else "data:image/jpeg"}

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from videvolve.cli.common import add_model_args, model_settings, open_cache, stdout_console
+from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings, stdout_console
 
 out = stdout_console()
 err = Console(stderr=True, soft_wrap=True)
@@ -63,7 +63,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if "perceived" in settings.sources:
             model = model_settings(args)
             perceiver = Perceiver(make_vlm(model), cost_model(model.family, model.max_pixels), open_cache(args), parts,
-                                  model)
+                                  model, image_format=runtime_settings(args).image_format)
         total = len(list_videos(args.videos_dir))
         with Progress(TextColumn("generating {task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as progress:

@@ -62,15 +62,19 @@ class Timeline(BaseModel):
     """The start of the reply that left that frame undescribed (to show what the model said instead)."""
 
 
-def model_identity(vlm: VLM, cost: CostModel) -> dict[str, Any]:
-    """What decides a look's replies and its meter: the model client, the model, its decoding, the cost model."""
-    return {"backend": type(vlm).__qualname__, "model": vlm.name, "revision": vlm.revision,
-            "decoding": vlm.decoding(), "cost": cost.name}
+def model_identity(vlm: VLM, cost: CostModel, image_format: str = "png") -> dict[str, Any]:
+    """What decides a look's replies and its meter: the model client, the model, its decoding, the cost model.
+
+    And how frames are encoded, named when not PNG (looks stored before it was asked for keep their stamps).
+    """
+    out = {"backend": type(vlm).__qualname__, "model": vlm.name, "revision": vlm.revision,
+           "decoding": vlm.decoding(), "cost": cost.name}
+    return out if image_format == "png" else {**out, "image_format": image_format}
 
 
-def look_stamp(path: str, vlm: VLM, cost: CostModel, fps: float) -> str:
+def look_stamp(path: str, vlm: VLM, cost: CostModel, fps: float, image_format: str = "png") -> str:
     """One look's identity: the video file's version (size, mtime), the model (:func:`model_identity`) and the rate."""
-    payload = [file_key(path)[1:], model_identity(vlm, cost), fps, LOOK_VERSION]
+    payload = [file_key(path)[1:], model_identity(vlm, cost, image_format), fps, LOOK_VERSION]
     return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -127,8 +131,8 @@ def look(path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCac
         if undescribed:
             break
     return Timeline(video_id=video_id, fps=fps, duration=info.duration, entries=entries, requests=requests,
-                    prompt_tokens=tokens, frames=n, stamp=look_stamp(path, vlm, cost, fps), undescribed=undescribed,
-                    unread=unread)
+                    prompt_tokens=tokens, frames=n, stamp=look_stamp(path, vlm, cost, fps, image_format),
+                    undescribed=undescribed, unread=unread)
 
 
 def unread_note(timeline: Timeline) -> str | None:
@@ -153,14 +157,14 @@ def stored_timeline(parts: Path, video_id: str) -> Timeline | None:
 
 
 def cached_look(parts: Path, path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None,
-                fps: float, on_frames: Callable[[int], None] | None = None) -> Timeline:
+                fps: float, on_frames: Callable[[int], None] | None = None, image_format: str = "png") -> Timeline:
     """:func:`look`, kept in ``parts/<video>.timeline.json`` (one pass per video file, model and rate)."""
     stored = stored_timeline(parts, video_id)
-    if stored is not None and stored.stamp == look_stamp(path, vlm, cost, fps):
+    if stored is not None and stored.stamp == look_stamp(path, vlm, cost, fps, image_format):
         if on_frames is not None:
             on_frames(stored.frames)
         return stored
-    timeline = look(path, video_id, vlm, cost, cache, fps, on_frames=on_frames)
+    timeline = look(path, video_id, vlm, cost, cache, fps, image_format, on_frames)
     write_text_atomic(parts / f"{video_id}.timeline.json", timeline.model_dump_json(), "a video's perceived timeline")
     return timeline
 
