@@ -123,7 +123,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
     c2 = aggregate(candidate, metric, text_weight)[1]
     bound = gain_cost_bound(c, alpha, seed_cost, ceiling)
     of = bound_text(c, alpha, seed_cost, ceiling)
-    st = paired([r.score for r in parent], [r.score for r in candidate], level, seed)
+    st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin)
     at = f"{len(tasks)} paired questions at level {level:.4g}"
     for group in sorted({group_of(t) for t in tasks}):
         idx = [i for i, t in enumerate(tasks) if group_of(t) == group]
