@@ -9,7 +9,7 @@ from scipy import stats
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import paired_bootstrap
 from videvolve.search.gate import paired_rule
-from videvolve.search.significance import null_spread, t_bounds
+from videvolve.search.significance import changed_share_for_margin, null_spread, power_note, t_bounds
 from videvolve.tasks import Task
 
 
@@ -69,3 +69,25 @@ def test_a_bootstrap_p_value_is_never_zero():
     res = paired_bootstrap([0.0] * 30, [1.0] * 30, resamples=999)
     assert res.p_value == pytest.approx(2 / 1000)
     assert paired_bootstrap([0.0] * 30, [0.0] * 30).p_value == 1.0
+
+
+def test_the_power_note_knows_when_no_cut_can_be_shown_within_the_margin():
+    """120 agreeing questions still allow a loss of 0.030 at level 0.025 (the bound's floor): no cut passes a margin
+    of 0.02, which the note put at "about 0.6 % of the answers"."""
+    assert changed_share_for_margin(120, 0.025, 0.02) == 0.0
+    text, _ = power_note(120, 0.025, 0.02)
+    assert "out of reach of any cut" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("n", "level", "margin"), [(500, 0.025, 0.02), (1000, 0.025, 0.02), (224, 0.025, 0.04)])
+def test_a_cut_changing_the_share_the_note_names_passes_about_four_times_in_five(n: int, level: float,
+                                                                                  margin: float):
+    """Monte Carlo power of the gate's own bound for a cut with no mean loss that changes the share the note names
+    (half of them each way); the note is a normal approximation, the bound is on discrete answers."""
+    share = changed_share_for_margin(n, level, margin)
+    rng = np.random.default_rng(12)
+    u = rng.random((2000, n))
+    d = np.where(u < share / 2, 1.0, np.where(u < share, -1.0, 0.0))
+    power = np.mean([t_bounds(list(x), level, margin)[0] >= -margin for x in d])
+    assert 0.65 <= power <= 0.95, (share, power)
