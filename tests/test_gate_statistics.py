@@ -8,7 +8,7 @@ from scipy import stats
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import paired_bootstrap
-from videvolve.search.gate import paired_rule
+from videvolve.search.gate import gate_rule, paired_rule
 from videvolve.search.significance import changed_share_for_margin, null_spread, power_note, t_bounds
 from videvolve.tasks import Task
 
@@ -91,3 +91,16 @@ def test_a_cut_changing_the_share_the_note_names_passes_about_four_times_in_five
     d = np.where(u < share / 2, 1.0, np.where(u < share, -1.0, 0.0))
     power = np.mean([t_bounds(list(x), level, margin)[0] >= -margin for x in d])
     assert 0.65 <= power <= 0.95, (share, power)
+
+
+def test_a_cut_that_also_gains_is_kept_under_a_ceiling_below_its_cost():
+    """``--cost-ceiling`` bounds gains; cuts are judged as without it. A cut to 0.7x that also gains was turned down
+    under a ceiling of 0.5x ("gain but cost > the ceiling") while the same cut gaining nothing was kept."""
+    tasks = _mcq(200)
+    parent = [float(i % 2) for i in range(200)]
+    for scores in (parent, [1.0] * 200):
+        d = paired_rule(tasks, _results(tasks, parent, 100.0), _results(tasks, scores, 70.0), level=0.025,
+                        ceiling=50.0)
+        assert d.accept, d.reason
+    assert gate_rule(0.5, 100, 0.6, 70, ceiling=50).accept and gate_rule(0.5, 100, 0.5, 70, ceiling=50).accept
+    assert not gate_rule(0.5, 100, 0.6, 90, ceiling=50).accept  # neither within the ceiling nor a cut
