@@ -69,7 +69,9 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], resamples: int = 10
     rng = np.random.default_rng(seed)
     means = d[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
     alpha = (1 - confidence) / 2
-    p = 1.0 if np.all(d == 0) else float(min(1.0, 2 * min((means <= 0).mean(), (means >= 0).mean())))
+    # (count + 1) / (B + 1): B resamples cannot show a p below that (all on one side read as 0)
+    tail = min(np.count_nonzero(means <= 0), np.count_nonzero(means >= 0))
+    p = 1.0 if np.all(d == 0) else float(min(1.0, 2 * (tail + 1) / (resamples + 1)))
     return PairedComparison(
         n=n, mean_a=float(x.mean()), mean_b=float(y.mean()), diff=float(d.mean()),
         ci_low=float(np.quantile(means, alpha)), ci_high=float(np.quantile(means, 1 - alpha)), p_value=p,

@@ -3,8 +3,8 @@
 Full validation judges a candidate on all N selection questions; multi-fidelity validation has the paired differences
 ``d`` of n of them (a rung). Its final tests read the whole set: a gain passes when the sign-flip test's statistic,
 the sum of the differences over the root of the sum of their squares, reaches ``z_(1-level)`` (its normal
-approximation); a cost cut when the lower t bound of the mean difference (floored as
-:func:`videvolve.search.significance.t_bounds` floors it) is above ``-margin``. The unknown part is the N - n
+approximation); a cost cut when the lower t bound of the mean difference (its spread and floor as
+:func:`videvolve.search.significance.t_bounds` takes them) is above ``-margin``. The unknown part is the N - n
 questions not yet asked. Two chances that the final test passes:
 
 - **predictive** (:attr:`Outlook.predictive`): the remaining questions alike to those answered, their mean unknown
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from videvolve.search.significance import agreement_floor
+from videvolve.search.significance import agreement_floor, null_spread
 
 TINY = 1e-12
 
@@ -66,9 +66,9 @@ def outlook(d: Sequence[float], population: int, level: float, bound: float = 0.
     if bound >= 0:  # a gain: sum(d) >= z sqrt(sum(d^2)) over all questions
         square = max(squares / n, sd * sd)  # per-question second moment of the remaining questions
         need = float(stats.norm.ppf(1 - level)) * math.sqrt(squares + rest * square) - total
-    else:  # a cut: mean - half >= bound, with the final half-width t x sd / sqrt(N), floored
-        half = max(float(stats.t.ppf(1 - level, population - 1)) * sd / math.sqrt(population),
-                   agreement_floor(population, level))
+    else:  # a cut: mean - half >= bound, with the final half-width t x sd / sqrt(N) (sd at least the null's), floored
+        half = max(float(stats.t.ppf(1 - level, population - 1)) * max(sd, null_spread(d, bound)) /
+                   math.sqrt(population), agreement_floor(population, level))
         need = population * (bound + half) - total
     null = 1 - float(stats.norm.cdf((need - rest * bound) / (sd * math.sqrt(rest))))
     scale = sd * math.sqrt(rest * (1 + rest / n))

@@ -65,6 +65,8 @@ def gate_rule(a: float, c: float, a_new: float, c_new: float, alpha: float = 0.1
         bound, of = gain_cost_bound(c, alpha, None, ceiling), bound_text(c, alpha, None, ceiling)
         if c_new <= bound + 1e-9:
             return Decision(True, f"score +{da:.4f} at cost {c_new:.1f} <= {of}")
+        if c > 0 and c_new <= (1 - beta) * c + 1e-9:  # a ceiling below the cut's bound: a cut, judged as one
+            return Decision(True, f"cost {c_new:.1f} <= (1-{beta}) x {c:.1f} with score +{da:.4f}")
         return Decision(False, f"score +{da:.4f} but cost {c_new:.1f} > {of} = {bound:.1f}")
     if da >= -eps - TOL:
         if c <= 0:
@@ -123,7 +125,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
     c2 = aggregate(candidate, metric, text_weight)[1]
     bound = gain_cost_bound(c, alpha, seed_cost, ceiling)
     of = bound_text(c, alpha, seed_cost, ceiling)
-    st = paired([r.score for r in parent], [r.score for r in candidate], level, seed)
+    st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin)
     at = f"{len(tasks)} paired questions at level {level:.4g}"
     for group in sorted({group_of(t) for t in tasks}):
         idx = [i for i, t in enumerate(tasks) if group_of(t) == group]
@@ -135,8 +137,9 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
         if c2 <= bound + 1e-9:
             return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f} <= {level:.4g}, "
                                         f"{st.discordant} questions differ) at cost {c2:.1f} <= {of}; {at}", st)
-        return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}) but cost {c2:.1f} > {of} = "
-                                     f"{bound:.1f}", st)
+        if not (c > 0 and c2 <= (1 - beta) * c + 1e-9):  # else a ceiling below the cut's bound: judged as a cut
+            return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}) but cost {c2:.1f} > {of} = "
+                                         f"{bound:.1f}", st)
     if c > 0 and c2 <= (1 - beta) * c + 1e-9:
         if st.lower >= -margin - 1e-12:
             return PairedDecision(True, f"cost {c2:.1f} <= (1-{beta}) x {c:.1f}, non-inferior: loss at most "
