@@ -8,6 +8,7 @@ by SimVLM at full size, where the real model is shown cells a quarter as wide: r
 
 from __future__ import annotations
 
+import pytest
 from PIL import Image
 
 from videvolve.config import ModelSettings
@@ -84,3 +85,21 @@ def test_the_offline_model_has_the_servers_max_pixels():
     vlm = make_vlm(ModelSettings(max_pixels=CAP))
     assert isinstance(vlm, SimVLM) and vlm.cost.max_pixels == CAP
     assert vlm.decoding() != SimVLM().decoding()  # its replies are not taken for the uncapped model's
+
+
+@pytest.mark.slow  # serve-sim in its own process
+def test_plain_serve_sim_reads_through_the_processor_it_is_given():
+    """``serve-sim --mm-processor-kwargs '{"max_pixels": ...}'`` without ``--mimic``: its SimVLM sees a sheet as the
+    capped processor shows it, as in-process (main: the flags were the mimic's alone, and the plain server's SimVLM
+    read every cell at full size for a client metering at the cap)."""
+    from videvolve.models.openai_backend import openai_vlm
+    from videvolve.testing import serve_sim
+
+    frames, names = _glyph_frames(72)
+    sheet = contact_sheet(frames + frames, cols=12, cell_width=320)
+    with serve_sim("--mm-processor-kwargs", f'{{"max_pixels": {CAP}}}') as base:  # the command, in its own process
+        client = openai_vlm(ModelSettings(backend="openai", base_url=base, model="simvlm", max_pixels=CAP))
+        content = [*_shown(sheet_caption(sheet), sheet.image), {"type": "text", "text": "Describe each image."}]
+        said = client.complete([{"role": "user", "content": content}]).text
+    assert said == _described(SimVLM(max_pixels=CAP), sheet_caption(sheet), sheet.image)
+    assert "too small to read" in said and not any(name in said for name in set(names))

@@ -60,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--mimic", choices=["vllm"], default=None, help="reproduce vLLM's limits, errors, token counts, "
                    "video sampling and tool-call parsing")
     m.add_argument("--family", default="qwen2.5-vl", choices=["qwen2.5-vl", "qwen3-vl"],
-                   help="whose processor rules count tokens and sample video")
+                   help="whose processor rules count tokens and sample video (without --mimic too: what SimVLM "
+                   "sees pictures through)")
     m.add_argument("--max-model-len", type=int, default=131072, help="context length (400 beyond it)")
     m.add_argument("--limit-mm-per-prompt", type=json.loads, default=None,
                    help='items per request, e.g. \'{"image": 64, "video": 1}\' (400 beyond it)')
@@ -68,7 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--tool-call-parser", default=None, help="hermes (the only one mimicked)")
     m.add_argument("--media-io-kwargs", type=json.loads, default=None, help='e.g. \'{"video": {"num_frames": 16}}\'')
     m.add_argument("--mm-processor-kwargs", type=json.loads, default=None,
-                   help='e.g. \'{"max_pixels": 1003520}\': a larger image (qwen2.5-vl: video frame) is resized')
+                   help='e.g. \'{"max_pixels": 1003520}\': a larger image (qwen2.5-vl: video frame) is resized '
+                   '(without --mimic too: SimVLM sees it resized)')
     m.add_argument("--enable-prompt-tokens-details", action="store_true")
     m.add_argument("--fail-first", type=int, default=0, help="fault: answer 503 to the first N chat requests")
     m.add_argument("--retry-after", type=float, default=None, help="fault: send Retry-After with each 503")
@@ -250,10 +252,11 @@ def cmd_serve_sim(args: argparse.Namespace) -> int:
 
         backend = CannedVLM(args.canned)
     how = f"vLLM-like ({args.family}, context {args.max_model_len})" if mimic else \
-        f"a canned reply {args.canned!r}" if backend else "SimVLM"
+        f"a canned reply {args.canned!r}" if backend else f"SimVLM ({args.family})"
     err.print(f"serving {how} as model {args.model!r} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
     serve(host=args.host, port=args.port, model=args.model, latency_ms=args.latency_ms, api_key=args.api_key,
-          max_images=args.max_images, mimic=mimic, backend=backend)
+          max_images=args.max_images, mimic=mimic, backend=backend, family=args.family,
+          max_pixels=(args.mm_processor_kwargs or {}).get("max_pixels"))
     return 0
 
 

@@ -30,15 +30,19 @@ def _error(status: int, message: str, kind: str) -> JSONResponse:
 
 def create_app(model: str = "simvlm", latency_ms: float = 0.0, api_key: str | None = None,
                max_images: int = 512, family: str = "qwen2.5-vl", mimic: MimicSettings | None = None,
-               backend: VLM | None = None) -> FastAPI:
-    """The app; ``api_key`` makes it answer 401 to requests without ``Authorization: Bearer <key>``."""
+               backend: VLM | None = None, max_pixels: int | None = None) -> FastAPI:
+    """The app; ``api_key`` makes it answer 401 to requests without ``Authorization: Bearer <key>``.
+
+    ``family`` and ``max_pixels``: the processor SimVLM sees pictures through (``--mimic`` takes them from its
+    settings).
+    """
     from videvolve.models.sim.mimic_app import create_mimic_app, simulated_root
 
     if mimic is not None:
         sees = backend or SimVLM(mimic.family, mimic.mm_processor_kwargs.get("max_pixels"))  # as the server resizes
         return create_mimic_app(model, mimic, sees, api_key, Faults(mimic.fail_first))
     app = FastAPI(title="videvolve serve-sim")
-    sim = backend or SimVLM(family)
+    sim = backend or SimVLM(family, max_pixels)
     stats = {"requests": 0, "prompt_tokens": 0}
     app.state.stats = stats
 
