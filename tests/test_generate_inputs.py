@@ -194,3 +194,19 @@ def test_the_perceived_look_tells_its_progress_frame_by_frame(videos: Path, tmp_
     (tmp_path / "parts" / "a.json").unlink()  # the tasks made again from the stored look: told at once
     generate(videos, settings, tmp_path / "parts", perceiver, workers=1)
     assert told == [40]
+
+
+def test_a_same_named_video_added_elsewhere_renames_none_made_before(videos: Path, tmp_path: Path, index_video: Path):
+    """main: a second `x.mp4` in a subfolder gave both a hashed id, so the first one's tasks, parts and every
+    result keyed by its id were made again under a new one."""
+    (videos / "sub").mkdir()
+    parts, settings = tmp_path / "parts", GenerateSettings(questions_per_video=4)
+    first = generate(videos, settings, parts, workers=1)
+    shutil.copy2(index_video, videos / "sub" / "a.mp4")
+    again = generate(videos, settings, parts, workers=1)
+    ids = {o.video_id: o for o in again.outcomes}
+    assert [o.video_id for o in first.outcomes] == ["a"] and ids["a"].cached
+    assert ids["a"].path == str((videos / "a.mp4").resolve()) and len(ids) == 2
+    assert {t.id for t in first.tasks} <= {t.id for t in again.tasks}
+    fresh = generate(videos, settings, tmp_path / "fresh-parts", workers=1)  # a new --out: both stems hashed
+    assert all(o.video_id.startswith("a-") for o in fresh.outcomes)

@@ -104,22 +104,45 @@ def shown(path: Path | str) -> str:
     return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def video_ids(paths: Sequence[Path]) -> dict[str, Path]:
+def video_ids(paths: Sequence[Path], known: dict[str, str] | None = None) -> dict[str, Path]:
     """A unique id per video: its file stem, with a short hash of its path when two stems collide.
 
-    A stem longer than :data:`MAX_ID_BYTES`, or not UTF-8, is shortened to a printable start and the hash.
+    A stem longer than :data:`MAX_ID_BYTES`, or not UTF-8, is shortened to a printable start and the hash. ``known``
+    (a path's id in an earlier run into the same ``--out``, :func:`known_ids`) wins: a file added later with a stem
+    already taken never renames a video whose tasks, results and splits were made under its old id.
     """
+    known = known or {}
+    kept = {str(p): known[str(p)] for p in paths if str(p) in known}
+    taken = set(kept.values())
     stems: dict[str, int] = {}
     for p in paths:
         stems[p.stem] = stems.get(p.stem, 0) + 1
 
     def of(p: Path) -> str:
+        if str(p) in kept:
+            return kept[str(p)]
         digest = hashlib.sha1(os.fsencode(p)).hexdigest()
         stem = shown(p.stem)
         if stem != p.stem or len(stem.encode()) > MAX_ID_BYTES:
             return f"{stem.encode()[:MAX_ID_BYTES - 9].decode(errors='ignore')}-{digest[:8]}"
-        return p.stem if stems[p.stem] == 1 else f"{p.stem}-{digest[:6]}"
+        return p.stem if stems[p.stem] == 1 and p.stem not in taken else f"{p.stem}-{digest[:6]}"
     return {of(p): p for p in paths}
+
+
+def known_ids(parts: Path) -> dict[str, str]:
+    """Each video's id as the stored parts name it (path -> id): what an earlier run into this ``--out`` called it."""
+    out: dict[str, str] = {}
+    for part in parts.glob("*.json") if parts.is_dir() else ():
+        if part.name.endswith(".timeline.json"):
+            continue
+        try:
+            tasks = json.loads(part.read_text(encoding="utf-8")).get("tasks") or []
+            video = tasks[0]["video"] if tasks and isinstance(tasks[0], dict) else None
+        except (OSError, ValueError, AttributeError, KeyError, TypeError, RecursionError):
+            continue  # not a part this tool wrote: nothing known from it
+        if isinstance(video, str) and part.stem not in out.values():
+            out.setdefault(video, part.stem)
+    return out
 
 
 def _part_path(parts: Path, video_id: str) -> Path:
@@ -283,7 +306,7 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
     files = list_videos(videos_dir)
     if not files:
         raise UsageError(f"no videos found in {videos_dir}")
-    videos = video_ids([f.resolve() for f in files])
+    videos = video_ids([f.resolve() for f in files], known_ids(parts))
     check_sources(settings.sources)
 
     def job(path: Path, vid: str, others: list[str]) -> list[Task]:
