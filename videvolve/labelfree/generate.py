@@ -201,7 +201,7 @@ def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], setti
     """
     if perceiver is None:
         return None
-    model = model_identity(perceiver.vlm, perceiver.cost, perceiver.image_format)
+    model = model_identity(perceiver.vlm, perceiver.cost, perceiver.image_format, perceiver.jpeg_quality)
     if "perceived" in settings.sources:
         paths = [str(p.resolve()) for p in videos.values()]
         for vid, path in videos.items():
@@ -211,7 +211,7 @@ def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], setti
                 continue  # no tasks for it, whatever the model
             if _load_part(parts, vid, stamp, paths) is None:
                 reach(perceiver.vlm)
-                return model_identity(perceiver.vlm, perceiver.cost, perceiver.image_format)
+                return model_identity(perceiver.vlm, perceiver.cost, perceiver.image_format, perceiver.jpeg_quality)
     return model
 
 
