@@ -210,3 +210,33 @@ def test_a_same_named_video_added_elsewhere_renames_none_made_before(videos: Pat
     assert {t.id for t in first.tasks} <= {t.id for t in again.tasks}
     fresh = generate(videos, settings, tmp_path / "fresh-parts", workers=1)  # a new --out: both stems hashed
     assert all(o.video_id.startswith("a-") for o in fresh.outcomes)
+
+
+def test_a_video_that_gave_no_question_keeps_its_id_too(tmp_path: Path, index_video: Path):
+    """Its part held no task, so nothing named its path: a same-named file added elsewhere renamed it (its part and
+    stored look made again under a hashed id)."""
+    videos, parts = tmp_path / "videos", tmp_path / "parts"
+    (videos / "sub").mkdir(parents=True)
+    make_index_video(videos / "a.mp4", seconds=1, fps=10, gop=5)  # too short for any needle: no task
+    settings = GenerateSettings(questions_per_video=4)
+    assert [(o.video_id, o.tasks) for o in generate(videos, settings, parts, workers=1).outcomes] == [("a", [])]
+    shutil.copy2(index_video, videos / "sub" / "a.mp4")
+    ids = {o.path: o for o in generate(videos, settings, parts, workers=1).outcomes}
+    kept = ids[str((videos / "a.mp4").resolve())]
+    assert kept.video_id == "a" and kept.cached
+
+
+def test_of_two_parts_naming_one_video_the_newest_names_it(videos: Path, tmp_path: Path):
+    """A video an older version renamed has two parts (``a.json``, ``a-<hash>.json``); the one found first in the
+    folder's listing named it, whichever run wrote it last (the ids of the tasks file in use)."""
+    import json
+    import os
+
+    parts, settings = tmp_path / "parts", GenerateSettings(questions_per_video=4)
+    generate(videos, settings, parts, workers=1)
+    older = json.loads((parts / "a.json").read_text())
+    (parts / "a-0123ab.json").write_text(json.dumps(older))
+    for newest, other in (("a-0123ab", "a"), ("a", "a-0123ab")):
+        os.utime(parts / f"{other}.json", (1_000_000, 1_000_000))
+        os.utime(parts / f"{newest}.json", (2_000_000, 2_000_000))
+        assert [o.video_id for o in generate(videos, settings, parts, workers=1).outcomes] == [newest]

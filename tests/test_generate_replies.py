@@ -124,3 +124,29 @@ def test_the_perceived_pass_sends_frames_as_image_format_says(videos: Path, tmp_
                      "--no-cache", "--workers", "1", *flag])
     assert code == 0
     assert backend.seen == {"data:image/png" if flag else "data:image/jpeg"}
+
+
+class Sizes(SimVLM):
+    """SimVLM that counts the bytes of the pictures it is sent."""
+
+    sent: int = 0
+
+    def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
+        self.sent += sum(len(str(p["image_url"]["url"])) for m in messages if isinstance(m["content"], list)
+                         for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url")
+        return super().complete(messages, tools)
+
+
+def test_the_perceived_pass_encodes_jpeg_at_jpeg_quality(videos: Path, tmp_path: Path):
+    """``--jpeg-quality`` was taken and ignored by the perceived pass (every frame at 90), and a look stored at one
+    quality was reused for another."""
+    sent = []
+    for quality in ("90", "30"):  # into the same --out: the look at 90 is not the look at 30
+        backend = Sizes()
+        with serve_app(create_app("simvlm", mimic=MimicSettings(), backend=backend)) as base:
+            code = main(["tasks", "generate", str(videos), "--out", str(tmp_path / "t.jsonl"), "--sources",
+                         "perceived", "--questions-per-video", "4", "--perceive-fps", "0.2", "--backend", "openai",
+                         "--base-url", base, "--no-cache", "--workers", "1", "--jpeg-quality", quality])
+        assert code == 0
+        sent.append(backend.sent)
+    assert 0 < sent[1] < sent[0]

@@ -65,3 +65,18 @@ def test_a_run_never_reads_diagnoses_of_its_held_out_videos_under_other_ids(smal
                                  exclude_fingerprints=run.excluded_fingerprints) == []  # ... and kept away
     finally:
         run.close()
+
+
+@pytest.mark.slow
+def test_a_diagnosis_read_from_a_proxy_records_its_sources_fingerprint(make_context: Callable[..., Context],
+                                                                       tmp_path: Path):
+    """With ``--proxy``, the investigator reads a training video's proxy: its diagnosis recorded the proxy's own
+    fingerprint, which no later run's held-out source matches (the exclusion by content missed it)."""
+    from videvolve.graph.driver import evolve
+
+    ctx = make_context(memory=str(tmp_path / "memory"), iterations=1, proxy="always")
+    made = evolve(ctx)["diagnoses"]
+    lines = (tmp_path / "memory" / "diagnoses.jsonl").read_text(encoding="utf-8").splitlines()
+    mine = [d for line in lines if (d := Diagnosis.model_validate_json(line)).id in made]
+    sources = {t.video_id: video_fingerprint(t.video) for t in read_tasks(ctx.tasks)}
+    assert mine and all(d.video_fingerprint == sources[d.video_id] is not None for d in mine)

@@ -77,3 +77,45 @@ def test_doctor_names_the_one_served_and_asks_for_one_of_several():
         checks = {c.name: c for c in run_checks(model_settings(ask_args(base), ask_endpoint=False))}
     assert checks["model name"].status == "fail" and "pass --model with one of ['big', 'small']" in \
         checks["model name"].detail
+
+
+def listing(*entries: object) -> FastAPI:
+    """An endpoint (a proxy) whose ``/v1/models`` lists ``entries`` as its ``data``, whatever their shape."""
+    app = FastAPI()
+
+    @app.get("/v1/models")
+    def models() -> dict[str, object]:
+        return {"object": "list", "data": list(entries)}
+
+    return app
+
+
+def test_a_blank_or_repeated_id_is_no_model_name():
+    with serve_app(listing({"id": ""}, {"id": "  "})) as base, pytest.raises(UsageError, match="lists no model"):
+        model_settings(ask_args(base))
+    with serve_app(listing({"id": "m"}, {"id": "m"}, {"id": ""}, "junk", {"id": 3})) as base:
+        assert model_settings(ask_args(base)).model == "m"  # a proxy listing one model twice serves one
+
+
+def test_doctor_reads_a_listing_of_odd_shapes_as_the_commands_do():
+    with serve_app(listing("junk", {"id": ""}, {"id": None})) as base:
+        checks = {c.name: c for c in run_checks(model_settings(ask_args(base), ask_endpoint=False))}
+    assert checks["model name"].status == "fail" and "serves 0 models" in checks["model name"].detail
+    assert "chat" not in checks  # nothing sent under an empty name
+
+
+def test_an_editor_on_its_own_endpoint_is_its_model_when_the_solvers_was_found(tmp_path: Path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("")
+    with serve_app(create_app("solver-vlm", mimic=MimicSettings())) as solver, \
+            serve_app(create_app("editor-llm", mimic=MimicSettings())) as editor:
+        common = ["evolve", "--tasks", str(tasks), "--backend", "openai", "--base-url", solver]
+        found = build_context(build_parser().parse_args([*common, "--run", str(tmp_path / "a"),
+                                                         "--editor-base-url", editor,
+                                                         "--investigator-agent-base-url", editor]))
+        named = build_context(build_parser().parse_args([*common, "--run", str(tmp_path / "b"), "--model", "x",
+                                                         "--editor-base-url", editor]))
+    assert found.model.model == "solver-vlm"
+    assert found.editor.model is not None and found.editor.model.model == "editor-llm"
+    assert found.investigator.agent_model is not None and found.investigator.agent_model.model == "editor-llm"
+    assert named.editor.model is not None and named.editor.model.model == "x"  # a name given: the solver's, as ever

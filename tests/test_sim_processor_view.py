@@ -103,3 +103,16 @@ def test_plain_serve_sim_reads_through_the_processor_it_is_given():
         said = client.complete([{"role": "user", "content": content}]).text
     assert said == _described(SimVLM(max_pixels=CAP), sheet_caption(sheet), sheet.image)
     assert "too small to read" in said and not any(name in said for name in set(names))
+
+
+@pytest.mark.parametrize("kwargs", ["5", '{"max_pixels": "1003520"}', '{"max_pixels": 0}'])
+def test_serve_sim_refuses_processor_kwargs_it_cannot_use(kwargs: str, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch):
+    """Plain serve-sim took ``--mm-processor-kwargs`` into SimVLM unchecked: a value that is no object, or a
+    ``max_pixels`` that is no positive integer, ended in a traceback reported as a bug (or served no picture)."""
+    from videvolve.cli import main
+    from videvolve.models.sim import server
+
+    monkeypatch.setattr(server, "serve", lambda host, port, **kwargs: server.create_app(**kwargs))  # no listening
+    assert main(["serve-sim", "--port", "1", "--mm-processor-kwargs", kwargs]) == 2
+    assert "--mm-processor-kwargs" in capsys.readouterr().err

@@ -243,6 +243,7 @@ def _calibration_check(client: _Client, family: str, max_pixels: int | None = No
 
 
 def _endpoint(settings: ModelSettings, calibration: bool = False, video: Path | None = None) -> list[Check]:
+    from videvolve.models.context import model_cards
     from videvolve.models.openai_backend import api_key_of
 
     client = _Client(settings, api_key_of(settings))
@@ -253,11 +254,11 @@ def _endpoint(settings: ModelSettings, calibration: bool = False, video: Path | 
             return [Check("endpoint", "fail", f"{client.base} refuses our API key (401): put the server's --api-key "
                           f"in the environment variable {settings.api_key_env} (--api-key-env names another)")]
         r.raise_for_status()
-        models = r.json().get("data", [])
-    except (httpx.HTTPError, ValueError) as exc:
+        models = model_cards(r.json().get("data", []))  # the entries the commands read (:func:`served_names`)
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
         return [Check("endpoint", "fail", f"{client.base}/models did not answer ({exc}); start the server (e.g. "
                       f"`vllm serve <model> --port 8000`) and pass --base-url http://HOST:PORT/v1")]
-    names = [m.get("id") for m in models]
+    names = list(dict.fromkeys(m["id"] for m in models))
     checks.append(Check("endpoint", "ok", f"{client.base} serves {', '.join(map(str, names)) or 'no models'}"))
     if "model" not in settings.model_fields_set and len(names) == 1:  # what every command would use
         settings = settings.model_copy(update={"model": names[0]})

@@ -49,12 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", type=Path, required=True, help="run directory (its name is the run id)")
     groups = add_sections(p, Context, "run settings", skip=NOT_FLAGS)
     editor, investigator = groups["editor"], groups["investigator"]
-    editor.add_argument("--editor-model", default=None, help="model name of the editor (default: the solver's)")
+    editor.add_argument("--editor-model", default=None, help="model name of the editor (default: the solver's; on "
+                        "an --editor-base-url of its own, the one model served there unless --model was given)")
     editor.add_argument("--editor-base-url", default=None, help="endpoint of the editor model")
     investigator.add_argument("--investigator-model", default=None, help="model name of the investigator's probes "
                               "(default: the solver's)")
     investigator.add_argument("--investigator-agent-model", default=None, help="model name of the agent "
-                              "investigator (default: the solver's)")
+                              "investigator (default: as --editor-model's)")
     investigator.add_argument("--investigator-agent-base-url", default=None, help="endpoint of the agent investigator")
     p.add_argument("--config", type=Path, default=None, help="TOML or JSON of settings (a run's settings.json works)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost, spend nothing")
@@ -103,11 +104,13 @@ def build_context(args: argparse.Namespace) -> Context:
 
     where = str(args.config) if args.config else "the command line"
     model = {**data.get("model", {}), **given(args, ModelSettings)}  # the flags over the config's
-    solver = with_served_model(build(ModelSettings, model, where))
+    named = build(ModelSettings, model, where)
+    solver = with_served_model(named)
     data["model"] = {**model, **solver.model_dump(exclude_unset=True)}
     data["runtime"] = {**data.get("runtime", {}), **given(args, RuntimeSettings)}
     data["runtime"].setdefault("image_format", "png" if solver.backend == "sim" else "jpeg")
-    for (section, key), value in helper_models(args, solver).items():
+    unnamed = solver is not named or (solver.backend == "sim" and "model" not in named.model_fields_set)
+    for (section, key), value in helper_models(args, solver, ask=unnamed).items():
         data.setdefault(section, {})[key] = value
     return build(Context, data, where)
 

@@ -62,8 +62,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         perceiver = None
         if "perceived" in settings.sources:
             model = model_settings(args)
+            runtime = runtime_settings(args)
             perceiver = Perceiver(make_vlm(model), cost_model(model.family, model.max_pixels), open_cache(args), parts,
-                                  model, image_format=runtime_settings(args).image_format)
+                                  model, image_format=runtime.image_format, jpeg_quality=runtime.jpeg_quality)
         total = len(list_videos(args.videos_dir))
         with Progress(TextColumn("generating {task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as progress:

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings, stdout_console
-from videvolve.errors import ErrorKind, HostError, InfraError
+from videvolve.errors import ErrorKind, HostError, InfraError, UsageError
 from videvolve.interrupt import INTERRUPTED
 from videvolve.models.base import SIM_ONLY_NOTICE
 
@@ -237,6 +237,11 @@ def cmd_serve_sim(args: argparse.Namespace) -> int:
     from videvolve.models.sim.mimic import MimicSettings
     from videvolve.models.sim.server import serve
 
+    kwargs = args.mm_processor_kwargs or {}
+    cap = kwargs.get("max_pixels") if isinstance(kwargs, dict) else None
+    if not isinstance(kwargs, dict) or not (cap is None or (type(cap) is int and cap > 0)):
+        raise UsageError(f"--mm-processor-kwargs {json.dumps(args.mm_processor_kwargs)}: give a JSON object whose "
+                         "max_pixels, if any, is a positive integer, e.g. '{\"max_pixels\": 1003520}'")
     mimic = None
     if args.mimic:
         mimic = MimicSettings(family=args.family, max_model_len=args.max_model_len,
@@ -256,7 +261,7 @@ def cmd_serve_sim(args: argparse.Namespace) -> int:
     err.print(f"serving {how} as model {args.model!r} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
     serve(host=args.host, port=args.port, model=args.model, latency_ms=args.latency_ms, api_key=args.api_key,
           max_images=args.max_images, mimic=mimic, backend=backend, family=args.family,
-          max_pixels=(args.mm_processor_kwargs or {}).get("max_pixels"))
+          max_pixels=cap)
     return 0
 
 

@@ -31,8 +31,15 @@ HELPER_FLAGS = {("editor", "model"): ("--editor-model", "--editor-base-url"),
                 ("investigator", "model"): ("--investigator-model", None)}
 
 
-def helper_models(args: argparse.Namespace, solver: ModelSettings) -> dict[tuple[str, str], dict[str, Any]]:
-    """The editor's and the investigator's models the flags name: the solver's settings on another model or URL."""
+def helper_models(args: argparse.Namespace, solver: ModelSettings, ask: bool = False
+                  ) -> dict[tuple[str, str], dict[str, Any]]:
+    """The editor's and the investigator's models the flags name: the solver's settings on another model or URL.
+
+    ``ask``: the solver's model was not named (found at its endpoint, or SimVLM), so a helper on another URL without
+    a name of its own is the one model that URL serves (:func:`with_served_model`), not the solver's name sent there.
+    """
+    from videvolve.models.openai_backend import with_served_model
+
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for (section, key), (name_flag, url_flag) in HELPER_FLAGS.items():
         name = getattr(args, _dest(name_flag), None)
@@ -42,7 +49,11 @@ def helper_models(args: argparse.Namespace, solver: ModelSettings) -> dict[tuple
                 out[(section, key)] = solver.model_copy(update={"model": name}).model_dump()
         elif name or url:
             update = {"backend": "openai", "model": name or solver.model, "base_url": url or solver.base_url}
-            out[(section, key)] = solver.model_copy(update=update).model_dump()
+            helper = solver.model_copy(update=update)
+            if ask and not name and url != solver.base_url:
+                unnamed = {k: v for k, v in helper.model_dump().items() if k != "model"}
+                helper = with_served_model(ModelSettings.model_validate(unnamed), how=f"{name_flag} NAME")
+            out[(section, key)] = helper.model_dump()
     return out
 
 

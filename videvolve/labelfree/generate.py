@@ -130,19 +130,31 @@ def video_ids(paths: Sequence[Path], known: dict[str, str] | None = None) -> dic
 
 
 def known_ids(parts: Path) -> dict[str, str]:
-    """Each video's id as the stored parts name it (path -> id): what an earlier run into this ``--out`` called it."""
+    """Each video's id as the stored parts name it (path -> id): what an earlier run into this ``--out`` called it.
+
+    A part names its video (one with no task too); a part written before it did, by its first task's. Of two parts
+    naming one video (one an older version renamed), the newest names it: the ids of the tasks file last written.
+    """
     out: dict[str, str] = {}
-    for part in parts.glob("*.json") if parts.is_dir() else ():
+    for _, part in sorted(((-_mtime(p), p.name), p) for p in (parts.glob("*.json") if parts.is_dir() else ())):
         if part.name.endswith(".timeline.json"):
             continue
         try:
-            tasks = json.loads(part.read_text(encoding="utf-8")).get("tasks") or []
-            video = tasks[0]["video"] if tasks and isinstance(tasks[0], dict) else None
+            data = json.loads(part.read_text(encoding="utf-8"))
+            tasks = data.get("tasks") or []
+            video = data.get("video") or (tasks[0]["video"] if tasks and isinstance(tasks[0], dict) else None)
         except (OSError, ValueError, AttributeError, KeyError, TypeError, RecursionError):
             continue  # not a part this tool wrote: nothing known from it
         if isinstance(video, str) and part.stem not in out.values():
             out.setdefault(video, part.stem)
     return out
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _part_path(parts: Path, video_id: str) -> Path:
@@ -201,7 +213,7 @@ def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], setti
     """
     if perceiver is None:
         return None
-    model = model_identity(perceiver.vlm, perceiver.cost, perceiver.image_format)
+    model = model_identity(perceiver.vlm, perceiver.cost, perceiver.image_format, perceiver.jpeg_quality)
     if "perceived" in settings.sources:
         paths = [str(p.resolve()) for p in videos.values()]
         for vid, path in videos.items():
@@ -211,14 +223,14 @@ def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], setti
                 continue  # no tasks for it, whatever the model
             if _load_part(parts, vid, stamp, paths) is None:
                 reach(perceiver.vlm)
-                return model_identity(perceiver.vlm, perceiver.cost, perceiver.image_format)
+                return model_identity(perceiver.vlm, perceiver.cost, perceiver.image_format, perceiver.jpeg_quality)
     return model
 
 
-def _save_part(parts: Path, video_id: str, stamp: str, tasks: list[Task]) -> None:
+def _save_part(parts: Path, video_id: str, stamp: str, tasks: list[Task], video: str) -> None:
     plans = [NeedlePlan.model_validate(t.meta[PLAN_KEY]) for t in tasks if PLAN_KEY in t.meta]
     write_text_atomic(_part_path(parts, video_id),
-                      json.dumps({"stamp": stamp, "tasks": [t.model_dump(mode="json") for t in tasks],
+                      json.dumps({"stamp": stamp, "video": video, "tasks": [t.model_dump(mode="json") for t in tasks],
                                   "sources": _splice_sources(plans)}),
                       "a video's generated tasks")
 
@@ -258,7 +270,7 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
 
     def finish(vid: str, path: Path, stamp: str, tasks: list[Task] | None, error: str | None) -> None:
         if tasks is not None:
-            _save_part(parts, vid, stamp, tasks)
+            _save_part(parts, vid, stamp, tasks, str(path))
         outcome = VideoOutcome(vid, str(path), tasks or [], error)
         outcomes[vid] = outcome
         if on_done:

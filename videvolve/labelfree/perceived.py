@@ -62,31 +62,35 @@ class Timeline(BaseModel):
     """The start of the reply that left that frame undescribed (to show what the model said instead)."""
 
 
-def model_identity(vlm: VLM, cost: CostModel, image_format: str = "png") -> dict[str, Any]:
+def model_identity(vlm: VLM, cost: CostModel, image_format: str = "png", jpeg_quality: int = 90) -> dict[str, Any]:
     """What decides a look's replies and its meter: the model client, the model, its decoding, the cost model.
 
-    And how frames are encoded, named when not PNG (looks stored before it was asked for keep their stamps).
+    And how frames are encoded, named when not PNG (looks stored before it was asked for keep their stamps), with
+    the JPEG quality when not 90 (the one every JPEG look had before ``--jpeg-quality`` was heard).
     """
     out = {"backend": type(vlm).__qualname__, "model": vlm.name, "revision": vlm.revision,
            "decoding": vlm.decoding(), "cost": cost.name}
-    return out if image_format == "png" else {**out, "image_format": image_format}
+    if image_format == "png":
+        return out
+    return {**out, "image_format": image_format, **({"jpeg_quality": jpeg_quality} if jpeg_quality != 90 else {})}
 
 
-def look_stamp(path: str, vlm: VLM, cost: CostModel, fps: float, image_format: str = "png") -> str:
+def look_stamp(path: str, vlm: VLM, cost: CostModel, fps: float, image_format: str = "png",
+               jpeg_quality: int = 90) -> str:
     """One look's identity: the video file's version (size, mtime), the model (:func:`model_identity`) and the rate."""
-    payload = [file_key(path)[1:], model_identity(vlm, cost, image_format), fps, LOOK_VERSION]
+    payload = [file_key(path)[1:], model_identity(vlm, cost, image_format, jpeg_quality), fps, LOOK_VERSION]
     return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _describe(path: str, times: list[float], vlm: VLM, cost: CostModel, cache: ResponseCache | None,
-              image_format: str) -> tuple[dict[float, str], list[float], str, int]:
+              image_format: str, jpeg_quality: int = 90) -> tuple[dict[float, str], list[float], str, int]:
     """One describe request: what the reply says of each frame it names, the frames' times, its text, its tokens."""
     frames = frames_at(path, times, clamp=True)
     content: list[dict[str, object]] = []
     tokens = 0
     for f in frames:
         content += [{"type": "text", "text": frame_caption(f.requested)},
-                    {"type": "image_url", "image_url": {"url": encode_data_url(f.image, image_format)}}]
+                    {"type": "image_url", "image_url": {"url": encode_data_url(f.image, image_format, jpeg_quality)}}]
         tokens += cost.image_tokens(*f.image.size)
     instruction = prompts.render("describe")
     content.append({"type": "text", "text": instruction})
@@ -98,7 +102,8 @@ def _describe(path: str, times: list[float], vlm: VLM, cost: CostModel, cache: R
 
 
 def look(path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None, fps: float,
-         image_format: str = "png", on_frames: Callable[[int], None] | None = None) -> Timeline:
+         image_format: str = "png", on_frames: Callable[[int], None] | None = None, jpeg_quality: int = 90
+         ) -> Timeline:
     """Describe every frame at ``fps`` (full resolution), ``BATCH`` frames a request.
 
     ``on_frames`` is told how many frames each batch dealt with (a progress bar: a long video's look takes hours).
@@ -114,11 +119,12 @@ def look(path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCac
     unread = ""
     requests = tokens = 0
     for i in range(0, n, BATCH):
-        said, shown, text, spent = _describe(path, times[i : i + BATCH], vlm, cost, cache, image_format)
+        said, shown, text, spent = _describe(path, times[i : i + BATCH], vlm, cost, cache, image_format,
+                                            jpeg_quality)
         requests, tokens = requests + 1, tokens + spent
         for j, t in enumerate(shown, start=i):
             if round(t, 2) not in said and len(shown) > 1:
-                alone, _, text, spent = _describe(path, [t], vlm, cost, cache, image_format)
+                alone, _, text, spent = _describe(path, [t], vlm, cost, cache, image_format, jpeg_quality)
                 requests, tokens = requests + 1, tokens + spent
                 if round(t, 2) in alone:  # only what it says of the one frame it was shown
                     said[round(t, 2)] = alone[round(t, 2)]
@@ -131,7 +137,7 @@ def look(path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCac
         if undescribed:
             break
     return Timeline(video_id=video_id, fps=fps, duration=info.duration, entries=entries, requests=requests,
-                    prompt_tokens=tokens, frames=n, stamp=look_stamp(path, vlm, cost, fps, image_format),
+                    prompt_tokens=tokens, frames=n, stamp=look_stamp(path, vlm, cost, fps, image_format, jpeg_quality),
                     undescribed=undescribed, unread=unread)
 
 
@@ -157,14 +163,15 @@ def stored_timeline(parts: Path, video_id: str) -> Timeline | None:
 
 
 def cached_look(parts: Path, path: str, video_id: str, vlm: VLM, cost: CostModel, cache: ResponseCache | None,
-                fps: float, on_frames: Callable[[int], None] | None = None, image_format: str = "png") -> Timeline:
+                fps: float, on_frames: Callable[[int], None] | None = None, image_format: str = "png",
+                jpeg_quality: int = 90) -> Timeline:
     """:func:`look`, kept in ``parts/<video>.timeline.json`` (one pass per video file, model and rate)."""
     stored = stored_timeline(parts, video_id)
-    if stored is not None and stored.stamp == look_stamp(path, vlm, cost, fps, image_format):
+    if stored is not None and stored.stamp == look_stamp(path, vlm, cost, fps, image_format, jpeg_quality):
         if on_frames is not None:
             on_frames(stored.frames)
         return stored
-    timeline = look(path, video_id, vlm, cost, cache, fps, image_format, on_frames)
+    timeline = look(path, video_id, vlm, cost, cache, fps, image_format, on_frames, jpeg_quality)
     write_text_atomic(parts / f"{video_id}.timeline.json", timeline.model_dump_json(), "a video's perceived timeline")
     return timeline
 

@@ -123,23 +123,26 @@ class Perceiver:
     """Told how many frames each request of the look dealt with (a progress bar; not taken to a Ray worker)."""
     image_format: str = "png"
     """How frames are sent (``--image-format``: a real server's default is jpeg, as every other request's)."""
+    jpeg_quality: int = 90
+    """``--jpeg-quality`` of jpeg frames."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self.model is None:
-            return (Perceiver, (self.vlm, self.cost, self.cache, self.parts, None, None, self.image_format))
+            return (Perceiver, (self.vlm, self.cost, self.cache, self.parts, None, None, self.image_format,
+                                self.jpeg_quality))
         cache = self.cache.path.resolve() if self.cache else None  # a worker's folder may not be this one's
         return (_perceiver_of, (self.model.model_dump_json(), self.cost, cache, self.parts.resolve(),
-                                self.image_format))
+                                self.image_format, self.jpeg_quality))
 
 
 def _perceiver_of(model_json: str, cost: CostModel, cache: Path | None, parts: Path,
-                  image_format: str = "png") -> Perceiver:
+                  image_format: str = "png", jpeg_quality: int = 90) -> Perceiver:
     """A perceiver made again from its settings, in another process."""
     from videvolve.models import make_vlm
 
     model = ModelSettings.model_validate_json(model_json)
     return Perceiver(make_vlm(model), cost, ResponseCache(cache) if cache else None, parts, model,
-                     image_format=image_format)
+                     image_format=image_format, jpeg_quality=jpeg_quality)
 
 
 def video_tasks(path: Path, video_id: str, others: list[str], settings: GenerateSettings,
@@ -151,7 +154,8 @@ def video_tasks(path: Path, video_id: str, others: list[str], settings: Generate
         if perceiver is None:
             raise UsageError("perceived tasks need a model: pass --backend (sim or openai)")
         timeline = cached_look(perceiver.parts, str(path), video_id, perceiver.vlm, perceiver.cost,
-                               perceiver.cache, settings.perceive_fps, perceiver.on_frames, perceiver.image_format)
+                               perceiver.cache, settings.perceive_fps, perceiver.on_frames, perceiver.image_format,
+                               perceiver.jpeg_quality)
     if "needles" in settings.sources:
         seen = [e.end - e.start for e in appearances(timeline).events] if timeline is not None else []
         tasks += needle_tasks(path, video_id, others, settings, seen)

@@ -12,7 +12,7 @@ import hashlib
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +46,9 @@ class Run:
     train: list[Task]
     selection: list[Task]
     excluded_videos: set[str]
+    """Videos of this run's selection and test splits: memory queries for the editor leave them out."""
     excluded_fingerprints: set[str]
     """The content fingerprints of the videos of ``excluded_videos``: memory kept away from them by content too."""
-    """Videos of this run's selection and test splits: memory queries for the editor leave them out."""
     vlm: VLM
     probe_vlm: VLM
     cost: CostModel
@@ -60,6 +60,9 @@ class Run:
     """The editor to use instead of the one the settings ask for (tests inject fakes here)."""
     tasks_digest: str = ""
     """:func:`tasks_digest` of the train and selection tasks this run read (a resumed run must read the same)."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """A training video read from its proxy (``--proxy``) -> its source: a diagnosis records the source's content
+    fingerprint, the one a later run holding the video out excludes (the proxy's own matches no source)."""
 
     def __enter__(self) -> Run:
         return self
@@ -157,7 +160,9 @@ def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = No
     fingerprints = {fp for fp in map(video_fingerprint, {t.video for t in tasks if t.split != "train"}) if fp}
     videos = [t.video for t in tasks]
     digest = tasks_digest(train + selection)
-    train, selection = with_proxies(train, ctx.proxy), with_proxies(selection, ctx.proxy)
+    read, selection = with_proxies(train, ctx.proxy), with_proxies(selection, ctx.proxy)
+    sources = {p.video: t.video for t, p in zip(train, read, strict=True) if p.video != t.video}
+    train = read
     del tasks  # the test split is never used by evolve
     if ctx.editor.kind == "agent" and (ctx.editor.model or ctx.model).backend == "sim":
         raise UsageError("--editor agent needs a model that calls tools, and SimVLM calls none: give the editor an "
@@ -186,7 +191,7 @@ def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = No
                excluded_fingerprints=fingerprints, vlm=vlm, probe_vlm=probe,
                cost=cost_model(ctx.model.family, ctx.model.max_pixels), cache=cache, memory=memory,
                dir=RunDir(ctx.root),
-               tasks_digest=digest)
+               tasks_digest=digest, sources=sources)
 
 
 def tasks_digest(tasks: list[Task]) -> str:

@@ -158,7 +158,12 @@ def served_names(base_url: str, api_key: str | None, timeout: float = 10.0) -> l
         data: Any = json.loads(_models_body(f"{base_url.rstrip('/')}/models", headers, timeout)).get("data", [])
     except (ValueError, AttributeError, RecursionError):
         return []
-    return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)] \
+    return list(dict.fromkeys(m["id"] for m in model_cards(data)))
+
+
+def model_cards(data: Any) -> list[dict[str, Any]]:
+    """The entries of a ``/v1/models`` ``data`` that name a model: a blank id names none, whatever a proxy lists."""
+    return [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"].strip()] \
         if isinstance(data, list) else []
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from videvolve.evaluation.results import video_fingerprint
 from videvolve.investigator import Investigator
 from videvolve.investigator.agent import AgentInvestigator
 from videvolve.loop.services import Run
@@ -54,6 +55,9 @@ def investigate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
                         "kept: %s", it + 1, task_id, d.fallback)
             run.event(it, "investigate", "fallback", task=task_id, reason=d.fallback, category=d.category)
         diagnoses.append(d)
+    for i, d in enumerate(diagnoses):  # read from a proxy: the source's fingerprint, as held-out videos are excluded
+        if (source := run.sources.get(by_id[d.task_id].video)) is not None:
+            diagnoses[i] = d.model_copy(update={"video_fingerprint": video_fingerprint(source)})
     run.memory.put(diagnoses)
     counts: dict[str, int] = {}
     for d in diagnoses:
