@@ -119,3 +119,19 @@ def test_an_editor_on_its_own_endpoint_is_its_model_when_the_solvers_was_found(t
     assert found.editor.model is not None and found.editor.model.model == "editor-llm"
     assert found.investigator.agent_model is not None and found.investigator.agent_model.model == "editor-llm"
     assert named.editor.model is not None and named.editor.model.model == "x"  # a name given: the solver's, as ever
+
+
+def test_doctor_names_the_key_on_a_403_as_on_a_401():
+    """A proxy before the server that answers 403 to a wrong key (main: "did not answer", and a start-the-server
+    hint)."""
+    from fastapi.responses import JSONResponse
+
+    app = FastAPI()
+
+    @app.get("/v1/models")
+    def models() -> JSONResponse:
+        return JSONResponse({"error": "Forbidden"}, status_code=403)
+
+    with serve_app(app) as base:
+        checks = {c.name: c for c in run_checks(model_settings(ask_args(base, "--model", "m"), ask_endpoint=False))}
+    assert checks["endpoint"].status == "fail" and "refuses our API key (403)" in checks["endpoint"].detail

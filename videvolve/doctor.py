@@ -250,8 +250,9 @@ def _endpoint(settings: ModelSettings, calibration: bool = False, video: Path | 
     checks = []
     try:
         r = client.get_models()
-        if r.status_code == 401:
-            return [Check("endpoint", "fail", f"{client.base} refuses our API key (401): put the server's --api-key "
+        if r.status_code in (401, 403):
+            return [Check("endpoint", "fail", f"{client.base} refuses our API key ({r.status_code}): put the "
+                          "server's --api-key "
                           f"in the environment variable {settings.api_key_env} (--api-key-env names another)")]
         r.raise_for_status()
         models = model_cards(r.json().get("data", []))  # the entries the commands read (:func:`served_names`)

@@ -171,4 +171,7 @@ def run_on_ray(harness_dir: Path, tasks: Sequence[Any], view_ids: dict[str, str]
             raise
         raise HostError(f"Ray could not run task {which}: {str(exc).splitlines()[0]} (its worker died each time it "
                         "was tried: out of memory, or a node lost?); everything finished is kept") from exc
+    except BaseException:  # anything else that stops the run here (a result it cannot keep): nothing left running
+        flight.cancel()
+        raise
     return results
