@@ -20,9 +20,11 @@ from videvolve.datasets.own import Question, read_questions
 from videvolve.labelfree.labels import label_mix, labels_line
 from videvolve.labelfree.teacher import TeacherLabel
 from videvolve.metrics import task_score
+from videvolve.models.sim.mimic import MimicSettings
+from videvolve.models.sim.server import create_app
 from videvolve.models.sim.vlm import SimVLM
 from videvolve.tasks import Prediction, Task, read_tasks
-from videvolve.testing import reserved_port, serve_sim
+from videvolve.testing import reserved_port, serve_app
 
 VIDEOS = 2
 """Videos of the small world whose questions are taught (16 questions: a few seconds of scan_refine each)."""
@@ -207,7 +209,9 @@ def test_through_an_openai_server_an_outage_stops_cleanly_and_a_rerun_resumes(sm
     assert run(dead_endpoint) == 3
     err = " ".join(capsys.readouterr().err.split())
     assert "teaching stopped" in err and "rerun the same command to continue" in err and not out.exists()
-    with serve_sim() as base:
+    # served under its own name (`vllm serve simvlm`): a stored answer's checkpoint is its name, so a rerun needs no
+    # endpoint to know its answers are this model's (serve-sim's own root names SimVLM's revision: that one is asked)
+    with serve_app(create_app("simvlm", mimic=MimicSettings(checkpoint="simvlm"))) as base:
         assert run(base) == 0
     tasks = read_tasks(out)
     assert len(tasks) == 2 and {t.label_source for t in tasks} == {"teacher"}
