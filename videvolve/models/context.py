@@ -132,15 +132,14 @@ def served_model(base_url: str, model: str, api_key: str | None, timeout: float 
     Raises :class:`httpx.TransportError` when the endpoint cannot be reached, and :class:`httpx.HTTPStatusError`
     when it (or a proxy before it) answers that it is busy or restarting (:data:`BUSY`): ask again later.
     """
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        data: Any = json.loads(_models_body(f"{base_url.rstrip('/')}/models", headers, timeout)).get("data", [])
+        data = _listed(base_url, api_key, timeout)
     except httpx.HTTPStatusError as exc:
         if exc.response.status_code in BUSY:
             raise
         return ServedModel()
-    except (httpx.DecodingError, ValueError, AttributeError, RecursionError):
-        return ServedModel()  # answered, but nothing readable (a body nested too deep, or not the encoding it says)
+    except httpx.DecodingError:
+        return ServedModel()  # answered, but not in the encoding it says
     card = next((m for m in data if isinstance(m, dict) and m.get("id") == model), None) \
         if isinstance(data, list) else None
     if card is None:
@@ -153,12 +152,19 @@ def served_model(base_url: str, model: str, api_key: str | None, timeout: float 
 
 def served_names(base_url: str, api_key: str | None, timeout: float = 10.0) -> list[str]:
     """The model names ``GET /v1/models`` lists (raises :class:`httpx.HTTPError` when it does not answer)."""
+    return list(dict.fromkeys(m["id"] for m in model_cards(_listed(base_url, api_key, timeout))))
+
+
+def _listed(base_url: str, api_key: str | None, timeout: float) -> Any:
+    """The ``data`` of ``GET /v1/models`` (None: answered, but nothing readable, e.g. a body nested too deep).
+
+    Raises :class:`httpx.HTTPError` when it does not answer.
+    """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        data: Any = json.loads(_models_body(f"{base_url.rstrip('/')}/models", headers, timeout)).get("data", [])
+        return json.loads(_models_body(f"{base_url.rstrip('/')}/models", headers, timeout)).get("data", [])
     except (ValueError, AttributeError, RecursionError):
-        return []
-    return list(dict.fromkeys(m["id"] for m in model_cards(data)))
+        return None
 
 
 def model_cards(data: Any) -> list[dict[str, Any]]:
