@@ -8,6 +8,11 @@ with 64 frames (fewer frames: more questions SimVLM cannot see and must guess, s
   the same pictures but for a few frames, under other captions, so SimVLM's guesses on what it cannot see (a hash
   of the request's text) change: they move selection scores, and cannot help in expectation. The table says how
   many questions each changed, so that the test is seen to test something.
+- **Each against a parent of its own** (the headline figures): candidate k is judged against the grid shifted by
+  -k x 3 ms, its own parent, so each decision draws its own parent's luck on the questions SimVLM cannot see, as
+  runs do. Judged all against one parent (the unshifted grid, a row of its own), the candidates share that one
+  parent's luck: an unlucky parent lifts every candidate's chance together (world 99858: 6 / 120 at the first
+  level, 16 / 120 at the flat level), so that share is one draw, not the rate a run meets.
 - **The bucket attack**: four candidates identical to the parent except that they answer "B" on the mcq questions
   whose (duration, question, options) hash falls in bucket j.
 - Each is judged against the parent on the whole selection set by the paired gate at the level of a run's first
@@ -52,7 +57,7 @@ CACHE = Path(__file__).resolve().parent / ".cache" / "gate_null"
 console = Console(width=150)
 GRID = "    times = [task.duration * (i + 0.5) / n for i in range(n)]\n"
 SHIFTED = ("    shift = float(ctx.config.get(\"grid_shift\", 0.0))\n"
-           "    times = [min(task.duration, task.duration * (i + 0.5) / n + shift) for i in range(n)]\n")
+           "    times = [min(task.duration, max(0.0, task.duration * (i + 0.5) / n + shift)) for i in range(n)]\n")
 ANSWER = "    return {\"answer\": reply, \"raw\": reply, \"evidence_times\": times}\n"
 BUCKETED = ("    if task.options and (int(task.duration * 1000) + sum(ord(c) for c in task.question + \"|\".join("
             "task.options))) % 4 == int(ctx.config.get(\"bucket\", -1)):\n"
@@ -73,6 +78,19 @@ def variant(root: Path, name: str, **config: float) -> Path:
         text = set_key(text, key, value)
     (out / "config.toml").write_text(text)
     return out
+
+
+def judged(selection: list[Task], parent: list[TaskResult], cand: list[TaskResult], first: float,
+           level: float) -> dict[str, object]:
+    """A candidate judged against a parent by the paired gate (first and flat levels) and by the paper's rule."""
+    d = paired_rule(selection, parent, cand, first)
+    flat = paired_rule(selection, parent, cand, level)
+    a, c = sum(r.score for r in parent) / len(parent), sum(r.usage.image_tokens for r in parent)
+    a2, c2 = sum(r.score for r in cand) / len(cand), sum(r.usage.image_tokens for r in cand)
+    rsi = gate_rule(a, c / len(parent), a2, c2 / len(cand), eps=1 / len(selection))
+    return {"first_level": d.accept, "flat": flat.accept, "video_rsi": rsi.accept,
+            "discordant": d.stats.discordant if d.stats else 0, "diff": d.stats.diff if d.stats else 0.0,
+            "p_gain": d.stats.p_gain if d.stats else 1.0}
 
 
 class Replay:
@@ -103,6 +121,8 @@ def main() -> int:
     versions = {"parent": variant(root / "harnesses", "parent")}
     versions |= {f"null{k:03d}": variant(root / "harnesses", f"null{k:03d}", grid_shift=round(0.003 * k, 3))
                  for k in range(1, args.null + 1)}
+    versions |= {f"parent{k:03d}": variant(root / "harnesses", f"parent{k:03d}", grid_shift=round(-0.003 * k, 3))
+                 for k in range(1, args.null + 1)}
     versions |= {f"bucket{j}": variant(root / "harnesses", f"bucket{j}", bucket=j) for j in range(4)}
     vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
     results: dict[str, list[TaskResult]] = {}
@@ -119,17 +139,11 @@ def main() -> int:
     first = next_level([], level)
     rows: dict[str, dict[str, object]] = {}
     for name in versions:
-        if name == "parent":
+        if not name.startswith(("null", "bucket")):
             continue
-        cand = results[name]
-        d = paired_rule(selection, parent, cand, first)
-        flat = paired_rule(selection, parent, cand, level)
-        a, c = sum(r.score for r in parent) / len(parent), sum(r.usage.image_tokens for r in parent)
-        a2, c2 = sum(r.score for r in cand) / len(cand), sum(r.usage.image_tokens for r in cand)
-        rsi = gate_rule(a, c / len(parent), a2, c2 / len(cand), eps=1 / len(selection))
-        rows[name] = {"first_level": d.accept, "flat": flat.accept, "video_rsi": rsi.accept,
-                      "discordant": d.stats.discordant if d.stats else 0, "diff": d.stats.diff if d.stats else 0.0,
-                      "p_gain": d.stats.p_gain if d.stats else 1.0}
+        own = "parent" + name.removeprefix("null") if name.startswith("null") else "parent"
+        rows[name] = {"parent": own, **judged(selection, results[own], results[name], first, level),
+                      "one_parent": judged(selection, parent, results[name], first, level)}
     nulls = [n for n in rows if n.startswith("null")]
     # sequences of 8 decisions, as one run would make them: the level follows the alpha-wealth
     in_runs = 0
@@ -137,9 +151,10 @@ def main() -> int:
         history: list[GateEntry] = []
         for name in nulls[start:start + 8]:
             lv = next_level(history, level)
-            ok = paired_rule(selection, parent, results[name], lv).accept
+            ok = paired_rule(selection, results[str(rows[name]["parent"])], results[name], lv).accept
             in_runs += ok
-            history.append(GateEntry(iteration=len(history), parent="parent", decision="accepted" if ok else
+            history.append(GateEntry(iteration=len(history), parent=str(rows[name]["parent"]),
+                                     decision="accepted" if ok else
                                      "rejected", reason="", level=lv))
     # multi-fidelity replayed against full validation
     ctx = Context(run_dir=str(root / "run"), run_id="null", tasks=str(root / "world" / "tasks.jsonl"),
@@ -147,10 +162,11 @@ def main() -> int:
     same, mf_evals, full_evals = 0, 0, 0
     for name in rows:
         out = {}
+        own = str(rows[name]["parent"])
         for mode in ("multi-fidelity", "full"):
             gate = ctx.gate.model_copy(update={"validation": mode})
-            replay = Replay(ctx.model_copy(update={"gate": gate}), selection, {"parent": parent, name: results[name]})
-            (entry,), _ = screen(replay, "parent", [name], {}, 0)
+            replay = Replay(ctx.model_copy(update={"gate": gate}), selection, {own: results[own], name: results[name]})
+            (entry,), _ = screen(replay, own, [name], {}, 0)
             out[mode] = entry.decision
             if mode == "multi-fidelity":
                 mf_evals += len(replay.evaluated[name])
@@ -160,9 +176,11 @@ def main() -> int:
         rows[name]["mf_decision"], rows[name]["full_decision"] = out["multi-fidelity"], out["full"]
     n = len(nulls)
     buckets = [f"bucket{j}" for j in range(4)]
-    table = Table(title=f"the gate on {n} null candidates and the bucket attack (world {args.world_seed}, "
-                        f"{len(selection)} selection questions, parent accuracy "
-                        f"{sum(r.score for r in parent) / len(parent):.3f})")
+    own_scores = [sum(r.score for r in results[str(rows[x]["parent"])]) / len(selection) for x in nulls]
+    table = Table(title=f"the gate on {n} null candidates, each against a parent of its own, and the bucket attack "
+                        f"(world {args.world_seed}, {len(selection)} selection questions; the unshifted parent scores "
+                        f"{sum(r.score for r in parent) / len(parent):.3f}, the {n} own parents "
+                        f"{min(own_scores, default=0):.3f}-{max(own_scores, default=0):.3f})")
     table.add_column("what")
     table.add_column("value", justify="right")
     moved = [int(rows[x]["discordant"]) for x in nulls]  # type: ignore[call-overload]
@@ -173,6 +191,10 @@ def main() -> int:
                       ("video_rsi", "the paper's rule (--gate video-rsi)")):
         k = sum(bool(rows[x][key]) for x in nulls)
         table.add_row(f"null candidates accepted: {what}", f"{k} / {n} ({k / max(1, n):.1%})")
+    for key in ("first_level", "flat"):
+        k = sum(bool(rows[x]["one_parent"][key]) for x in nulls)  # type: ignore[index]
+        table.add_row(f"  the same, all against the one unshifted parent ({key.replace('_', ' ')})",
+                      f"{k} / {n} ({k / max(1, n):.1%})")
     table.add_row("null candidates accepted: paired gate in runs of 8 decisions (alpha-investing)",
                   f"{in_runs} / {n} ({in_runs / max(1, n):.1%})")
     diffs = ", ".join(f"{float(str(rows[b]['diff'])):+.3f}" for b in buckets)
