@@ -135,3 +135,27 @@ def test_doctor_names_the_key_on_a_403_as_on_a_401():
     with serve_app(app) as base:
         checks = {c.name: c for c in run_checks(model_settings(ask_args(base, "--model", "m"), ask_endpoint=False))}
     assert checks["endpoint"].status == "fail" and "refuses our API key (403)" in checks["endpoint"].detail
+
+
+def test_a_run_stored_without_a_model_name_resumes_under_the_one_served(tmp_path: Path, capsys):
+    """Runs started before the served model was looked up stored ``model: ""``; a resume never sends it again."""
+    from videvolve.rundir import RunDir
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("")
+    run = tmp_path / "old"
+    with serve_app(create_app("served-name", mimic=MimicSettings())) as base:
+        ctx = build_context(build_parser().parse_args(["evolve", "--tasks", str(tasks), "--backend", "openai",
+                                                       "--base-url", base, "--run", str(run)]))
+        stored = json.loads(ctx.model_dump_json())
+        stored["model"]["model"] = ""  # what an older videvolve wrote
+        run.mkdir()
+        RunDir(run).settings.write_text(json.dumps(stored))
+        resumed = build_context(build_parser().parse_args(["evolve", "--run", str(run), "--resume"]))
+    assert resumed.model.model == "served-name"
+    assert "has no model name" in capsys.readouterr().err
+    with reserved_port() as port:
+        stored["model"]["base_url"] = f"http://127.0.0.1:{port}/v1"
+        RunDir(run).settings.write_text(json.dumps(stored))
+        with pytest.raises(UsageError, match="could not be asked"):
+            build_context(build_parser().parse_args(["evolve", "--run", str(run), "--resume", "--timeout", "2"]))

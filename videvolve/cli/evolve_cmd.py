@@ -93,6 +93,7 @@ def build_context(args: argparse.Namespace) -> Context:
         data = nest(RunDir(run).read_settings())  # a run from before the grouping stored flat keys
         data["run_dir"] = str(run)  # where the folder is now (moved, or a copy): never the path it was started in
         refuse_changes(run, data, _resolved(flags), resumed_endpoints(args, data))
+        _name_unnamed_model(data, settings)
         return build(Context, merged(data, {k: v for k, v in flags.items() if k == EXTENDABLE}), str(settings))
     if settings.exists():
         raise UsageError(f"{run} already holds a run; pass --resume to continue it, or choose another --run")
@@ -113,6 +114,24 @@ def build_context(args: argparse.Namespace) -> Context:
     for (section, key), value in helper_models(args, solver, ask=unnamed).items():
         data.setdefault(section, {})[key] = value
     return build(Context, data, where)
+
+
+def _name_unnamed_model(data: dict[str, Any], settings: Path) -> None:
+    """A run stored with an empty model name goes on under the one model its endpoint serves.
+
+    videvolve before 2026-12-06 sent "" where no model was named; replies asked under "" are not taken for it.
+    """
+    from videvolve.models.openai_backend import with_served_model
+
+    stored = data.get("model") or {}
+    if stored.get("backend") != "openai" or str(stored.get("model") or "").strip():
+        return
+    unnamed = {k: v for k, v in stored.items() if k != "model"}
+    found = with_served_model(build(ModelSettings, unnamed, str(settings)), how="a server that serves one model")
+    data["model"] = {**stored, "model": found.model}
+    err.print(f"note: {settings} has no model name (an older videvolve sent an empty one); this run goes on under "
+              f"{found.model!r}, the one model {found.base_url} serves, and asks again what was asked under the "
+              "empty name", highlight=False)
 
 
 def _resolved(data: dict[str, Any]) -> dict[str, Any]:
