@@ -7,7 +7,7 @@ from pathlib import Path
 
 from videvolve.cli import main
 from videvolve.memory.embedders import HashingEmbedder
-from videvolve.memory.records import Diagnosis
+from videvolve.memory.records import Diagnosis, RevisionOutcome
 from videvolve.memory.store import ChromaStore
 
 
@@ -31,3 +31,20 @@ def test_diagnoses_show_counts_from_1(tmp_path: Path, capsys) -> None:
         category="missed_event", hypothesis="a short event fell between frames", applies_when="-", preserve="-")])
     assert main(["diagnoses", "show", "d1", "--memory", str(tmp_path / "memory")]) == 0
     assert "iteration 1," in capsys.readouterr().out
+
+
+def test_diagnoses_show_rounds_what_the_revision_became(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``led to`` printed float noise (``d_score 0.19999999999999996``) and ``None`` for deltas never measured."""
+    monkeypatch.setenv("COLUMNS", "200")
+    outcome = RevisionOutcome(operator="op", decision="rejected", reason="r", d_score=0.19999999999999996,
+                              d_cost=105.60000000000036)
+    ChromaStore(tmp_path / "memory", HashingEmbedder()).put([
+        Diagnosis(id="d1", run_id="r", iteration=0, harness_id="h", task_id="t", video_id="v", kind="mcq",
+                  category="missed_event", hypothesis="-", applies_when="-", preserve="-", outcome=outcome),
+        Diagnosis(id="d2", run_id="r", iteration=0, harness_id="h", task_id="t2", video_id="v", kind="mcq",
+                  category="missed_event", hypothesis="-", applies_when="-", preserve="-",
+                  outcome=RevisionOutcome(operator="op", decision="dropped", reason="static"))])
+    assert main(["diagnoses", "show", "d1", "--memory", str(tmp_path / "memory")]) == 0
+    assert "led to: op -> rejected (r); d_score +0.2000; d_cost +105.6" in capsys.readouterr().out
+    assert main(["diagnoses", "show", "d2", "--memory", str(tmp_path / "memory")]) == 0
+    assert "led to: op -> dropped (static)\n" in capsys.readouterr().out

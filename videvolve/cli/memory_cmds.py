@@ -129,7 +129,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     out.print(f"[bold]probe cost:[/] {record.probe_cost}")
     if record.outcome:
         o = record.outcome
-        out.print(f"[bold]led to:[/] {o.operator} -> {o.decision} ({o.reason}); d_score {o.d_score}, d_cost {o.d_cost}")
+        deltas = "".join(f"; {name} {value:+.{places}f}" for name, value, places in
+                         (("d_score", o.d_score, 4), ("d_cost", o.d_cost, 1)) if value is not None)
+        out.print(f"[bold]led to:[/] {o.operator} -> {o.decision} ({o.reason}){deltas}", highlight=False)
     return 0
 
 
