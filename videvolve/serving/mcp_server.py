@@ -174,7 +174,7 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
     try:
         with gate:  # at most --concurrency harnesses (and downloads) at once
             phase[0] = "getting the video"  # a download of an https:// video may take a while
-            with video_file(video, roots) as path:
+            with video_file(video, roots, cancel=cancel) as path:
                 phase[0] = "the harness is looking at the video"
                 return agent.ask(path, question, options, grounding, cancel=cancel,
                                  on_step=narrated(lambda line: phase.__setitem__(1, line)))

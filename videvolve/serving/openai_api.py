@@ -346,7 +346,7 @@ def _answer(agent: Answerer, q: VideoQuestion, roots: Any, cancel: threading.Eve
             on_step: StepListener | None = None) -> AgentAnswer | Exception:
     """The answer, or what was raised instead (returned: a task group would wrap it in an ``ExceptionGroup``)."""
     try:
-        with video_file(q.video, roots) as path:
+        with video_file(q.video, roots, cancel=cancel) as path:
             return agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel, on_step=on_step)
     except Exception as exc:
         return exc

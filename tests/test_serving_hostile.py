@@ -1,0 +1,89 @@
+"""`videvolve serve` and `videvolve mcp` against clients and video hosts that misbehave.
+
+The agent is a fake (tests/serving_support.py); the server is real, on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
+
+from tests.serving_support import FakeAgent, FakeAgents, running
+from videvolve.errors import Cancelled
+from videvolve.serving.media import MediaRoots, video_file
+from videvolve.serving.openai_api import ServerLimits, create_app
+from videvolve.testing import in_thread, serve_app, trickle
+
+
+@pytest.fixture
+def silent_host() -> Iterator[str]:
+    """An http:// URL whose host takes the connection and never says a word."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v.mp4"
+
+
+@pytest.fixture
+def trickling_host() -> Iterator[str]:
+    """An http:// URL whose "video" arrives a byte at a time and never ends."""
+    app = FastAPI()
+
+    @app.get("/v.mp4")
+    async def video() -> StreamingResponse:
+        return StreamingResponse(trickle(b"x", 0.1), media_type="video/mp4")
+
+    with serve_app(app) as base:
+        yield base.removesuffix("/v1") + "/v.mp4"
+
+
+def _body(url: str) -> dict[str, Any]:
+    return {"model": "fake", "messages": [{"role": "user", "content": [
+        {"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": "Which?\nA) x\nB) y"}]}]}
+
+
+def _admitted(base: str) -> int:
+    return int(httpx.get(f"{base}/health").json()["running_or_queued"])
+
+
+@pytest.mark.parametrize("host", ["silent_host", "trickling_host"])
+def test_a_download_stops_when_its_question_is_cancelled(host: str, request: pytest.FixtureRequest, tmp_path: Path):
+    """A download ignored the cancel: it went on to its read timeout (120 s) or its 600 s in all."""
+    url = request.getfixturevalue(host)
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+
+    def fetch() -> None:
+        with video_file(url, MediaRoots([tmp_path]), cancel=cancel):
+            pass
+
+    with pytest.raises(Cancelled):
+        in_thread(fetch, 20)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("host", ["silent_host", "trickling_host"])
+def test_a_client_that_goes_away_during_its_download_frees_its_place(host: str, request: pytest.FixtureRequest):
+    """A client that hung up while its video downloaded held its place (here the only one: every other question a
+    429) until the download gave up, 2 to 10 minutes later."""
+    url = request.getfixturevalue(host)
+    agent = FakeAgent()
+    agent.release.set()
+    app = create_app(FakeAgents(agent), MediaRoots([]), ServerLimits(concurrency=1, queue=0))
+    with running(app) as base:
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(f"{base}/v1/chat/completions", json=_body(url), timeout=1)
+        deadline = time.monotonic() + 5
+        while _admitted(base):
+            assert time.monotonic() < deadline, "the gone client's download kept its place"
+            time.sleep(0.05)
+    assert not agent.started.acquire(blocking=False)  # no harness ran for it
