@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -87,3 +88,30 @@ def test_a_client_that_goes_away_during_its_download_frees_its_place(host: str, 
             assert time.monotonic() < deadline, "the gone client's download kept its place"
             time.sleep(0.05)
     assert not agent.started.acquire(blocking=False)  # no harness ran for it
+
+
+def test_mcp_refuses_a_blank_question_or_option_before_any_harness_runs(tmp_path: Path):
+    """ask_video and ground_in_video ran the harness (model calls spent) on an empty or blank question, or on blank
+    options, where serve answers 400: each is a tool error now, and the session goes on."""
+    from mcp import Client
+
+    from tests.test_serving_mcp import _Blocking
+    from videvolve.serving.mcp_server import create_mcp
+
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = _Blocking(concurrency=1)
+    agent.release.set()
+    server = create_mcp(agent, MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
+    calls = [("ask_video", {"video": "v.mp4", "question": ""}), ("ask_video", {"video": "v.mp4", "question": " \n"}),
+             ("ground_in_video", {"video": "v.mp4", "query": "  "}),
+             ("ask_video", {"video": "v.mp4", "question": "Which?", "options": ["A) red", " "]}),
+             ("ask_video", {"video": "v.mp4", "question": "Which?", "options": ["A) red", "B) blue"]})]
+
+    async def main() -> list[Any]:
+        async with Client(server) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    *refused, answered = anyio.run(main)
+    assert [r.content[0].text.split(": ", 1)[-1][:24] for r in refused] == [
+        "the question is empty: s", "the question is empty: s", "the query is empty: say ", "every option needs its t"]
+    assert all(r.is_error for r in refused) and not answered.is_error and agent.most == 1

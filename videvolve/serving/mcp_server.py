@@ -23,6 +23,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from videvolve.api import clean_option
 from videvolve.errors import EndpointError, InfraError, VidevolveError
 from videvolve.memory.records import Category
 from videvolve.memory.store import DiagnosisStore
@@ -190,6 +191,12 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
                          "the traceback")
 
 
+def _said(text: str, name: str) -> None:
+    """A blank question is a tool error (``serve``'s 400), not a harness run spending model calls on nothing."""
+    if not text.strip():
+        raise ToolError(f"the {name} is empty: say what to look for in the video")
+
+
 def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
                open_memory: Callable[[Path], DiagnosisStore] | None = None, progress_s: float = PROGRESS_S,
                ) -> MCPServer:
@@ -221,6 +228,9 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         """
         if options and not 2 <= len(options) <= len(LETTERS):  # as a task file: one is always "A", a 27th unletterable
             raise ToolError(f"give 2 to {len(LETTERS)} options (got {len(options)}), or none for a when-question")
+        if options and not all(clean_option(o) for o in options):
+            raise ToolError(f"every option needs its text (got {options}): a blank one can only be chosen blindly")
+        _said(question, "question")
         return await _asked(agent, roots, gates, video, question, options, grounding=False,
                             progress=Progress(ctx, progress_s) if ctx is not None else None)
 
@@ -228,6 +238,7 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
     async def ground_in_video(video: Video, query: Annotated[str, Field(
             description="what to find, e.g. 'the red star appears'")], ctx: Context | None = None) -> AgentAnswer:
         """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does."""
+        _said(query, "query")
         return await _asked(agent, roots, gates, video, query, None, grounding=True,
                             progress=Progress(ctx, progress_s) if ctx is not None else None)
 
