@@ -5,6 +5,7 @@ The agent is a fake (tests/serving_support.py); the server is real, on 127.0.0.1
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -115,3 +116,23 @@ def test_mcp_refuses_a_blank_question_or_option_before_any_harness_runs(tmp_path
     assert [r.content[0].text.split(": ", 1)[-1][:24] for r in refused] == [
         "the question is empty: s", "the question is empty: s", "the query is empty: say ", "every option needs its t"]
     assert all(r.is_error for r in refused) and not answered.is_error and agent.most == 1
+
+
+def test_a_body_of_countless_small_objects_is_refused_without_holding_the_server(tmp_path: Path):
+    """A few MB of tiny JSON objects took seconds to parse and validate in the event loop (256 MiB: minutes), every
+    other client waiting, /health too; a body of wrong items was answered with every one of its errors."""
+    (tmp_path / "v.mp4").write_bytes(b"x")
+    agent = FakeAgent()
+    agent.release.set()
+    history = [{"role": "user", "content": "Earlier, about another video."}, {"role": "assistant", "content": "B"}]
+    good = _body("v.mp4")
+    good["messages"] = history * 100 + good["messages"]
+    flood = json.dumps({"model": "fake", "messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]
+                        * 300_000}).encode()
+    with running(create_app(FakeAgents(agent), MediaRoots([tmp_path]), ServerLimits())) as base:
+        r = httpx.post(f"{base}/v1/chat/completions", content=flood, timeout=120)
+        assert r.status_code == 400 and "at most 50000" in r.json()["error"]["message"], r.text[:300]
+        wrong = httpx.post(f"{base}/v1/chat/completions", json={"model": "fake", "messages": [1] * 20_000}, timeout=60)
+        assert wrong.status_code == 400 and len(wrong.json()["error"]["message"]) < 2000, len(wrong.text)
+        r = httpx.post(f"{base}/v1/chat/completions", json=good, timeout=60)  # a long conversation is still read
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "B", r.text
