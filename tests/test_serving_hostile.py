@@ -136,3 +136,29 @@ def test_a_body_of_countless_small_objects_is_refused_without_holding_the_server
         assert wrong.status_code == 400 and len(wrong.json()["error"]["message"]) < 2000, len(wrong.text)
         r = httpx.post(f"{base}/v1/chat/completions", json=good, timeout=60)  # a long conversation is still read
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "B", r.text
+
+
+def test_a_runs_mixture_spoiled_while_serving_leaves_the_best_it_had_answering(tmp_path: Path):
+    """mixture.json made unreadable (edited by hand) under a server: GET /v1/models was a plain-text 500 with a
+    traceback in the log, and each question a 400 blaming the client. The harness the name had goes on answering."""
+    import shutil
+
+    from videvolve.config import ModelSettings, RuntimeSettings
+    from videvolve.rundir import RunDir
+    from videvolve.serving.agent import CatalogAgents, HarnessCatalog
+    from videvolve.skill_library.harness import load_harness, seed_path
+
+    run = RunDir(tmp_path / "myrun")
+    run.harnesses.mkdir(parents=True)
+    run.settings.write_text("{}")
+    version = load_harness(seed_path("uniform")).version_id
+    shutil.copytree(seed_path("uniform"), run.harness(version))
+    run.set_best(run.harness(version))
+    agents = CatalogAgents(HarnessCatalog.open(run.root), ModelSettings(), RuntimeSettings())
+    run.mixture.write_text("{not json")
+    with running(create_app(agents, MediaRoots([]), ServerLimits())) as base:
+        listed = httpx.get(f"{base}/v1/models", timeout=30)
+        asked = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={"model": "myrun", "messages": [
+            {"role": "user", "content": "When does it happen?"}]})
+    assert listed.status_code == 200 and listed.json()["data"][0]["harness"] == f"uniform@{version}", listed.text
+    assert asked.status_code == 400 and "video_url" in asked.json()["error"]["message"]  # the request's own fault
