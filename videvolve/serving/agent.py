@@ -8,6 +8,7 @@ into a typed reply: the answer as text, its evidence times and its cost.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from pathlib import Path
@@ -17,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from videvolve.api import Answer, LoadedHarness, load_harness, resolve_harness
 from videvolve.config import ModelSettings, RuntimeSettings
-from videvolve.errors import HarnessError
+from videvolve.errors import HarnessError, UsageError
 from videvolve.models import make_vlm
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
@@ -26,6 +27,7 @@ from videvolve.skill_library.harness import MANIFEST
 from videvolve.skill_library.trace import StepListener
 
 Kind = Literal["mcq", "grounding"]
+log = logging.getLogger(__name__)
 _OPTION = re.compile(r"^\s*\(?([A-Z])[).:]\s+(\S.*)$")
 
 
@@ -188,9 +190,10 @@ class HarnessCatalog:
                 if now not in self._loaded:
                     self._loaded[now] = load_harness(now)
                 self.paths[model_id] = now
-            except (OSError, HarnessError):  # best/ being replaced this instant: the best it had answers this one
-                if model_id not in self.paths:
+            except (OSError, HarnessError, UsageError) as exc:  # best/ being replaced this instant, a mixture.json
+                if model_id not in self.paths:  # edited by hand: the best it had answers this one
                     raise
+                log.warning("%s: answering with %s meanwhile", exc, self.paths[model_id])
         path = self.paths[model_id]
         if path not in self._loaded:
             self._loaded[path] = load_harness(path)

@@ -23,6 +23,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from videvolve.api import clean_option
 from videvolve.errors import EndpointError, InfraError, VidevolveError
 from videvolve.memory.records import Category
 from videvolve.memory.store import DiagnosisStore
@@ -174,7 +175,7 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
     try:
         with gate:  # at most --concurrency harnesses (and downloads) at once
             phase[0] = "getting the video"  # a download of an https:// video may take a while
-            with video_file(video, roots) as path:
+            with video_file(video, roots, cancel=cancel) as path:
                 phase[0] = "the harness is looking at the video"
                 return agent.ask(path, question, options, grounding, cancel=cancel,
                                  on_step=narrated(lambda line: phase.__setitem__(1, line)))
@@ -188,6 +189,12 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
         log.exception("a bug in videvolve while answering")
         return ToolError(f"a bug in videvolve, not in your call ({type(exc).__name__}: {exc}); the server log has "
                          "the traceback")
+
+
+def _said(text: str, name: str) -> None:
+    """A blank question is a tool error (``serve``'s 400), not a harness run spending model calls on nothing."""
+    if not text.strip():
+        raise ToolError(f"the {name} is empty: say what to look for in the video")
 
 
 def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
@@ -221,6 +228,9 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
         """
         if options and not 2 <= len(options) <= len(LETTERS):  # as a task file: one is always "A", a 27th unletterable
             raise ToolError(f"give 2 to {len(LETTERS)} options (got {len(options)}), or none for a when-question")
+        if options and not all(clean_option(o) for o in options):
+            raise ToolError(f"every option needs its text (got {options}): a blank one can only be chosen blindly")
+        _said(question, "question")
         return await _asked(agent, roots, gates, video, question, options, grounding=False,
                             progress=Progress(ctx, progress_s) if ctx is not None else None)
 
@@ -228,6 +238,7 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
     async def ground_in_video(video: Video, query: Annotated[str, Field(
             description="what to find, e.g. 'the red star appears'")], ctx: Context | None = None) -> AgentAnswer:
         """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does."""
+        _said(query, "query")
         return await _asked(agent, roots, gates, video, query, None, grounding=True,
                             progress=Progress(ctx, progress_s) if ctx is not None else None)
 

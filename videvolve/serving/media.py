@@ -1,30 +1,33 @@
 """Where a served video comes from: a file under a media root, an http(s) URL, or a data URL.
 
 Local paths are confined to the media roots the server was started with (after resolving symlinks and ``..``);
-downloads and data URLs are written to a private temporary folder, size-capped, and removed after the answer.
+downloads and data URLs are written to a private temporary folder, size-capped, and removed after the answer. A
+download stops within :data:`CANCEL_POLL_S` once its question is cancelled (its client gone), however it is stalled.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import math
 import re
 import tempfile
-import time
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import anyio
 import httpx
 
-from videvolve.errors import InputNotFoundError, UsageError, VidevolveError
+from videvolve.errors import Cancelled, InputNotFoundError, UsageError, VidevolveError
 
 MAX_VIDEO_BYTES = 2 * 1024**3
 """The largest video a request may bring by URL or data URL."""
 DOWNLOAD_S = 600.0
 """The longest a video's download may take in all (a server trickling it would otherwise hold the request)."""
+CANCEL_POLL_S = 0.1
+"""How often a download looks whether its question was cancelled."""
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[\w-]+=[\w.-]+)*)(?P<b64>;base64)?,",
                        re.I)
 
@@ -80,18 +83,9 @@ def _unusable(ref: str, exc: Exception) -> BadVideoSource:
                           f"{str(exc)[:200]}): send a path under a media root, a file://, http(s):// or data: URL")
 
 
-def _write_capped(chunks: Iterator[bytes], dest: Path, source: str, deadline: float = math.inf) -> Path:
-    size = 0
-    with dest.open("wb") as fh:
-        for chunk in chunks:
-            size += len(chunk)
-            if size > MAX_VIDEO_BYTES:
-                raise BadVideoSource(f"the video at {source[:100]} is over {MAX_VIDEO_BYTES} bytes")
-            if time.monotonic() > deadline:
-                raise VideoUnreachable(f"the video at {source[:100]} was still arriving ({size} bytes) after the "
-                                       f"{DOWNLOAD_S:g} s a download may take; put it under a media root instead")
-            fh.write(chunk)
-    return dest
+def _capped(size: int, source: str) -> None:
+    if size > MAX_VIDEO_BYTES:
+        raise BadVideoSource(f"the video at {source[:100]} is over {MAX_VIDEO_BYTES} bytes")
 
 
 def _from_data_url(url: str, dest: Path) -> Path:
@@ -102,28 +96,79 @@ def _from_data_url(url: str, dest: Path) -> Path:
         data = base64.b64decode(url[m.end():], validate=True)
     except (binascii.Error, ValueError) as exc:
         raise BadVideoSource(f"the data URL's base64 cannot be decoded: {exc}") from None
-    return _write_capped(iter([data]), dest, "data URL")
+    _capped(len(data), "data URL")
+    dest.write_bytes(data)
+    return dest
 
 
-def _download(url: str, dest: Path, timeout_s: float) -> Path:
-    deadline = time.monotonic() + DOWNLOAD_S  # httpx's timeout is per read: a trickled body would never end
+def _download(url: str, dest: Path, timeout_s: float, cancel: threading.Event | None = None) -> Path:
+    """Download in an event loop of this thread's own: a connect, a silent server or a trickle stops on ``cancel``."""
     try:
-        with httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True) as response:
-            if response.status_code != 200:
-                raise VideoUnreachable(f"fetching the video {url} answered HTTP {response.status_code}")
-            return _write_capped(response.iter_bytes(), dest, url, deadline)  # chunks as they come
+        httpx.URL(url).host.encode("idna")  # a label too long: a DNS look-up would say only "not known"
+        got = anyio.run(_fetch_or_cancel, url, dest, timeout_s, cancel)
+        if isinstance(got, Exception):
+            raise got
     except (httpx.InvalidURL, UnicodeError) as exc:  # a character or a host name no request can carry
         raise _unusable(url, exc) from None
+    return got
+
+
+async def _fetch_or_cancel(url: str, dest: Path, timeout_s: float, cancel: threading.Event | None) -> Path | Exception:
+    """The file, or what was raised instead (returned: a task group would wrap it in an ``ExceptionGroup``)."""
+    got: list[Path | Exception] = [Cancelled(f"the download of {url[:100]} was stopped: its client went away")]
+
+    async def fetch() -> None:
+        try:
+            got[0] = await _fetch(url, dest, timeout_s)
+        except Exception as exc:
+            got[0] = exc
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(fetch)
+        while cancel is None or not cancel.is_set():
+            await anyio.sleep(CANCEL_POLL_S)
+        tg.cancel_scope.cancel()
+    return got[0]
+
+
+async def _fetch(url: str, dest: Path, timeout_s: float) -> Path:
+    size = 0
+    try:
+        with anyio.fail_after(DOWNLOAD_S):  # httpx's timeout is per read: a trickled body would never end
+            async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=True) as client, \
+                    client.stream("GET", url) as response:
+                if response.status_code != 200:
+                    raise VideoUnreachable(f"fetching the video {url} answered HTTP {response.status_code}")
+                with dest.open("wb") as fh:
+                    async for chunk in response.aiter_bytes():  # chunks as they come
+                        size += len(chunk)
+                        _capped(size, url)
+                        fh.write(chunk)
+    except TimeoutError:
+        raise VideoUnreachable(f"the video at {url[:100]} was still arriving ({size} bytes) after the "
+                               f"{DOWNLOAD_S:g} s a download may take; put it under a media root instead") from None
     except httpx.HTTPError as exc:
-        raise VideoUnreachable(f"cannot fetch the video {url}: {type(exc).__name__}: {exc}") from None
+        raise VideoUnreachable(f"cannot fetch the video {url}: {_why(exc)}") from None
+    return dest
+
+
+def _why(exc: BaseException) -> str:
+    """An error and, where it hides it, its first cause ("All connection attempts failed": which refusal)."""
+    said, root = f"{type(exc).__name__}: {exc}", exc
+    while (below := root.__cause__ or root.__context__) is not None:
+        root = below
+    return said if root is exc or str(root) in said else f"{said} ({type(root).__name__}: {root})"
 
 
 @contextmanager
-def video_file(url: str, roots: MediaRoots, timeout_s: float = 120.0) -> Iterator[Path]:
+def video_file(url: str, roots: MediaRoots, timeout_s: float = 120.0,
+               cancel: threading.Event | None = None) -> Iterator[Path]:
     """A local file for a video reference, for the duration of the ``with`` block.
 
     ``file:///abs/path`` and plain paths must lie under a media root; ``http(s)://`` is downloaded and
-    ``data:video/...;base64,`` decoded into a temporary folder removed afterwards.
+    ``data:video/...;base64,`` decoded into a temporary folder removed afterwards. ``cancel``: set during a
+    download, it stops within :data:`CANCEL_POLL_S` (:class:`~videvolve.errors.Cancelled`).
     """
     try:
         parsed = urlparse(url)  # "http://[::1/v.mp4": ValueError
@@ -140,4 +185,4 @@ def video_file(url: str, roots: MediaRoots, timeout_s: float = 120.0) -> Iterato
         raise OutsideMediaRoots(f"this server does not fetch videos by URL (started with --no-fetch): {url[:100]}")
     with tempfile.TemporaryDirectory(prefix="videvolve-serve-") as tmp:
         dest = Path(tmp) / "video"
-        yield _from_data_url(url, dest) if scheme == "data" else _download(url, dest, timeout_s)
+        yield _from_data_url(url, dest) if scheme == "data" else _download(url, dest, timeout_s, cancel)

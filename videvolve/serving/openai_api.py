@@ -40,6 +40,9 @@ from videvolve.skill_library.trace import StepListener
 MAX_BODY_BYTES = 256 * 1024 * 1024
 BODY_S = 300.0
 """The longest a request's body may take to arrive (it holds a place in the queue meanwhile)."""
+MAX_JSON_ITEMS = 50_000
+"""The most ``{``, ``[`` and ``,`` a body may hold (strings included): parsing and validating a body of a million
+small objects held the event loop, and every other client, for minutes. A chat request has a few dozen."""
 DISCONNECT_POLL_S = 0.5
 """How often a question in progress looks whether its client is still there."""
 log = logging.getLogger(__name__)
@@ -219,7 +222,7 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
 
     async def respond(request: Request) -> Any:
         try:
-            req = ChatRequest.model_validate(json.loads(await _read_body(request)))
+            req = ChatRequest.model_validate(json.loads(_countable(await _read_body(request))))
         except ApiError as exc:
             return exc.response()
         except ClientDisconnect:  # gone while sending its body: nobody to answer (uvicorn logged a traceback)
@@ -228,7 +231,7 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             return ApiError(400, "invalid_request_error", "the body is nested too deep to read: send the messages "
                             "as a chat completion request has them").response()
         except ValueError as exc:  # JSON or pydantic
-            detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
+            detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10]) \
                 if isinstance(exc, ValidationError) else "the body is not JSON"
             return ApiError(400, "invalid_request_error", detail).response()
         if req.n not in (None, 1):
@@ -313,6 +316,15 @@ def _too_large() -> ApiError:
                     "file:// or https:// URL")
 
 
+def _countable(body: bytes) -> bytes:
+    """The body, unless it holds more than :data:`MAX_JSON_ITEMS` objects, arrays and items (counted in C)."""
+    items = body.count(b"{") + body.count(b"[") + body.count(b",")
+    if items > MAX_JSON_ITEMS:
+        raise ApiError(400, "invalid_request_error", f"the body holds {items} JSON objects, arrays and items, nested "
+                       f"or repeated (at most {MAX_JSON_ITEMS}): a chat completion request has a few dozen")
+    return body
+
+
 async def _read_body(request: Request) -> bytes:
     """The body as it comes, refused past :data:`MAX_BODY_BYTES` (chunked names no length) or :data:`BODY_S`."""
     chunks: list[bytes] = []
@@ -346,7 +358,7 @@ def _answer(agent: Answerer, q: VideoQuestion, roots: Any, cancel: threading.Eve
             on_step: StepListener | None = None) -> AgentAnswer | Exception:
     """The answer, or what was raised instead (returned: a task group would wrap it in an ``ExceptionGroup``)."""
     try:
-        with video_file(q.video, roots) as path:
+        with video_file(q.video, roots, cancel=cancel) as path:
             return agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel, on_step=on_step)
     except Exception as exc:
         return exc
