@@ -136,6 +136,10 @@ def test_a_body_of_countless_small_objects_is_refused_without_holding_the_server
         assert wrong.status_code == 400 and len(wrong.json()["error"]["message"]) < 2000, len(wrong.text)
         r = httpx.post(f"{base}/v1/chat/completions", json=good, timeout=60)  # a long conversation is still read
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "B", r.text
+        wordy = _body("v.mp4")  # commas and brackets inside a string (a transcript in the prompt) are not items
+        wordy["messages"] = [{"role": "system", "content": "[0.0 s] one, two, {three}, " * 30_000}, *wordy["messages"]]
+        r = httpx.post(f"{base}/v1/chat/completions", json=wordy, timeout=60)
+        assert r.status_code == 200, r.text[:300]
 
 
 def test_a_runs_mixture_spoiled_while_serving_leaves_the_best_it_had_answering(tmp_path: Path):
