@@ -1,0 +1,46 @@
+"""What the parent reads for a harness besides the model is part of a stored result's key (the OCR engine)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from videvolve.config import RuntimeSettings
+from videvolve.evaluation.evaluate import evaluate
+from videvolve.media import ocr
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.skill_library.harness import seed_path
+
+RUNTIME = RuntimeSettings(concurrency=1, warm_sandboxes=False)
+READS = "def solve(task, ctx):\n    f = ctx.frames([1.0], max_side=160)[0]\n    return ctx.ocr(f)[0]['text']\n"
+
+
+def test_a_result_made_without_ocr_is_not_reused_once_ocr_is_installed(small_world, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    harness = tmp_path / "reader"
+    shutil.copytree(seed_path("uniform"), harness)
+    (harness / "solver.py").write_text(READS, encoding="utf-8")
+    tasks = [next(t for t in small_world.tasks if t.kind == "mcq")]
+    out = tmp_path / "e"
+
+    def run() -> tuple[str, int]:
+        done = evaluate(harness, tasks, out, SimVLM(), cost_model("qwen2.5-vl"), RUNTIME)
+        result = done.results[0]
+        return result.error or str(result.prediction.answer if result.prediction else None), \
+            int(done.summary["cache_use"]["reused_results"])
+
+    monkeypatch.setattr(ocr, "available", lambda: False)
+    monkeypatch.setattr(ocr, "engine", lambda: None, raising=False)
+    missing, _ = run()
+    assert ocr.INSTALL_HINT in missing
+    monkeypatch.setattr(ocr, "available", lambda: True)
+    monkeypatch.setattr(ocr, "engine", lambda: "rapidocr-onnxruntime 1.4.4", raising=False)
+    monkeypatch.setattr(ocr, "read_text", lambda image: [ocr.TextLine("B", 0.9, (0, 0, 1, 1))])
+    installed, reused = run()
+    assert (installed, reused) == ("B", 0)  # main: the stored "needs the OCR extra" error, reused
+    assert run() == ("B", 1)  # the same engine reuses its own result
+    monkeypatch.setattr(ocr, "engine", lambda: "rapidocr-onnxruntime 1.4.5", raising=False)
+    assert run()[1] == 0  # another version of the engine may read the frame otherwise
