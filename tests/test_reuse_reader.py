@@ -1,4 +1,4 @@
-"""What the parent reads for a harness besides the model is part of a stored result's key (the OCR engine)."""
+"""Nothing is reused where it does not belong: a result made under another OCR engine, a training video as held out."""
 
 from __future__ import annotations
 
@@ -44,3 +44,17 @@ def test_a_result_made_without_ocr_is_not_reused_once_ocr_is_installed(small_wor
     assert run() == ("B", 1)  # the same engine reuses its own result
     monkeypatch.setattr(ocr, "engine", lambda: "rapidocr-onnxruntime 1.4.5", raising=False)
     assert run()[1] == 0  # another version of the engine may read the frame otherwise
+
+
+def test_a_copy_of_a_video_the_run_evolved_on_is_not_held_out(small_world, tmp_path: Path) -> None:
+    from videvolve.errors import UsageError
+    from videvolve.evaluation.experiment import held_out
+
+    train = next(t for t in small_world.tasks if t.split == "train")
+    copy = tmp_path / "renamed.mp4"
+    shutil.copy(train.video, copy)
+    own = [train.model_copy(update={"video": str(copy), "video_id": "renamed", "split": None})]
+    with pytest.raises(UsageError, match="evolved or selected on"):  # main: compared as held-out questions
+        held_out(small_world.tasks, own, "own.jsonl")
+    other = next(t for t in small_world.tasks if t.split == "test")
+    held_out(small_world.tasks, [other.model_copy(update={"split": None})], "own.jsonl")  # a test video is fine
