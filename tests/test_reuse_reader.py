@@ -58,3 +58,19 @@ def test_a_copy_of_a_video_the_run_evolved_on_is_not_held_out(small_world, tmp_p
         held_out(small_world.tasks, own, "own.jsonl")
     other = next(t for t in small_world.tasks if t.split == "test")
     held_out(small_world.tasks, [other.model_copy(update={"split": None})], "own.jsonl")  # a test video is fine
+
+
+def test_a_proxy_reads_the_transcript_of_its_source(small_world, tmp_path: Path, monkeypatch) -> None:
+    from videvolve.datasets.transcripts import load_transcript
+    from videvolve.evaluation.evaluate import with_proxies
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    task = next(t for t in small_world.tasks if t.split == "test")
+    video = tmp_path / "v.mp4"
+    shutil.copy(task.video, video)
+    video.with_suffix(".vtt").write_text("WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nhello\n", encoding="utf-8")
+    source = task.model_copy(update={"video": str(video)})
+    proxied = with_proxies([source], "always")[0]
+    assert proxied.video != source.video
+    said = load_transcript(proxied)
+    assert said is not None and [s.text for s in said.segments] == ["hello"]  # main: None, the harness read nothing
