@@ -45,13 +45,24 @@ def select(tasks: Sequence[Task], split: str, limit: int | None = None, source: 
 
 
 def with_proxies(tasks: Sequence[Task], mode: str, on_build: Callable[[str], None] | None = None) -> list[Task]:
-    """Tasks whose video is a low-resolution proxy of a slow source (``mode``: never, auto or always)."""
+    """Tasks whose video is a low-resolution proxy of a slow source (``mode``: never, auto or always).
+
+    A proxied task keeps its source's transcript (beside the source, or cached by the source's content), which
+    nothing would find by the proxy's name.
+    """
     if mode == "never":
         return list(tasks)
+    from videvolve.datasets.transcripts import find_transcript
     from videvolve.media.proxy import proxied
 
     mapping = proxied([t.video for t in tasks], mode, on_build=on_build)
-    return [t.model_copy(update={"video": mapping[t.video]}) for t in tasks]
+    out = []
+    for t in tasks:
+        update: dict[str, Any] = {"video": mapping[t.video]}
+        if update["video"] != t.video and (found := find_transcript(t)) is not None:
+            update |= {"transcript": str(found[0]), "transcript_offset": found[1]}
+        out.append(t.model_copy(update=update))
+    return out
 
 
 def evaluate(harness_dir: Path, tasks: Sequence[Task], out_dir: Path, vlm: VLM, cost: CostModel,

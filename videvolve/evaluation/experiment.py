@@ -11,7 +11,7 @@ from typing import Any
 
 from videvolve.config import RuntimeSettings
 from videvolve.errors import UsageError
-from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.results import TaskResult, video_fingerprint
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.evaluation.summary import summarize
 from videvolve.metrics import cluster_sign_flip, mcnemar, paired_bootstrap
@@ -63,12 +63,17 @@ def compared_versions(run: RunDir) -> tuple[str, str]:
 
 
 def held_out(run_tasks: list[Task], tasks: list[Task], what: str) -> None:
-    """Refuse questions about a video the run evolved or selected on (its ``run_tasks`` not in the test split)."""
+    """Refuse questions about a video the run evolved or selected on (its ``run_tasks`` not in the test split).
+
+    By path, and by content: a copy of one under another name is not held out either.
+    """
     if not tasks:
         raise UsageError(f"{what} holds no question to compare on (generated labels never make a test split: give "
                          "--tasks FILE with questions about other videos, e.g. from `videvolve tasks from-csv`)")
     seen = {Path(t.video).resolve() for t in run_tasks if t.split != "test"}
-    shared = sorted({t.video for t in tasks if Path(t.video).resolve() in seen})
+    contents = {fp for fp in map(video_fingerprint, seen) if fp}  # a copy elsewhere is the same video
+    shared = sorted({t.video for t in tasks if Path(t.video).resolve() in seen
+                     or video_fingerprint(t.video) in contents})
     if shared:
         more = f" and {len(shared) - 3} more" if len(shared) > 3 else ""
         raise UsageError(f"{what} asks about video(s) the run evolved or selected on ({', '.join(shared[:3])}{more}): "

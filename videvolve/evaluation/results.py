@@ -22,6 +22,7 @@ from videvolve.atomic import write_text_atomic
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import find_transcript
 from videvolve.errors import ErrorKind, MediaNotFoundError
+from videvolve.media import ocr
 from videvolve.media.info import FileKey, file_key
 from videvolve.media.proxy import fingerprint
 from videvolve.models.base import VLM, served_context_of
@@ -58,6 +59,8 @@ class Producer(BaseModel):
     decoding: dict[str, Any]
     cost: dict[str, Any] = Field(description="the cost model (--family) that metered its tokens and bounds its context")
     runtime: dict[str, Any] = Field(description="the REPLY_SETTINGS of the run")
+    ocr: str | None = Field(None, description="the OCR engine ctx.ocr reads with (None: none installed, and ctx.ocr "
+                            "refused; left out of the key then, as keys were before it was named)")
     time_limit_s: float | None = Field(None, description="the run's --task-timeout: not part of the key (it changes "
                                        "no answer), but a timeout is reused only under a limit no longer than its own")
     memory_bytes: int | None = Field(None, description="the run's --memory-bytes: not part of the key either, but a "
@@ -71,7 +74,8 @@ class Producer(BaseModel):
         """The producer of results of ``harness_id`` answered by ``vlm``, metered by ``cost``, under ``runtime``."""
         return cls(harness_id=harness_id, backend=type(vlm).__qualname__, model=vlm.name, revision=vlm.revision,
                    decoding=vlm.decoding(), cost=dataclasses.asdict(cost),
-                   runtime=runtime.model_dump(include=set(REPLY_SETTINGS)), time_limit_s=runtime.wall_seconds,
+                   runtime=runtime.model_dump(include=set(REPLY_SETTINGS)), ocr=ocr.engine(),
+                   time_limit_s=runtime.wall_seconds,
                    memory_bytes=runtime.memory_bytes, served_context=served_context_of(vlm))
 
     def key(self, task: Task) -> str:
@@ -79,7 +83,8 @@ class Producer(BaseModel):
 
         A video or subtitle file replaced under the same name makes another task, whose stored result is not reused.
         """
-        payload = {"producer": self.model_dump(mode="json", exclude=set(LIMITS)),
+        unnamed = {"ocr"} if self.ocr is None else set()
+        payload = {"producer": self.model_dump(mode="json", exclude=set(LIMITS) | unnamed),
                    "task": task.model_dump(mode="json"), "files": input_files(task)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
 

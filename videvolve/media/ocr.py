@@ -45,6 +45,25 @@ def available() -> bool:
     return True
 
 
+PACKAGE = "rapidocr-onnxruntime"
+
+
+def engine() -> str | None:
+    """The OCR engine installed, as ``rapidocr-onnxruntime 1.4.4`` (None: none); read without loading it.
+
+    What ``ctx.ocr`` answers with (or the refusal it is without one): a stored result's key names it.
+    """
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("rapidocr_onnxruntime") is None:
+            return None
+        return f"{PACKAGE} {importlib.metadata.version(PACKAGE)}"
+    except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
+        return None
+
+
 @lru_cache(maxsize=1)
 def _engine() -> Any:
     try:
