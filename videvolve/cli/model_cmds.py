@@ -12,7 +12,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings, stdout_console
+from videvolve.cli.common import (
+    add_model_args,
+    model_settings,
+    open_cache,
+    output_folder,
+    runtime_settings,
+    stdout_console,
+)
 from videvolve.errors import ErrorKind, HostError, InfraError, UsageError
 from videvolve.interrupt import INTERRUPTED
 from videvolve.models.base import SIM_ONLY_NOTICE
@@ -142,7 +149,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     tasks = with_proxies(tasks, args.proxy, lambda v: err.print(f"making a proxy of {v} (once)", highlight=False))
     src = resolve_harness(args.harness, rs.budget)
     name = Path(args.harness).name
-    outdir = args.out or EvalDir.default(name, args.split).path
+    outdir = output_folder(args.out or EvalDir.default(name, args.split).path, "the evaluation's folder")
     scores: list[float] = []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn())

@@ -1,0 +1,72 @@
+"""Bad input across the command line: one clear line and exit 2, never a traceback, nothing lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from videvolve.cli import main
+
+TASK = {"id": "t1", "video_id": "v", "video": "v.mp4", "kind": "mcq", "question": "Which?",
+        "options": ["A) a", "B) b"], "answer": "A", "duration": 60.0, "split": "train"}
+
+
+def one_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run ``videvolve argv`` in-process; it must exit 2 with one ``error:`` line and no traceback."""
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and "bug in videvolve" not in err and "error:" in err, err
+    return " ".join(err.split())
+
+
+@pytest.fixture
+def tasks_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(TASK) + "\n")
+    return path
+
+
+@pytest.fixture
+def a_file(tmp_path: Path) -> Path:
+    path = tmp_path / "plain.mp4"
+    path.write_bytes(b"")
+    return path
+
+
+def test_tasks_written_under_a_file_name_the_path(capsys, tasks_file: Path, a_file: Path):
+    """A NotADirectoryError escaped write_tasks' own cleanup (`tasks split/import --out FILE/x.jsonl`): exit 70."""
+    said = one_error(capsys, "tasks", "split", str(tasks_file), "--out", str(a_file / "x.jsonl"))
+    assert f"{a_file / 'x.jsonl'}: part of that path is a file, not a folder" in said
+    said = one_error(capsys, "tasks", "split", str(tasks_file), "--out", str(tasks_file.parent))
+    assert "it is a folder: give the path of a file" in said
+
+
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_eval_out_that_is_a_file(capsys, tasks_file: Path, a_file: Path, under: str):
+    """`eval --out FILE` (or a folder below a file) raised NotADirectoryError from makedirs: exit 70."""
+    out = a_file / under if under else a_file
+    said = one_error(capsys, "eval", "--tasks", str(tasks_file), "--split", "train", "--harness", "uniform",
+                     "--out", str(out))
+    assert f"{a_file} is a file, not a folder" in said
+    assert a_file.read_bytes() == b""
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--minutes", "0"], "--minutes"), (["--minutes", "nan"], "--minutes"), (["--minutes", "inf"], "--minutes"),
+    (["--minutes", "-2"], "--minutes"), (["--videos", "0"], "--videos"), (["--questions", "-4"], "--questions"),
+    (["--workers", "0"], "--workers"),
+])
+def test_synth_absurd_numbers(capsys, tmp_path: Path, flags: list[str], named: str):
+    """NaN, inf, zero or negative lengths crashed mid-way (ValueError, OverflowError, a missing .part.mp4);
+    --videos 0 wrote an empty world."""
+    said = one_error(capsys, "synth", str(tmp_path / "w"), "--videos", "1", "--minutes", "1", *flags)
+    assert said.startswith(f"error: {named}")
+    assert not (tmp_path / "w").exists()
+
+
+def test_synth_into_a_file(capsys, a_file: Path):
+    said = one_error(capsys, "synth", str(a_file), "--videos", "1", "--minutes", "1")
+    assert f"{a_file} is a file, not a folder" in said
