@@ -70,3 +70,31 @@ def test_synth_absurd_numbers(capsys, tmp_path: Path, flags: list[str], named: s
 def test_synth_into_a_file(capsys, a_file: Path):
     said = one_error(capsys, "synth", str(a_file), "--videos", "1", "--minutes", "1")
     assert f"{a_file} is a file, not a folder" in said
+
+
+@pytest.mark.parametrize("command", [["cache", "info"], ["cache", "clear", "--all"]])
+def test_cache_that_is_no_database(capsys, tmp_path: Path, command: list[str]):
+    """`--cache` naming a file that is not SQLite raised sqlite3.DatabaseError (exit 70); the file is left alone."""
+    text = tmp_path / "notes.txt"
+    text.write_text("hello, this is not a database\n" * 20)
+    said = one_error(capsys, *command, "--cache", str(text))
+    assert f"cannot open the response cache {text}: file is not a database" in said
+    assert text.read_text() == "hello, this is not a database\n" * 20
+
+
+@pytest.mark.parametrize("settings", ['{"run_id": "x", "memo', "[]", b"\xff\xfe", '{"memory": 3}'])
+def test_diagnoses_of_a_half_written_run(capsys, tmp_path: Path, settings: str | bytes):
+    """`diagnoses list --run R` read R/settings.json bare: JSONDecodeError, TypeError or UnicodeDecodeError."""
+    run = tmp_path / "run"
+    run.mkdir()
+    target = run / "settings.json"
+    target.write_bytes(settings) if isinstance(settings, bytes) else target.write_text(settings)
+    said = one_error(capsys, "diagnoses", "list", "--run", str(run))
+    assert str(target) in said
+
+
+@pytest.mark.parametrize("command", [["list"], ["search", "sparse"], ["show", "d1"]])
+def test_diagnoses_memory_that_is_a_file(capsys, a_file: Path, command: list[str]):
+    """A file as --memory was read as an empty memory: "0 diagnoses", exit 0."""
+    said = one_error(capsys, "diagnoses", *command, "--memory", str(a_file))
+    assert f"{a_file} is a file, not a memory folder" in said
