@@ -98,3 +98,29 @@ def test_diagnoses_memory_that_is_a_file(capsys, a_file: Path, command: list[str
     """A file as --memory was read as an empty memory: "0 diagnoses", exit 0."""
     said = one_error(capsys, "diagnoses", *command, "--memory", str(a_file))
     assert f"{a_file} is a file, not a memory folder" in said
+
+
+@pytest.mark.parametrize(("flag", "value", "field"), [
+    ("--budget", "-1", "budget"), ("--budget", "0", "budget"), ("--task-timeout", "nan", "wall_seconds"),
+    ("--task-timeout", "-1", "wall_seconds"), ("--timeout", "0", "timeout_s"), ("--max-tokens", "-5", "max_tokens"),
+    ("--temperature", "nan", "temperature"), ("--memory-bytes", "-1", "memory_bytes"),
+    ("--max-retries", "-1", "max_retries"), ("--retry-window", "-1", "retry_window_s"),
+])
+def test_absurd_model_and_runtime_flags(capsys, tasks_file: Path, tmp_path: Path, flag: str, value: str, field: str):
+    """`--budget -1` scored every task 0 as the harness's budget error; `--task-timeout nan` as a timeout (with a
+    ValueError); a negative timeout, token cap or retry count was taken as given."""
+    said = one_error(capsys, "eval", "--tasks", str(tasks_file), "--split", "train", "--harness", "uniform",
+                     "--out", str(tmp_path / "e"), "--no-cache", flag, value)
+    assert f"invalid settings in the command line: {field}:" in said
+    assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize(("flag", "value", "field"), [
+    ("--hours", "-1", "stop.hours"), ("--hours", "nan", "stop.hours"), ("--max-calls", "-5", "stop.max_calls"),
+    ("--probe-frames", "-1", "investigator.probe_frames"), ("--failure-threshold", "nan", "failure_threshold"),
+    ("--editor-timeout", "-1", "editor.timeout"),
+])
+def test_absurd_evolve_flags(capsys, tasks_file: Path, tmp_path: Path, flag: str, value: str, field: str):
+    said = one_error(capsys, "evolve", "--tasks", str(tasks_file), "--run", str(tmp_path / "run"), "--dry-run",
+                     flag, value)
+    assert "invalid settings in the command line" in said and field in said
