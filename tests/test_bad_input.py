@@ -124,3 +124,16 @@ def test_absurd_evolve_flags(capsys, tasks_file: Path, tmp_path: Path, flag: str
     said = one_error(capsys, "evolve", "--tasks", str(tasks_file), "--run", str(tmp_path / "run"), "--dry-run",
                      flag, value)
     assert "invalid settings in the command line" in said and field in said
+
+
+def test_ask_on_a_video_damaged_midway_names_it(capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A video whose header reads but whose frames stop decoding: `ask` said "the harness failed (media): SDKError:
+    cannot decode the task's video" (or, by set order, "/dir/the task's video") and exited 1."""
+    from tests.conftest import sample
+
+    damaged = tmp_path / "clip.mp4"
+    damaged.write_bytes(sample("videos", "decord_corrupted.mp4").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    said = one_error(capsys, "ask", "clip.mp4", "When does the blue diamond appear?", "--no-cache")
+    assert said.startswith("error: cannot decode clip.mp4 at ") and "the harness failed" not in said
+    assert "task's video" not in said

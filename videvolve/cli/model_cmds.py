@@ -24,6 +24,9 @@ from videvolve.errors import ErrorKind, HostError, InfraError, UsageError
 from videvolve.interrupt import INTERRUPTED
 from videvolve.models.base import SIM_ONLY_NOTICE
 
+SDK_VIDEO = "the task's video"
+"""How a media error names the video to harness code (which never sees its path)."""
+
 out = stdout_console()
 err = Console(stderr=True, soft_wrap=True)
 
@@ -232,6 +235,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if answer.error_kind == ErrorKind.UNSUPPORTED:
         err.print(f"[bold yellow]notice:[/] {SIM_ONLY_NOTICE}", highlight=False)
         return 1
+    if answer.error_kind == ErrorKind.MEDIA:  # the video given, not the harness: named, and exit 2 as for input
+        said = (answer.error or "").splitlines()[0].removeprefix("SDKError: ") if answer.error else ""
+        err.print(f"[bold red]error:[/] {said.replace(SDK_VIDEO, str(args.video))}", highlight=False)
+        return 2
     if answer.outcome != "ok":
         err.print(f"[bold red]error:[/] the harness failed ({answer.error_kind}): "
                   f"{(answer.error or '').splitlines()[0] if answer.error else ''}", highlight=False)
