@@ -25,13 +25,15 @@ class ModelSettings(BaseModel):
     max_pixels: int | None = Field(None, ge=3136, description="the server's `--mm-processor-kwargs` max_pixels, "
                                    "where it sets one: a larger image (on qwen2.5-vl, each frame of a clip too) is "
                                    "resized to it by the server, and metered so (None: the checkpoint's own limits)")
-    temperature: float = Field(0.0, description="0 makes replies repeatable and cacheable")
-    max_tokens: int = Field(1024, description="reply length cap")
-    timeout_s: float = Field(120.0, description="seconds per model request", json_schema_extra={"flag": "--timeout"})
-    max_retries: int | None = Field(None, description="at most this many retries of transient failures (connection, "
-                                    "timeout, 408, 409, 429, 5xx); None: as many as --retry-window allows")
-    retry_window_s: float = Field(600.0, description="seconds transient failures are retried before the run stops "
-                                  "cleanly for --resume (a vLLM restart must not end an overnight run)",
+    temperature: float = Field(0.0, ge=0, allow_inf_nan=False, description="0 makes replies repeatable and cacheable")
+    max_tokens: int = Field(1024, ge=1, description="reply length cap")
+    timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False, description="seconds per model request",
+                             json_schema_extra={"flag": "--timeout"})
+    max_retries: int | None = Field(None, ge=0, description="at most this many retries of transient failures "
+                                    "(connection, timeout, 408, 409, 429, 5xx); None: as many as --retry-window allows")
+    retry_window_s: float = Field(600.0, ge=0, allow_inf_nan=False, description="seconds transient failures are "
+                                  "retried before the run stops cleanly for --resume (a vLLM restart must not end an "
+                                  "overnight run)",
                                   json_schema_extra={"flag": "--retry-window"})
     context_margin: float = Field(0.05, ge=0, lt=1, description="share of the served max_model_len kept free: a "
                                   "request estimated beyond the rest is a budget error, never sent")
@@ -42,16 +44,17 @@ class RuntimeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    budget: int | None = Field(None, description="per-task cap on distinct frames shown to the model (None: no cap)")
+    budget: int | None = Field(None, ge=1, description="per-task cap on distinct frames shown to the model (None: no "
+                               "cap)")
     image_format: Literal["png", "jpeg"] = Field("png", description="png is lossless; jpeg makes requests smaller")
     jpeg_quality: int = Field(90, ge=30, le=100)
     clip_mode: Literal["frames", "video"] = Field("frames", description="clips as images, or as one video_url part "
                                                   "with num_frames set to the metered frames")
-    wall_seconds: float = Field(900.0, description="seconds of the harness's own time before its task is a "
-                                "timeout (model calls, and the decoding they need, are off its clock; a task takes "
-                                "4x this at most)",
+    wall_seconds: float = Field(900.0, gt=0, allow_inf_nan=False, description="seconds of the harness's own time "
+                                "before its task is a timeout (model calls, and the decoding they need, are off its "
+                                "clock; a task takes 4x this at most)",
                                 json_schema_extra={"flag": "--task-timeout"})
-    memory_bytes: int = Field(2 * 1024**3, description="address-space limit of the harness process")
+    memory_bytes: int = Field(2 * 1024**3, gt=0, description="address-space limit of the harness process")
     concurrency: int = Field(4, ge=1, description="tasks run at once (threads, or Ray tasks on the whole cluster)")
     warm_sandboxes: bool = Field(True, description="start each task's sandbox ahead of time (as many waiting as "
                                  "--concurrency; each runs one task only)")

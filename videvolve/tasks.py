@@ -7,6 +7,7 @@ Relative ``video`` paths are resolved against the directory of the tasks file.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import math
 import os
@@ -252,7 +253,8 @@ def write_tasks(tasks: Iterable[Task], path: str | Path) -> Path:
         _write_lines(tasks, tmp, base)
         tmp.replace(path)
     except OSError as exc:  # a full disk: the former file stays as it was
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a file where a folder should be: nothing was made
+            tmp.unlink(missing_ok=True)
         raise StorageError.writing("the tasks file", path, exc) from exc
     return path
 

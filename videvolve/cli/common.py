@@ -11,6 +11,7 @@ from rich.console import Console
 
 from videvolve.cli.flags import add_settings, build, given
 from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.errors import UsageError
 from videvolve.models.cache import ResponseCache
 
 PIPED_WIDTH = 10_000
@@ -68,3 +69,14 @@ def open_cache(args: argparse.Namespace) -> ResponseCache | None:
     from videvolve.config import default_cache_path
 
     return ResponseCache(args.cache or default_cache_path())
+
+
+def output_folder(path: Path, what: str) -> Path:
+    """``path``, checked to be a folder that can be made: a file in its place (or above it) is a UsageError."""
+    for part in (path, *path.parents):
+        if part.is_dir():
+            return path
+        if part.exists() or part.is_symlink():
+            kind = "a file" if part.exists() else "a link to nothing"
+            raise UsageError(f"cannot write {what} {path}: {part} is {kind}, not a folder: choose another path")
+    return path

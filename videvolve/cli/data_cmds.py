@@ -13,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from videvolve.cli import from_csv_cmd, generate_cmd
-from videvolve.cli.common import stdout_console
+from videvolve.cli.common import output_folder, stdout_console
+from videvolve.errors import UsageError
 
 if TYPE_CHECKING:
     from videvolve.tasks import Task
@@ -95,6 +96,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from videvolve.datasets.synthworld import generate_world, world_stats
     from videvolve.datasets.synthworld.spoken import parse_mix
     from videvolve.tasks import parse_fractions
+    _check_synth(args)
     with Progress(TextColumn("encoding videos"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as progress:
         bar = progress.add_task("videos", total=args.videos)
@@ -110,6 +112,20 @@ def cmd_synth(args: argparse.Namespace) -> int:
         out.print(stats_table(stats))
         out.print(f"wrote {world.tasks_path} and {len(world.scripts)} videos under {world.root / 'videos'}")
     return 0
+
+
+def _check_synth(args: argparse.Namespace) -> None:
+    """``synth``'s numbers and folder, before anything is written (a NaN or negative length crashed mid-way)."""
+    import math
+
+    if args.videos < 1:
+        raise UsageError(f"--videos {args.videos}: give at least 1 video")
+    if not (math.isfinite(args.minutes) and args.minutes > 0):
+        raise UsageError(f"--minutes {args.minutes}: give a positive number of minutes, e.g. 3")
+    for flag, value in (("--questions", args.questions), ("--workers", args.workers)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} {value}: give a positive number (or leave it out for the default)")
+    output_folder(args.out_dir, "the world")
 
 
 def _warnings(tasks: Sequence[Task], check_videos: bool) -> list[str]:

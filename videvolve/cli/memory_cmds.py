@@ -56,6 +56,9 @@ def _memory(args: argparse.Namespace) -> Path:
     args.memory = memory_of(args)
     if not args.memory.exists():
         raise InputNotFoundError(f"no memory at {args.memory} (run `videvolve evolve` first, or pass --memory)")
+    if not args.memory.is_dir():  # a file was read as an empty memory: "0 diagnoses"
+        raise UsageError(f"{args.memory} is a file, not a memory folder: pass --memory the folder `evolve --memory` "
+                         "wrote")
     return Path(args.memory)
 
 
@@ -70,9 +73,12 @@ def memory_of(args: argparse.Namespace) -> Path:
     """``--memory``, else the memory a run directory given as ``--run`` was started with, else the default."""
     if args.memory is not None:
         return Path(args.memory)
-    settings = RunDir(Path(args.run)).settings if args.run else None
-    if settings is not None and settings.is_file():
-        return Path(json.loads(settings.read_text())["memory"])
+    run = RunDir(Path(args.run)) if args.run else None
+    if run is not None and run.settings.is_file():
+        memory = run.read_settings().get("memory")  # a damaged settings.json: one line, not a traceback
+        if not isinstance(memory, str) or not memory:
+            raise UsageError(f"{run.settings} names no memory folder: pass --memory")
+        return Path(memory)
     return DEFAULT_MEMORY
 
 

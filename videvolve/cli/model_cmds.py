@@ -12,10 +12,20 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from videvolve.cli.common import add_model_args, model_settings, open_cache, runtime_settings, stdout_console
+from videvolve.cli.common import (
+    add_model_args,
+    model_settings,
+    open_cache,
+    output_folder,
+    runtime_settings,
+    stdout_console,
+)
 from videvolve.errors import ErrorKind, HostError, InfraError, UsageError
 from videvolve.interrupt import INTERRUPTED
 from videvolve.models.base import SIM_ONLY_NOTICE
+
+SDK_VIDEO = "the task's video"
+"""How a media error names the video to harness code (which never sees its path)."""
 
 out = stdout_console()
 err = Console(stderr=True, soft_wrap=True)
@@ -142,7 +152,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     tasks = with_proxies(tasks, args.proxy, lambda v: err.print(f"making a proxy of {v} (once)", highlight=False))
     src = resolve_harness(args.harness, rs.budget)
     name = Path(args.harness).name
-    outdir = args.out or EvalDir.default(name, args.split).path
+    outdir = output_folder(args.out or EvalDir.default(name, args.split).path, "the evaluation's folder")
     scores: list[float] = []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn())
@@ -225,6 +235,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if answer.error_kind == ErrorKind.UNSUPPORTED:
         err.print(f"[bold yellow]notice:[/] {SIM_ONLY_NOTICE}", highlight=False)
         return 1
+    if answer.error_kind == ErrorKind.MEDIA:  # the video given, not the harness: named, and exit 2 as for input
+        said = (answer.error or "").splitlines()[0].removeprefix("SDKError: ") if answer.error else ""
+        err.print(f"[bold red]error:[/] {said.replace(SDK_VIDEO, str(args.video))}", highlight=False)
+        return 2
     if answer.outcome != "ok":
         err.print(f"[bold red]error:[/] the harness failed ({answer.error_kind}): "
                   f"{(answer.error or '').splitlines()[0] if answer.error else ''}", highlight=False)

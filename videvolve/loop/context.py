@@ -62,11 +62,11 @@ class EditorSettings(BaseModel):
                              "runs the editor's trials may make per proposal")
     probes: int = Field(8, ge=0, json_schema_extra=_flat("editor_probes"), description="perception probes the "
                         "editor may make per proposal")
-    visual_tokens: int | None = Field(None, json_schema_extra=_flat("editor_visual_tokens"), description="visual "
+    visual_tokens: int | None = Field(None, ge=0, json_schema_extra=_flat("editor_visual_tokens"), description="visual "
                                       "tokens the editor's trials and probes may spend per proposal (default: no "
                                       "cap)")
-    timeout: float = Field(900.0, json_schema_extra=_flat("editor_timeout"), description="wall-clock seconds of one "
-                           "proposal of an agent editor")
+    timeout: float = Field(900.0, gt=0, allow_inf_nan=False, json_schema_extra=_flat("editor_timeout"),
+                           description="wall-clock seconds of one proposal of an agent editor")
     workspace_images: int = Field(24, ge=0, description="images of what the model was shown written per training "
                                   "task into the editor's workspace")
     no_trials: bool = Field(False, description="the heuristic editor sends its first choice to the gate without "
@@ -96,8 +96,8 @@ class InvestigatorSettings(BaseModel):
                         "probes) the agent investigator gets per failure")
     max_tokens: int = Field(4096, ge=256, json_schema_extra=_flat("investigator_max_tokens"), description="reply "
                             "length cap of the agent investigator's model")
-    failure_threshold: float = Field(0.5, description="a training task with a lower score is investigated")
-    probe_frames: int = Field(16, description="the investigator's frame cap per failure")
+    failure_threshold: float = Field(0.5, ge=0, le=1, description="a training task with a lower score is investigated")
+    probe_frames: int = Field(16, ge=1, description="the investigator's frame cap per failure")
 
 
 class GateSettings(BaseModel):
@@ -192,9 +192,9 @@ class StopSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     iterations: int = Field(6, ge=0, description="revisions to try")
-    hours: float | None = Field(None, description="stop after this much wall-clock time")
-    max_calls: int | None = Field(None, description="stop once this many model calls were made")
-    max_visual_tokens: int | None = Field(None, description="stop once this many visual tokens were sent")
+    hours: float | None = Field(None, gt=0, description="stop after this much wall-clock time")
+    max_calls: int | None = Field(None, ge=1, description="stop once this many model calls were made")
+    max_visual_tokens: int | None = Field(None, ge=1, description="stop once this many visual tokens were sent")
 
 
 SECTIONS: dict[str, type[BaseModel]] = {"editor": EditorSettings, "investigator": InvestigatorSettings,

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from videvolve.errors import StorageError
+from videvolve.errors import StorageError, UsageError
 from videvolve.models.base import (
     VLM,
     Message,
@@ -53,17 +53,24 @@ class ResponseCache:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        try:  # a --cache that is no database (a video, a folder) was a traceback
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            self._open()
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise UsageError(f"cannot open the response cache {self.path}: {exc} (pass --cache the path of a response "
+                             "cache or of a file to create, or --no-cache)") from None
+        self.hits = 0
+        self.misses = 0
+
+    def _open(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, model TEXT)")
         if "model" not in {row[1] for row in self._db.execute("PRAGMA table_info(replies)")}:
             with contextlib.suppress(sqlite3.OperationalError):  # another process added it a moment ago
                 self._db.execute("ALTER TABLE replies ADD COLUMN model TEXT")  # a cache made before names were kept
         self._db.commit()
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: str) -> Reply | None:
         """A stored reply, marked ``cached``."""

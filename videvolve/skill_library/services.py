@@ -80,7 +80,8 @@ class TaskServices(RenderingServices, ReadingServices):
             return method(**args)
         except MediaError as exc:  # the task's input (gone, or changed since it was observed), not the harness's
             said = str(exc)  # without the file's path, which harness code never sees
-            for path in {str(getattr(exc, "path", "") or self.video), str(self.video)}:
+            named = {str(getattr(exc, "path", "") or self.video), str(self.video)}
+            for path in sorted(named, key=len, reverse=True):  # the longer first: never "/dir/the task's video"
                 said = said.replace(path, "the task's video")
             raise ServiceError("media", said) from None
 

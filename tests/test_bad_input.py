@@ -1,0 +1,139 @@
+"""Bad input across the command line: one clear line and exit 2, never a traceback, nothing lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from videvolve.cli import main
+
+TASK = {"id": "t1", "video_id": "v", "video": "v.mp4", "kind": "mcq", "question": "Which?",
+        "options": ["A) a", "B) b"], "answer": "A", "duration": 60.0, "split": "train"}
+
+
+def one_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run ``videvolve argv`` in-process; it must exit 2 with one ``error:`` line and no traceback."""
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and "bug in videvolve" not in err and "error:" in err, err
+    return " ".join(err.split())
+
+
+@pytest.fixture
+def tasks_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(TASK) + "\n")
+    return path
+
+
+@pytest.fixture
+def a_file(tmp_path: Path) -> Path:
+    path = tmp_path / "plain.mp4"
+    path.write_bytes(b"")
+    return path
+
+
+def test_tasks_written_under_a_file_name_the_path(capsys, tasks_file: Path, a_file: Path):
+    """A NotADirectoryError escaped write_tasks' own cleanup (`tasks split/import --out FILE/x.jsonl`): exit 70."""
+    said = one_error(capsys, "tasks", "split", str(tasks_file), "--out", str(a_file / "x.jsonl"))
+    assert f"{a_file / 'x.jsonl'}: part of that path is a file, not a folder" in said
+    said = one_error(capsys, "tasks", "split", str(tasks_file), "--out", str(tasks_file.parent))
+    assert "it is a folder: give the path of a file" in said
+
+
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_eval_out_that_is_a_file(capsys, tasks_file: Path, a_file: Path, under: str):
+    """`eval --out FILE` (or a folder below a file) raised NotADirectoryError from makedirs: exit 70."""
+    out = a_file / under if under else a_file
+    said = one_error(capsys, "eval", "--tasks", str(tasks_file), "--split", "train", "--harness", "uniform",
+                     "--out", str(out))
+    assert f"{a_file} is a file, not a folder" in said
+    assert a_file.read_bytes() == b""
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--minutes", "0"], "--minutes"), (["--minutes", "nan"], "--minutes"), (["--minutes", "inf"], "--minutes"),
+    (["--minutes", "-2"], "--minutes"), (["--videos", "0"], "--videos"), (["--questions", "-4"], "--questions"),
+    (["--workers", "0"], "--workers"),
+])
+def test_synth_absurd_numbers(capsys, tmp_path: Path, flags: list[str], named: str):
+    """NaN, inf, zero or negative lengths crashed mid-way (ValueError, OverflowError, a missing .part.mp4);
+    --videos 0 wrote an empty world."""
+    said = one_error(capsys, "synth", str(tmp_path / "w"), "--videos", "1", "--minutes", "1", *flags)
+    assert said.startswith(f"error: {named}")
+    assert not (tmp_path / "w").exists()
+
+
+def test_synth_into_a_file(capsys, a_file: Path):
+    said = one_error(capsys, "synth", str(a_file), "--videos", "1", "--minutes", "1")
+    assert f"{a_file} is a file, not a folder" in said
+
+
+@pytest.mark.parametrize("command", [["cache", "info"], ["cache", "clear", "--all"]])
+def test_cache_that_is_no_database(capsys, tmp_path: Path, command: list[str]):
+    """`--cache` naming a file that is not SQLite raised sqlite3.DatabaseError (exit 70); the file is left alone."""
+    text = tmp_path / "notes.txt"
+    text.write_text("hello, this is not a database\n" * 20)
+    said = one_error(capsys, *command, "--cache", str(text))
+    assert f"cannot open the response cache {text}: file is not a database" in said
+    assert text.read_text() == "hello, this is not a database\n" * 20
+
+
+@pytest.mark.parametrize("settings", ['{"run_id": "x", "memo', "[]", b"\xff\xfe", '{"memory": 3}'])
+def test_diagnoses_of_a_half_written_run(capsys, tmp_path: Path, settings: str | bytes):
+    """`diagnoses list --run R` read R/settings.json bare: JSONDecodeError, TypeError or UnicodeDecodeError."""
+    run = tmp_path / "run"
+    run.mkdir()
+    target = run / "settings.json"
+    target.write_bytes(settings) if isinstance(settings, bytes) else target.write_text(settings)
+    said = one_error(capsys, "diagnoses", "list", "--run", str(run))
+    assert str(target) in said
+
+
+@pytest.mark.parametrize("command", [["list"], ["search", "sparse"], ["show", "d1"]])
+def test_diagnoses_memory_that_is_a_file(capsys, a_file: Path, command: list[str]):
+    """A file as --memory was read as an empty memory: "0 diagnoses", exit 0."""
+    said = one_error(capsys, "diagnoses", *command, "--memory", str(a_file))
+    assert f"{a_file} is a file, not a memory folder" in said
+
+
+@pytest.mark.parametrize(("flag", "value", "field"), [
+    ("--budget", "-1", "budget"), ("--budget", "0", "budget"), ("--task-timeout", "nan", "wall_seconds"),
+    ("--task-timeout", "-1", "wall_seconds"), ("--timeout", "0", "timeout_s"), ("--max-tokens", "-5", "max_tokens"),
+    ("--temperature", "nan", "temperature"), ("--memory-bytes", "-1", "memory_bytes"),
+    ("--max-retries", "-1", "max_retries"), ("--retry-window", "-1", "retry_window_s"),
+])
+def test_absurd_model_and_runtime_flags(capsys, tasks_file: Path, tmp_path: Path, flag: str, value: str, field: str):
+    """`--budget -1` scored every task 0 as the harness's budget error; `--task-timeout nan` as a timeout (with a
+    ValueError); a negative timeout, token cap or retry count was taken as given."""
+    said = one_error(capsys, "eval", "--tasks", str(tasks_file), "--split", "train", "--harness", "uniform",
+                     "--out", str(tmp_path / "e"), "--no-cache", flag, value)
+    assert f"invalid settings in the command line: {field}:" in said
+    assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize(("flag", "value", "field"), [
+    ("--hours", "-1", "stop.hours"), ("--hours", "nan", "stop.hours"), ("--max-calls", "-5", "stop.max_calls"),
+    ("--probe-frames", "-1", "investigator.probe_frames"), ("--failure-threshold", "nan", "failure_threshold"),
+    ("--editor-timeout", "-1", "editor.timeout"),
+])
+def test_absurd_evolve_flags(capsys, tasks_file: Path, tmp_path: Path, flag: str, value: str, field: str):
+    said = one_error(capsys, "evolve", "--tasks", str(tasks_file), "--run", str(tmp_path / "run"), "--dry-run",
+                     flag, value)
+    assert "invalid settings in the command line" in said and field in said
+
+
+def test_ask_on_a_video_damaged_midway_names_it(capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A video whose header reads but whose frames stop decoding: `ask` said "the harness failed (media): SDKError:
+    cannot decode the task's video" (or, by set order, "/dir/the task's video") and exited 1."""
+    from tests.conftest import sample
+
+    damaged = tmp_path / "clip.mp4"
+    damaged.write_bytes(sample("videos", "decord_corrupted.mp4").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    said = one_error(capsys, "ask", "clip.mp4", "When does the blue diamond appear?", "--no-cache")
+    assert said.startswith("error: cannot decode clip.mp4 at ") and "the harness failed" not in said
+    assert "task's video" not in said
