@@ -137,3 +137,16 @@ def test_ask_on_a_video_damaged_midway_names_it(capsys, tmp_path: Path, monkeypa
     said = one_error(capsys, "ask", "clip.mp4", "When does the blue diamond appear?", "--no-cache")
     assert said.startswith("error: cannot decode clip.mp4 at ") and "the harness failed" not in said
     assert "task's video" not in said
+
+
+def test_ask_against_an_endpoint_that_is_down_exits_3(capsys, index_video: Path):
+    """The endpoint, not the input: exit 3 as the docs say (it was 2, "a problem with what you gave")."""
+    from videvolve.testing import reserved_port
+
+    with reserved_port() as port:
+        code = main(["ask", str(index_video), "When does the blue diamond appear?", "--backend", "openai",
+                     "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m", "--no-cache", "--timeout", "1",
+                     "--retry-window", "1"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "Traceback" not in err and "error:" in err, err

@@ -23,7 +23,7 @@ from videvolve.cli import (
     serve_cmds,
     videos_cmd,
 )
-from videvolve.errors import VidevolveError
+from videvolve.errors import InfraError, VidevolveError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,7 +77,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], console: Any) -> int:
         from rich.markup import escape  # a message may hold brackets ("pip install 'videvolve[speech]'")
 
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
-        return 2
+        return 3 if isinstance(exc, InfraError) else 2  # the endpoint failed for good, not the input
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: every finished result is kept; rerun the same command (or "
                       "`--resume` a run) to continue")
