@@ -150,3 +150,18 @@ def test_ask_against_an_endpoint_that_is_down_exits_3(capsys, index_video: Path)
     err = capsys.readouterr().err
     assert code == 3, err
     assert "Traceback" not in err and "error:" in err, err
+
+
+@pytest.mark.parametrize("command", ["validate", "split"])
+def test_an_empty_tasks_file_is_refused_not_valid(capsys, tmp_path: Path, command: str):
+    """`tasks validate` said "0 valid tasks" (exit 0) and `tasks split` wrote an empty file."""
+    empty = tmp_path / "tasks.jsonl"
+    empty.write_text("\n\n")
+    said = one_error(capsys, "tasks", command, str(empty))
+    assert "holds no tasks" in said and str(empty) in said
+    assert not (tmp_path / "tasks.split.jsonl").exists()
+
+
+def test_a_folder_given_as_the_tasks_file_is_named_a_folder(capsys, tmp_path: Path):
+    said = one_error(capsys, "tasks", "validate", str(tmp_path))
+    assert "is a folder: give the tasks file" in said

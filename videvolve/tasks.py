@@ -214,6 +214,8 @@ def _read_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], l
 def read_tasks(path: str | Path) -> list[Task]:
     """Read a tasks JSONL file; raise :class:`TaskFormatError` listing the file and line of every bad record."""
     path = Path(path)
+    if path.is_dir():
+        raise InputNotFoundError(f"{path} is a folder: give the tasks file (.jsonl) inside it")
     if not path.is_file():
         raise InputNotFoundError(f"tasks file not found: {path}")
     records, problems = _read_jsonl_records(path)

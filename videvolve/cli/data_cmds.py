@@ -195,7 +195,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """``videvolve tasks validate``: exit 2 on invalid records, 0 otherwise (warnings printed)."""
     from videvolve.datasets.transcripts import TranscriptFormatError, check_transcripts
     from videvolve.tasks import read_tasks, selection_size, summarize
-    tasks = read_tasks(args.file)
+    tasks = _some_tasks(read_tasks(args.file), args.file)
     bad_transcripts = check_transcripts(tasks)
     if bad_transcripts:
         raise TranscriptFormatError(args.file, bad_transcripts)
@@ -221,6 +221,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _some_tasks(tasks: list[Task], path: Path) -> list[Task]:
+    """``tasks``, refused when there are none: an empty file is a mistake to report, not a valid task set."""
+    if not tasks:
+        raise UsageError(f"{path} holds no tasks (an empty file, or only blank lines): write one JSON task per line "
+                         "(docs/reference/task-format.md), or make them with `videvolve tasks import`, `from-csv` or "
+                         "`generate`")
+    return tasks
+
+
 def _power(n_selection: int, videos: int) -> None:
     """The gate's power on this selection set (at the default gate's first level), a warning when too coarse."""
     from videvolve.loop.context import GateSettings
@@ -233,7 +242,8 @@ def _power(n_selection: int, videos: int) -> None:
 def cmd_split(args: argparse.Namespace) -> int:
     """``videvolve tasks split``."""
     from videvolve.tasks import parse_fractions, read_tasks, selection_warning, split_by_video, summarize, write_tasks
-    tasks = split_by_video(read_tasks(args.file), parse_fractions(args.fractions), seed=args.seed)
+    tasks = split_by_video(_some_tasks(read_tasks(args.file), args.file), parse_fractions(args.fractions),
+                           seed=args.seed)
     dest = args.out or args.file.with_name(args.file.name.removesuffix(".jsonl") + ".split.jsonl")
     write_tasks(tasks, dest)
     summary = summarize(tasks)
