@@ -60,6 +60,7 @@ def test_a_copy_of_a_video_the_run_evolved_on_is_not_held_out(small_world, tmp_p
     held_out(small_world.tasks, [other.model_copy(update={"split": None})], "own.jsonl")  # a test video is fine
 
 
+@pytest.mark.slow
 def test_a_proxy_reads_the_transcript_of_its_source(small_world, tmp_path: Path, monkeypatch) -> None:
     from videvolve.datasets.transcripts import load_transcript
     from videvolve.evaluation.evaluate import with_proxies

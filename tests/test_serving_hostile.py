@@ -118,6 +118,7 @@ def test_mcp_refuses_a_blank_question_or_option_before_any_harness_runs(tmp_path
     assert all(r.is_error for r in refused) and not answered.is_error and agent.most == 1
 
 
+@pytest.mark.slow
 def test_a_body_of_countless_small_objects_is_refused_without_holding_the_server(tmp_path: Path):
     """A few MB of tiny JSON objects took seconds to parse and validate in the event loop (256 MiB: minutes), every
     other client waiting, /health too; a body of wrong items was answered with every one of its errors."""
