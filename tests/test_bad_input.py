@@ -165,3 +165,10 @@ def test_an_empty_tasks_file_is_refused_not_valid(capsys, tmp_path: Path, comman
 def test_a_folder_given_as_the_tasks_file_is_named_a_folder(capsys, tmp_path: Path):
     said = one_error(capsys, "tasks", "validate", str(tmp_path))
     assert "is a folder: give the tasks file" in said
+
+
+def test_videos_check_takes_one_file(capsys, index_video: Path):
+    """`videos check clip.mp4` said "no video files under clip.mp4"."""
+    assert main(["videos", "check", str(index_video), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["file"] == str(index_video) and row["status"] == "ok"

@@ -22,11 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("videos", help="check a folder of videos; make proxies of slow ones")
     vsub = p.add_subparsers(dest="videos_command", required=True, metavar="ACTION")
     c = vsub.add_parser("check", help="probe and spot-decode every file; say what will be slow or fail")
-    c.add_argument("folder", type=Path)
+    c.add_argument("folder", type=Path, metavar="PATH", help="a folder of videos (searched recursively) or one file")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_check)
     x = vsub.add_parser("proxy", help="make low-resolution, short-GOP proxies (timestamps stay the source's)")
-    x.add_argument("folder", type=Path)
+    x.add_argument("folder", type=Path, metavar="PATH", help="a folder of videos (searched recursively) or one file")
     x.add_argument("--all", action="store_true", help="every readable file, not only the slow ones")
     x.add_argument("--cache", type=Path, default=None, help="proxy folder (default ~/.cache/videvolve/proxies)")
     x.set_defaults(func=cmd_proxy)
@@ -41,11 +41,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=cmd_transcribe)
 
 
+def _videos(path: Path) -> list[Path]:
+    """The video files under a folder, or the one file given."""
+    from videvolve.media.check import list_videos
+
+    return [path] if path.is_file() else list_videos(path)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 1 when a file fails."""
-    from videvolve.media.check import check_video, list_videos
+    from videvolve.media.check import check_video
 
-    files = list_videos(args.folder)
+    files = _videos(args.folder)
     if not files:
         raise InputNotFoundError(f"no video files under {args.folder}")
     checks = [check_video(f) for f in files]
@@ -69,10 +76,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_proxy(args: argparse.Namespace) -> int:
     """Build (or find) the proxies."""
-    from videvolve.media.check import check_video, list_videos
+    from videvolve.media.check import check_video
     from videvolve.media.proxy import make_proxy
 
-    checks = [check_video(f) for f in list_videos(args.folder)]
+    checks = [check_video(f) for f in _videos(args.folder)]
     todo = [c for c in checks if c.status == "slow" or (args.all and c.status == "ok")]
     for c in checks:
         if c.status == "fail":
@@ -99,10 +106,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 
     from videvolve.datasets.transcripts import Segment, cached_transcript_path, to_vtt
     from videvolve.errors import MediaError
-    from videvolve.media.check import list_videos
     from videvolve.media.speech import resolve_model, transcribe
 
-    files = list_videos(args.folder)
+    files = _videos(args.folder)
     if not files:
         raise InputNotFoundError(f"no video files under {args.folder}")
     model = resolve_model(args.model)
