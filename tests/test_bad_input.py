@@ -41,7 +41,7 @@ def test_tasks_written_under_a_file_name_the_path(capsys, tasks_file: Path, a_fi
     said = one_error(capsys, "tasks", "split", str(tasks_file), "--out", str(a_file / "x.jsonl"))
     assert f"{a_file / 'x.jsonl'}: part of that path is a file, not a folder" in said
     said = one_error(capsys, "tasks", "split", str(tasks_file), "--out", str(tasks_file.parent))
-    assert "it is a folder: give the path of a file" in said
+    assert "a folder is in the way" in said
 
 
 @pytest.mark.parametrize("under", ["", "sub"])

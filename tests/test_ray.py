@@ -105,7 +105,8 @@ def test_a_full_disk_on_a_worker_stops_the_run_in_words(small_world, seed: Path,
                  "--harness", str(seed), "--out", str(out), "--executor", "ray", "--no-cache"])
     err = capsys.readouterr().err
     assert code == 3, err
-    assert f"run stopped: cannot write the result {out / 'results' / tasks[0].id}.json: Is a directory" in err
+    assert f"run stopped: cannot write the result {out / 'results' / tasks[0].id}.json: a folder is in the way" \
+        in " ".join(err.split())
     assert "ray::" not in err and "Traceback" not in err and "\x1b" not in err
 
 

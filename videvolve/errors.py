@@ -133,7 +133,8 @@ class StorageError(HostError):
         if exc.errno in (errno.ENOTDIR, errno.EEXIST):  # a path that runs through a file (mkdir: EEXIST)
             return cls(f"cannot write {what} {path}: part of that path is a file, not a folder: choose another path")
         if exc.errno == errno.EISDIR:
-            return cls(f"cannot write {what} {path}: it is a folder: give the path of a file")
+            return cls(f"cannot write {what} {path}: a folder is in the way (move it, or give another "
+                       "path)")
         return cls(f"cannot write {what} {path}: {exc.strerror or exc} (was its folder deleted or moved, or is the "
                    "disk full? Everything finished is kept: fix it, then resume)")
 
