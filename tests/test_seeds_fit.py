@@ -46,3 +46,24 @@ def test_doctor_prints_each_seeds_largest_request_on_a_video(tmp_path: Path) -> 
     tight = {c.name: c for c in run_checks(ModelSettings(), video=video, context=8000)}
     assert tight["largest request: scan_refine"].status == "fail"
     assert "refine_max_side" in tight["largest request: scan_refine"].detail
+
+
+def test_doctor_says_when_the_video_does_not_decode(tmp_path: Path) -> None:
+    """`doctor --video` checked only request sizes: a file that is no video, or one damaged midway, read as ok."""
+    good = make_index_video(tmp_path / "good.mp4", seconds=2, fps=5, gop=5)
+    assert {c.name: c for c in run_checks(ModelSettings(), video=good)}["video"].status == "ok"
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"not a video" * 100)
+    checks = {c.name: c for c in run_checks(ModelSettings(), video=junk)}
+    assert checks["video"].status == "fail" and str(junk) in checks["video"].detail
+    assert not any(name.startswith("largest request") for name in checks)  # no size to check, and no crash
+
+
+def test_doctor_names_where_a_damaged_video_stops_decoding(tmp_path: Path) -> None:
+    from tests.conftest import sample
+
+    damaged = tmp_path / "clip.mp4"
+    damaged.write_bytes(sample("videos", "decord_corrupted.mp4").read_bytes())
+    checks = {c.name: c for c in run_checks(ModelSettings(), video=damaged)}
+    assert checks["video"].status == "fail" and "damaged: decoding fails after" in checks["video"].detail
+    assert "largest request: uniform" in checks
