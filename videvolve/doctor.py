@@ -306,22 +306,17 @@ def run_checks(settings: ModelSettings, calibration: bool = False, video: Path |
     else:
         checks.append(Check("endpoint", "skip", "backend sim (offline SimVLM): nothing to reach"))
     if video is not None:
-        readable = _video_check(video)
-        checks.append(readable)
+        from videvolve.media.check import check_video
+
+        found = check_video(video)  # probed, and decoded at times spread over it (`videos check` on one file)
+        status = {"ok": "ok", "slow": "warn"}.get(found.status, "fail")
+        checks.append(Check("video", status, f"{video}: " + ("; ".join(found.notes) or
+                                                              "probed, and frames spread over it decode")))
         served = next((int(c.detail.split()[0]) for c in checks if c.name == "context length" and c.status == "ok"),
                       None)
-        if readable.status != "fail" or "damaged" in readable.detail:  # a damaged file still has a size to check
+        if found.info is not None:  # it probed (a damaged file still has a size to check)
             checks += _seed_requests(settings, video, context or served or 32768, settings.context_margin)
     return checks
-
-
-def _video_check(video: Path) -> Check:
-    """Whether the video probes and decodes at times spread over it (``videos check`` on one file)."""
-    from videvolve.media.check import check_video
-
-    found = check_video(video)
-    status = {"ok": "ok", "slow": "warn"}.get(found.status, "fail")
-    return Check("video", status, f"{video}: " + ("; ".join(found.notes) or "probed, and frames spread over it decode"))
 
 
 def _seed_requests(settings: ModelSettings, video: Path, context: int, margin: float) -> list[Check]:
