@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from videvolve.editing.file_edits import Files, config_of, frame_key, routed, set_key
+from videvolve.editing.identify_look import from_frames, from_sheets
 from videvolve.editing.scan_looks import BISECT_ROUNDS, bisect_boundaries, final_look_flagged
 from videvolve.memory.records import Category
 from videvolve.skill_library.limits import MAX_REQUEST_OBSERVATIONS
@@ -264,6 +265,14 @@ CATALOGUE: tuple[Operator, ...] = (
              "2 of one, in a smaller sheet), with the refinement frames, and mcq questions skip the boundary pass "
              "(an mcq answer has no interval to pin) (a cost cut: the match pass already read the rest)",
              {"budget_exhausted": 0.6}, final_look_flagged, kinds=("mcq", "grounding"), cost_cut=True),
+    Operator("identify_flagged", "a new look: a contact-sheet scan of small cells (as many moments) shows where "
+             "something is on screen, one frame at up to 448 px identifies each stretch the match pass flags, and "
+             "boundary frames pin those that match the target (more detail where something is; costs more)",
+             {"misperception": 1.0, "unresolved": 0.4, "missed_event": 0.3}, from_frames),
+    Operator("detect_identify", "a new look: the contact sheets at 96-px cells, which show where something is but "
+             "not what, and one refinement frame identifying each stretch the match pass flags, boundary frames "
+             "pinning those that match the target, instead of the candidate windows (a cost cut: full detail only "
+             "where something is)", {"budget_exhausted": 0.8}, from_sheets, cost_cut=True),
     Operator("sparser_sampling", "20 % fewer frames (a cost cut)", {"budget_exhausted": 1.0, "crash": 0.2},
              scale_frames(0.8), cost_cut=True),
     Operator("smaller_cells", "contact-sheet cells at 2/3 of their width (a cost cut: what they blur is refined "

@@ -1,0 +1,67 @@
+"""The detect-then-identify look: a cheap scan of small cells, full detail only where something is on screen."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from videvolve.config import RuntimeSettings
+from videvolve.editing.base import read_files
+from videvolve.editing.identify_look import DETECT_CELL_WIDTH, MARKER
+from videvolve.editing.operators import OPERATORS, config_of, set_key
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.skill_library.harness import load_harness, seed_path, validate_harness
+
+
+def _made(seed: str, name: str, out: Path, config: str | None = None) -> Path:
+    shutil.copytree(seed_path(seed), out)
+    if config is not None:
+        (out / "config.toml").write_text(config)
+    files = read_files(out)
+    edits = OPERATORS[name].apply(files, config_of(files))
+    assert edits, f"{name} does not apply to {seed}"
+    for rel, text in edits.items():
+        (out / rel).write_text(text)
+    assert validate_harness(out) is None
+    return out
+
+
+def test_each_scan_gets_its_own_move_once_with_its_scan_length_and_transcript(tmp_path: Path) -> None:
+    uniform, sheets = read_files(seed_path("uniform")), read_files(seed_path("scan_refine"))
+    assert OPERATORS["detect_identify"].apply(uniform, config_of(uniform)) is None  # not a contact-sheet scan
+    assert OPERATORS["identify_flagged"].apply(sheets, config_of(sheets)) is None
+    assert OPERATORS["detect_identify"].cost_cut and not OPERATORS["identify_flagged"].cost_cut
+    cut = _made("scan_refine", "detect_identify", tmp_path / "cut")
+    cfg = config_of(read_files(cut))
+    parent = config_of(sheets)
+    assert cfg["frames"] == int(parent["frames"] * parent["scan_share"])  # the scan's moments, not its budget
+    assert cfg["cell_width"] == DETECT_CELL_WIDTH and cfg["refine_max_side"] == parent["refine_max_side"]
+    assert MARKER in (cut / "solver.py").read_text()
+    assert OPERATORS["detect_identify"].apply(read_files(cut), cfg) is None  # made once
+    spoken = set_key(set_key(uniform["config.toml"], "transcript", "windows"), "mcq.transcript", "video")
+    made = config_of(read_files(_made("uniform", "identify_flagged", tmp_path / "spoken", spoken)))
+    assert made["frames"] == 256 and made["transcript"] == "windows" and made["mcq"] == {"transcript": "video"}
+
+
+@pytest.mark.slow
+def test_the_look_identifies_what_the_small_cells_only_detect_at_a_fraction_of_the_cost(tmp_path: Path,
+                                                                                       small_world) -> None:
+    cut = _made("scan_refine", "detect_identify", tmp_path / "cut")
+    blind = tmp_path / "blind"  # the same small cells, nothing identified
+    shutil.copytree(cut, blind)
+    (blind / "config.toml").write_text(set_key((cut / "config.toml").read_text(), "max_identify", 0))
+    tasks = [t for t in small_world.tasks if t.split == "train" and t.answer][:8]
+    cost, runtime = cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
+    base = solve_tasks(load_harness(seed_path("scan_refine")), tasks, SimVLM(), cost, runtime, tmp_path / "base")
+    new = solve_tasks(load_harness(cut), tasks, SimVLM(), cost, runtime, tmp_path / "new")
+    cells = solve_tasks(load_harness(blind), tasks, SimVLM(), cost, runtime, tmp_path / "cells")
+    assert all(r.outcome == "ok" for r in new + cells), [r.error for r in new + cells]
+    for b, n, c in zip(base, new, cells, strict=True):
+        assert n.usage.visual_tokens < 0.6 * b.usage.visual_tokens, (n.task_id, n.usage, b.usage)
+        assert n.usage.visual_tokens > c.usage.visual_tokens, n.task_id  # something was identified
+    score = {name: sum(r.score for r in rs) for name, rs in (("base", base), ("new", new), ("cells", cells))}
+    assert score["new"] > score["cells"] + 2, score  # its answers come from what it identified
