@@ -72,6 +72,27 @@ def test_synth_into_a_file(capsys, a_file: Path):
     assert f"{a_file} is a file, not a folder" in said
 
 
+def test_synth_into_an_existing_world(capsys, tmp_path: Path):
+    """A second synth into a world's folder rewrote its tasks.jsonl (and runs that read it) without a word."""
+    world = tmp_path / "w"
+    (world / "videos").mkdir(parents=True)
+    (world / "tasks.jsonl").write_text('{"id": "mine"}\n')
+    said = one_error(capsys, "synth", str(world), "--videos", "1", "--minutes", "1")
+    assert f"{world} already holds a world" in said and "new folder" in said
+    assert (world / "tasks.jsonl").read_text() == '{"id": "mine"}\n'
+
+
+def test_score_names_which_file_is_missing_or_a_folder(capsys, tmp_path: Path):
+    """`score --pred FOLDER` (or a missing --pred) said "annotation file not found", naming the wrong file's role."""
+    gt = tmp_path / "gt.jsonl"
+    gt.write_text('{"qid": 1, "relevant_windows": [[0, 2]]}\n')
+    said = one_error(capsys, "score", "--benchmark", "qvhighlights", "--gt", str(gt), "--pred", str(tmp_path))
+    assert said.startswith(f"error: --pred {tmp_path} is a folder")
+    said = one_error(capsys, "score", "--benchmark", "qvhighlights", "--gt", str(tmp_path / "no.jsonl"),
+                     "--pred", str(gt))
+    assert said.startswith(f"error: --gt {tmp_path / 'no.jsonl'}: not found")
+
+
 @pytest.mark.parametrize("command", [["cache", "info"], ["cache", "clear", "--all"]])
 def test_cache_that_is_no_database(capsys, tmp_path: Path, command: list[str]):
     """`--cache` naming a file that is not SQLite raised sqlite3.DatabaseError (exit 70); the file is left alone."""

@@ -126,6 +126,9 @@ def _check_synth(args: argparse.Namespace) -> None:
         if value is not None and value < 1:
             raise UsageError(f"{flag} {value}: give a positive number (or leave it out for the default)")
     output_folder(args.out_dir, "the world")
+    if (args.out_dir / "tasks.jsonl").exists() or any((args.out_dir / "videos").glob("*.mp4")):
+        raise UsageError(f"{args.out_dir} already holds a world (tasks.jsonl, videos/): synth would overwrite it, "
+                         "and runs that read it. Give a new folder, or remove that one first")
 
 
 def _warnings(tasks: Sequence[Task], check_videos: bool) -> list[str]:

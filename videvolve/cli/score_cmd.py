@@ -82,6 +82,11 @@ def cmd_score(args: argparse.Namespace) -> int:
     scorers = _scorers()
     if args.benchmark not in scorers:
         raise UsageError(f"no benchmark {args.benchmark!r}; available: {', '.join(sorted(scorers))}")
+    for flag, path, what in (("--gt", args.gt, "ground truth"), ("--pred", args.pred, "predictions")):
+        if not path.exists():
+            raise UsageError(f"{flag} {path}: not found (give the {what} file)")
+    if args.pred.is_dir():  # a submission is one file; only MLVU's ground truth may be a folder
+        raise UsageError(f"--pred {args.pred} is a folder: give the predictions file itself")
     result = on_official_scale(args.benchmark, scorers[args.benchmark](args.gt, args.pred, args))
     if args.json:
         print(json.dumps(result, default=float))
