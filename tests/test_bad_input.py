@@ -93,6 +93,17 @@ def test_score_names_which_file_is_missing_or_a_folder(capsys, tmp_path: Path):
     assert said.startswith(f"error: --gt {tmp_path / 'no.jsonl'}: not found")
 
 
+def test_eval_names_the_harness_folder_given(capsys, tmp_path: Path):
+    """An empty --harness folder was reported by the path of eval's own copy (evals/.../harnesses/e3b0c44298fc)."""
+    empty = tmp_path / "mine"
+    empty.mkdir()
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "t1", "video_id": "v", "video": "v.mp4", "kind": "mcq", "question": "q?",
+                                 "options": ["a", "b"], "answer": "A", "duration": 10.0, "split": "test"}) + "\n")
+    said = one_error(capsys, "eval", "--harness", str(empty), "--tasks", str(tasks), "--out", str(tmp_path / "o"))
+    assert said.startswith(f"error: harness {empty} is not valid: solver.py is missing"), said
+
+
 @pytest.mark.parametrize("command", [["cache", "info"], ["cache", "clear", "--all"]])
 def test_cache_that_is_no_database(capsys, tmp_path: Path, command: list[str]):
     """`--cache` naming a file that is not SQLite raised sqlite3.DatabaseError (exit 70); the file is left alone."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.datasets.submissions import write_submissions
-from videvolve.errors import UsageError
+from videvolve.errors import HarnessError, UsageError
 from videvolve.evaluation.results import TaskResult, read_result, reusable_result
 from videvolve.evaluation.solve import producer_of, solve_tasks
 from videvolve.evaluation.summary import summarize, write_summary
@@ -22,7 +22,7 @@ from videvolve.models.base import VLM
 from videvolve.models.cache import CacheUse, ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.rundir import EvalDir
-from videvolve.skill_library.harness import Harness, copy_harness, load_harness
+from videvolve.skill_library.harness import Harness, copy_harness, load_harness, validate_harness
 from videvolve.tasks import Task
 
 
@@ -74,6 +74,8 @@ def evaluate(harness_dir: Path, tasks: Sequence[Task], out_dir: Path, vlm: VLM, 
     Raises :class:`~videvolve.errors.InfraError` when the endpoint fails for good; every finished result is kept,
     and calling again with the same ``out_dir`` continues where it stopped.
     """
+    if (reason := validate_harness(harness_dir)) is not None:  # named as given, not as the copy under out_dir
+        raise HarnessError(f"harness {harness_dir} is not valid: {reason}")
     harness = load_harness(copy_harness(harness_dir, EvalDir(out_dir).harnesses))
     producer = producer_of(harness, tasks, vlm, cost, runtime, out_dir)  # as solve_tasks keys what it reuses
     reused = {t.id for t in tasks if reusable_result(out_dir, t, producer) is not None}
