@@ -143,19 +143,21 @@ def test_absurd_model_and_runtime_flags(capsys, tasks_file: Path, tmp_path: Path
     ValueError); a negative timeout, token cap or retry count was taken as given."""
     said = one_error(capsys, "eval", "--tasks", str(tasks_file), "--split", "train", "--harness", "uniform",
                      "--out", str(tmp_path / "e"), "--no-cache", flag, value)
-    assert f"invalid settings in the command line: {field}:" in said
+    assert f"invalid settings in the command line: {field} ({flag}):" in said  # the setting, and the flag that sets it
     assert not (tmp_path / "e").exists()
 
 
 @pytest.mark.parametrize(("flag", "value", "field"), [
     ("--hours", "-1", "stop.hours"), ("--hours", "nan", "stop.hours"), ("--max-calls", "-5", "stop.max_calls"),
-    ("--probe-frames", "-1", "investigator.probe_frames"), ("--failure-threshold", "nan", "failure_threshold"),
-    ("--editor-timeout", "-1", "editor.timeout"),
+    ("--probe-frames", "-1", "investigator.probe_frames"),
+    ("--failure-threshold", "nan", "investigator.failure_threshold"),
+    ("--editor-timeout", "-1", "editor.timeout"), ("--curtail", "0.3", "gate.curtail"), ("--alpha", "-1", "gate.alpha"),
+    ("--beta", "1", "gate.beta"), ("--eps", "-0.1", "gate.eps"),
 ])
 def test_absurd_evolve_flags(capsys, tasks_file: Path, tmp_path: Path, flag: str, value: str, field: str):
     said = one_error(capsys, "evolve", "--tasks", str(tasks_file), "--run", str(tmp_path / "run"), "--dry-run",
                      flag, value)
-    assert "invalid settings in the command line" in said and field in said
+    assert f"invalid settings in the command line: {field} ({flag}):" in said, said
 
 
 def test_ask_on_a_video_damaged_midway_names_it(capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -147,5 +147,19 @@ def build(model: type[BaseModel], data: dict[str, Any], source: str) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{_where(model, e['loc'])}: {e['msg']}" for e in exc.errors())
         raise UsageError(f"invalid settings in {source}: {problems}") from None
+
+
+def _where(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
+    """A setting's dotted name, with the flag that sets it (``gate.curtail (--curtail)``) where there is one."""
+    dotted = ".".join(map(str, loc)) or "settings"
+    for i, key in enumerate(loc):
+        field = model.model_fields.get(str(key))
+        if field is None:
+            return dotted
+        tp = field.annotation
+        if not (isinstance(tp, type) and issubclass(tp, BaseModel)):  # a setting, not a section of them
+            return f"{dotted} ({flag_name(str(key), field)})" if i == len(loc) - 1 and _argument(field) else dotted
+        model = tp
+    return dotted

@@ -119,14 +119,16 @@ class GateSettings(BaseModel):
         "investing", json_schema_extra=_flat("gate_spending"), description="investing: each decision spends half the "
         "run's alpha-wealth (a rejection costs, an acceptance earns), so the search cannot overfit the selection set "
         "by trying many things; none: every decision at --gate-level")
-    alpha: float = Field(0.1, description="accept a better candidate only if its cost is at most (1+alpha) C")
-    beta: float = Field(0.2, description="accept an equal-or-slightly-worse one only if its cost is at most (1-beta) C")
+    alpha: float = Field(0.1, gt=-1, description="accept a better candidate only if its cost is at most (1+alpha) C")
+    beta: float = Field(0.2, ge=0, lt=1, description="accept an equal-or-slightly-worse one only if its cost is at "
+                        "most (1-beta) C")
     cost_ceiling: float | None = Field(
         None, gt=0, description="a budget: a gain may cost up to this much per question (in --cost-metric's units) "
         "instead of (1+alpha) x its parent's and the seed's cost, so the search can spend more to gain more, up to "
         "the budget (for example half of a teacher's cost, to find a cheaper harness that agrees with it); cost cuts "
         "are judged as always")
-    eps: float | None = Field(None, description="--gate video-rsi: tolerated score loss; default 1/|selection set|")
+    eps: float | None = Field(None, ge=0, description="--gate video-rsi: tolerated score loss; default "
+                              "1/|selection set|")
     cost_metric: Literal["visual_tokens", "frames", "visual_tokens+text"] = Field(
         "visual_tokens", description="C in the gate's rule: mean visual tokens per question (what a vLLM server's "
         "compute grows with), mean distinct frames (Video-RSI's definition), or visual tokens plus "
