@@ -7,9 +7,10 @@ call (after one reminder), every call of several rounds in a row is refused (unk
 that cannot be read, a refusal of the tool itself), its rounds or its time are spent, or the endpoint rejects a
 request or returns something unreadable. A tool call that cannot be read (bad JSON arguments) gets the parse error
 back as the next message, so the model can correct it, and counts as a refused round; a reply without any tool call
-gets the ``nudge``. Every model-driven part uses this one loop (the agent editor, the agent investigator). An
-endpoint that is misconfigured (:class:`EndpointError`) or down after the retry window (:class:`InfraError`) is not
-the model's failure: it propagates and stops the run cleanly for ``--resume``.
+gets the ``nudge``. At most :data:`CALLS_PER_REPLY` calls of one reply run, and none once the deadline has passed;
+the others are answered "skipped". Every model-driven part uses this one loop (the agent editor, the agent
+investigator). An endpoint that is misconfigured (:class:`EndpointError`) or down after the retry window
+(:class:`InfraError`) is not the model's failure: it propagates and stops the run cleanly for ``--resume``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ REFUSED_ROUNDS = 3
 """Consecutive rounds whose every tool call was refused before the conversation is abandoned."""
 QUIET_ROUNDS = 2
 """Consecutive replies without a tool call before the conversation is abandoned (a reminder is sent after each)."""
+CALLS_PER_REPLY = 16
+"""Tool calls of one reply that are run; the rest are answered "skipped" (a reply of 10,000 trials ran them all)."""
 
 
 def unencodable(args: object) -> str | None:
@@ -139,6 +142,12 @@ class ToolLoop(Generic[T]):
             T | None, bool, str]:
         ok_any, last = False, ""
         for i, call in enumerate(reply.tool_calls):
+            late = self.deadline is not None and time.monotonic() > self.deadline
+            if i >= CALLS_PER_REPLY or late:  # every call gets an answer, as the protocol wants; these are not run
+                last = "skipped: " + ("out of time" if late else f"at most {CALLS_PER_REPLY} tool calls of one reply "
+                                                                  "are run")
+                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": last})
+                continue
             why = unencodable(call.arguments)
             text, ok, done = (f"error: {why}", False, None) if why else dispatch(call)
             ok_any, last = ok_any or ok, text
