@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
 from tests.serving_support import FakeAgent, FakeAgents, running
@@ -167,3 +167,37 @@ def test_a_runs_mixture_spoiled_while_serving_leaves_the_best_it_had_answering(t
             {"role": "user", "content": "When does it happen?"}]})
     assert listed.status_code == 200 and listed.json()["data"][0]["harness"] == f"uniform@{version}", listed.text
     assert asked.status_code == 400 and "video_url" in asked.json()["error"]["message"]  # the request's own fault
+
+
+def test_allowed_media_domains_hold_for_every_redirect(tmp_path: Path):
+    """`--allowed-media-domains` (vLLM's flag): a host not named is refused before any request, and a redirect from
+    an allowed host to another (127.0.0.1 -> localhost, the same server under another name) is refused too."""
+    from fastapi.responses import RedirectResponse, Response
+
+    from videvolve.serving.media import OutsideMediaRoots
+
+    asked: list[str] = []
+    app = FastAPI()
+
+    @app.get("/v.mp4")
+    async def video(request: Request) -> Response:
+        asked.append(str(request.url))
+        return Response(b"video bytes", media_type="video/mp4")
+
+    @app.get("/elsewhere")
+    async def elsewhere(request: Request) -> RedirectResponse:
+        asked.append(str(request.url))
+        return RedirectResponse(str(request.url).replace("127.0.0.1", "localhost").replace("/elsewhere", "/v.mp4"))
+
+    with serve_app(app) as base:
+        root = base.removesuffix("/v1")
+        with video_file(f"{root}/v.mp4", MediaRoots([], domains=["127.0.0.1"])) as got:
+            assert got.read_bytes() == b"video bytes"
+        with pytest.raises(OutsideMediaRoots, match="not among this server's --allowed-media-domains"), \
+                video_file(f"{root}/v.mp4", MediaRoots([], domains=["videos.example.org"])):
+            pass
+        assert len(asked) == 1  # refused before any request
+        with pytest.raises(OutsideMediaRoots, match="'localhost' is not among"), \
+                video_file(f"{root}/elsewhere", MediaRoots([], domains=["127.0.0.1"])):
+            pass
+        assert [u.split("/")[-1] for u in asked] == ["v.mp4", "elsewhere"]  # the redirect's target never asked

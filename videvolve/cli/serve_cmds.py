@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -12,6 +13,9 @@ from videvolve.cli.common import model_settings, open_cache, runtime_settings
 from videvolve.cli.flags import add_settings
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.errors import UsageError
+
+if TYPE_CHECKING:
+    from videvolve.serving.media import MediaRoots
 
 err = Console(stderr=True, soft_wrap=True)
 DEFAULT_MEMORY = Path.home() / ".videvolve" / "memory"
@@ -49,6 +53,16 @@ def _agent_args(p: argparse.ArgumentParser) -> None:
                    help="a folder local videos may come from (repeat); none: no local files are served")
     p.add_argument("--no-fetch", action="store_true", help="refuse http(s) video URLs (403): for a server others "
                    "can reach, so that it cannot be made to fetch from hosts only it can reach")
+    p.add_argument("--allowed-media-domains", nargs="+", default=[], metavar="HOST",
+                   help="fetch http(s) videos only from these hosts, each redirect's included (403 otherwise; the "
+                   "host name exactly, as vLLM's flag of this name)")
+
+
+def media_roots(args: argparse.Namespace) -> MediaRoots:
+    """Where served videos may come from: ``--media-root``, ``--no-fetch``, ``--allowed-media-domains``."""
+    from videvolve.serving.media import MediaRoots
+
+    return MediaRoots(args.media_root, fetch=not args.no_fetch, domains=args.allowed_media_domains)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -92,14 +106,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from videvolve.serving.agent import CatalogAgents, HarnessCatalog
-    from videvolve.serving.media import MediaRoots
     from videvolve.serving.openai_api import ServerLimits, create_app
 
     if args.queue < 0:
         raise UsageError("--queue must be 0 or more")
     key = _server_key(args.server_api_key_env)
     runtime = runtime_settings(args)
-    roots = MediaRoots(args.media_root, fetch=not args.no_fetch)
+    roots = media_roots(args)
     agents = CatalogAgents(HarnessCatalog.open(args.harness, runtime.budget), answering_model(args), runtime,
                            cache=open_cache(args))
     app = create_app(agents, roots, ServerLimits(api_key=key, concurrency=runtime.concurrency, queue=args.queue))
@@ -114,7 +127,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from videvolve.api import load_harness
     from videvolve.serving.agent import VideoAgent
     from videvolve.serving.mcp_server import create_mcp
-    from videvolve.serving.media import MediaRoots
 
     runtime = runtime_settings(args)
     agent = VideoAgent(load_harness(args.harness, runtime.budget), answering_model(args), runtime,
@@ -123,7 +135,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise UsageError("--api-key-env asks HTTP clients for a key: it goes with --http (stdio has no clients but "
                          "the host that started the server)")
     key = _server_key(args.server_api_key_env)
-    server = create_mcp(agent, MediaRoots(args.media_root, fetch=not args.no_fetch), args.memory)
+    server = create_mcp(agent, media_roots(args), args.memory)
     if args.http:
         import uvicorn
 

@@ -47,10 +47,13 @@ class VideoUnreachable(VidevolveError, ConnectionError):
 class MediaRoots:
     """The folders local videos may come from (none: no local video at all), and whether URLs may be fetched."""
 
-    def __init__(self, roots: Sequence[str | Path], fetch: bool = True) -> None:
+    def __init__(self, roots: Sequence[str | Path], fetch: bool = True, domains: Sequence[str] = ()) -> None:
         self.fetch = fetch
         """Whether http(s) videos are downloaded (off: a server reachable by others cannot be made to fetch from
         the hosts it can reach)."""
+        self.domains = frozenset(d.strip().lower().rstrip(".") for d in domains if d.strip())
+        """The hosts http(s) videos may come from, each redirect's included (empty: any), as vLLM's
+        ``--allowed-media-domains``: the host name exactly, no subdomain."""
         self.roots = [Path(r).expanduser().resolve() for r in roots]
         for root in self.roots:
             if not root.is_dir():
@@ -101,11 +104,20 @@ def _from_data_url(url: str, dest: Path) -> Path:
     return dest
 
 
-def _download(url: str, dest: Path, timeout_s: float, cancel: threading.Event | None = None) -> Path:
+def allowed_host(url: str, domains: frozenset[str]) -> None:
+    """Refuse (403) a URL whose host is not one of ``domains`` (none: every host is allowed)."""
+    host = (urlparse(url).hostname or "").rstrip(".")
+    if domains and host not in domains:
+        raise OutsideMediaRoots(f"the video's host {host or '(none)'!r} is not among this server's "
+                                f"--allowed-media-domains ({', '.join(sorted(domains))}): {url[:100]}")
+
+
+def _download(url: str, dest: Path, timeout_s: float, cancel: threading.Event | None = None,
+              domains: frozenset[str] = frozenset()) -> Path:
     """Download in an event loop of this thread's own: a connect, a silent server or a trickle stops on ``cancel``."""
     try:
         httpx.URL(url).host.encode("idna")  # a label too long: a DNS look-up would say only "not known"
-        got = anyio.run(_fetch_or_cancel, url, dest, timeout_s, cancel)
+        got = anyio.run(_fetch_or_cancel, url, dest, timeout_s, cancel, domains)
         if isinstance(got, Exception):
             raise got
     except (httpx.InvalidURL, UnicodeError) as exc:  # a character or a host name no request can carry
@@ -113,13 +125,14 @@ def _download(url: str, dest: Path, timeout_s: float, cancel: threading.Event | 
     return got
 
 
-async def _fetch_or_cancel(url: str, dest: Path, timeout_s: float, cancel: threading.Event | None) -> Path | Exception:
+async def _fetch_or_cancel(url: str, dest: Path, timeout_s: float, cancel: threading.Event | None,
+                           domains: frozenset[str]) -> Path | Exception:
     """The file, or what was raised instead (returned: a task group would wrap it in an ``ExceptionGroup``)."""
     got: list[Path | Exception] = [Cancelled(f"the download of {url[:100]} was stopped: its client went away")]
 
     async def fetch() -> None:
         try:
-            got[0] = await _fetch(url, dest, timeout_s)
+            got[0] = await _fetch(url, dest, timeout_s, domains)
         except Exception as exc:
             got[0] = exc
         tg.cancel_scope.cancel()
@@ -132,11 +145,16 @@ async def _fetch_or_cancel(url: str, dest: Path, timeout_s: float, cancel: threa
     return got[0]
 
 
-async def _fetch(url: str, dest: Path, timeout_s: float) -> Path:
+async def _fetch(url: str, dest: Path, timeout_s: float, domains: frozenset[str]) -> Path:
     size = 0
+
+    async def hop(request: httpx.Request) -> None:  # every request, each redirect's too, goes to an allowed host
+        allowed_host(str(request.url), domains)
+
     try:
         with anyio.fail_after(DOWNLOAD_S):  # httpx's timeout is per read: a trickled body would never end
-            async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=True) as client, \
+            async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=True,
+                                         event_hooks={"request": [hop]}) as client, \
                     client.stream("GET", url) as response:
                 if response.status_code != 200:
                     raise VideoUnreachable(f"fetching the video {url} answered HTTP {response.status_code}")
@@ -183,6 +201,9 @@ def video_file(url: str, roots: MediaRoots, timeout_s: float = 120.0,
         raise BadVideoSource(f"unsupported video URL scheme {scheme!r}: use file://, http(s):// or a data URL")
     if scheme != "data" and not roots.fetch:
         raise OutsideMediaRoots(f"this server does not fetch videos by URL (started with --no-fetch): {url[:100]}")
+    if scheme != "data":
+        allowed_host(url, roots.domains)
     with tempfile.TemporaryDirectory(prefix="videvolve-serve-") as tmp:
         dest = Path(tmp) / "video"
-        yield _from_data_url(url, dest) if scheme == "data" else _download(url, dest, timeout_s, cancel)
+        yield _from_data_url(url, dest) if scheme == "data" else _download(url, dest, timeout_s, cancel,
+                                                                           roots.domains)
