@@ -63,5 +63,8 @@ def test_the_look_identifies_what_the_small_cells_only_detect_at_a_fraction_of_t
     for b, n, c in zip(base, new, cells, strict=True):
         assert n.usage.visual_tokens < 0.6 * b.usage.visual_tokens, (n.task_id, n.usage, b.usage)
         assert n.usage.visual_tokens > c.usage.visual_tokens, n.task_id  # something was identified
+    capped = solve_tasks(load_harness(cut), tasks, SimVLM(), cost, RuntimeSettings(concurrency=2, budget=12),
+                         tmp_path / "capped")  # a run's frame cap: scan, identification and edges within it
+    assert all(r.outcome == "ok" and 0 < r.usage.frames <= 12 for r in capped), [(r.error, r.usage) for r in capped]
     score = {name: sum(r.score for r in rs) for name, rs in (("base", base), ("new", new), ("cells", cells))}
     assert score["new"] > score["cells"] + 2, score  # its answers come from what it identified

@@ -91,7 +91,7 @@ def solve(task: TaskView, ctx: HarnessContext) -> dict:
     cfg = _cfg(ctx, task)
     n_scan = int(cfg.get("frames", 218))
     limit = int(cfg.get("max_identify", 64))
-    if ctx.budget:  # a per-question frame cap from the run: the scan takes three quarters of it
+    if ctx.budget:  # a per-question frame cap from the run: the scan takes three quarters of it, the rest after
         n_scan = min(n_scan, max(4, int(ctx.budget) * 3 // 4))
         limit = min(limit, max(0, int(ctx.budget) - n_scan))
     cols = int(cfg.get("sheet_cols", 8))
@@ -122,7 +122,8 @@ def solve(task: TaskView, ctx: HarnessContext) -> dict:
         edges += [g[-1] + (hi - g[-1]) * (j + 1) / (b + 1) for j in range(b)]
         if len(g) > 1:  # the stretch's own ends, read clearly
             edges += [g[0], g[-1]]
-    edges = sorted({round(t, 3) for t in edges if 0 <= t <= task.duration} - set(middles))[:128]
+    room = 128 if not ctx.budget else max(0, int(ctx.budget) - n_scan - len(middles))
+    edges = sorted({round(t, 3) for t in edges if 0 <= t <= task.duration} - set(middles))[:room]
     if edges:
         seen += ctx.frames(edges, max_side=side)
     windows = [(g[0] - step, g[-1] + step) for g, _ in zip(stretches, looks)]
