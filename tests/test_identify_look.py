@@ -42,6 +42,10 @@ def test_each_scan_gets_its_own_move_once_with_its_scan_length_and_transcript(tm
     assert cfg["cell_width"] == DETECT_CELL_WIDTH and cfg["refine_max_side"] == parent["refine_max_side"]
     assert MARKER in (cut / "solver.py").read_text()
     assert OPERATORS["detect_identify"].apply(read_files(cut), cfg) is None  # made once
+    # the moves written for scan_refine's code do not apply to it (final_look_flagged found its anchors in this
+    # solver and made a look that scored -0.87 on every trial)
+    assert OPERATORS["final_look_flagged"].apply(read_files(cut), cfg) is None
+    assert OPERATORS["bisect_boundaries"].apply(read_files(cut), cfg) is None
     spoken = set_key(set_key(uniform["config.toml"], "transcript", "windows"), "mcq.transcript", "video")
     made = config_of(read_files(_made("uniform", "identify_flagged", tmp_path / "spoken", spoken)))
     assert made["frames"] == 256 and made["transcript"] == "windows" and made["mcq"] == {"transcript": "video"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from videvolve.editing.file_edits import Files, routed, set_key
+from videvolve.editing.identify_look import MARKER as IDENTIFY_MARKER
 
 FINAL_ANCHOR = "    reply = ctx.ask(seen, context="
 FINAL_LOOK = '''    look = str(cfg.get("final_look", "all"))
@@ -43,7 +44,8 @@ HITS_IF_USED = '''        b = int(cfg.get("boundary_frames", 2))
 def final_look_flagged(files: Files, cfg: dict[str, Any]) -> Files | None:
     """The final look re-sends the scan only where it flagged something (the match pass already read the rest)."""
     solver = files.get("solver.py", "")
-    if FINAL_ANCHOR not in solver or "_final_sheets(" in solver or "scan_times" not in solver:
+    if FINAL_ANCHOR not in solver or "_final_sheets(" in solver or "scan_times" not in solver or \
+            IDENTIFY_MARKER in solver:  # the detect-then-identify look's sheets are what says where nothing is
         return None
     body = solver.replace(FINAL_ANCHOR, FINAL_LOOK + FINAL_ANCHOR, 1).replace(HITS_ASK, HITS_IF_USED, 1)
     body = body.rstrip("\n") + "\n" + FINAL_SHEETS
