@@ -1,10 +1,10 @@
 """A look the catalogue can turn a scan into: detect cheaply, identify only where something is.
 
 A contact sheet of small cells is cheap and still shows *whether* something is on screen, though not *what*; the
-model's match pass flags those cells ("maybe": too small to read). One frame at full resolution identifies each
-stretch of flagged cells, boundary frames pin the stretches that match the question's target, and the final look
-answers from the small sheets (which also say where nothing is) and those frames. Where a plain scan pays full
-resolution on every moment, this pays it once per stretch of something.
+model's match pass flags those cells ("maybe": too small to read). One frame at up to 448 px identifies each
+stretch of flagged cells (one per 6 cells of a longer stretch), boundary frames pin the stretches that match the
+question's target, and the final look answers from the small sheets (which also say where nothing is) and those
+frames. Where a plain scan pays full detail on every moment, this pays it once per stretch of something.
 
 :func:`detect_identify` rewrites ``solver.py`` whole (this is a new look, not a step added to the old one) and
 sets the keys the new solver reads; the parent's scan length and transcript mode (a kind's own too) carry over.
@@ -24,7 +24,8 @@ DETECT_CELL_WIDTH = 96
 """Detection cells' width in pixels: a third of a 320-pixel frame's side, a ninth of its tokens."""
 
 MAX_IDENTIFY = 64
-"""At most this many stretches are identified (footage where something is always on screen flags everything)."""
+"""At most this many identification frames a question (footage where something is always on screen flags every
+cell)."""
 
 IDENTIFY_SIDE = 448
 """The longer side identification frames of a uniform scan's descendant are shown at (``add_refinement``'s)."""
