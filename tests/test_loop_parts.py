@@ -178,7 +178,7 @@ def test_different_mixes_choose_different_operators():
         ("missed_event", "missed_event", "unresolved"),
         ("format_error",),
     ]}
-    assert chosen == {("misperception", "misperception", "missed_event"): "raise_resolution",
+    assert chosen == {("misperception", "misperception", "missed_event"): "identify_flagged",  # detail where it is
                       ("boundary_error", "boundary_error"): "add_refinement",
                       ("missed_event", "missed_event", "unresolved"): "denser_sampling",
                       ("format_error",): "stricter_format"}
