@@ -46,6 +46,8 @@ def test_each_scan_gets_its_own_move_once_with_its_scan_length_and_transcript(tm
     # solver and made a look that scored -0.87 on every trial)
     assert OPERATORS["final_look_flagged"].apply(read_files(cut), cfg) is None
     assert OPERATORS["bisect_boundaries"].apply(read_files(cut), cfg) is None
+    few = {**uniform, "config.toml": set_key(uniform["config.toml"], "n_frames", 16)}
+    assert OPERATORS["identify_flagged"].apply(few, config_of(few)) is None  # 16 moments: each its own stretch
     spoken = set_key(set_key(uniform["config.toml"], "transcript", "windows"), "mcq.transcript", "video")
     made = config_of(read_files(_made("uniform", "identify_flagged", tmp_path / "spoken", spoken)))
     assert made["frames"] == 256 and made["transcript"] == "windows" and made["mcq"] == {"transcript": "video"}

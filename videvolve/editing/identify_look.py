@@ -27,6 +27,11 @@ MAX_IDENTIFY = 64
 """At most this many identification frames a question (footage where something is always on screen flags every
 cell)."""
 
+MIN_MOMENTS = 64
+"""The fewest scan moments the move turns into a detection scan: over fewer, each moment is a stretch of its own, and
+identifying every one costs what showing each at full detail would (a 16-frame uniform harness became a look that
+cost 3.8x its tokens, and displaced the moves its diagnoses called for)."""
+
 IDENTIFY_SIDE = 448
 """The longer side identification frames of a uniform scan's descendant are shown at (``add_refinement``'s)."""
 
@@ -163,9 +168,10 @@ def scan_moments(cfg: dict[str, Any]) -> int | None:
 def detect_identify(files: Files, cfg: dict[str, Any]) -> Files | None:
     """The parent's scan (as many moments) made a detection scan of small cells with identification where flagged.
 
-    None where the solver is already this look, or the config has no frame count to carry over.
+    None where the solver is already this look, or the config has no frame count to carry over, or too few of them
+    (:data:`MIN_MOMENTS`).
     """
-    if MARKER in files.get("solver.py", "") or (n := scan_moments(cfg)) is None:
+    if MARKER in files.get("solver.py", "") or (n := scan_moments(cfg)) is None or n < MIN_MOMENTS:
         return None
     if int(cfg.get("cell_width", 10**6)) <= DETECT_CELL_WIDTH:
         return None  # its cells are already this small: nothing cheaper to detect with
