@@ -25,7 +25,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.models.sim.perception import perceive
 from videvolve.needles.frames import NeedleFrames, PlainFrames, plan_of
-from videvolve.needles.plan import glyph_drafts, needle_kinds, plan_needles
+from videvolve.needles.plan import glyph_drafts, plan_needles
 from videvolve.needles.scan import VideoScan
 from videvolve.skill_library.harness import load_harness
 from videvolve.skill_library.services import TaskServices
@@ -243,20 +243,6 @@ def test_one_evolve_iteration_on_generated_tasks(needle_world, tmp_path: Path, s
     out = " ".join(capsys.readouterr().out.split())
     assert "not all labels are gold: train: " in out and "labels: needles" in out
     assert "(gate on selection: " in out
-
-
-def test_glyph_needles_last_as_long_as_what_the_perceived_pass_saw_and_all_fit():
-    """Needles as long as the footage's own events (here 6-9 s), capped so that none is dropped for want of room."""
-    rng = random.Random(0)
-    free = [(a, a + rng.uniform(4.0, 14.0)) for a in range(0, 600, 15)]  # native glyphs between short gaps
-    scan = VideoScan("v", "/nonexistent.mp4", 600.0, 320, 180, 0.25, True, free=free)
-    for k in range(50):
-        kinds = len(needle_kinds(random.Random(k), scan.native))
-        short = plan_needles(scan, random.Random(k), [])
-        long = plan_needles(scan, random.Random(k), [], seen=[6.0, 7.5, 9.0])
-        assert len(short.needles) == len(long.needles) == kinds
-        assert all(1.0 <= n.end - n.start <= 2.5 for n in short.needles)
-        assert all(5.0 <= n.end - n.start <= 9.0 for n in long.needles), [n.end - n.start for n in long.needles]
 
 
 def test_tasks_stored_by_an_older_planner_are_not_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -161,8 +161,9 @@ def _part_path(parts: Path, video_id: str) -> Path:
     return parts / f"{video_id}.json"
 
 
-PLANNER_VERSION = 2
-"""Bumped when the same video and settings would give other tasks (2: needles as long as the perceived events), so
+PLANNER_VERSION = 3
+"""Bumped when the same video and settings would give other tasks (2: needles as long as the perceived events; 3:
+needles as clear of other glyphs as the footage's own, perceived successor questions), so
 that a video's stored tasks from an older planner are made again rather than reused."""
 
 

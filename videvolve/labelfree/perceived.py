@@ -210,14 +210,14 @@ def appearances(timeline: Timeline) -> Seen:
 
 
 def perceived_drafts(timeline: Timeline, rng: random.Random, n: int) -> list[q.Draft]:
-    """Grounding, count, identity and order questions over what the model saw (the world's templates)."""
+    """Grounding, count, identity, order and successor questions over what the model saw (the world's templates)."""
     seen = appearances(timeline)
     if not seen.events or timeline.undescribed:  # an unknown frame may hide an appearance, or join two
         return []
     script = VideoScript(timeline.video_id, timeline.duration, max(1, round(timeline.fps)), 0, 0,
                          tuple(seen.scenes), tuple(seen.events))
     drafts = q.grounding(script, rng, max(1, n // 2))
-    mcqs = [d for t in (q.identity, q.order, q.count) for d in t(script, rng) if len(set(d.options)) == 4]
+    mcqs = [d for t in q.MCQ_TEMPLATES for d in t(script, rng) if len(set(d.options)) == 4]
     rng.shuffle(mcqs)
     return drafts + mcqs[: max(0, n - len(drafts))]
 

@@ -53,31 +53,61 @@ def needle_kinds(rng: random.Random, native: set[tuple[str, str]]) -> list[tuple
     return out
 
 
-def place(rng: random.Random, free: list[tuple[float, float]], lengths: list[float], step: float
-          ) -> list[tuple[float, float]]:
-    """Non-overlapping [start, end) slots, in time order, each inside a free stretch with :data:`MARGIN` around."""
+def own_gaps(scan: VideoScan) -> list[float]:
+    """How far apart the footage's own glyphs are: its free stretches with a glyph on both sides (seconds)."""
+    return [b - a for a, b in scan.free if a > 0 and b < scan.duration - scan.step]
+
+
+def place(rng: random.Random, free: list[tuple[float, float]], lengths: list[float], step: float,
+          gaps: Sequence[float] = (), least: float = MARGIN) -> list[tuple[float, float]]:
+    """Non-overlapping [start, end) slots in time order, inside free stretches, as clear as the footage's glyphs.
+
+    Each slot keeps a clearance drawn from ``gaps`` (the footage's own, :func:`own_gaps`) on both sides, or the
+    largest smaller one of them that fits, else ``least`` (the one lengths were capped with), else :data:`MARGIN`:
+    a needle pressed against the video's own glyphs (or another needle) where they never come that close to each
+    other would be told apart by its timing.
+    """
     taken: list[tuple[float, float]] = []
+    own = sorted({g for g in gaps if g > MARGIN})
     for length in lengths:
-        fits = [(a + MARGIN, b - MARGIN - length) for a, b in free if b - a >= length + 2 * MARGIN]
-        for _ in range(50):
-            if not fits:
+        drawn = rng.choice(own) if own else MARGIN
+        for clear in dict.fromkeys([drawn, *(g for g in reversed(own) if g < drawn), min(least, drawn), MARGIN]):
+            if _put(rng, free, length, step, clear, taken):
                 break
-            lo, hi = rng.choice(fits)
-            start = _snap(rng.uniform(lo, hi), step)
-            if start < lo - 1e-9:
-                start += step
-            end = start + length
-            if start > hi + 1e-9 or any(start < e + MARGIN and s < end + MARGIN for s, e in taken):
-                continue
-            taken.append((start, end))
-            break
     return sorted(taken)
 
 
-def _room(scan: VideoScan, needles: int) -> float:
-    """The longest needle that as many free stretches as there are needles can each hold (margins included)."""
-    usable = sorted((b - a - 2 * MARGIN for a, b in scan.free), reverse=True)
-    return max(scan.step, usable[min(needles, len(usable)) - 1]) if usable else scan.step
+def _put(rng: random.Random, free: list[tuple[float, float]], length: float, step: float, clear: float,
+         taken: list[tuple[float, float]]) -> bool:
+    """One slot of ``length`` with ``clear`` seconds around it appended to ``taken`` (50 random tries); False: none."""
+    fits = [(a + clear, b - clear - length) for a, b in free if b - a >= length + 2 * clear]
+    for _ in range(50):
+        if not fits:
+            return False
+        lo, hi = rng.choice(fits)
+        start = _snap(rng.uniform(lo, hi), step)
+        if start < lo - 1e-9:
+            start += step
+        end = start + length
+        if start > hi + 1e-9 or any(start < e + clear and s < end + clear for s, e in taken):
+            continue
+        taken.append((start, end))
+        return True
+    return False
+
+
+def _clearance(scan: VideoScan, needles: int) -> tuple[float, float]:
+    """The longest needle as many free stretches as there are needles each hold, and the clearance it leaves.
+
+    The clearance (both sides) is the footage's smallest gap between its own glyphs (:func:`own_gaps`), but no more
+    than a quarter of those stretches (half of each stays the needle's) and no less than :data:`MARGIN`.
+    """
+    stretches = sorted((b - a for a, b in scan.free), reverse=True)
+    if not stretches:
+        return scan.step, MARGIN
+    kth = stretches[min(needles, len(stretches)) - 1]
+    clear = max(MARGIN, min(min(own_gaps(scan), default=MARGIN), kth / 4))
+    return max(scan.step, kth - 2 * clear - scan.step), clear  # a frame's slack: starts fall on frames
 
 
 def plan_needles(scan: VideoScan, rng: random.Random, others: list[str], seen: Sequence[float] = ()) -> NeedlePlan:
@@ -89,7 +119,7 @@ def plan_needles(scan: VideoScan, rng: random.Random, others: list[str], seen: S
     """
     kinds = needle_kinds(rng, scan.native)
     n_extra = 0 if scan.synth else 6 + bool(others)  # words and a splice, below
-    room = _room(scan, len(kinds) + n_extra)
+    room, clear = _clearance(scan, len(kinds) + n_extra)
     drawn = [min(rng.choice(seen), room) if seen else rng.uniform(1.0, 2.5) for _ in kinds]
     glyph_lengths = [max(scan.step, _snap(x, scan.step)) for x in drawn]
     extra: list[tuple[str, float]] = []
@@ -100,7 +130,7 @@ def plan_needles(scan: VideoScan, rng: random.Random, others: list[str], seen: S
     order = list(range(len(kinds) + len(extra)))
     rng.shuffle(order)
     lengths = [glyph_lengths[i] if i < len(kinds) else extra[i - len(kinds)][1] for i in order]
-    slots = place(rng, scan.free, lengths, scan.step)
+    slots = place(rng, scan.free, lengths, scan.step, own_gaps(scan), clear)
     scale = scan.height / 180
     needles: list[Needle] = []
     words = rng.sample(WORDS, 3)
