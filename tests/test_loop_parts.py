@@ -375,3 +375,48 @@ def test_a_cut_that_stops_just_short_of_the_cuts_bound_is_tried_deeper():
     frames = tomllib.loads(variant.apply(files, config_of(files))["config.toml"])["frames"]  # type: ignore[index]
     plain = tomllib.loads(sparser.apply(files, config_of(files))["config.toml"])["frames"]  # type: ignore[index]
     assert frames < plain < tomllib.loads(files["config.toml"])["frames"]
+
+
+def test_a_balanced_gain_still_over_its_bound_is_tried_once_more_along_its_two_trials_line():
+    """Cost is not proportional to frames: a look whose identification frames do not shrink with its scan, balanced
+    to 0.95 x the bound by its frame share, still cost 1.16x (seen: ``identify_flagged+fewer_frames`` over 1.1x).
+    The line through the two trials' costs gives a deeper share, tried once; a balanced trial within the bound, or
+    one that lost its gain, is left as it is."""
+    from typing import Any
+
+    from videvolve.editing.base import EditorInput, GateTerms
+    from videvolve.editing.heuristic import HeuristicEditor, balance_factor, secant_factor
+    from videvolve.editing.operators import CATALOGUE
+
+    files = read_files(seed_path("uniform"))
+    raise_res = next(op for op in CATALOGUE if op.name == "raise_resolution")
+    gate = GateTerms(alpha=0.1, beta=0.2, tolerance=0.02)
+    full = {"parent_mean_cost": 5000.0, "mean_cost": 8000.0, "mean_difference_vs_parent": 0.2}
+    factor = balance_factor(full, raise_res, gate)
+    assert factor == pytest.approx(0.95 * 5500 / 8000)
+    # cost = 3000 + 5000 x share (3000 does not shrink): the balanced trial lands at 6266, over 5500
+    costs = {1.0: 8000.0, factor: 3000.0 + 5000.0 * factor}
+    short = {"parent_mean_cost": 5000.0, "mean_cost": costs[factor], "mean_difference_vs_parent": 0.15}
+    deeper = secant_factor(factor, full, short, raise_res, gate)
+    assert deeper is not None and 3000.0 + 5000.0 * deeper == pytest.approx(0.95 * 5500)
+    assert secant_factor(factor, full, {**short, "mean_cost": 5400.0}, raise_res, gate) is None  # within the bound:
+    assert secant_factor(factor, full, {**short, "mean_difference_vs_parent": -0.01}, raise_res, gate) is None
+
+    class Tools:
+        def __init__(self) -> None:
+            self.trials = 0
+
+        def call(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
+            if name != "trial":
+                return "", True
+            self.trials += 1
+            cost = short["mean_cost"] if self.trials == 1 else 0.95 * 5500
+            return json.dumps({"mean_difference_vs_parent": 0.12, "mean_cost": cost, "parent_mean_cost": 5000.0}), True
+
+    tools = Tools()
+    inp = EditorInput(incumbent="p", files=files, diagnoses=[], gate=gate)
+    tried: list[Any] = [(False, 0.2, -8000.0, 0, 1.0, raise_res, full)]
+    out = HeuristicEditor(trials=True)._balanced(inp, tools, ["t"], files, tried)  # type: ignore[arg-type]
+    assert tools.trials == 2 and len(out) == 1
+    passes, _, _, _, _, variant, report = out[0]
+    assert passes and report["mean_cost"] == pytest.approx(0.95 * 5500) and f"{deeper:.0%}" in variant.summary

@@ -91,34 +91,59 @@ def balanced(op: Operator, factor: float) -> Operator:
                     "stays within the gate's bound", op.weights, apply)
 
 
-def balance_factor(report: dict[str, Any], op: Operator, gate: GateTerms) -> float | None:
-    """The share of its frames a prototype that failed its trial on cost alone keeps, or None (nothing to balance).
+def cost_target(report: dict[str, Any], op: Operator, gate: GateTerms) -> float | None:
+    """The mean cost a prototype that failed its trial on cost alone should come down to, or None (nothing to balance).
 
-    For a move of some kinds, the share of those kinds' frames (the others' cost stays as it is); None when even
-    none of them would bring the cost within the bound.
-
-    A gain costing more than a gain may: the ratio of the allowed cost to the trial's. A cost cut that kept the score
-    (within the rule's ``tolerance``) and cut, but not as deep as a cut must go (``(1 - beta)`` x the parent's): the
-    ratio of that bound to the trial's cost. Both with a 5 % margin, since cost grows with frames at a fixed
-    resolution: a 20 % frame cut whose final look does not shrink with the frames otherwise lands at 0.81 x and is
-    turned down every time.
+    A gain costing more than a gain may: 0.95 x the allowed cost. A cost cut that kept the score (within the rule's
+    ``tolerance``) and cut, but not as deep as a cut must go (``(1 - beta)`` x the parent's): 0.95 x that bound. The
+    5 % margin, since cost does not shrink in proportion to frames: a 20 % frame cut whose final look does not shrink
+    with the frames otherwise lands at 0.81 x and is turned down every time.
     """
     c, c_new = report["parent_mean_cost"], report["mean_cost"]
     gain = report["mean_difference_vs_parent"] or 0.0
     if c <= 0 or c_new <= 0:
         return None
     if gain > 0:
-        target = 0.95 * gain_bound(c, gate)
-    elif op.cost_cut and gain >= -gate.tolerance and (1 - gate.beta) * c < c_new < c:
-        target = 0.95 * (1 - gate.beta) * c
-    else:
+        return 0.95 * gain_bound(c, gate)
+    if op.cost_cut and gain >= -gate.tolerance and (1 - gate.beta) * c < c_new < c:
+        return 0.95 * (1 - gate.beta) * c
+    return None
+
+
+def balance_factor(report: dict[str, Any], op: Operator, gate: GateTerms) -> float | None:
+    """The share of its frames a prototype that failed its trial on cost alone keeps, or None (nothing to balance).
+
+    The ratio of :func:`cost_target` to the trial's cost; for a move of some kinds, the share of those kinds' frames
+    (the others' cost stays as it is), None when even none of them would bring the cost within the bound.
+    """
+    target = cost_target(report, op, gate)
+    if target is None:
         return None
+    c_new = report["mean_cost"]
     if not op.kinds:
         return target / c_new
     rows = report.get("per_task") or []  # the move's kinds pay alone: their share of the cost is what may shrink
     own = sum(r["cost"] for r in rows if r.get("kind") in op.kinds) / max(1, len(rows))
     factor = (target - (c_new - own)) / own if own > 0 else 0.0
     return factor if factor > 0 else None
+
+
+def secant_factor(factor: float, full: dict[str, Any], short: dict[str, Any], op: Operator, gate: GateTerms
+                  ) -> float | None:
+    """A second, deeper share of frames for a balanced prototype whose trial still costs too much, or None.
+
+    Cost is not proportional to frames (a look's final prompt, its identification frames, do not shrink with the
+    scan): the line through the unbalanced trial's cost (all frames) and the balanced one's (``factor`` of them) is
+    followed down to the target. None when the balanced trial passes on cost or lost what was to be kept.
+    """
+    target = None if passes_on_trial(short, gate) else cost_target(short, op, gate)
+    if target is None or not 0 < factor < 1:
+        return None
+    slope = (full["mean_cost"] - short["mean_cost"]) / (1 - factor)  # cost per unit of the frames' share
+    if slope <= 0:
+        return None
+    deeper = factor - (short["mean_cost"] - target) / slope
+    return deeper if 0 < deeper < factor else None
 
 
 def candidates(inp: EditorInput, width: int = 3, catalogue: Sequence[Operator] = CATALOGUE
@@ -180,28 +205,43 @@ class HeuristicEditor:
         """For each prototype that misses the gate's cost bound only: the same with fewer frames, tried.
 
         See :func:`balance_factor`: the gain of looking better is kept where it survives looking less often, and a
-        cut that kept the score but stopped just short of the cut's bound goes the rest of the way.
+        cut that kept the score but stopped just short of the cut's bound goes the rest of the way; one still over the
+        bound goes once more (:func:`secant_factor`).
         """
         out: list[Any] = []
+        gate = inp.gate
         for j, (passes, _, _, _, score, op, report) in enumerate(list(tried)):
-            factor = None if passes or inp.gate is None else balance_factor(report, op, inp.gate)
-            if factor is None:
+            factor = None if passes or gate is None else balance_factor(report, op, gate)
+            if factor is None or gate is None:
                 continue
             variant = balanced(op, factor)
-            edits = variant.apply(inp.files, config_of(inp.files))
-            if not edits or all(inp.files.get(path) == content for path, content in edits.items()):
-                continue  # nothing to balance, or balanced back to the parent itself: no trial to spend
-            for path, content in edits.items():
-                tools.call("write_file", {"path": f"candidate/{path}", "content": content})
-            text, ok = tools.call("trial", {"tasks": tasks})
-            for path in edits:
-                tools.call("write_file", {"path": f"candidate/{path}", "content": parent.get(path, "")})
-            if not ok:
+            rep = self._trial_variant(inp, tools, tasks, parent, variant)
+            if rep is None:  # nothing to balance, balanced back to the parent itself (no trial spent), or none ran
                 continue
-            rep = json.loads(text)
+            deeper = secant_factor(factor, report, rep, op, gate)
+            if deeper is not None:  # still over the bound: once more, along the line its two trials draw
+                again = self._trial_variant(inp, tools, tasks, parent, balanced(op, deeper))
+                if again is not None:
+                    variant, rep = balanced(op, deeper), again
             out.append((passes_on_trial(rep, inp.gate), rep["mean_difference_vs_parent"] or 0.0,
                         -rep["mean_cost"], -len(tried) - j, score, variant, rep))
         return out
+
+    def _trial_variant(self, inp: EditorInput, tools: EditorTools, tasks: list[str], parent: dict[str, str],
+                       variant: Operator) -> dict[str, Any] | None:
+        """The trial report of ``variant`` in the candidate (the parent written back after), or None.
+
+        None: no trial ran, or the variant changes nothing (it balanced back to the parent itself).
+        """
+        edits = variant.apply(inp.files, config_of(inp.files))
+        if not edits or all(inp.files.get(path) == content for path, content in edits.items()):
+            return None
+        for path, content in edits.items():
+            tools.call("write_file", {"path": f"candidate/{path}", "content": content})
+        text, ok = tools.call("trial", {"tasks": tasks})
+        for path in edits:
+            tools.call("write_file", {"path": f"candidate/{path}", "content": parent.get(path, "")})
+        return json.loads(text) if ok else None
 
     def _trial_tasks(self, inp: EditorInput, tools: EditorTools) -> list[str]:
         """Failed and passed tasks of the batch, alternately.
