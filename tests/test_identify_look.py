@@ -74,3 +74,19 @@ def test_the_look_identifies_what_the_small_cells_only_detect_at_a_fraction_of_t
     assert all(r.outcome == "ok" and 0 < r.usage.frames <= 12 for r in capped), [(r.error, r.usage) for r in capped]
     score = {name: sum(r.score for r in rs) for name, rs in (("base", base), ("new", new), ("cells", cells))}
     assert score["new"] > score["cells"] + 2, score  # its answers come from what it identified
+
+
+def test_raising_the_resolution_of_the_look_raises_its_identification_frames_not_its_detection_cells(
+        tmp_path: Path) -> None:
+    """Widening the cells (96 -> 176 px, the move's rule for a contact-sheet scan) cost 1.6x for nothing: the cells
+    only detect. The move raises the identification frames' side, up to 448 px, and does not apply beyond."""
+    look = read_files(_made("uniform", "identify_flagged", tmp_path / "look"))
+    assert config_of(look)["refine_max_side"] == 448
+    assert OPERATORS["raise_resolution"].apply(look, config_of(look)) is None  # already at 448
+    low = {**look, "config.toml": set_key(look["config.toml"], "refine_max_side", 256)}
+    raised = OPERATORS["raise_resolution"].apply(low, config_of(low))
+    assert raised is not None
+    cfg = config_of(raised)
+    assert cfg["refine_max_side"] == 384 and cfg["cell_width"] == DETECT_CELL_WIDTH
+    full = {**look, "config.toml": set_key(look["config.toml"], "refine_max_side", 0)}  # 0: full resolution
+    assert OPERATORS["raise_resolution"].apply(full, config_of(full)) is None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from videvolve.editing.file_edits import Files, config_of, frame_key, routed, set_key
-from videvolve.editing.identify_look import from_frames, from_sheets
+from videvolve.editing.identify_look import IDENTIFY_SIDE, MARKER, from_frames, from_sheets
 from videvolve.editing.scan_looks import BISECT_ROUNDS, bisect_boundaries, final_look_flagged
 from videvolve.memory.records import Category
 from videvolve.skill_library.limits import MAX_REQUEST_OBSERVATIONS
@@ -41,6 +41,11 @@ class Operator:
 
 
 def _raise_resolution(files: Files, cfg: dict[str, Any]) -> Files | None:
+    if MARKER in files.get("solver.py", ""):  # detect, then identify: its cells only detect, its frames identify
+        side = int(cfg.get("refine_max_side", 0))
+        if not 0 < side < IDENTIFY_SIDE:
+            return None
+        return {"config.toml": set_key(files["config.toml"], "refine_max_side", min(IDENTIFY_SIDE, side * 3 // 2))}
     if cfg.get("max_side"):
         side = int(cfg["max_side"])
         if side >= 320:
@@ -232,7 +237,8 @@ def _fewer_sheet_frames(files: Files, cfg: dict[str, Any]) -> Files | None:
 
 
 CATALOGUE: tuple[Operator, ...] = (
-    Operator("raise_resolution", "show frames (or sheet cells) at 1.5x the resolution, same frame count",
+    Operator("raise_resolution", "show frames (or sheet cells; a detect-then-identify look's identification frames) "
+             "at 1.5x the resolution, same frame count",
              {"misperception": 1.0, "unresolved": 0.2}, _raise_resolution),
     Operator("add_refinement", "add local dense resampling at up to 448 px around flagged moments (25 % "
              "of the frames), frame count unchanged", {"boundary_error": 1.0, "missed_event": 0.4,
