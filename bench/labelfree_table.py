@@ -37,10 +37,11 @@ def world_verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
         g, f = gold["score_diff"], free["score_diff"]
         kept = f / g if g > 0 else None
         out["kept"] = kept
-        out["label_free_ok"] = kept is not None and kept >= KEEP and not losses(free)
-        out["label_free_why"] = ("gold arm has no test gain to keep" if kept is None else
-                                 f"keeps {kept:.2f} of gold's gain {g:+.3f}" +
-                                 (f"; significant loss on {', '.join(losses(free))}" if losses(free) else ""))
+        # at least half of gold's gain: f >= KEEP x g (where gold gained nothing, not losing more than half of its loss)
+        out["label_free_ok"] = f >= KEEP * g and not losses(free)
+        out["label_free_why"] = (f"gold arm has no test gain to keep ({g:+.3f}); label-free {f:+.3f}" if kept is None
+                                 else f"keeps {kept:.2f} of gold's gain {g:+.3f}") + \
+            (f"; significant loss on {', '.join(losses(free))}" if losses(free) else "")
     if teacher:
         ratio = _ratio(teacher["tokens_best"], teacher["tokens_teacher"])
         close = teacher["score_best"] >= teacher["score_teacher"] - TEACHER_MARGIN
