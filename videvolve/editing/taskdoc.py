@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from videvolve.editing.base import MAX_EDIT_BYTES, EditorInput
 from videvolve.skill_library import sdk
 from videvolve.skill_library.bootstrap import ALLOWED_MODULES
+from videvolve.skill_library.static_check import parse
 
 EDITABLE_TEXT = ("SKILL.md (the policy, the model's system prompt), config.toml, solver.py (def solve(task, ctx)), "
                  "references/<name>.md, tools/<name>/tool.json and tools/<name>/tool.py")
@@ -68,7 +69,7 @@ def render(template: str, **values: Any) -> str:
 
 def ctx_members() -> list[str]:
     """One line per public attribute and method of the harness's ``ctx``: its call and its docstring's first line."""
-    init = ast.parse(textwrap.dedent(inspect.getsource(sdk.HarnessContext.__init__)))
+    init = parse(textwrap.dedent(inspect.getsource(sdk.HarnessContext.__init__)))
     names = [t.attr for node in ast.walk(init) if isinstance(node, ast.Assign | ast.AnnAssign)
              for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
              if isinstance(t, ast.Attribute) and not t.attr.startswith("_")]

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from videvolve.loop.context import Context
 from videvolve.models.cost import cost_model
 from videvolve.skill_library.harness import Harness
+from videvolve.skill_library.static_check import parse
 from videvolve.tasks import Task
 
 PROBES_PER_FAILURE = 2
@@ -56,7 +57,7 @@ def ask_sites(source: str, max_rounds: int) -> int:
     file Python cannot parse counts as one call site in a loop (the harness's own load says what is wrong with it).
     """
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return max_rounds
     total = 0

@@ -119,6 +119,16 @@ def module_names(module: str) -> frozenset[str]:
 _PARSE_LOCK = threading.Lock()
 
 
+def parse(source: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse``, one thread at a time.
+
+    Every parse of the parent's goes through here: a bare one in another thread is what the lock is for
+    (``tests/test_static_parse.py`` checks that there is none).
+    """
+    with _PARSE_LOCK:
+        return ast.parse(source, filename)
+
+
 @functools.lru_cache(maxsize=256)
 def imported_modules(source: str) -> frozenset[str]:
     """The allowed modules ``source`` imports (``import`` statements are the only way in: ``__import__`` is refused).
@@ -126,7 +136,7 @@ def imported_modules(source: str) -> frozenset[str]:
     A sandboxed child prepares only these (and the SDK's own), which halves its start-up; empty when it does not parse.
     """
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # refused by check_source
         return frozenset()
     names: set[str] = set()
@@ -146,8 +156,7 @@ def check_source(source: str, filename: str) -> list[str]:
 @functools.lru_cache(maxsize=256)
 def _check_source(source: str, filename: str) -> tuple[str, ...]:
     try:
-        with _PARSE_LOCK:
-            tree = ast.parse(source, filename)
+        tree = parse(source, filename)
     except (SyntaxError, ValueError) as exc:
         return (f"{filename}:{getattr(exc, 'lineno', 0)}: syntax error: {getattr(exc, 'msg', exc)}",)
     except (RecursionError, MemoryError):  # the parser's own limits: ``1+1+...`` thousands deep, ``not not ...``
