@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from scipy import stats
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.loop.context import Context
@@ -18,6 +19,7 @@ from videvolve.search.significance import (
     power_note,
     questions_for_gain,
     sign_flip_p,
+    video_t,
 )
 from videvolve.search.spending import next_level, wealth
 from videvolve.tasks import Interval, Task
@@ -124,10 +126,54 @@ def test_power_of_a_selection_set():
     assert 0.04 < changed_share_for_margin(224, 0.025, 0.04) < 0.05
     text, warn = power_note(224, 0.025, 0.02)
     assert "at most about 0.1% of the answers" in text and warn  # +0.066 is coarser than +0.05
-    assert "selection video(s)" not in text  # how many videos the questions come from is said only when known
+    assert "degrees of freedom" not in text  # how many videos the questions come from is said only when known
     few, _ = power_note(224, 0.025, 0.02, videos=4)
     many, _ = power_note(224, 0.025, 0.02, videos=12)
-    assert "only 4 selection video(s)" in few and "one or two videos" in few and "selection video(s)" not in many
+    assert "only 4 selection videos" in few and "3 degrees of freedom" in few and "degrees of freedom" not in many
+    one, _ = power_note(224, 0.025, 0.02, videos=1)
+    assert "one selection video" in one and "questions alone" in one
+
+
+def _by_video(videos: int, per: int) -> list[Task]:
+    return [Task(id=f"t{v}-{i}", video_id=f"v{v}", video=f"v{v}.mp4", kind="mcq", question="q", options=["a", "b"],
+                 answer="A", duration=10) for v in range(videos) for i in range(per)]
+
+
+def test_the_test_over_videos_is_a_t_test_on_their_means_when_they_hold_alike():
+    rng = random.Random(5)
+    d = [rng.choice([-1.0, 0.0, 0.0, 1.0, 1.0]) for _ in range(8 * 30)]
+    videos = [f"v{i // 30}" for i in range(len(d))]
+    over = video_t(d, videos, 0.025)
+    means = [sum(d[v * 30:(v + 1) * 30]) / 30 for v in range(8)]
+    assert over is not None and over.videos == 8
+    assert over.p_gain == pytest.approx(stats.ttest_1samp(means, 0.0, alternative="greater").pvalue)
+    assert video_t(d, ["v0"] * len(d), 0.025) is None  # one video: nothing to generalize over
+    with pytest.raises(ValueError, match="video ids"):
+        video_t(d, videos[:-1], 0.025)
+
+
+def test_a_gain_that_one_video_carries_is_not_kept_and_one_on_every_video_is():
+    tasks = _by_video(4, 50)
+    parent = [float(i % 2) for i in range(200)]
+    one = [1.0 if i < 50 else s for i, s in enumerate(parent)]  # video 0: +0.5, the others unchanged
+    d = paired_rule(tasks, _results(tasks, parent), _results(tasks, one), level=0.025)
+    assert d.stats is not None and d.stats.p_gain < 1e-4  # question by question it looks certain
+    assert not d.accept and "does not hold over the 4 selection videos" in d.reason
+    every = [1.0 if i % 4 == 0 else s for i, s in enumerate(parent)]  # +0.25 on each video alike
+    kept = paired_rule(tasks, _results(tasks, parent), _results(tasks, every), level=0.025)
+    assert kept.accept and "over 4 videos p" in kept.reason
+
+
+def test_a_cut_is_bounded_over_videos_too():
+    tasks = _by_video(4, 60)
+    parent = [float(i % 2) for i in range(240)]
+    # one video loses a tenth of its answers, another gains as many: no loss question by question, but over four
+    # videos the loss bound is wide
+    swung = [0.0 if i < 60 and i % 10 == 1 else (1.0 if 60 <= i < 120 and i % 10 == 0 else s)
+             for i, s in enumerate(parent)]
+    cut = paired_rule(tasks, _results(tasks, parent), _results(tasks, swung, cost=70.0), level=0.025, margin=0.05)
+    assert cut.stats is not None and cut.stats.lower > -0.05  # question by question it would pass
+    assert not cut.accept and "loss may reach" in cut.reason
 
 
 def test_sequential_rungs_stop_losers_early_and_decide_as_full_validation():

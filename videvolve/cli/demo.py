@@ -150,7 +150,8 @@ def why_not(kept: list[str], history: list[GateEntry], diff: float, p: float, ra
                 "at most 1.1x its parent's).")
     if kept:
         return (f"Why: what the selection set showed did not hold on the test split ({diff:+.3f}, p = {p:.4f}): "
-                "a gain one or two selection videos carry can pass the gate (see the note at the start).")
+                "the gate's test over the selection videos bounds, at its level, how often a gain they all show fails "
+                "on other videos, not never (see the note at the start).")
     gated = [e for e in history if e.gated and e.score is not None]
     if not gated:
         return "Why: no revision reached the selection set (see the iteration lines above)."
@@ -160,7 +161,8 @@ def why_not(kept: list[str], history: list[GateEntry], diff: float, p: float, ra
     text = f"Why: the closest revision, {best.operator or '?'} (iteration {best.number}), scored {gain:+.3f} on "
     text += f"{best.n} selection questions" if best.n else "the selection set"
     if best.p_gain is not None and best.level is not None:
-        text += f" (one-sided p = {best.p_gain:.4f} against the gate's level {best.level:.4g} there)"
+        over = f", over its videos {best.p_videos:.4f}" if best.p_videos is not None else ""
+        text += f" (one-sided p = {best.p_gain:.4f}{over} against the gate's level {best.level:.4g} there)"
     text += ", and the gate kept nothing it could not tell from noise"
     if detectable is not None:
         text += (f"; this selection set detects gains of about {detectable:+.3f} with 80 % power, so smaller ones "

@@ -5,8 +5,10 @@ the mean cost per question (frames, or visual tokens; an error's cost counts).
 
 ``paired`` (the default, :func:`paired_rule`): candidate and parent are compared question by question. A gain is
 accepted when the one-sided paired sign-flip test says it is one at the decision's level (alpha-invested over the
-run's decisions, :mod:`videvolve.search.spending`) and C' <= (1 + alpha) min(C, the seed's C); a cost cut when
-C' <= (1 - beta) C and it is non-inferior (the one-sided upper bound of its loss is within ``margin``). Neither
+run's decisions, :mod:`videvolve.search.spending`), and so does the same comparison over the selection videos (a
+cluster-robust t, :func:`videvolve.search.significance.video_t`: a gain a few videos carry does not hold on others),
+and C' <= (1 + alpha) min(C, the seed's C); a cost cut when C' <= (1 - beta) C and it is non-inferior (the
+one-sided upper bound of its loss, question by question and over videos, is within ``margin``). Neither
 when any group of questions (mcq, grounding; on a speaking world each evidence type) loses significantly at the
 same level.
 
@@ -125,7 +127,8 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
     c2 = aggregate(candidate, metric, text_weight)[1]
     bound = gain_cost_bound(c, alpha, seed_cost, ceiling)
     of = bound_text(c, alpha, seed_cost, ceiling)
-    st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin)
+    st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin,
+                videos=[t.video_id for t in tasks])
     at = f"{len(tasks)} paired questions at level {level:.4g}"
     for group in sorted({group_of(t) for t in tasks}):
         idx = [i for i, t in enumerate(tasks) if group_of(t) == group]
@@ -133,21 +136,29 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
         if g.p_loss <= level:
             return PairedDecision(False, f"{group} questions lose significantly: {g.diff:+.4f} on {g.n} "
                                          f"(p {g.p_loss:.4f} <= {level:.4g})", st)
-    if st.p_gain <= level:
+    over = st.over_videos
+    videos = f"; over {over.videos} videos p {over.p_gain:.4f}" if over else ""
+    if st.p_hold <= level:
         if c2 <= bound + 1e-9:
-            return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f} <= {level:.4g}, "
+            return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f}{videos} <= {level:.4g}, "
                                         f"{st.discordant} questions differ) at cost {c2:.1f} <= {of}; {at}", st)
         if not (c > 0 and c2 <= (1 - beta) * c + 1e-9):  # else a ceiling below the cut's bound: judged as a cut
-            return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}) but cost {c2:.1f} > {of} = "
-                                         f"{bound:.1f}", st)
+            return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}{videos}) but cost {c2:.1f} > "
+                                         f"{of} = {bound:.1f}", st)
     if c > 0 and c2 <= (1 - beta) * c + 1e-9:
-        if st.lower >= -margin - 1e-12:
+        if st.lower_hold >= -margin - 1e-12:
             return PairedDecision(True, f"cost {c2:.1f} <= (1-{beta}) x {c:.1f}, non-inferior: loss at most "
-                                        f"{max(0.0, -st.lower):.4f} <= margin {margin} ({st.diff:+.4f}; {at})", st)
+                                        f"{max(0.0, -st.lower_hold):.4f} <= margin {margin} ({st.diff:+.4f}; {at})",
+                                  st)
         return PairedDecision(False, f"cost {c2:.1f} <= (1-{beta}) x {c:.1f} but the loss may reach "
-                                     f"{-st.lower:.4f} > margin {margin} ({st.diff:+.4f}; {at})", st)
+                                     f"{-st.lower_hold:.4f} > margin {margin} ({st.diff:+.4f}; {at})", st)
+    if st.p_gain <= level and over is not None:
+        return PairedDecision(False, f"a gain question by question ({st.diff:+.4f}, one-sided p {st.p_gain:.4f}) "
+                                     f"that does not hold over the {over.videos} selection videos (p "
+                                     f"{over.p_gain:.4f} > {level:.4g}: a few videos carry it) and no cost cut to "
+                                     f"(1-{beta}) x {c:.1f} (cost {c2:.1f}); {at}", st)
     return PairedDecision(False, f"no gain that noise does not explain ({st.diff:+.4f}, one-sided p "
-                                 f"{st.p_gain:.4f} > {level:.4g}) and no cost cut to (1-{beta}) x {c:.1f} "
+                                 f"{st.p_gain:.4f}{videos} > {level:.4g}) and no cost cut to (1-{beta}) x {c:.1f} "
                                  f"(cost {c2:.1f}); {at}", st)
 
 
@@ -160,7 +171,8 @@ def rule_text(alpha: float, beta: float, eps: float, metric: str, rule: str = "p
     if rule == "paired":
         return (f"A revision is kept only if, question by question on a held-out selection set, it scores better "
                 f"than its parent by more than noise explains (a one-sided paired test at level {level:g} or less, "
-                f"the level shrinking as rejected revisions use up the run's budget of decisions) while its mean "
+                f"the level shrinking as rejected revisions use up the run's budget of decisions; the gain must hold "
+                f"over the selection videos too, not on one or two of them) while its mean "
                 f"cost per question (C = {what}) "
                 + (f"stays within the budget of {ceiling:g} per question (it may cost more than its parent's, up to "
                    f"that)" if ceiling is not None else

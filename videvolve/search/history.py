@@ -47,7 +47,10 @@ class GateEntry(BaseModel):
                                 "cost alone (a cost that fits neither a gain's bound nor a cut's: no test was made, "
                                 "and nothing about the answers decided it)")
     p_gain: float | None = Field(None, description="one-sided paired sign-flip p of a gain, at the deciding look")
-    bound: float | None = Field(None, description="one-sided lower t bound of the mean difference at the level")
+    p_videos: float | None = Field(None, description="one-sided p of a gain over the selection videos (the "
+                                   "cluster-robust t a gain must pass too); None under two videos")
+    bound: float | None = Field(None, description="one-sided lower bound of the mean difference at the level (the "
+                                "lower of the question-level and the over-videos bound)")
 
     @property
     def number(self) -> int:

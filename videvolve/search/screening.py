@@ -145,7 +145,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 verdict = paired_rule(rung, p_res, res, level, gate.cost_metric, gate.text_token_weight,
                                       gate.alpha, gate.beta, gate.margin, ctx.seed, c_seed, gate.cost_ceiling)
                 st = verdict.stats
-                extra = {"p_gain": st.p_gain, "bound": st.lower} if st else {}
+                extra = {"p_gain": st.p_gain, "p_videos": st.over_videos.p_gain if st.over_videos else None,
+                         "bound": st.lower_hold} if st else {}
                 if last:
                     decided[cand] = (verdict, extra)
                 elif verdict.accept and (why := _curtailed(p_res, res, c, c2, selection, level, gate, c_seed)):
