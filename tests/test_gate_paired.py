@@ -130,6 +130,9 @@ def test_power_of_a_selection_set():
     few, _ = power_note(224, 0.025, 0.02, videos=4)
     many, _ = power_note(224, 0.025, 0.02, videos=12)
     assert "only 4 selection videos" in few and "3 degrees of freedom" in few and "degrees of freedom" not in many
+    # the gain must hold over the videos too: its t test has G - 1 degrees of freedom, so few videos detect less
+    assert min_detectable_gain(224, 0.025, videos=4) > min_detectable_gain(224, 0.025, videos=16) > \
+        min_detectable_gain(224, 0.025) == min_detectable_gain(224, 0.025, videos=1)
     one, _ = power_note(224, 0.025, 0.02, videos=1)
     assert "one selection video" in one and "questions alone" in one
 

@@ -78,7 +78,7 @@ def run_demo(out: Path, videos: int = 32, minutes: float = 6.0, seed: int = 0, i
     console.print(f"report, with this comparison: {report} (plots: {RunDir(run).report / 'progress.png'})")
     console.rule("what this showed")
     history = entries(final.get("history") or [])
-    for sentence in summary_sentences(cmp.to_dict(), history, gate.detectable_gain(n_selection)):
+    for sentence in summary_sentences(cmp.to_dict(), history, gate.detectable_gain(n_selection, selection_videos)):
         console.print(sentence, highlight=False)
     console.print(f"done in {time.time() - started:.0f} s; inspect diagnoses with `videvolve diagnoses list "
                   f"--run {run}`")

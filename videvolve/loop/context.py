@@ -181,11 +181,11 @@ class GateSettings(BaseModel):
 
         return power_note(n_selection, self.first_level(), self.margin, videos)
 
-    def detectable_gain(self, n_selection: int) -> float:
-        """The smallest gain ``n_selection`` questions let this gate detect with 80 % power at its first level."""
+    def detectable_gain(self, n_selection: int, videos: int | None = None) -> float:
+        """The smallest gain ``n_selection`` questions from ``videos`` videos let this gate detect (80 % power)."""
         from videvolve.search.significance import min_detectable_gain
 
-        return min_detectable_gain(n_selection, self.first_level())
+        return min_detectable_gain(n_selection, self.first_level(), videos=videos)
 
 
 class StopSettings(BaseModel):

@@ -195,18 +195,29 @@ SD_DIFF_DEFAULT = 0.35
 about an eighth of mcq answers and moves grounding IoU as much (measured on SynthWorld's first decisions)."""
 
 
-def min_detectable_gain(n: int, level: float, power: float = 0.8, sd: float = SD_DIFF_DEFAULT) -> float:
-    """The smallest mean gain a one-sided paired test at ``level`` detects with ``power`` on ``n`` questions."""
+def _quantiles(level: float, power: float, videos: int | None) -> float:
+    """z_(1-level) + z_power; Student's with G - 1 degrees of freedom where the gain must hold over G videos too."""
+    if videos is not None and videos >= 2:
+        return float(stats.t.ppf(1 - level, videos - 1) + stats.t.ppf(power, videos - 1))
+    return float(stats.norm.ppf(1 - level) + stats.norm.ppf(power))
+
+
+def min_detectable_gain(n: int, level: float, power: float = 0.8, sd: float = SD_DIFF_DEFAULT,
+                        videos: int | None = None) -> float:
+    """The smallest mean gain a one-sided paired test at ``level`` detects with ``power`` on ``n`` questions.
+
+    With ``videos`` (how many the questions come from) the test over videos is the binding one: its t with G - 1
+    degrees of freedom, the videos alike (a gain that varies from video to video needs more).
+    """
     if n < 2:
         return math.inf
-    z = float(stats.norm.ppf(1 - level) + stats.norm.ppf(power))
-    return z * sd / math.sqrt(n)
+    return _quantiles(level, power, videos) * sd / math.sqrt(n)
 
 
-def questions_for_gain(gain: float, level: float, power: float = 0.8, sd: float = SD_DIFF_DEFAULT) -> int:
+def questions_for_gain(gain: float, level: float, power: float = 0.8, sd: float = SD_DIFF_DEFAULT,
+                       videos: int | None = None) -> int:
     """Selection questions needed to detect ``gain`` (the inverse of :func:`min_detectable_gain`)."""
-    z = float(stats.norm.ppf(1 - level) + stats.norm.ppf(power))
-    return math.ceil((z * sd / gain) ** 2)
+    return math.ceil((_quantiles(level, power, videos) * sd / gain) ** 2)
 
 
 POWER_TARGET = 0.05
@@ -251,8 +262,8 @@ def power_note(n_selection: int, level: float, margin: float | None = None,
     """
     if n_selection < 2:
         return f"the selection set has {n_selection} question(s): the gate cannot detect any gain", True
-    mdg = min_detectable_gain(n_selection, level)
-    need = questions_for_gain(POWER_TARGET, level)
+    mdg = min_detectable_gain(n_selection, level, videos=videos)
+    need = questions_for_gain(POWER_TARGET, level, videos=videos)
     text = (f"selection set: {n_selection} questions; the smallest gain the gate detects with 80 % power at its first "
             f"decision's level ({level:g}) is {mdg:+.3f} in mean score per question")
     if margin is not None:
