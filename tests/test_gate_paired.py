@@ -129,12 +129,13 @@ def test_power_of_a_selection_set():
     assert "degrees of freedom" not in text  # how many videos the questions come from is said only when known
     few, _ = power_note(224, 0.025, 0.02, videos=4)
     many, _ = power_note(224, 0.025, 0.02, videos=12)
-    assert "only 4 selection videos" in few and "3 degrees of freedom" in few and "degrees of freedom" not in many
+    assert "only 4 selection video(s)" in few and "one or two videos" in few and "degrees of freedom" not in few
+    assert "hold over the 12 selection videos" in many and "11 degrees of freedom" in many
+    strict, _ = power_note(224, 0.025, 0.02, videos=4, min_videos=2)
+    assert "3 degrees of freedom" in strict
     # the gain must hold over the videos too: its t test has G - 1 degrees of freedom, so few videos detect less
     assert min_detectable_gain(224, 0.025, videos=4) > min_detectable_gain(224, 0.025, videos=16) > \
         min_detectable_gain(224, 0.025) == min_detectable_gain(224, 0.025, videos=1)
-    one, _ = power_note(224, 0.025, 0.02, videos=1)
-    assert "one selection video" in one and "questions alone" in one
 
 
 def _by_video(videos: int, per: int) -> list[Task]:
@@ -156,19 +157,23 @@ def test_the_test_over_videos_is_a_t_test_on_their_means_when_they_hold_alike():
 
 
 def test_a_gain_that_one_video_carries_is_not_kept_and_one_on_every_video_is():
-    tasks = _by_video(4, 50)
+    tasks = _by_video(8, 25)
     parent = [float(i % 2) for i in range(200)]
-    one = [1.0 if i < 50 else s for i, s in enumerate(parent)]  # video 0: +0.5, the others unchanged
+    one = [1.0 if i < 50 else s for i, s in enumerate(parent)]  # videos 0 and 1: +0.5, the others unchanged
     d = paired_rule(tasks, _results(tasks, parent), _results(tasks, one), level=0.025)
     assert d.stats is not None and d.stats.p_gain < 1e-4  # question by question it looks certain
-    assert not d.accept and "does not hold over the 4 selection videos" in d.reason
+    assert not d.accept and "does not hold over the 8 selection videos" in d.reason
     every = [1.0 if i % 4 == 0 else s for i, s in enumerate(parent)]  # +0.25 on each video alike
     kept = paired_rule(tasks, _results(tasks, parent), _results(tasks, every), level=0.025)
-    assert kept.accept and "over 4 videos p" in kept.reason
+    assert kept.accept and "over 8 videos p" in kept.reason
+    # from fewer than 8 videos the gate judges the questions alone, unless told otherwise (--gate-min-videos)
+    few = _by_video(4, 50)
+    assert paired_rule(few, _results(few, parent), _results(few, one), level=0.025).accept
+    assert not paired_rule(few, _results(few, parent), _results(few, one), level=0.025, over_videos=True).accept
 
 
 def test_a_cut_is_bounded_over_videos_too():
-    tasks = _by_video(4, 60)
+    tasks = _by_video(8, 30)
     parent = [float(i % 2) for i in range(240)]
     # one video loses a tenth of its answers, another gains as many: no loss question by question, but over four
     # videos the loss bound is wide

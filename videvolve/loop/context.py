@@ -115,6 +115,11 @@ class GateSettings(BaseModel):
     margin: float = Field(0.02, ge=0, json_schema_extra=_flat("gate_margin"), description="the paired gate's "
                           "non-inferiority margin: a cost cut is kept only if the upper bound of its score loss is at "
                           "most this")
+    min_videos: int = Field(8, ge=2, json_schema_extra=_flat("gate_min_videos"), description="the paired gate "
+                            "asks a gain to hold over the selection videos too (a cluster-robust t, videos as units, "
+                            "and a cut's loss bound the same) when they are at least this many; with fewer that test "
+                            "has too few degrees of freedom to keep any but the clearest gains, and the gate judges "
+                            "the questions alone (2: always)")
     spending: Literal["investing", "none"] = Field(
         "investing", json_schema_extra=_flat("gate_spending"), description="investing: each decision spends half the "
         "run's alpha-wealth (a rejection costs, an acceptance earns), so the search cannot overfit the selection set "
@@ -179,13 +184,14 @@ class GateSettings(BaseModel):
         """What ``n_selection`` questions (from ``videos`` videos) let this gate detect, and whether to warn."""
         from videvolve.search.significance import power_note  # scipy: only when asked
 
-        return power_note(n_selection, self.first_level(), self.margin, videos)
+        return power_note(n_selection, self.first_level(), self.margin, videos, self.min_videos)
 
     def detectable_gain(self, n_selection: int, videos: int | None = None) -> float:
         """The smallest gain ``n_selection`` questions from ``videos`` videos let this gate detect (80 % power)."""
         from videvolve.search.significance import min_detectable_gain
 
-        return min_detectable_gain(n_selection, self.first_level(), videos=videos)
+        tested = videos if videos is not None and videos >= self.min_videos else None
+        return min_detectable_gain(n_selection, self.first_level(), videos=tested)
 
 
 class StopSettings(BaseModel):

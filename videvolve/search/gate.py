@@ -6,7 +6,8 @@ the mean cost per question (frames, or visual tokens; an error's cost counts).
 ``paired`` (the default, :func:`paired_rule`): candidate and parent are compared question by question. A gain is
 accepted when the one-sided paired sign-flip test says it is one at the decision's level (alpha-invested over the
 run's decisions, :mod:`videvolve.search.spending`), and so does the same comparison over the selection videos (a
-cluster-robust t, :func:`videvolve.search.significance.video_t`: a gain a few videos carry does not hold on others),
+cluster-robust t, :func:`videvolve.search.significance.video_t`: a gain a few videos carry does not hold on others;
+from ``--gate-min-videos`` selection videos on, 8 by default: with fewer, that t keeps only the clearest gains),
 and C' <= (1 + alpha) min(C, the seed's C); a cost cut when C' <= (1 - beta) C and it is non-inferior (the
 one-sided upper bound of its loss, question by question and over videos, is within ``margin``). Neither
 when any group of questions (mcq, grounding; on a speaking world each evidence type) loses significantly at the
@@ -35,6 +36,8 @@ __all__ = ["aggregate", "bound_text", "cost_of", "gain_cost_bound", "gate_rule",
            "paired_rule", "rule_text"]
 
 TOL = 1e-12
+MIN_VIDEOS = 8
+"""From this many selection videos on, a gain must hold over them too (``--gate-min-videos``)."""
 
 
 def mean_frames(results: Sequence[TaskResult]) -> float:
@@ -117,18 +120,21 @@ def bound_text(c: float, alpha: float, seed_cost: float | None = None, ceiling: 
 def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: Sequence[TaskResult], level: float,
                 metric: str = "visual_tokens", text_weight: float = 1.0, alpha: float = 0.1, beta: float = 0.2,
                 margin: float = 0.02, seed: int = 0, seed_cost: float | None = None,
-                ceiling: float | None = None) -> PairedDecision:
+                ceiling: float | None = None, over_videos: bool | None = None) -> PairedDecision:
     """Judge ``candidate`` against ``parent`` on the same questions (``tasks``, in the same order) at ``level``.
 
     ``seed_cost``: the run's seed harness's mean cost on these questions, which bounds a gain's cost too;
-    ``ceiling``: a budget per question that bounds it instead (:func:`gain_cost_bound`).
+    ``ceiling``: a budget per question that bounds it instead (:func:`gain_cost_bound`); ``over_videos``: whether a
+    gain must hold over the questions' videos too (:func:`videvolve.search.significance.video_t`; default: where they
+    are at least :data:`MIN_VIDEOS`; multi-fidelity decides it by the whole selection set, not by a rung's videos).
     """
     c = aggregate(parent, metric, text_weight)[1]
     c2 = aggregate(candidate, metric, text_weight)[1]
     bound = gain_cost_bound(c, alpha, seed_cost, ceiling)
     of = bound_text(c, alpha, seed_cost, ceiling)
+    videos = [t.video_id for t in tasks]
     st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin,
-                videos=[t.video_id for t in tasks])
+                videos=videos if (len(set(videos)) >= MIN_VIDEOS if over_videos is None else over_videos) else None)
     at = f"{len(tasks)} paired questions at level {level:.4g}"
     for group in sorted({group_of(t) for t in tasks}):
         idx = [i for i, t in enumerate(tasks) if group_of(t) == group]
@@ -137,13 +143,13 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
             return PairedDecision(False, f"{group} questions lose significantly: {g.diff:+.4f} on {g.n} "
                                          f"(p {g.p_loss:.4f} <= {level:.4g})", st)
     over = st.over_videos
-    videos = f"; over {over.videos} videos p {over.p_gain:.4f}" if over else ""
+    held = f"; over {over.videos} videos p {over.p_gain:.4f}" if over else ""
     if st.p_hold <= level:
         if c2 <= bound + 1e-9:
-            return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f}{videos} <= {level:.4g}, "
+            return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f}{held} <= {level:.4g}, "
                                         f"{st.discordant} questions differ) at cost {c2:.1f} <= {of}; {at}", st)
         if not (c > 0 and c2 <= (1 - beta) * c + 1e-9):  # else a ceiling below the cut's bound: judged as a cut
-            return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}{videos}) but cost {c2:.1f} > "
+            return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}{held}) but cost {c2:.1f} > "
                                          f"{of} = {bound:.1f}", st)
     if c > 0 and c2 <= (1 - beta) * c + 1e-9:
         if st.lower_hold >= -margin - 1e-12:
@@ -158,7 +164,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
                                      f"{over.p_gain:.4f} > {level:.4g}: a few videos carry it) and no cost cut to "
                                      f"(1-{beta}) x {c:.1f} (cost {c2:.1f}); {at}", st)
     return PairedDecision(False, f"no gain that noise does not explain ({st.diff:+.4f}, one-sided p "
-                                 f"{st.p_gain:.4f}{videos} > {level:.4g}) and no cost cut to (1-{beta}) x {c:.1f} "
+                                 f"{st.p_gain:.4f}{held} > {level:.4g}) and no cost cut to (1-{beta}) x {c:.1f} "
                                  f"(cost {c2:.1f}); {at}", st)
 
 

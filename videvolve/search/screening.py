@@ -105,6 +105,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     alive = list(candidates)
     frames: dict[str, float] = {}
     ladder = rungs(selection, gate.rungs, ctx.seed, gate.validation)
+    by_video = len({t.video_id for t in selection}) >= gate.min_videos  # the whole set's videos, on every rung
     read: dict[str, list[TaskResult]] = {}
 
     def reach(version: str, rung: list[Task]) -> tuple[list[TaskResult], list[TaskResult]]:
@@ -143,7 +144,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
                 verdict = paired_rule(rung, p_res, res, level, gate.cost_metric, gate.text_token_weight,
-                                      gate.alpha, gate.beta, gate.margin, ctx.seed, c_seed, gate.cost_ceiling)
+                                      gate.alpha, gate.beta, gate.margin, ctx.seed, c_seed, gate.cost_ceiling,
+                                      over_videos=by_video)
                 st = verdict.stats
                 extra = {"p_gain": st.p_gain, "p_videos": st.over_videos.p_gain if st.over_videos else None,
                          "bound": st.lower_hold} if st else {}

@@ -253,17 +253,19 @@ def changed_share_for_margin(n: int, level: float, margin: float, power: float =
 
 
 def power_note(n_selection: int, level: float, margin: float | None = None,
-               videos: int | None = None) -> tuple[str, bool]:
+               videos: int | None = None, min_videos: int = FEW_VIDEOS) -> tuple[str, bool]:
     """What the selection set can detect at the gate's level, and whether that is too coarse (a warning).
 
     With ``margin`` (the gate's non-inferiority margin) it also says how few answers a cost cut may change to be
     kept: a cut that reshuffles more of them cannot be told from a loss of ``margin``. With ``videos`` (how many the
-    selection questions come from) it says, below :data:`FEW_VIDEOS`, how little its test over videos can show.
+    selection questions come from) it says whether a gain must hold over them (from ``min_videos`` on, the gate's
+    ``--gate-min-videos``) and, below that, that the gate counts the questions as independent.
     """
     if n_selection < 2:
         return f"the selection set has {n_selection} question(s): the gate cannot detect any gain", True
-    mdg = min_detectable_gain(n_selection, level, videos=videos)
-    need = questions_for_gain(POWER_TARGET, level, videos=videos)
+    tested = videos if videos is not None and videos >= min_videos else None
+    mdg = min_detectable_gain(n_selection, level, videos=tested)
+    need = questions_for_gain(POWER_TARGET, level, videos=tested)
     text = (f"selection set: {n_selection} questions; the smallest gain the gate detects with 80 % power at its first "
             f"decision's level ({level:g}) is {mdg:+.3f} in mean score per question")
     if margin is not None:
@@ -272,13 +274,14 @@ def power_note(n_selection: int, level: float, margin: float | None = None,
                  "is out of reach of any cut, even one that changes no answer")
         text += (f"; a cost cut is kept when its loss is bounded within {margin:g}, which at this size {needs} (a "
                  "larger --gate-margin, or more selection questions, lets cuts that reshuffle more through)")
-    if videos is not None and videos < 2:
-        text += ("; the questions come from one selection video, so nothing tells whether a gain holds on other "
-                 "videos: the gate judges the questions alone (more selection videos, `tasks split --fractions`)")
-    elif videos is not None and videos < FEW_VIDEOS:
-        text += (f"; the questions come from only {videos} selection videos, and a gain must also hold over them (a "
-                 f"t test with {videos - 1} degrees of freedom): only a gain clear on nearly every one of them "
-                 "passes (more selection videos, `tasks split --fractions`, let smaller ones through)")
+    if tested is not None:
+        text += (f"; a gain must also hold over the {tested} selection videos (a t test with {tested - 1} degrees of "
+                 "freedom)")
+    elif videos is not None:
+        text += (f"; the questions come from only {videos} selection video(s), too few for the gate to ask that a "
+                 f"gain hold over them (it does from --gate-min-videos {min_videos} on), so it counts the questions "
+                 "as independent: a gain that one or two videos carry can pass and not hold on other videos (more "
+                 "selection videos, `tasks split --fractions`, make that less likely)")
     if mdg > POWER_TARGET:
         return (text + f"; the gain is coarser than {POWER_TARGET:+.2f}: about {need} selection questions are needed "
                 "(more questions per video, e.g. `synth --questions`, or more selection videos); smaller real "
