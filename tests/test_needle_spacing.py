@@ -77,7 +77,7 @@ def test_in_crowded_footage_needles_are_shortened_not_pressed_against_its_glyphs
     rng = random.Random(0)
     crowded = _scan([(a, a + rng.uniform(4.0, 14.0)) for a in range(0, 600, 15)], 600.0)
     kinds = len(needle_kinds(random.Random(0), crowded.native))
-    room, closest = _clearance(crowded, kinds)
+    room, closest = _clearance(crowded, kinds, own_gaps(crowded))
     assert closest > 2.5 and room < 9.0  # shorter than the longest seen, to keep that clearance
     for k in range(50):
         plan = plan_needles(crowded, random.Random(k), [], seen=[6.0, 7.5, 9.0])

@@ -220,9 +220,10 @@ class HeuristicEditor:
                 continue
             deeper = secant_factor(factor, report, rep, op, gate)
             if deeper is not None:  # still over the bound: once more, along the line its two trials draw
-                again = self._trial_variant(inp, tools, tasks, parent, balanced(op, deeper))
+                further = balanced(op, deeper)
+                again = self._trial_variant(inp, tools, tasks, parent, further)
                 if again is not None:
-                    variant, rep = balanced(op, deeper), again
+                    variant, rep = further, again
             out.append((passes_on_trial(rep, inp.gate), rep["mean_difference_vs_parent"] or 0.0,
                         -rep["mean_cost"], -len(tried) - j, score, variant, rep))
         return out

@@ -96,17 +96,17 @@ def _put(rng: random.Random, free: list[tuple[float, float]], length: float, ste
     return False
 
 
-def _clearance(scan: VideoScan, needles: int) -> tuple[float, float]:
+def _clearance(scan: VideoScan, needles: int, gaps: Sequence[float]) -> tuple[float, float]:
     """The longest needle as many free stretches as there are needles each hold, and the clearance it leaves.
 
-    The clearance (both sides) is the footage's smallest gap between its own glyphs (:func:`own_gaps`), but no more
+    The clearance (both sides) is the footage's smallest gap between its own glyphs (``gaps``), but no more
     than a quarter of those stretches (half of each stays the needle's) and no less than :data:`MARGIN`.
     """
     stretches = sorted((b - a for a, b in scan.free), reverse=True)
     if not stretches:
         return scan.step, MARGIN
     kth = stretches[min(needles, len(stretches)) - 1]
-    clear = max(MARGIN, min(min(own_gaps(scan), default=MARGIN), kth / 4))
+    clear = max(MARGIN, min(min(gaps, default=MARGIN), kth / 4))
     return max(scan.step, kth - 2 * clear - scan.step), clear  # a frame's slack: starts fall on frames
 
 
@@ -119,7 +119,8 @@ def plan_needles(scan: VideoScan, rng: random.Random, others: list[str], seen: S
     """
     kinds = needle_kinds(rng, scan.native)
     n_extra = 0 if scan.synth else 6 + bool(others)  # words and a splice, below
-    room, clear = _clearance(scan, len(kinds) + n_extra)
+    gaps = own_gaps(scan)
+    room, clear = _clearance(scan, len(kinds) + n_extra, gaps)
     drawn = [min(rng.choice(seen), room) if seen else rng.uniform(1.0, 2.5) for _ in kinds]
     glyph_lengths = [max(scan.step, _snap(x, scan.step)) for x in drawn]
     extra: list[tuple[str, float]] = []
@@ -130,7 +131,7 @@ def plan_needles(scan: VideoScan, rng: random.Random, others: list[str], seen: S
     order = list(range(len(kinds) + len(extra)))
     rng.shuffle(order)
     lengths = [glyph_lengths[i] if i < len(kinds) else extra[i - len(kinds)][1] for i in order]
-    slots = place(rng, scan.free, lengths, scan.step, own_gaps(scan), clear)
+    slots = place(rng, scan.free, lengths, scan.step, gaps, clear)
     scale = scan.height / 180
     needles: list[Needle] = []
     words = rng.sample(WORDS, 3)
