@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from videvolve.loop.context import Context, GateSettings
-from videvolve.search.curtailment import outlook, spread
+from videvolve.search.curtailment import loss_chance, outlook, spread
 from videvolve.search.screening import screen
 from videvolve.search.significance import sign_flip_p
 from videvolve.testing import FakeRun
@@ -170,3 +170,48 @@ def test_an_early_acceptance_predicts_the_guard_on_each_kind_as_full_validation_
         decided[mode] = (entry.decision, entry.reason)
     assert decided["full"][0] == "rejected" and "speech questions lose significantly" in decided["full"][1]
     assert decided["multi-fidelity"] == decided["full"]  # main: accepted early at rung 5
+
+
+def test_a_kind_a_revision_left_untouched_does_not_hold_back_an_early_acceptance():
+    """World 84298's `scan_refine` run (set P): `bisect_boundaries` gained on grounding (+0.022 on 275 questions, p <
+    0.001) and changed no mcq answer. The guard's chance that mcq would yet lose significantly, from the agreement
+    floor's spread, was still 0.03 with 121 of its 135 mcq questions answered and none changed: the sure winner went
+    to the whole set. Counted (each remaining question changed at a rate drawn from what was seen, every change a
+    whole point lost) that chance falls below 1 - curtail by about half of the set."""
+    curtail = GateSettings().curtail
+    assert loss_chance([0.0] * 121, 135, 0.025) < 1e-4 < outlook([0.0] * 121, 135, 0.025).predictive
+    assert loss_chance([0.0] * 65, 135, 0.025) < 1 - curtail < loss_chance([0.0] * 39, 135, 0.025)
+    assert loss_chance([0.0] * 60 + [1.0], 135, 0.025) > loss_chance([0.0] * 60 + [-1.0], 135, 0.025)
+    mixed = [1.0, -1.0, 0.0, 1.0] * 15  # where answers change, the spread is seen: the outlook as before
+    assert loss_chance(mixed, 135, 0.025) == outlook(mixed, 135, 0.025).predictive
+
+
+def test_the_counted_loss_chance_is_not_below_how_often_the_guard_then_fires():
+    """Kinds where at most one of the first 60 answers changed, drawn at change rates of 0 to 6 %, every change a loss
+    (the worst case the count assumes): the guard on all 135 fires no more often than the chance predicted."""
+    rng = random.Random(4)
+    predicted = fired = 0.0
+    for _ in range(3000):
+        rate = rng.choice([0.0, 0.01, 0.02, 0.04, 0.06])
+        lost = [1.0 if rng.random() < rate else 0.0 for _ in range(135)]
+        if sum(lost[:60]) > 1:
+            continue
+        predicted += loss_chance(lost[:60], 135, 0.025)
+        fired += sign_flip_p(lost) <= 0.025
+    assert fired <= predicted * 1.1 + 5
+
+
+def test_a_gain_on_one_kind_that_leaves_the_other_untouched_is_accepted_early():
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=3)
+    n = 300
+    evidence = ["visual" if i % 2 == 0 else "speech" for i in range(n)]
+    parent = [1.0 if i % 4 < 2 else 0.0 for i in range(n)]
+    better = [1.0 if evidence[i] == "visual" and i % 8 == 2 else parent[i] for i in range(n)]  # speech untouched
+    decided = {}
+    for mode in ("multi-fidelity", "full"):
+        gate = ctx.gate.model_copy(update={"validation": mode})
+        run = FakeRun(ctx.model_copy(update={"gate": gate}), {"p": parent, "c": better}, evidence=evidence)
+        (entry,), _ = screen(run, "p", ["c"], {}, 0)
+        decided[mode] = entry
+    assert decided["full"].decision == decided["multi-fidelity"].decision == "accepted"
+    assert decided["multi-fidelity"].rung is not None and decided["multi-fidelity"].rung <= 5  # was the last, 10

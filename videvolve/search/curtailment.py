@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from videvolve.search.significance import agreement_floor, null_spread
+from videvolve.search.significance import agreement_floor, null_spread, sign_flip_p
 
 TINY = 1e-12
 
@@ -74,3 +74,28 @@ def outlook(d: Sequence[float], population: int, level: float, bound: float = 0.
     scale = sd * math.sqrt(rest * (1 + rest / n))
     predictive = 1 - float(stats.t.cdf((need - rest * total / n) / scale, max(1, n - 1)))
     return Outlook(null=null, predictive=predictive)
+
+
+def loss_chance(lost: Sequence[float], population: int, level: float) -> float:
+    """Predictive chance that a kind's guard finds a significant loss on all ``population`` of its questions.
+
+    The guard is the sign-flip test of a loss; ``lost`` holds the differences (parent - candidate) answered so far.
+    Where two or more questions differ, :func:`outlook` with the spread observed. Where fewer differ there is no
+    spread to see, and the normal model with :func:`agreement_floor`'s spread overstates the chance many times
+    (0.03 with 121 of 135 questions answered and none changed): the remaining questions are counted instead. Each
+    differs with a chance drawn from what was seen (a Jeffreys prior: Beta(k + 1/2, n - k + 1/2) for k of n), and
+    every one that differs is taken as a loss of a whole point, the worst it can be; the chance is that of at least
+    as many such losses as the sign-flip test needs to find a loss at ``level``.
+    """
+    n = len(lost)
+    rest = population - n
+    if n == 0 or rest <= 0:
+        raise ValueError(f"a loss chance needs some answered and some remaining questions ({n} of {population})")
+    changed = [x for x in lost if abs(x) > TINY]
+    if len(changed) >= 2:
+        return outlook(lost, population, level).predictive
+    need = next((m for m in range(rest + 1) if sign_flip_p([*changed, *([1.0] * m)]) <= level), None)
+    if need is None:
+        return 0.0
+    k = len(changed)
+    return float(stats.betabinom.sf(need - 1, rest, k + 0.5, n - k + 0.5))

@@ -24,7 +24,7 @@ from typing import Any
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
-from videvolve.search.curtailment import outlook
+from videvolve.search.curtailment import loss_chance, outlook
 from videvolve.search.gate import (
     Decision,
     aggregate,
@@ -308,7 +308,7 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
     answered = [group_of(by_id[r.task_id]) for r in parent]
     for group in sorted(set(answered)):
         lost = [-x for x, g in zip(d, answered, strict=True) if g == group]
-        if len(lost) < sizes[group] and outlook(lost, sizes[group], level).predictive > 1 - gate.curtail:
+        if len(lost) < sizes[group] and loss_chance(lost, sizes[group], level) > 1 - gate.curtail:
             return None  # this kind may yet lose significantly on the whole set
     for _, bound in _bounds(c, c2, gate, c_seed):
         chance = outlook(d, population, level, bound).predictive
