@@ -236,18 +236,19 @@ class FakeRun:
     """A run whose versions have fixed per-question scores on ``len(scores[v])`` mcq selection tasks.
 
     ``frames``: every version's frames per question (its cost, as frames or as visual tokens), or each version's;
-    ``evidence``: each question's evidence type (the gate guards each type apart, as on a speaking world).
+    ``evidence``: each question's evidence type (the gate guards each type apart, as on a speaking world);
+    ``videos``: how many videos the questions come from, question i from video i mod ``videos`` (default: each its own).
 
     It counts every (version, task) evaluation, as a real run would pay for it; mypy checks it satisfies the
     search's :class:`~videvolve.search.services.StoredResults`.
     """
 
     def __init__(self, ctx: SearchSettings, scores: dict[str, list[float]], frames: int | dict[str, int] = 16,
-                 evidence: list[str] | None = None) -> None:
+                 evidence: list[str] | None = None, videos: int | None = None) -> None:
         self.ctx, self.scores, self.frames = ctx, scores, frames
         n = len(next(iter(scores.values())))
-        self.selection = [Task(id=f"t{i}", video_id=f"v{i}", video="v.mp4", kind="mcq", question="q",
-                               options=["a", "b"], answer="A", duration=10,
+        self.selection = [Task(id=f"t{i}", video_id=f"v{i % videos if videos else i}", video="v.mp4", kind="mcq",
+                               question="q", options=["a", "b"], answer="A", duration=10,
                                meta={"evidence": evidence[i]} if evidence else {}) for i in range(n)]
         self.evaluated: dict[str, set[str]] = {}
 

@@ -22,9 +22,10 @@ estimate, and what n all-agreeing questions can hide is used instead
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats
 
 from videvolve.search.significance import agreement_floor, null_spread, sign_flip_p
@@ -99,3 +100,47 @@ def loss_chance(lost: Sequence[float], population: int, level: float) -> float:
         return 0.0
     k = len(changed)
     return float(stats.betabinom.sf(need - 1, rest, k + 0.5, n - k + 0.5))
+
+
+VIDEO_DRAWS = 4000
+"""Draws of the remaining questions in :func:`video_chance` (seeded: the same rung gives the same chance)."""
+
+
+def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, int], level: float,
+                 bound: float = 0.0, seed: int = 0) -> float:
+    """Predictive chance that the test over videos (``significance.video_t``) passes on the whole selection set.
+
+    ``d``: the differences answered so far, ``videos``: their videos, ``sizes``: every selection video's number of
+    questions; ``bound``: 0 for a gain, ``-margin`` for a cut (its lower bound over videos must clear it). As
+    :func:`outlook`, the remaining questions are alike to those answered: each video's own mean, uncertain by the
+    within-video spread over its answered questions, fills its remaining ones; a video not yet reached draws its mean
+    from the spread of the videos' means seen (at least what the within-video spread makes
+    them vary by). The final cluster-robust t is computed on each draw.
+    """
+    x = np.asarray(d, dtype=np.float64)
+    ids = sorted(sizes)
+    if len(ids) < 2 or len(x) == 0:
+        return 1.0
+    where = np.asarray([ids.index(v) for v in videos])
+    seen = np.bincount(where, minlength=len(ids)).astype(np.float64)
+    sums = np.bincount(where, weights=x, minlength=len(ids))
+    total = np.asarray([sizes[v] for v in ids], dtype=np.float64)
+    answered = seen > 0
+    means = np.where(answered, sums / np.maximum(seen, 1), 0.0)
+    resid = x - means[where]
+    dof = max(1.0, len(x) - float(answered.sum()))
+    within = max(math.sqrt(float(np.sum(resid ** 2)) / dof), spread(d, level) if answered.sum() < 2 else 0.0, 1e-9)
+    grand = float(x.mean())
+    spread_of_means = float(np.std(means[answered], ddof=1)) if answered.sum() > 1 else within
+    between = max(spread_of_means, within / math.sqrt(max(1.0, float(seen[answered].mean()))))
+    rng = np.random.default_rng(seed)
+    k = VIDEO_DRAWS
+    theta = np.where(answered, means + rng.standard_normal((k, len(ids))) * within / np.sqrt(np.maximum(seen, 1)),
+                     grand + rng.standard_normal((k, len(ids))) * between)
+    rest = total - seen
+    filled = sums + rest * theta + rng.standard_normal((k, len(ids))) * within * np.sqrt(rest)
+    n = float(total.sum())
+    mean = filled.sum(axis=1) / n
+    var = np.sum((filled - total * mean[:, None]) ** 2 / np.maximum(1 - total / n, 1e-12), axis=1) / n ** 2
+    t = (mean - bound) / np.sqrt(np.maximum(var, 1e-24))
+    return float(np.mean(t >= stats.t.ppf(1 - level, len(ids) - 1)))

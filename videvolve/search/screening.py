@@ -24,7 +24,7 @@ from typing import Any
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
-from videvolve.search.curtailment import loss_chance, outlook
+from videvolve.search.curtailment import loss_chance, outlook, video_chance
 from videvolve.search.gate import (
     Decision,
     aggregate,
@@ -151,7 +151,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                          "bound": st.lower_hold} if st else {}
                 if last:
                     decided[cand] = (verdict, extra)
-                elif verdict.accept and (why := _curtailed(p_res, res, c, c2, selection, level, gate, c_seed)):
+                elif verdict.accept and (why := _curtailed(p_res, res, c, c2, selection, level, gate, c_seed,
+                                                           by_video)):
                     rivals = [] if keep_pending else [  # full validation keeps the best accepted: it must beat them
                         v for v in [*([champion] if champion else []), *alive, *(w for _, w, _ in waiting)]
                         if v != cand and (v not in entries or entries[v].decision == "accepted")]
@@ -292,11 +293,13 @@ def _differences(parent: list[TaskResult], candidate: list[TaskResult]) -> list[
 
 
 def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, selection: list[Task],
-               level: float, gate: GateRules, c_seed: float | None = None) -> str | None:
+               level: float, gate: GateRules, c_seed: float | None = None, by_video: bool = False) -> str | None:
     """Why an early acceptance is safe (full validation would accept it all but surely), or None.
 
     Full validation also turns down a candidate under which one kind of question (on a speaking world, one kind of
     evidence) loses significantly: the predictive chance of that, kind by kind, must be at most 1 - ``--curtail``.
+    With ``by_video`` a gain must hold over the selection videos too: the predictive chance of that, at least
+    ``--curtail``.
     """
     if gate.curtail >= 1:
         return None
@@ -312,6 +315,12 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
             return None  # this kind may yet lose significantly on the whole set
     for _, bound in _bounds(c, c2, gate, c_seed):
         chance = outlook(d, population, level, bound).predictive
+        if chance >= gate.curtail and by_video:  # a gain must hold over the videos, a cut's bound there too
+            over = video_chance(d, [by_id[r.task_id].video_id for r in parent],
+                                Counter(t.video_id for t in selection), level, bound)
+            if over < gate.curtail:
+                continue
+            chance = min(chance, over)
         if chance >= gate.curtail:
             return (f"the predictive chance that full validation on all {population} questions accepts it (the other "
                     f"{rest} alike to these) is {chance:.3f} >= {gate.curtail:g}")
