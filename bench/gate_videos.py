@@ -48,7 +48,7 @@ def main() -> int:
                 continue
             st = paired([a[k] for k in keys], [b[k] for k in keys], e.level, videos=[video[k] for k in keys])
             over = st.over_videos
-            down = e.decision == "accepted" and st.p_gain <= e.level and st.p_hold > e.level
+            down = e.decision == "accepted" and st.p_gain <= e.level and st.p_gate > e.level
             accepted += e.decision == "accepted"
             turned += down
             table.add_row("/".join(run.parts[-3:-1]), str(e.operator), e.decision,

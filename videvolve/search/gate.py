@@ -144,7 +144,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
                                          f"(p {g.p_loss:.4f} <= {level:.4g})", st)
     over = st.over_videos
     held = f"; over {over.videos} videos p {over.p_gain:.4f}" if over else ""
-    if st.p_hold <= level:
+    if st.p_gate <= level:
         if c2 <= bound + 1e-9:
             return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f}{held} <= {level:.4g}, "
                                         f"{st.discordant} questions differ) at cost {c2:.1f} <= {of}; {at}", st)
@@ -152,12 +152,12 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
             return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}{held}) but cost {c2:.1f} > "
                                          f"{of} = {bound:.1f}", st)
     if c > 0 and c2 <= (1 - beta) * c + 1e-9:
-        if st.lower_hold >= -margin - 1e-12:
+        if st.lower_gate >= -margin - 1e-12:
             return PairedDecision(True, f"cost {c2:.1f} <= (1-{beta}) x {c:.1f}, non-inferior: loss at most "
-                                        f"{max(0.0, -st.lower_hold):.4f} <= margin {margin} ({st.diff:+.4f}; {at})",
+                                        f"{max(0.0, -st.lower_gate):.4f} <= margin {margin} ({st.diff:+.4f}; {at})",
                                   st)
         return PairedDecision(False, f"cost {c2:.1f} <= (1-{beta}) x {c:.1f} but the loss may reach "
-                                     f"{-st.lower_hold:.4f} > margin {margin} ({st.diff:+.4f}; {at})", st)
+                                     f"{-st.lower_gate:.4f} > margin {margin} ({st.diff:+.4f}; {at})", st)
     if st.p_gain <= level and over is not None:
         return PairedDecision(False, f"a gain question by question ({st.diff:+.4f}, one-sided p {st.p_gain:.4f}) "
                                      f"that does not hold over the {over.videos} selection videos (p "

@@ -148,7 +148,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                                       over_videos=by_video)
                 st = verdict.stats
                 extra = {"p_gain": st.p_gain, "p_videos": st.over_videos.p_gain if st.over_videos else None,
-                         "bound": st.lower_hold} if st else {}
+                         "bound": st.lower_gate} if st else {}
                 if last:
                     decided[cand] = (verdict, extra)
                 elif verdict.accept and (why := _curtailed(p_res, res, c, c2, selection, level, gate, c_seed,

@@ -166,12 +166,12 @@ class Paired:
     """The same comparison over videos, where the questions' videos were given and are at least two."""
 
     @property
-    def p_hold(self) -> float:
+    def p_gate(self) -> float:
         """The p a gain is judged by: the larger of the sign-flip test's and the test over videos'."""
         return max(self.p_gain, self.over_videos.p_gain) if self.over_videos else self.p_gain
 
     @property
-    def lower_hold(self) -> float:
+    def lower_gate(self) -> float:
         """The lower bound a cut is judged by: the lower of the question-level and the over-videos bound."""
         return min(self.lower, self.over_videos.lower) if self.over_videos else self.lower
 
