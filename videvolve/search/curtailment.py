@@ -114,8 +114,8 @@ def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, 
     questions; ``bound``: 0 for a gain, ``-margin`` for a cut (its lower bound over videos must clear it). As
     :func:`outlook`, the remaining questions are alike to those answered: each video's own mean, uncertain by the
     within-video spread over its answered questions, fills its remaining ones; a video not yet reached draws its mean
-    from the spread of the videos' means seen (at least what the within-video spread makes
-    them vary by). The final cluster-robust t is computed on each draw.
+    from the spread of the videos' means seen (at least what the within-video spread makes them vary by) around their
+    mean, itself uncertain. The final cluster-robust t is computed on each draw.
     """
     x = np.asarray(d, dtype=np.float64)
     ids = sorted(sizes)
@@ -135,8 +135,9 @@ def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, 
     between = max(spread_of_means, within / math.sqrt(max(1.0, float(seen[answered].mean()))))
     rng = np.random.default_rng(seed)
     k = VIDEO_DRAWS
+    centre = grand + rng.standard_normal((k, 1)) * between / math.sqrt(float(answered.sum()))  # itself uncertain
     theta = np.where(answered, means + rng.standard_normal((k, len(ids))) * within / np.sqrt(np.maximum(seen, 1)),
-                     grand + rng.standard_normal((k, len(ids))) * between)
+                     centre + rng.standard_normal((k, len(ids))) * between)
     rest = total - seen
     filled = sums + rest * theta + rng.standard_normal((k, len(ids))) * within * np.sqrt(rest)
     n = float(total.sum())
