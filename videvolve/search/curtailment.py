@@ -112,10 +112,10 @@ def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, 
 
     ``d``: the differences answered so far, ``videos``: their videos, ``sizes``: every selection video's number of
     questions; ``bound``: 0 for a gain, ``-margin`` for a cut (its lower bound over videos must clear it). As
-    :func:`outlook`, the remaining questions are alike to those answered: each video's own mean, uncertain by the
-    within-video spread over its answered questions, fills its remaining ones; a video not yet reached draws its mean
-    from the spread of the videos' means seen (at least what the within-video spread makes them vary by) around their
-    mean, itself uncertain. The final cluster-robust t is computed on each draw.
+    :func:`outlook`, the remaining questions are alike to those answered: each video's own mean fills its remaining
+    ones, drawn from the normal-normal model whose spread between videos is what the answered videos' means vary by
+    beyond their own noise (by moments; an answered video's mean shrunk towards all of theirs, a video not yet reached
+    drawn around it), and the videos' mean itself uncertain. The final cluster-robust t is computed on each draw.
     """
     x = np.asarray(d, dtype=np.float64)
     ids = sorted(sizes)
@@ -131,13 +131,16 @@ def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, 
     dof = max(1.0, len(x) - float(answered.sum()))
     within = max(math.sqrt(float(np.sum(resid ** 2)) / dof), spread(d, level) if answered.sum() < 2 else 0.0, 1e-9)
     grand = float(x.mean())
-    spread_of_means = float(np.std(means[answered], ddof=1)) if answered.sum() > 1 else within
-    between = max(spread_of_means, within / math.sqrt(max(1.0, float(seen[answered].mean()))))
+    noise = within ** 2 / np.maximum(seen, 1)  # the variance of each answered video's mean about its own
+    g = float(answered.sum())
+    spread_of_means = float(np.var(means[answered], ddof=1)) if g > 1 else 0.0
+    tau2 = max(0.0, spread_of_means - float(noise[answered].mean()))  # how much the videos' own means differ
+    shrink = np.where(answered, tau2 / np.maximum(tau2 + noise, 1e-24), 0.0)  # normal-normal, by moments
     rng = np.random.default_rng(seed)
     k = VIDEO_DRAWS
-    centre = grand + rng.standard_normal((k, 1)) * between / math.sqrt(float(answered.sum()))  # itself uncertain
-    theta = np.where(answered, means + rng.standard_normal((k, len(ids))) * within / np.sqrt(np.maximum(seen, 1)),
-                     centre + rng.standard_normal((k, len(ids))) * between)
+    centre = grand + rng.standard_normal((k, 1)) * math.sqrt((tau2 + float(noise[answered].mean())) / g)
+    own = centre + shrink * (means - centre) + rng.standard_normal((k, len(ids))) * np.sqrt(shrink * noise)
+    theta = np.where(answered, own, centre + rng.standard_normal((k, len(ids))) * math.sqrt(tau2))
     rest = total - seen
     filled = sums + rest * theta + rng.standard_normal((k, len(ids))) * within * np.sqrt(rest)
     n = float(total.sum())
