@@ -235,7 +235,8 @@ def _satisfies(editor: ScriptedEditor, one: OneWorkspace) -> tuple[Editor, Works
 class FakeRun:
     """A run whose versions have fixed per-question scores on ``len(scores[v])`` mcq selection tasks.
 
-    ``frames``: every version's frames per question (its cost, as frames or as visual tokens), or each version's;
+    ``frames``: every version's frames per question (its cost, as frames or as visual tokens), or each version's
+    (a number, or one per question);
     ``evidence``: each question's evidence type (the gate guards each type apart, as on a speaking world);
     ``videos``: how many videos the questions come from, question i from video i mod ``videos`` (default: each its own).
 
@@ -243,7 +244,8 @@ class FakeRun:
     search's :class:`~videvolve.search.services.StoredResults`.
     """
 
-    def __init__(self, ctx: SearchSettings, scores: dict[str, list[float]], frames: int | dict[str, int] = 16,
+    def __init__(self, ctx: SearchSettings, scores: dict[str, list[float]],
+                 frames: int | dict[str, int | list[int]] = 16,
                  evidence: list[str] | None = None, videos: int | None = None) -> None:
         self.ctx, self.scores, self.frames = ctx, scores, frames
         n = len(next(iter(scores.values())))
@@ -263,7 +265,8 @@ class FakeRun:
         return self._result(version, task) if task.id in self.evaluated.get(version, set()) else None
 
     def _result(self, version: str, task: Task) -> TaskResult:
-        frames = self.frames if isinstance(self.frames, int) else self.frames.get(version, 16)
+        own = self.frames if isinstance(self.frames, int) else self.frames.get(version, 16)
+        frames = own if isinstance(own, int) else own[int(task.id[1:])]
         return TaskResult(task_id=task.id, harness_id=version, kind="mcq", outcome="ok",
                           score=self.scores[version][int(task.id[1:])],
                           usage={"frames": frames, "image_tokens": frames})

@@ -148,3 +148,22 @@ def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, 
     var = np.sum((filled - total * mean[:, None]) ** 2 / np.maximum(1 - total / n, 1e-12), axis=1) / n ** 2
     t = (mean - bound) / np.sqrt(np.maximum(var, 1e-24))
     return float(np.mean(t >= stats.t.ppf(1 - level, len(ids) - 1)))
+
+
+def within_chance(q: Sequence[float], population: int) -> float:
+    """Predictive chance that the mean of a per-question quantity over all ``population`` questions is at most 0.
+
+    ``q`` is known on the questions answered so far (for a cost bound: the candidate's cost minus the bound's share
+    of the reference's, question by question); the remaining ones alike to them, as in :func:`outlook`.
+    """
+    n = len(q)
+    rest = population - n
+    if n == 0:
+        raise ValueError("a chance needs some answered questions")
+    total = sum(q)
+    if rest <= 0:
+        return 1.0 if total <= TINY else 0.0
+    mean = total / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in q) / (n - 1)) if n > 1 else abs(mean)
+    scale = max(sd, 1e-9) * math.sqrt(rest * (1 + rest / n))
+    return float(stats.t.cdf((-total - rest * mean) / scale, max(1, n - 1)))

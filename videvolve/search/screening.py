@@ -24,11 +24,12 @@ from typing import Any
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
-from videvolve.search.curtailment import loss_chance, outlook, video_chance
+from videvolve.search.curtailment import loss_chance, outlook, video_chance, within_chance
 from videvolve.search.gate import (
     Decision,
     aggregate,
     bound_text,
+    cost_of,
     gain_cost_bound,
     gate_rule,
     group_of,
@@ -128,7 +129,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         # part of the set, and is evaluated further only when a later candidate gets that far
         p_res = reach(parent, rung)[0]
         a, c = aggregate(p_res, gate.cost_metric, gate.text_token_weight)
-        c_seed = None if seed is None else aggregate(reach(seed, rung)[0], gate.cost_metric, gate.text_token_weight)[1]
+        s_res = None if seed is None else reach(seed, rung)[0]
+        c_seed = None if s_res is None else aggregate(s_res, gate.cost_metric, gate.text_token_weight)[1]
         champ = reach(champion, rung)[0] if champion is not None else None
         scored = []
         for cand in alive:
@@ -152,7 +154,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 if last:
                     decided[cand] = (verdict, extra)
                 elif verdict.accept and (why := _curtailed(p_res, res, c, c2, selection, level, gate, c_seed,
-                                                           by_video)):
+                                                           by_video, s_res)):
                     rivals = [] if keep_pending else [  # full validation keeps the best accepted: it must beat them
                         v for v in [*([champion] if champion else []), *alive, *(w for _, w, _ in waiting)]
                         if v != cand and (v not in entries or entries[v].decision == "accepted")]
@@ -194,7 +196,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             if cand in entries:
                 continue
             if paired_gate and level is not None:
-                why_not = _futile(p_res, res, a, a2, c, c2, len(selection), level, gate, c_seed)
+                why_not = _futile(p_res, res, a, a2, c, c2, len(selection), level, gate, c_seed, s_res)
                 if why_not is None and champ is not None and (beat := _beats(champ, res, len(selection))) < \
                         gate.futility:
                     why_not = (f"{champion} was accepted, and the predictive chance that this one scores higher on "
@@ -288,18 +290,50 @@ def _bounds(c: float, c2: float, gate: GateRules, c_seed: float | None = None) -
     return out
 
 
+def _cost_paths(parent: list[TaskResult], candidate: list[TaskResult], gate: GateRules, population: int,
+                seed: list[TaskResult] | None = None) -> list[tuple[str, float, float]]:
+    """Each path (a gain, a cut) with its score bound and the predictive chance that the whole set's cost fits it.
+
+    On a partial rung the mean cost is an estimate: a look whose cost depends on the question (how much of a video
+    its scan flags) can exceed its bound on 64 questions and fit it on 317. Each bound is a per-question quantity
+    (the candidate's cost minus the bound's share of the reference's, on the same questions) whose mean over the
+    whole set must be at most 0 (:func:`~videvolve.search.curtailment.within_chance`).
+    """
+    metric, weight = gate.cost_metric, gate.text_token_weight
+    mine = [cost_of(r, metric, weight) for r in candidate]
+    theirs = [cost_of(r, metric, weight) for r in parent]
+
+    def chance(reference: list[float] | None, factor: float, constant: float = 0.0) -> float:
+        q = [m - (factor * r if reference is not None else constant) for m, r in
+             zip(mine, reference if reference is not None else mine, strict=True)]
+        return within_chance(q, population)
+
+    if gate.cost_ceiling is not None:
+        gain = chance(None, 0.0, gate.cost_ceiling)
+    else:
+        gain = chance(theirs, 1 + gate.alpha)
+        if seed is not None:
+            gain = min(gain, chance([cost_of(r, metric, weight) for r in seed], 1 + gate.alpha))
+    out = [("no gain", 0.0, gain)]
+    if sum(theirs) > 0:
+        out.append((f"a loss of the margin {gate.margin:g}", -gate.margin, chance(theirs, 1 - gate.beta)))
+    return out
+
+
 def _differences(parent: list[TaskResult], candidate: list[TaskResult]) -> list[float]:
     return [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
 
 
 def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, selection: list[Task],
-               level: float, gate: GateRules, c_seed: float | None = None, by_video: bool = False) -> str | None:
+               level: float, gate: GateRules, c_seed: float | None = None, by_video: bool = False,
+               seed_res: list[TaskResult] | None = None) -> str | None:
     """Why an early acceptance is safe (full validation would accept it all but surely), or None.
 
     Full validation also turns down a candidate under which one kind of question (on a speaking world, one kind of
     evidence) loses significantly: the predictive chance of that, kind by kind, must be at most 1 - ``--curtail``.
     With ``by_video`` a gain must hold over the selection videos too: the predictive chance of that, at least
-    ``--curtail``.
+    ``--curtail``. The whole set's cost must fit the path as surely (:func:`_cost_paths`; ``seed_res``: the seed's
+    results on these questions, whose cost bounds a gain's too).
     """
     if gate.curtail >= 1:
         return None
@@ -313,7 +347,9 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
         lost = [-x for x, g in zip(d, answered, strict=True) if g == group]
         if len(lost) < sizes[group] and loss_chance(lost, sizes[group], level) > 1 - gate.curtail:
             return None  # this kind may yet lose significantly on the whole set
-    for _, bound in _bounds(c, c2, gate, c_seed):
+    open_paths = [(name, bound) for name, bound, fits in _cost_paths(parent, candidate, gate, population, seed_res)
+                  if fits >= gate.curtail and (name, bound) in _bounds(c, c2, gate, c_seed)]
+    for _, bound in open_paths:
         chance = outlook(d, population, level, bound).predictive
         if chance >= gate.curtail and by_video:  # a gain must hold over the videos, a cut's bound there too
             over = video_chance(d, [by_id[r.task_id].video_id for r in parent],
@@ -328,12 +364,20 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
 
 
 def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2: float, c: float, c2: float,
-            population: int, level: float, gate: GateRules, c_seed: float | None = None) -> str | None:
-    """Why the paired gate cannot be expected to accept the candidate on the whole selection set, or None."""
-    paths = _bounds(c, c2, gate, c_seed)
+            population: int, level: float, gate: GateRules, c_seed: float | None = None,
+            seed_res: list[TaskResult] | None = None) -> str | None:
+    """Why the paired gate cannot be expected to accept the candidate on the whole selection set, or None.
+
+    A path whose cost misses its bound on this rung stays open while the predictive chance that the whole set's cost
+    fits it is at least ``--futility`` (:func:`_cost_paths`).
+    """
+    fits = _cost_paths(parent, candidate, gate, population, seed_res)
+    paths = [(name, bound) for name, bound, chance in fits if chance >= gate.futility]
     if not paths:
         of = bound_text(c, gate.alpha, c_seed, gate.cost_ceiling)
-        return f"cost {c2:.1f} vs {c:.1f} is neither a gain's (<= {of}) nor a cut's (<= (1-{gate.beta}) x {c:.1f})"
+        return (f"cost {c2:.1f} vs {c:.1f} is neither a gain's (<= {of}) nor a cut's (<= (1-{gate.beta}) x {c:.1f}), "
+                f"and the predictive chance that it fits one on all {population} questions is "
+                f"{max(chance for _, _, chance in fits):.3f} < {gate.futility:g}")
     d = _differences(parent, candidate)
     chance = max(outlook(d, population, level, bound).predictive for _, bound in paths)
     if chance >= gate.futility:
