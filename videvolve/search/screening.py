@@ -303,20 +303,18 @@ def _cost_paths(parent: list[TaskResult], candidate: list[TaskResult], gate: Gat
     mine = [cost_of(r, metric, weight) for r in candidate]
     theirs = [cost_of(r, metric, weight) for r in parent]
 
-    def chance(reference: list[float] | None, factor: float, constant: float = 0.0) -> float:
-        q = [m - (factor * r if reference is not None else constant) for m, r in
-             zip(mine, reference if reference is not None else mine, strict=True)]
-        return within_chance(q, population)
+    def fits(limit: list[float]) -> float:  # the chance that the mean of (mine - limit) over all questions is <= 0
+        return within_chance([m - x for m, x in zip(mine, limit, strict=True)], population)
 
     if gate.cost_ceiling is not None:
-        gain = chance(None, 0.0, gate.cost_ceiling)
+        gain = fits([gate.cost_ceiling] * len(mine))
     else:
-        gain = chance(theirs, 1 + gate.alpha)
+        gain = fits([(1 + gate.alpha) * x for x in theirs])
         if seed is not None:
-            gain = min(gain, chance([cost_of(r, metric, weight) for r in seed], 1 + gate.alpha))
+            gain = min(gain, fits([(1 + gate.alpha) * cost_of(r, metric, weight) for r in seed]))
     out = [("no gain", 0.0, gain)]
     if sum(theirs) > 0:
-        out.append((f"a loss of the margin {gate.margin:g}", -gate.margin, chance(theirs, 1 - gate.beta)))
+        out.append((f"a loss of the margin {gate.margin:g}", -gate.margin, fits([(1 - gate.beta) * x for x in theirs])))
     return out
 
 
