@@ -235,8 +235,7 @@ def _satisfies(editor: ScriptedEditor, one: OneWorkspace) -> tuple[Editor, Works
 class FakeRun:
     """A run whose versions have fixed per-question scores on ``len(scores[v])`` mcq selection tasks.
 
-    ``frames``: every version's frames per question (its cost, as frames or as visual tokens), or each version's
-    (a number, or one per question);
+    ``frames``: every version's frames per question (its cost), or each version's (a number, or one per question);
     ``evidence``: each question's evidence type (the gate guards each type apart, as on a speaking world);
     ``videos``: how many videos the questions come from, question i from video i mod ``videos`` (default: each its own).
 
