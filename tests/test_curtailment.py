@@ -258,7 +258,7 @@ def test_a_cost_that_fits_its_bound_on_the_whole_set_is_not_screened_out_on_a_ru
     317 selection questions against a bound of 5,632, and was screened out there; on all 317 it costs 5,503 and
     full validation accepts its +0.376. A rung's mean cost is an estimate too: the chance that the whole set's fits.
     Here a gain whose cost varies from question to question: 17.8 frames on the first 60, 17.3 on all 300, within
-    1.1 x 16 (before: screened out at rung 2; of the first 20 draws of this kind, 7 were)."""
+    1.1 x 16 (before: screened out at rung 2, as 12 of 38 draws of this kind were)."""
     ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=3)
     n = 300
     rng = random.Random(4)
