@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from videvolve.search.significance import agreement_floor, null_spread, sign_flip_p
+from videvolve.search.significance import agreement_floor, cr2_variance, null_spread, sign_flip_p
 
 TINY = 1e-12
 
@@ -121,7 +121,8 @@ def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, 
     ids = sorted(sizes)
     if len(ids) < 2 or len(x) == 0:
         return 1.0
-    where = np.asarray([ids.index(v) for v in videos])
+    index = {v: i for i, v in enumerate(ids)}
+    where = np.asarray([index[v] for v in videos])
     seen = np.bincount(where, minlength=len(ids)).astype(np.float64)
     sums = np.bincount(where, weights=x, minlength=len(ids))
     total = np.asarray([sizes[v] for v in ids], dtype=np.float64)
@@ -145,7 +146,7 @@ def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, 
     filled = sums + rest * theta + rng.standard_normal((k, len(ids))) * within * np.sqrt(rest)
     n = float(total.sum())
     mean = filled.sum(axis=1) / n
-    var = np.sum((filled - total * mean[:, None]) ** 2 / np.maximum(1 - total / n, 1e-12), axis=1) / n ** 2
+    var = cr2_variance(filled - total * mean[:, None], total)
     t = (mean - bound) / np.sqrt(np.maximum(var, 1e-24))
     return float(np.mean(t >= stats.t.ppf(1 - level, len(ids) - 1)))
 

@@ -29,15 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from videvolve.evaluation.results import TaskResult, cost_of
-from videvolve.search.significance import Paired, paired
+from videvolve.search.significance import FEW_VIDEOS, Paired, paired
 from videvolve.tasks import Task
 
 __all__ = ["aggregate", "bound_text", "cost_of", "gain_cost_bound", "gate_rule", "group_of", "mean_frames",
            "paired_rule", "rule_text"]
 
 TOL = 1e-12
-MIN_VIDEOS = 8
-"""From this many selection videos on, a gain must hold over them too (``--gate-min-videos``)."""
 
 
 def mean_frames(results: Sequence[TaskResult]) -> float:
@@ -126,7 +124,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
     ``seed_cost``: the run's seed harness's mean cost on these questions, which bounds a gain's cost too;
     ``ceiling``: a budget per question that bounds it instead (:func:`gain_cost_bound`); ``over_videos``: whether a
     gain must hold over the questions' videos too (:func:`videvolve.search.significance.video_t`; default: where they
-    are at least :data:`MIN_VIDEOS`; multi-fidelity decides it by the whole selection set, not by a rung's videos).
+    are at least ``FEW_VIDEOS``; multi-fidelity decides it by the whole selection set, not by a rung's videos).
     """
     c = aggregate(parent, metric, text_weight)[1]
     c2 = aggregate(candidate, metric, text_weight)[1]
@@ -134,7 +132,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
     of = bound_text(c, alpha, seed_cost, ceiling)
     videos = [t.video_id for t in tasks]
     st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin,
-                videos=videos if (len(set(videos)) >= MIN_VIDEOS if over_videos is None else over_videos) else None)
+                videos=videos if (len(set(videos)) >= FEW_VIDEOS if over_videos is None else over_videos) else None)
     at = f"{len(tasks)} paired questions at level {level:.4g}"
     for group in sorted({group_of(t) for t in tasks}):
         idx = [i for i, t in enumerate(tasks) if group_of(t) == group]

@@ -118,6 +118,12 @@ class OverVideos:
     """One-sided bounds of the mean difference at the level they were asked for."""
 
 
+def cr2_variance(residual_sums: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The CR2 variance of a mean over all questions, from each video's sum of residuals (last axis: the videos)."""
+    n = float(sizes.sum())
+    return np.sum(residual_sums ** 2 / np.maximum(1 - sizes / n, 1e-12), axis=-1) / n ** 2
+
+
 def video_t(d: Sequence[float], videos: Sequence[str], level: float) -> OverVideos | None:
     """The mean difference's one-sided test and bounds with its spread taken over videos; None under two videos.
 
@@ -137,8 +143,7 @@ def video_t(d: Sequence[float], videos: Sequence[str], level: float) -> OverVide
     index = {v: i for i, v in enumerate(ids)}
     where = np.asarray([index[v] for v in videos])
     sums = np.bincount(where, weights=x - mean, minlength=len(ids))
-    sizes = np.bincount(where, minlength=len(ids)).astype(np.float64)
-    var = float(np.sum(sums ** 2 / np.maximum(1 - sizes / n, 1e-12))) / n ** 2
+    var = float(cr2_variance(sums, np.bincount(where, minlength=len(ids)).astype(np.float64)))
     se = math.sqrt(max(var, 0.0))
     df = len(ids) - 1
     p = (0.0 if mean > TINY_SE else 1.0) if se <= TINY_SE else float(stats.t.sf(mean / se, df))
