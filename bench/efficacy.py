@@ -21,7 +21,7 @@ the test split: mcq accuracy (exact McNemar), grounding mIoU (paired bootstrap),
 and the same for the run's ``read_transcript`` revision alone, when later revisions were accepted on top of it.
 
 Usage: ``python bench/efficacy.py [--compare protocol|seed|editors|speech] [--worlds ...] [--harness uniform
-scan_refine] [--seeds 0 1 2] [--iterations 6]``
+scan_refine] [--seeds 0 1 2] [--iterations 6] [--resume]``
 """
 
 from __future__ import annotations
@@ -67,6 +67,9 @@ def main() -> int:
                         help="--compare protocol: questions per video")
     parser.add_argument("--children", type=int, default=None,
                         help="--compare protocol: candidates the editor proposes each iteration (default: evolve's)")
+    parser.add_argument("--resume", action="store_true",
+                        help="--compare protocol: keep the worlds this command finished before and go on with an "
+                             "unfinished run from its checkpoints (default: every world anew)")
     parser.add_argument("--no-trials", action="store_true", help="--compare seed with the editor's first guesses")
     parser.add_argument("--from-results", type=Path, nargs="+", metavar="JSON",
                         help="--compare protocol: print the table and verdict of stored results files (runs of "
@@ -80,7 +83,7 @@ def main() -> int:
         return stored(args.from_results, args.markdown, args.replay_mf)
     if args.compare == "protocol":
         size = {"videos": args.videos, "minutes": args.minutes, "questions": args.questions}
-        return protocol(args.worlds, args.harness, args.iterations, size, args.children)
+        return protocol(args.worlds, args.harness, args.iterations, size, args.children, args.resume)
     if args.compare == "editors":
         return editors(args.seeds, args.iterations)
     if args.compare == "speech":

@@ -93,12 +93,19 @@ def per_group(tasks: list[Task], a: list[TaskResult], b: list[TaskResult]) -> li
 
 
 def run_one(seed: int, harness: str, iterations: int, size: dict[str, Any] = SIZE,
-            children: int | None = None) -> dict[str, Any]:
-    """One world, one seed harness: evolve, then the test split (``children``: candidates an iteration)."""
+            children: int | None = None, resume: bool = False) -> dict[str, Any]:
+    """One world, one seed harness: evolve, then the test split (``children``: candidates an iteration).
+
+    ``resume``: a run this world and harness left unfinished (its folder holds checkpoints) goes on from its last
+    checkpoint, as ``evolve --resume`` does (the same settings, the same tasks; the run refuses others); without it
+    the folder is removed and the run starts anew.
+    """
     started = time.time()
     tasks_path = world(seed, size)
     root = CACHE / f"world{seed}{size_tag(size)}-{harness}{f'-c{children}' if children else ''}"
-    remove_tree(root)
+    resumed = resume and (root / "run" / "checkpoints.sqlite").exists()
+    if not resumed:
+        remove_tree(root)
     metric = "visual_tokens+text" if seed in SPEAKING else "visual_tokens"
     ctx = Context(run_dir=str(root / "run"), run_id=f"protocol{seed}-{harness}", tasks=str(tasks_path),
                   seed_harness=harness, memory=str(root / "memory"), stop=StopSettings(iterations=iterations),
@@ -134,7 +141,7 @@ def run_one(seed: int, harness: str, iterations: int, size: dict[str, Any] = SIZ
             "test_would_reject": test_rejects, "test_questions": len(test), "videos": cmp.videos,
             "videos_gaining": cmp.videos_gaining, "video_p": cmp.video_p,
             "operators": [f"{e.operator}:{e.decision}" for e in history], "mf": mf_agreement(root / "run"),
-            "minutes": (time.time() - started) / 60}
+            "minutes": (time.time() - started) / 60, "resumed": resumed}
 
 
 def _mf(r: dict[str, Any]) -> str:
@@ -174,19 +181,37 @@ def table(rows: list[dict[str, Any]]) -> Table:
 
 
 def protocol(worlds: list[int], harnesses: list[str], iterations: int, size: dict[str, Any] = SIZE,
-             children: int | None = None) -> int:
-    """Run every world and seed harness; print the table after each; write results.json."""
+             children: int | None = None, resume: bool = False) -> int:
+    """Run every world and seed harness; print the table after each; write results.json.
+
+    ``resume``: the rows this command's results file already holds (the same worlds, harness, size, candidates and
+    iterations) are kept, and an unfinished run goes on from its checkpoints (:func:`run_one`).
+    """
     rows: list[dict[str, Any]] = []
     tag = "-".join(harnesses) + ("" if tuple(worlds) == WORLDS else "-" + "-".join(map(str, worlds))) + size_tag(size)
     tag += f"-c{children}" if children else ""
     out = CACHE / f"results-{tag}.json"  # runs of other worlds, side by side, write their own files
+    done = _finished(out, size, children, iterations) if resume else {}
     for harness in harnesses:
         for seed in worlds:
-            rows.append({**run_one(seed, harness, iterations, size, children), "size": size, "children": children})
+            if (seed, harness) in done:
+                rows.append(done[seed, harness])
+                continue
+            rows.append({**run_one(seed, harness, iterations, size, children, resume), "size": size,
+                         "children": children, "iterations": iterations})
             console.print(table(rows))
             CACHE.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(rows, indent=1, default=float))
     return summary(rows)
+
+
+def _finished(out: Path, size: dict[str, Any], children: int | None, iterations: int) -> dict[tuple[int, str], Any]:
+    """The rows of a results file made with these settings, by (world, seed harness)."""
+    if not out.exists():
+        return {}
+    rows = json.loads(out.read_text())
+    return {(r["world"], r["seed_harness"]): r for r in rows
+            if r.get("size") == size and r.get("children") == children and r.get("iterations") == iterations}
 
 
 MF_SAVING = 3.0
