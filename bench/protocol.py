@@ -37,7 +37,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.search.gate import cost_of, group_of, paired_rule
 from videvolve.search.history import GateEntry, entries
-from videvolve.search.screening import screen
+from videvolve.search.screening import rungs, screen
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
 
@@ -294,12 +294,13 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
     Candidates screened out on a partial rung are evaluated on the rest of the selection set first (evaluation is
     deterministic); each decision is then made again both ways at the level the run gave it, from the run's seed
     (its first parent). Evaluations are counted as a run pays for them: each (version, question) once, parents and
-    the seed (on the whole set, as ``prepare`` evaluates it) included, so a winner accepted early is paid for again
-    when a later candidate's rungs reach the questions it skipped. ``futility``, ``curtail``, ``rungs``: replay with
-    these instead of the current defaults. ``evaluations_accepted``: the selection questions of the seed and of the
-    candidates full validation accepts (what a rule that stopped every rejected candidate at once would still pay).
-    ``orders``: replay both ways that many times, under the run's seed and the next ``orders - 1`` (each its own
-    order of the questions in the rungs), and sum: one order is one draw of what multi-fidelity decides.
+    the seed (on the first rung, as ``prepare`` evaluates it; the whole set under full validation) included, so a
+    winner accepted early is paid for again when a later candidate's rungs reach the questions it skipped.
+    ``futility``, ``curtail``, ``rungs``: replay with these instead of the current defaults. ``evaluations_accepted``:
+    the selection questions of the seed and of the candidates full validation accepts (what a rule that stopped
+    every rejected candidate at once would still pay). ``orders``: replay both ways that many times, under the run's
+    seed and the next ``orders - 1`` (each its own order of the questions in the rungs), and sum: one order is one
+    draw of what multi-fidelity decides.
     """
     from gate_null import Replay
 
@@ -331,8 +332,9 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
 def _replayed(replays: dict[str, Any], selection: list[Task], history: list[GateEntry]) -> dict[str, int]:
     """The run's decisions made again by each replay (multi-fidelity, full), and what each paid."""
     seed = history[0].parent
-    for replay in replays.values():  # `prepare` evaluates the seed on the whole selection set, in either mode
-        replay.evaluate(seed, selection, "selection")
+    for replay in replays.values():  # `prepare` evaluates the seed on the first rung (the whole set when full)
+        gate = replay.ctx.gate
+        replay.evaluate(seed, rungs(selection, gate.rungs, replay.ctx.seed, gate.validation)[0], "selection")
     same, evaluations_accepted = 0, len(selection)
     decisions = _decisions(history)
     for k, group in decisions:

@@ -86,6 +86,24 @@ def test_tier_for_budget():
     assert tier_for(mixture, None) == (128, "v128") and tier_for(mixture, 128) == (128, "v128")
 
 
+def test_multi_fidelity_evaluates_the_seed_on_its_first_rung_only(make_context, tmp_path: Path):
+    """Screening evaluates a parent further only when a candidate gets that far: the baseline needs no more."""
+    from videvolve.graph.driver import evolve
+    from videvolve.tasks import read_tasks
+
+    answered = {}
+    for mode in ("multi-fidelity", "full"):
+        ctx = make_context(name=mode, iterations=0, validation=mode)
+        final = evolve(ctx)
+        seed = final["incumbent"]
+        answered[mode] = len(list((tmp_path / mode).glob(f"evals/{seed}/selection/results/*.json")))
+        assert final["tree"][seed]["n"] == answered[mode]
+    selection = [t for t in read_tasks(ctx.tasks) if t.split == "selection"]
+    assert answered["full"] == len(selection)
+    assert answered["multi-fidelity"] == len(rungs(selection, ctx.gate.rungs, ctx.seed, "multi-fidelity")[0])
+    assert answered["multi-fidelity"] < len(selection)
+
+
 @pytest.mark.slow
 def test_mcts_with_multi_fidelity_and_a_mixture(make_context, tmp_path: Path):
     run = tmp_path / "run"
@@ -101,8 +119,10 @@ def test_mcts_with_multi_fidelity_and_a_mixture(make_context, tmp_path: Path):
     assert tree[final["incumbent"]]["accepted"]
     mixture = json.loads((run / "mixture.json").read_text())
     assert set(mixture["tiers"]) == {"4", "8", "16"}
+    seed = next(v for v, node in tree.items() if node["parent"] is None)
     for cap, tier in mixture["tiers"].items():
         assert tier["frames"] <= int(cap) and tier["version"] in tier["candidates"]
+        assert seed in tier["candidates"]  # though it answered only the rungs its candidates reached
         assert tier["version"] == mixture["best"] == final["incumbent"] or "leads by" in tier["why"]
     from videvolve.api import resolve_harness
 

@@ -33,7 +33,8 @@ console = Console()
 
 def _line(node: str, values: dict[str, Any], state: dict[str, Any], started: float) -> None:
     if node == "prepare":
-        console.print(f"seed {state['incumbent']}: selection score {state['incumbent_score']:.3f}, "
+        n = state["tree"][state["incumbent"]].get("n")
+        console.print(f"seed {state['incumbent']}: selection score {state['incumbent_score']:.3f} on {n} questions, "
                       f"{state['incumbent_cost']:,.0f} visual tokens/question")
     if node != GOES_ON:  # an iteration ends where the run decides whether to go on
         return

@@ -24,10 +24,14 @@ from videvolve.skill_library.harness import content_hash
 
 
 def complete_versions(run: RunServices) -> list[str]:
-    """Versions of a run with a result for every selection task (seed, and each candidate that went the distance)."""
+    """The seed, and the versions of a run with a result for every selection task (those that went the distance).
+
+    Under multi-fidelity the seed may have answered only the rungs its candidates reached; it is a mixture's
+    cheapest tier often enough to be always among them.
+    """
     out = []
-    for version in run.lineage():
-        if all(run.stored(version, t, "selection") is not None for t in run.selection):
+    for version, record in run.lineage().items():
+        if record.decision == "seed" or all(run.stored(version, t, "selection") is not None for t in run.selection):
             out.append(version)
     return out
 
