@@ -8,11 +8,12 @@ import pytest
 from scipy import stats
 
 from videvolve.evaluation.results import TaskResult
-from videvolve.loop.context import Context
+from videvolve.loop.context import Context, GateSettings
 from videvolve.search.gate import gate_rule, paired_rule
 from videvolve.search.history import GateEntry
 from videvolve.search.screening import screen
 from videvolve.search.significance import (
+    FEW_VIDEOS,
     agreement_floor,
     changed_share_for_margin,
     min_detectable_gain,
@@ -141,6 +142,11 @@ def test_power_of_a_selection_set():
 def _by_video(videos: int, per: int) -> list[Task]:
     return [Task(id=f"t{v}-{i}", video_id=f"v{v}", video=f"v{v}.mp4", kind="mcq", question="q", options=["a", "b"],
                  answer="A", duration=10) for v in range(videos) for i in range(per)]
+
+
+def test_the_gate_tests_over_videos_from_the_threshold_the_gate_itself_uses_by_default():
+    """``--gate-min-videos`` defaults to a literal (settings load without scipy): it must stay ``FEW_VIDEOS``."""
+    assert GateSettings().min_videos == FEW_VIDEOS
 
 
 def test_the_test_over_videos_is_a_t_test_on_their_means_when_they_hold_alike():
