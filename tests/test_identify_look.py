@@ -90,3 +90,29 @@ def test_raising_the_resolution_of_the_look_raises_its_identification_frames_not
     assert cfg["refine_max_side"] == 384 and cfg["cell_width"] == DETECT_CELL_WIDTH
     full = {**look, "config.toml": set_key(look["config.toml"], "refine_max_side", 0)}  # 0: full resolution
     assert OPERATORS["raise_resolution"].apply(full, config_of(full)) is None
+
+
+@pytest.mark.slow
+def test_the_look_reads_the_transcript_its_parent_read(tmp_path: Path) -> None:
+    """A parent that read what is said around each of its frames: its look reads around each scan moment, not only
+    around the stretches something on screen flagged (a words-only question's evidence is flagged by nothing)."""
+    from videvolve.datasets.synthworld import generate_world
+
+    world = generate_world(tmp_path / "w", videos=1, minutes=6, seed=1, questions=8, narration=True, workers=1)
+    tasks = [t for t in world.tasks if t.meta.get("evidence") == "words"]
+    assert tasks
+    spoken = set_key(read_files(seed_path("uniform"))["config.toml"], "transcript", "windows")
+    parent = tmp_path / "parent"
+    shutil.copytree(seed_path("uniform"), parent)
+    (parent / "config.toml").write_text(spoken)
+    look = _made("uniform", "identify_flagged", tmp_path / "look", spoken)
+    assert config_of(read_files(look))["transcript_window"] == config_of(read_files(parent))["transcript_window"]
+    cost, runtime = cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
+    read = {name: solve_tasks(load_harness(path), tasks, SimVLM(), cost, runtime, tmp_path / f"{name}-out")
+            for name, path in (("parent", parent), ("look", look))}
+    for p, n in zip(read["parent"], read["look"], strict=True):
+        assert p.outcome == n.outcome == "ok", (p.error, n.error)
+        assert n.usage.transcript_tokens == p.usage.transcript_tokens > 0, (n.task_id, n.usage, p.usage)
+    sheets = _made("scan_refine", "detect_identify", tmp_path / "sheets",
+                   set_key(read_files(seed_path("scan_refine"))["config.toml"], "transcript", "windows"))
+    assert "transcript_window" not in config_of(read_files(sheets))  # it read around its refined windows: so does this

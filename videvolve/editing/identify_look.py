@@ -7,7 +7,11 @@ question's target, and the final look answers from the small sheets (which also 
 frames. Where a plain scan pays full detail on every moment, this pays it once per stretch of something.
 
 :func:`detect_identify` rewrites ``solver.py`` whole (this is a new look, not a step added to the old one) and
-sets the keys the new solver reads; the parent's scan length and transcript mode (a kind's own too) carry over.
+sets the keys the new solver reads; the parent's scan length and transcript mode (a kind's own too) carry over, and
+so does what "windows" reads: around each scan moment for a parent that read around each of its frames (a scan of
+frames), around the flagged stretches for one that read around the windows it refined (a contact-sheet scan). The
+look read around the flagged stretches alone before, and a speaking world's words-only questions, which nothing on
+screen flags, lost their evidence (world 221449: -0.31 on the test split's grounding questions needing both).
 :func:`from_sheets` applies it to a contact-sheet scan (a cost cut), :func:`from_frames` to a scan of frames.
 """
 
@@ -76,8 +80,19 @@ def _chunks(stretch: list, every: int) -> list:
     return [stretch[min(len(stretch) - 1, (2 * j + 1) * len(stretch) // (2 * k))] for j in range(k)]
 
 
+def _windows(times: list, width: float) -> list:
+    """The stretches within ``width`` seconds of the scan's moments, overlapping ones merged."""
+    out: list = []
+    for t in sorted(times):
+        if out and t - width <= out[-1][1]:
+            out[-1] = (out[-1][0], t + width)
+        else:
+            out.append((t - width, t + width))
+    return out
+
+
 def _transcript(ctx: HarnessContext, task: TaskView, cfg: dict, windows: list) -> str | None:
-    """The transcript of the whole video or of the stretches looked at, as prompt text (config ``transcript``)."""
+    """The transcript of the whole video or of ``windows``, as prompt text (config ``transcript``)."""
     mode = str(cfg.get("transcript", "none"))
     if mode == "video":
         windows = [(0.0, task.duration)]
@@ -132,7 +147,10 @@ def solve(task: TaskView, ctx: HarnessContext) -> dict:
     edges = sorted({round(t, 3) for t in edges if 0 <= t <= task.duration} - set(middles))[:room]
     if edges:
         seen += ctx.frames(edges, max_side=side)
-    windows = [(g[0] - step, g[-1] + step) for g, _ in zip(stretches, looks)]
+    if "transcript_window" in cfg:  # its parent read around each frame of its scan: so does this look
+        windows = _windows(scan_times, float(cfg["transcript_window"]))
+    else:  # its parent read around the candidate windows it refined: these are the flagged stretches
+        windows = [(g[0] - step, g[-1] + step) for g in stretches]
     reply = ctx.ask(seen, context=_transcript(ctx, task, cfg, windows))
     return {"answer": reply, "raw": reply, "evidence_times": sorted(hits) or middles}
 '''
@@ -151,7 +169,8 @@ max_identify = {max_identify}
 refine_max_side = {side}
 # frames per side used to pin each boundary of a stretch that matches the question's target
 boundary_frames = {boundary}
-# the transcript added to the final prompt: "none", "video" (all of it) or "windows" (around the stretches)
+# the transcript added to the final prompt: "none", "video" (all of it) or "windows" (what is said around the
+# stretches flagged; with transcript_window, within that many seconds of each scan moment)
 transcript = {transcript!r}
 '''
 
@@ -179,6 +198,8 @@ def detect_identify(files: Files, cfg: dict[str, Any]) -> Files | None:
     text = CONFIG.format(frames=n, cell_width=DETECT_CELL_WIDTH,
                          max_identify=MAX_IDENTIFY, side=side, boundary=int(cfg.get("boundary_frames", 2)),
                          transcript=str(cfg.get("transcript", "none")))
+    if "transcript_window" in cfg:  # a parent that read around each of its frames
+        text = set_key(text, "transcript_window", float(cfg["transcript_window"]))
     for kind in ("mcq", "grounding"):  # a kind's own transcript mode carries over; its frame settings do not
         own = cfg.get(kind)
         if isinstance(own, dict) and "transcript" in own:
