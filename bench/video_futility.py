@@ -1,0 +1,121 @@
+"""Would a futility stop on the predicted test over videos lose real gains? Simulated decisions, counted.
+
+``python bench/video_futility.py [--draws 300] [--seeds 1 2] [--posterior]``: each draw is one decision on 8
+selection videos of about 38 questions (a gain drawn from 0 to 0.12, spread unevenly over the videos, a share of
+questions changed from 0.1 to 0.5), read in a random order on rungs of 10 %. A candidate stops at the first rung
+where the question-level predictive chance (``curtailment.outlook``) or the predicted test over videos
+(``curtailment.video_chance``) is below ``--futility``; the script counts how many gains full validation accepts
+(the sign-flip test and the test over videos on all questions) each rule would have stopped. ``--posterior``: the
+spread between videos and within them drawn from their posteriors (scaled inverse chi-square) instead of taken at
+their moment estimates. Then early acceptance as the gate does it (the rung passes both tests and both predictive
+chances are >= ``--curtail``): how many it accepts that full validation turns down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+from videvolve.search.curtailment import outlook, spread, video_chance
+from videvolve.search.significance import cr2_variance, sign_flip_p, video_t
+
+VIDEOS, PER_VIDEO, LEVEL = 8, 38, 0.025
+
+
+def posterior_video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, int], level: float,
+                           bound: float = 0.0, seed: int = 0, k: int = 4000) -> float:
+    """:func:`video_chance` with the spreads between and within videos drawn from their posteriors."""
+    x = np.asarray(d, dtype=np.float64)
+    ids = sorted(sizes)
+    where = np.asarray([{v: i for i, v in enumerate(ids)}[v] for v in videos])
+    seen = np.bincount(where, minlength=len(ids)).astype(np.float64)
+    sums = np.bincount(where, weights=x, minlength=len(ids))
+    total = np.asarray([sizes[v] for v in ids], dtype=np.float64)
+    answered = seen > 0
+    means = np.where(answered, sums / np.maximum(seen, 1), 0.0)
+    dof = max(1.0, len(x) - float(answered.sum()))
+    within = max(math.sqrt(float(np.sum((x - means[where]) ** 2)) / dof),
+                 spread(d, level) if answered.sum() < 2 else 0.0, 1e-9)
+    rng = np.random.default_rng(seed)
+    g = float(answered.sum())
+    within_k = within * np.sqrt(dof / rng.chisquare(dof, (k, 1)))
+    noise = within_k ** 2 / np.maximum(seen, 1)
+    nbar = noise[:, answered].mean(axis=1, keepdims=True)
+    s2 = float(np.var(means[answered], ddof=1)) if g > 1 else 0.0
+    between = (g - 1) * max(s2, 1e-12) / rng.chisquare(max(1.0, g - 1), (k, 1)) if g > 1 else nbar
+    tau2 = np.maximum(0.0, between - nbar)
+    shrink = np.where(answered, tau2 / np.maximum(tau2 + noise, 1e-24), 0.0)
+    centre = float(x.mean()) + rng.standard_normal((k, 1)) * np.sqrt((tau2 + nbar) / g)
+    own = centre + shrink * (means - centre) + rng.standard_normal((k, len(ids))) * np.sqrt(shrink * noise)
+    theta = np.where(answered, own, centre + rng.standard_normal((k, len(ids))) * np.sqrt(tau2))
+    rest = total - seen
+    filled = sums + rest * theta + rng.standard_normal((k, len(ids))) * within_k * np.sqrt(rest)
+    mean = filled.sum(axis=1) / float(total.sum())
+    t = (mean - bound) / np.sqrt(np.maximum(cr2_variance(filled - total * mean[:, None], total), 1e-24))
+    return float(np.mean(t >= stats.t.ppf(1 - level, len(ids) - 1)))
+
+
+def decision(rng: np.random.Generator, top: float) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """One candidate's paired differences with their videos, in the order a run reads them."""
+    mu, tau, change = rng.uniform(0.0, top), rng.choice([0.0, 0.05, 0.1, 0.2]), rng.uniform(0.1, 0.5)
+    sizes = {f"v{g}": int(PER_VIDEO + rng.integers(-8, 9)) for g in range(VIDEOS)}
+    d, vids = [], []
+    for v, m in sizes.items():
+        gain = float(np.clip(mu + tau * rng.standard_normal(), -0.45, 0.45))
+        for _ in range(m):
+            d.append((1.0 if rng.random() < 0.5 + gain / (2 * change) else -1.0) if rng.random() < change else 0.0)
+            vids.append(v)
+    order = rng.permutation(len(d))
+    return np.asarray(d)[order], np.asarray(vids)[order], sizes
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draws", type=int, default=300)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--futility", type=float, default=0.01)
+    parser.add_argument("--curtail", type=float, default=0.99)
+    parser.add_argument("--posterior", action="store_true")
+    args = parser.parse_args()
+    chance: Callable[..., float] = posterior_video_chance if args.posterior else video_chance
+    accepted = stopped_q = stopped_v = early = early_wrong = 0
+    for seed in args.seeds:
+        rng = np.random.default_rng(seed)
+        for _ in range(args.draws):
+            d, vids, sizes = decision(rng, 0.12)
+            n_all = len(d)
+            full = sign_flip_p(list(d)) <= LEVEL and video_t(list(d), list(vids), LEVEL).p_gain <= LEVEL  # type: ignore[union-attr]
+            accepted += full
+            for k in range(1, 10):
+                n = math.ceil(k / 10 * n_all)
+                x, vv = list(d[:n]), list(vids[:n])
+                if outlook(x, n_all, LEVEL).predictive < args.futility:
+                    stopped_q += full
+                    break
+                if chance(x, vv, sizes, LEVEL) < args.futility:
+                    stopped_v += full
+                    break
+            d, vids, sizes = decision(rng, 0.2)
+            full = sign_flip_p(list(d)) <= LEVEL and video_t(list(d), list(vids), LEVEL).p_gain <= LEVEL  # type: ignore[union-attr]
+            for k in range(1, 10):
+                n = math.ceil(k / 10 * len(d))
+                x, vv = list(d[:n]), list(vids[:n])
+                over = video_t(x, vv, LEVEL)
+                if not (sign_flip_p(x) <= LEVEL and over is not None and over.p_gain <= LEVEL):
+                    continue
+                if outlook(x, len(d), LEVEL).predictive >= args.curtail and chance(x, vv, sizes, LEVEL) >= args.curtail:
+                    early += 1
+                    early_wrong += not full
+                    break
+    print(f"{accepted} gains full validation accepts: the question-level futility stop would stop {stopped_q}, the "
+          f"one over videos {stopped_v} more ({'posterior' if args.posterior else 'moment'} spreads); early "
+          f"acceptance: {early} accepted early, {early_wrong} of them turned down by full validation")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
