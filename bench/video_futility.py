@@ -1,14 +1,15 @@
 """Would a futility stop on the predicted test over videos lose real gains? Simulated decisions, counted.
 
-``python bench/video_futility.py [--draws 300] [--seeds 1 2] [--posterior]``: each draw is one decision on 8
+``python bench/video_futility.py [--draws 300] [--seeds 1 2] [--moments]``: each draw is one decision on 8
 selection videos of about 38 questions (a gain drawn from 0 to 0.12, spread unevenly over the videos, a share of
 questions changed from 0.1 to 0.5), read in a random order on rungs of 10 %. A candidate stops at the first rung
 where the question-level predictive chance (``curtailment.outlook``) or the predicted test over videos
 (``curtailment.video_chance``) is below ``--futility``; the script counts how many gains full validation accepts
-(the sign-flip test and the test over videos on all questions) each rule would have stopped. ``--posterior``: the
-spread between videos and within them drawn from their posteriors (scaled inverse chi-square) instead of taken at
-their moment estimates. Then early acceptance as the gate does it (the rung passes both tests and both predictive
-chances are >= ``--curtail``): how many it accepts that full validation turns down.
+(the sign-flip test and the test over videos on all questions) each rule would have stopped. Then early acceptance
+as the gate does it (the rung passes both tests and both predictive chances are >= ``--curtail``; gains drawn up to
+0.2): how many it accepts that full validation turns down. ``--moments``: the chance over videos as it was until
+2026-12-06, the spreads between and within videos taken at their moment estimates (now drawn from their
+posteriors: scaled inverse chi-square).
 """
 
 from __future__ import annotations
@@ -26,36 +27,40 @@ from videvolve.search.significance import cr2_variance, sign_flip_p, video_t
 VIDEOS, PER_VIDEO, LEVEL = 8, 38, 0.025
 
 
-def posterior_video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, int], level: float,
-                           bound: float = 0.0, seed: int = 0, k: int = 4000) -> float:
-    """:func:`video_chance` with the spreads between and within videos drawn from their posteriors."""
+def moment_video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, int], level: float,
+                 bound: float = 0.0, seed: int = 0) -> float:
+    """The chance as it was until 2026-12-06: the spreads within and between videos taken at their estimates."""
     x = np.asarray(d, dtype=np.float64)
     ids = sorted(sizes)
-    where = np.asarray([{v: i for i, v in enumerate(ids)}[v] for v in videos])
+    if len(ids) < 2 or len(x) == 0:
+        return 1.0
+    index = {v: i for i, v in enumerate(ids)}
+    where = np.asarray([index[v] for v in videos])
     seen = np.bincount(where, minlength=len(ids)).astype(np.float64)
     sums = np.bincount(where, weights=x, minlength=len(ids))
     total = np.asarray([sizes[v] for v in ids], dtype=np.float64)
     answered = seen > 0
     means = np.where(answered, sums / np.maximum(seen, 1), 0.0)
+    resid = x - means[where]
     dof = max(1.0, len(x) - float(answered.sum()))
-    within = max(math.sqrt(float(np.sum((x - means[where]) ** 2)) / dof),
-                 spread(d, level) if answered.sum() < 2 else 0.0, 1e-9)
-    rng = np.random.default_rng(seed)
+    within = max(math.sqrt(float(np.sum(resid ** 2)) / dof), spread(d, level) if answered.sum() < 2 else 0.0, 1e-9)
+    grand = float(x.mean())
+    noise = within ** 2 / np.maximum(seen, 1)  # the variance of each answered video's mean about its own
     g = float(answered.sum())
-    within_k = within * np.sqrt(dof / rng.chisquare(dof, (k, 1)))
-    noise = within_k ** 2 / np.maximum(seen, 1)
-    nbar = noise[:, answered].mean(axis=1, keepdims=True)
-    s2 = float(np.var(means[answered], ddof=1)) if g > 1 else 0.0
-    between = (g - 1) * max(s2, 1e-12) / rng.chisquare(max(1.0, g - 1), (k, 1)) if g > 1 else nbar
-    tau2 = np.maximum(0.0, between - nbar)
-    shrink = np.where(answered, tau2 / np.maximum(tau2 + noise, 1e-24), 0.0)
-    centre = float(x.mean()) + rng.standard_normal((k, 1)) * np.sqrt((tau2 + nbar) / g)
+    spread_of_means = float(np.var(means[answered], ddof=1)) if g > 1 else 0.0
+    tau2 = max(0.0, spread_of_means - float(noise[answered].mean()))  # how much the videos' own means differ
+    shrink = np.where(answered, tau2 / np.maximum(tau2 + noise, 1e-24), 0.0)  # normal-normal, by moments
+    rng = np.random.default_rng(seed)
+    k = 4000
+    centre = grand + rng.standard_normal((k, 1)) * math.sqrt((tau2 + float(noise[answered].mean())) / g)
     own = centre + shrink * (means - centre) + rng.standard_normal((k, len(ids))) * np.sqrt(shrink * noise)
-    theta = np.where(answered, own, centre + rng.standard_normal((k, len(ids))) * np.sqrt(tau2))
+    theta = np.where(answered, own, centre + rng.standard_normal((k, len(ids))) * math.sqrt(tau2))
     rest = total - seen
-    filled = sums + rest * theta + rng.standard_normal((k, len(ids))) * within_k * np.sqrt(rest)
-    mean = filled.sum(axis=1) / float(total.sum())
-    t = (mean - bound) / np.sqrt(np.maximum(cr2_variance(filled - total * mean[:, None], total), 1e-24))
+    filled = sums + rest * theta + rng.standard_normal((k, len(ids))) * within * np.sqrt(rest)
+    n = float(total.sum())
+    mean = filled.sum(axis=1) / n
+    var = cr2_variance(filled - total * mean[:, None], total)
+    t = (mean - bound) / np.sqrt(np.maximum(var, 1e-24))
     return float(np.mean(t >= stats.t.ppf(1 - level, len(ids) - 1)))
 
 
@@ -79,9 +84,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--futility", type=float, default=0.01)
     parser.add_argument("--curtail", type=float, default=0.99)
-    parser.add_argument("--posterior", action="store_true")
+    parser.add_argument("--moments", action="store_true", help="the chance over videos as it was until 2026-12-06")
     args = parser.parse_args()
-    chance: Callable[..., float] = posterior_video_chance if args.posterior else video_chance
+    chance: Callable[..., float] = moment_video_chance if args.moments else video_chance
     accepted = stopped_q = stopped_v = early = early_wrong = 0
     for seed in args.seeds:
         rng = np.random.default_rng(seed)
@@ -112,7 +117,7 @@ def main() -> int:
                     early_wrong += not full
                     break
     print(f"{accepted} gains full validation accepts: the question-level futility stop would stop {stopped_q}, the "
-          f"one over videos {stopped_v} more ({'posterior' if args.posterior else 'moment'} spreads); early "
+          f"one over videos {stopped_v} more ({'moment' if args.moments else 'posterior'} spreads); early "
           f"acceptance: {early} accepted early, {early_wrong} of them turned down by full validation")
     return 0
 
