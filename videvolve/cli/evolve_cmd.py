@@ -254,8 +254,10 @@ def cmd_evolve(args: argparse.Namespace) -> int:
                   f"  videvolve evolve --run {ctx.root} --resume", highlight=False)
         return 130
     out.print(f"stopped after {final.get('iteration')} iteration(s): {final.get('stop_reason') or 'already done'}")
-    out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}, "
-              f"{final.get('incumbent_cost', 0):.1f} {ctx.gate.cost_metric}/question) -> {RunDir(ctx.root).best}")
+    n = ((final.get("tree") or {}).get(final.get("incumbent")) or {}).get("n")  # multi-fidelity: its rung's questions
+    out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}"
+              f"{f' on {n} questions' if n else ''}, {final.get('incumbent_cost', 0):.1f} {ctx.gate.cost_metric}"
+              f"/question) -> {RunDir(ctx.root).best}")
     out.print(f"spent: {_ledger(final.get('spent') or {})}", highlight=False)
     failing = _errors_note(ctx, final.get("incumbent"))
     if failing:
