@@ -16,52 +16,13 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats
 
-from videvolve.search.curtailment import outlook, spread, video_chance
-from videvolve.search.significance import cr2_variance, sign_flip_p, video_t
+from videvolve.search.curtailment import outlook, video_chance
+from videvolve.search.significance import sign_flip_p, video_t
 
 VIDEOS, PER_VIDEO, LEVEL = 8, 38, 0.025
-
-
-def moment_video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, int], level: float,
-                 bound: float = 0.0, seed: int = 0) -> float:
-    """The chance as it was until 2026-12-06: the spreads within and between videos taken at their estimates."""
-    x = np.asarray(d, dtype=np.float64)
-    ids = sorted(sizes)
-    if len(ids) < 2 or len(x) == 0:
-        return 1.0
-    index = {v: i for i, v in enumerate(ids)}
-    where = np.asarray([index[v] for v in videos])
-    seen = np.bincount(where, minlength=len(ids)).astype(np.float64)
-    sums = np.bincount(where, weights=x, minlength=len(ids))
-    total = np.asarray([sizes[v] for v in ids], dtype=np.float64)
-    answered = seen > 0
-    means = np.where(answered, sums / np.maximum(seen, 1), 0.0)
-    resid = x - means[where]
-    dof = max(1.0, len(x) - float(answered.sum()))
-    within = max(math.sqrt(float(np.sum(resid ** 2)) / dof), spread(d, level) if answered.sum() < 2 else 0.0, 1e-9)
-    grand = float(x.mean())
-    noise = within ** 2 / np.maximum(seen, 1)  # the variance of each answered video's mean about its own
-    g = float(answered.sum())
-    spread_of_means = float(np.var(means[answered], ddof=1)) if g > 1 else 0.0
-    tau2 = max(0.0, spread_of_means - float(noise[answered].mean()))  # how much the videos' own means differ
-    shrink = np.where(answered, tau2 / np.maximum(tau2 + noise, 1e-24), 0.0)  # normal-normal, by moments
-    rng = np.random.default_rng(seed)
-    k = 4000
-    centre = grand + rng.standard_normal((k, 1)) * math.sqrt((tau2 + float(noise[answered].mean())) / g)
-    own = centre + shrink * (means - centre) + rng.standard_normal((k, len(ids))) * np.sqrt(shrink * noise)
-    theta = np.where(answered, own, centre + rng.standard_normal((k, len(ids))) * math.sqrt(tau2))
-    rest = total - seen
-    filled = sums + rest * theta + rng.standard_normal((k, len(ids))) * within * np.sqrt(rest)
-    n = float(total.sum())
-    mean = filled.sum(axis=1) / n
-    var = cr2_variance(filled - total * mean[:, None], total)
-    t = (mean - bound) / np.sqrt(np.maximum(var, 1e-24))
-    return float(np.mean(t >= stats.t.ppf(1 - level, len(ids) - 1)))
 
 
 def decision(rng: np.random.Generator, top: float) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
@@ -86,7 +47,11 @@ def main() -> int:
     parser.add_argument("--curtail", type=float, default=0.99)
     parser.add_argument("--moments", action="store_true", help="the chance over videos as it was until 2026-12-06")
     args = parser.parse_args()
-    chance: Callable[..., float] = moment_video_chance if args.moments else video_chance
+    spreads = "moments" if args.moments else "posterior"
+
+    def chance(x: list[float], vv: list[str], sizes: dict[str, int], level: float) -> float:
+        return video_chance(x, vv, sizes, level, spreads=spreads)
+
     accepted = stopped_q = stopped_v = early = early_wrong = 0
     for seed in args.seeds:
         rng = np.random.default_rng(seed)
@@ -117,7 +82,7 @@ def main() -> int:
                     early_wrong += not full
                     break
     print(f"{accepted} gains full validation accepts: the question-level futility stop would stop {stopped_q}, the "
-          f"one over videos {stopped_v} more ({'moment' if args.moments else 'posterior'} spreads); early "
+          f"one over videos {stopped_v} more ({spreads} spreads); early "
           f"acceptance: {early} accepted early, {early_wrong} of them turned down by full validation")
     return 0
 

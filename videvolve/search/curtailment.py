@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy import stats
@@ -107,7 +108,7 @@ VIDEO_DRAWS = 4000
 
 
 def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, int], level: float,
-                 bound: float = 0.0, seed: int = 0) -> float:
+                 bound: float = 0.0, seed: int = 0, spreads: Literal["posterior", "moments"] = "posterior") -> float:
     """Predictive chance that the test over videos (``significance.video_t``) passes on the whole selection set.
 
     ``d``: the differences answered so far, ``videos``: their videos, ``sizes``: every selection video's number of
@@ -117,8 +118,9 @@ def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, 
     reached drawn around it), the videos' mean itself uncertain. The spreads within videos and between them are
     drawn on each draw from their posteriors (scaled inverse chi-square on their degrees of freedom), not taken at
     their estimates: eight videos say little about how much they differ, and taken as known, 1.9 % of simulated early
-    acceptances were turned down by full validation at a threshold of 0.99 (0.8 % so; ``bench/video_futility.py``).
-    The final cluster-robust t is computed on each draw.
+    acceptances were turned down by full validation at a threshold of 0.99 (0.8 % so; ``bench/video_futility.py``;
+    ``spreads="moments"``: taken at their estimates, as until 2026-12-06). The final cluster-robust t is computed on
+    each draw.
     """
     x = np.asarray(d, dtype=np.float64)
     ids = sorted(sizes)
@@ -137,11 +139,16 @@ def video_chance(d: Sequence[float], videos: Sequence[str], sizes: Mapping[str, 
     rng = np.random.default_rng(seed)
     k = VIDEO_DRAWS
     g = float(answered.sum())
-    within_k = within * np.sqrt(dof / rng.chisquare(dof, (k, 1)))  # the spread within videos, drawn
+    drawn = spreads == "posterior"
+    within_k = within * (np.sqrt(dof / rng.chisquare(dof, (k, 1))) if drawn else np.ones((k, 1)))  # within videos
     noise = within_k ** 2 / np.maximum(seen, 1)  # the variance of each answered video's mean about its own
     noise_mean = noise[:, answered].mean(axis=1, keepdims=True)
     between = float(np.var(means[answered], ddof=1)) if g > 1 else 0.0
-    spread_of_means = (g - 1) * max(between, 1e-12) / rng.chisquare(max(1.0, g - 1), (k, 1)) if g > 1 else noise_mean
+    if g > 1:  # what the answered videos' means vary by: drawn, or taken as it is
+        spread_of_means = (g - 1) * max(between, 1e-12) / rng.chisquare(g - 1, (k, 1)) if drawn else \
+            np.full((k, 1), between)
+    else:
+        spread_of_means = noise_mean
     tau2 = np.maximum(0.0, spread_of_means - noise_mean)  # how much the videos' own means differ, drawn
     shrink = np.where(answered, tau2 / np.maximum(tau2 + noise, 1e-24), 0.0)  # normal-normal
     centre = float(x.mean()) + rng.standard_normal((k, 1)) * np.sqrt((tau2 + noise_mean) / g)
