@@ -39,6 +39,12 @@ def decision(rng: np.random.Generator, top: float) -> tuple[np.ndarray, np.ndarr
     return np.asarray(d)[order], np.asarray(vids)[order], sizes
 
 
+def full_accepts(d: np.ndarray, vids: np.ndarray) -> bool:
+    """Full validation's verdict on all questions: the sign-flip test and the test over videos."""
+    over = video_t(list(d), list(vids), LEVEL)
+    return sign_flip_p(list(d)) <= LEVEL and over is not None and over.p_gain <= LEVEL
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=300)
@@ -58,7 +64,7 @@ def main() -> int:
         for _ in range(args.draws):
             d, vids, sizes = decision(rng, 0.12)
             n_all = len(d)
-            full = sign_flip_p(list(d)) <= LEVEL and video_t(list(d), list(vids), LEVEL).p_gain <= LEVEL  # type: ignore[union-attr]
+            full = full_accepts(d, vids)
             accepted += full
             for k in range(1, 10):
                 n = math.ceil(k / 10 * n_all)
@@ -70,7 +76,7 @@ def main() -> int:
                     stopped_v += full
                     break
             d, vids, sizes = decision(rng, 0.2)
-            full = sign_flip_p(list(d)) <= LEVEL and video_t(list(d), list(vids), LEVEL).p_gain <= LEVEL  # type: ignore[union-attr]
+            full = full_accepts(d, vids)
             for k in range(1, 10):
                 n = math.ceil(k / 10 * len(d))
                 x, vv = list(d[:n]), list(vids[:n])
