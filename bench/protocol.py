@@ -209,7 +209,10 @@ def _finished(out: Path, size: dict[str, Any], children: int | None, iterations:
     """The rows of a results file made with these settings, by (world, seed harness)."""
     if not out.exists():
         return {}
-    rows = json.loads(out.read_text())
+    try:
+        rows = json.loads(out.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--resume: {out} cannot be read ({exc}); move it aside to run its worlds anew") from exc
     return {(r["world"], r["seed_harness"]): r for r in rows
             if r.get("size") == size and r.get("children") == children and r.get("iterations") == iterations}
 
