@@ -153,16 +153,14 @@ def _mf(r: dict[str, Any]) -> str:
 
 
 def visual_ratio(r: dict[str, Any]) -> float:
-    """Evolved over seed visual tokens a test question: what issue 19's targets bound (a speaking world's gate also
-    counts transcript tokens; rows from before the field was stored have only the run's metric)."""
+    """Evolved over seed visual tokens a test question, what issue 19's targets bound (else the run's metric's)."""
     seed, evolved = r.get("visual_seed", r["tokens_seed"]), r.get("visual_evolved", r["tokens_evolved"])
     return evolved / seed if seed else 1.0
 
 
 def ratios(r: dict[str, Any]) -> str:
     """The visual-token ratio, and the run's own metric's where it differs (transcript tokens counted)."""
-    ratio = r["tokens_evolved"] / r["tokens_seed"] if r["tokens_seed"] else 1.0
-    text = f"{visual_ratio(r):.3f}x"
+    text, ratio = f"{visual_ratio(r):.3f}x", r["tokens_evolved"] / r["tokens_seed"] if r["tokens_seed"] else 1.0
     return text if r.get("metric", "visual_tokens") == "visual_tokens" else f"{text} ({ratio:.3f}x with text)"
 
 
@@ -286,8 +284,7 @@ def stored(paths: list[Path], markdown: bool = False, replay_mf: bool = False) -
 
 
 def _visual_from(path: Path) -> dict[str, float]:
-    """Seed and evolved visual tokens a test question from a run's stored comparison (rows written before the
-    results carried them); none where OCR read images (the comparison does not store their tokens)."""
+    """Seed and evolved visual tokens a test question from a run's comparison (none if OCR read: not stored there)."""
     cmp = json.loads(path.read_text())
     if any(cmp[side].get("ocr_calls_per_question", 0) for side in ("seed", "best")):
         return {}
