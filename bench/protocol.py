@@ -35,6 +35,7 @@ from videvolve.loop.context import Context, GateSettings, StopSettings
 from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
+from videvolve.rundir import RunDir
 from videvolve.search.gate import cost_of, group_of, paired_rule
 from videvolve.search.history import GateEntry, entries
 from videvolve.search.screening import rungs, screen
@@ -147,9 +148,7 @@ def run_one(seed: int, harness: str, iterations: int, size: dict[str, Any] = SIZ
 
 def _mf(r: dict[str, Any]) -> str:
     m = r.get("mf")
-    if not m:
-        return ""
-    return (f"{m['same']} / {m['decisions']} ({m['evaluations_full']:,} / {m['evaluations_mf']:,})")
+    return f"{m['same']} / {m['decisions']} ({m['evaluations_full']:,} / {m['evaluations_mf']:,})" if m else ""
 
 
 def visual_ratio(r: dict[str, Any]) -> float:
@@ -273,23 +272,22 @@ def stored(paths: list[Path], markdown: bool = False, replay_mf: bool = False) -
             run_dir = path.parent / name / "run"
             if replay_mf and run_dir.is_dir():
                 r["mf"] = mf_agreement(run_dir)
-            if "visual_seed" not in r and (run_dir / "test" / "comparison.json").exists():
-                r.update(_visual_from(run_dir / "test" / "comparison.json"))
+            if "visual_seed" not in r and RunDir(run_dir).comparison.exists():
+                r.update(_visual_from(RunDir(run_dir).comparison))
             rows.append(r)
-    if markdown:
-        print(markdown_table(rows))
-    else:
-        console.print(table(rows))
+    print(markdown_table(rows)) if markdown else console.print(table(rows))
     return summary(rows)
 
 
 def _visual_from(path: Path) -> dict[str, float]:
     """Seed and evolved visual tokens a test question from a run's comparison (none if OCR read: not stored there)."""
-    cmp = json.loads(path.read_text())
-    if any(cmp[side].get("ocr_calls_per_question", 0) for side in ("seed", "best")):
-        return {}
-    return {f"visual_{key}": cmp[side]["image_tokens_per_question"] + cmp[side]["video_tokens_per_question"]
-            for key, side in (("seed", "seed"), ("evolved", "best"))}
+    try:
+        cmp = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{path} cannot be read ({exc}); move its run folder aside to print the stored row") from exc
+    return {} if any(cmp[side].get("ocr_calls_per_question", 0) for side in ("seed", "best")) else {
+        f"visual_{key}": cmp[side]["image_tokens_per_question"] + cmp[side]["video_tokens_per_question"]
+        for key, side in (("seed", "seed"), ("evolved", "best"))}
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
