@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from protocol import _gated
+from mf_agreement import gated
 from rich.console import Console
 from rich.table import Table
 
@@ -41,7 +41,7 @@ def main() -> int:
     for run in args.runs:
         ctx = Context.model_validate(json.loads((run / "settings.json").read_text()))
         video = {t.id: t.video_id for t in read_tasks(ctx.tasks) if t.split == "selection"}
-        for e in _gated(run):
+        for e in gated(run):
             a, b = scores(run, e.parent), scores(run, e.candidate)
             keys = sorted(k for k in b if k in a and k in video)
             if e.level is None or len(keys) < 2:

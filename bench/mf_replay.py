@@ -1,14 +1,17 @@
 """Multi-fidelity against full validation on stored runs, for one or more futility thresholds.
 
 ``python bench/mf_replay.py RUN_DIR... [--futility 0.05,0.02,0.01] [--curtail 0.99] [--rungs 0.1,0.25,0.5,1]
-[--orders 10]``:
+[--orders 10] [--plot stops.png]``:
 every gated decision of each finished run
 (an ``evolve`` run folder, e.g. ``bench/.cache/labelfree/world9749-v16-m12-q100/label-free/run``) is made again
 both ways from stored results (candidates screened out early are first evaluated on the whole selection set, with
 SimVLM), and the script prints, per threshold, how many decisions agree, the selection evaluations each way, and
 the ceiling of any futility rule on these candidates (the accepted ones' evaluations). ``--orders N``: each run
 replayed under N orders of the questions in the rungs (its seed and the next N - 1), counts summed over them: how
-often multi-fidelity decides as full validation, not only whether it did under one draw.
+often multi-fidelity decides as full validation, not only whether it did under one draw. ``--plot PNG``: for the
+first threshold, each candidate's share of the selection set multi-fidelity read before it decided against how far
+full validation's verdict on the whole set lay from the gate's threshold (:class:`mf_agreement.Stop`), with a table
+of the same by distance: what a sequential rule can save depends on how many calls are close.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import argparse
 import math
 from pathlib import Path
 
-from protocol import mf_agreement
+from mf_agreement import Stop, mf_agreement, mf_stops
 from rich.console import Console
 from rich.table import Table
 
@@ -30,6 +33,7 @@ def main() -> int:
     parser.add_argument("--rungs", help="rung sizes, comma-separated fractions, or 'step:F' for F, 2F, ..., 1 "
                         "(default: the gate's)")
     parser.add_argument("--orders", type=int, default=1, help="rung orders to replay each run under")
+    parser.add_argument("--plot", type=Path, help="where to draw each candidate's stop (PNG)")
     args = parser.parse_args()
     thresholds = [float(x) for x in args.futility.split(",")]
     console = Console()
@@ -53,7 +57,61 @@ def main() -> int:
     console.print(table)
     console.print("ceiling: the saving if every candidate full validation rejects cost nothing and every one it "
                   "accepts cost the whole selection set (winners that stop early make it higher)", highlight=False)
+    if args.plot:
+        stops = [s for run in args.runs for s in mf_stops(run, futility=thresholds[0], curtail=args.curtail,
+                                                         rungs=_rungs(args.rungs))]
+        console.print(_by_distance(stops, thresholds[0]))
+        console.print(f"plot: {_plot(stops, args.plot, thresholds[0])}", highlight=False)
     return 0
+
+
+BANDS = ((0.0, 1.0), (1.0, 2.0), (2.0, 4.0), (4.0, math.inf))
+"""Distances from the gate's threshold (absolute, in standard errors) the table groups candidates by."""
+
+
+def _by_distance(stops: list[Stop], futility: float) -> Table:
+    """How much of the selection set multi-fidelity read, by how close full validation's call was."""
+    table = Table(title=f"where multi-fidelity's evaluations go (futility {futility:g}; {len(stops)} candidates)")
+    for col in ("full validation's call", "candidates", "accepted", "share of the set read", "questions read"):
+        table.add_column(col, justify="right")
+    rows: list[tuple[str, list[Stop]]] = [
+        (f"{lo:g}-{hi:g} SE from the threshold" if hi < math.inf else f">= {lo:g} SE", [
+            s for s in stops if s.distance is not None and lo <= abs(s.distance) < hi]) for lo, hi in BANDS]
+    rows.append(("its cost fits no path", [s for s in stops if s.distance is None]))
+    for name, group in rows:
+        read = sum(s.read for s in group)
+        table.add_row(name, str(len(group)), str(sum(s.full == "accepted" for s in group)),
+                      f"{read / max(1, sum(s.population for s in group)):.2f}", f"{read:,}")
+    return table
+
+
+def _plot(stops: list[Stop], path: Path, futility: float) -> Path:
+    """Each candidate: share of the selection set read (y) against full validation's distance from its threshold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    known = [s for s in stops if s.distance is not None]
+    for decision, colour in (("accepted", "#1a7f37"), ("rejected", "#d97706")):
+        mine = [s for s in known if s.full == decision]
+        ax.scatter([s.distance for s in mine], [s.read / s.population for s in mine], c=colour, s=24,
+                   label=f"full validation {decision} ({len(mine)})", alpha=0.8)
+    ax.axvspan(-1, 1, color="#999999", alpha=0.15, label="within 1 SE of the threshold")
+    ax.axvline(0, color="#555555", lw=0.8)
+    ax.set_xlabel("the paired test's statistic on the whole set minus its critical value (standard errors)\n"
+                  "(right of 0 and rejected: turned down over videos, by a kind's guard or by the seed's cost)",
+                  fontsize=8)
+    ax.set_ylabel("share of the selection set read")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"multi-fidelity's stop per candidate (futility {futility:g}; "
+                 f"{len(stops) - len(known)} decided by cost not shown)", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def _rungs(text: str | None) -> list[float] | None:

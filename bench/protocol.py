@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mf_agreement import mf_agreement
 from rich.console import Console
 from rich.table import Table
 
@@ -37,8 +38,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.rundir import RunDir
 from videvolve.search.gate import cost_of, group_of, paired_rule
-from videvolve.search.history import GateEntry, entries
-from videvolve.search.screening import rungs, screen
+from videvolve.search.history import entries
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
 
@@ -308,91 +308,3 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 def fmt_p(p: float) -> str:
     """A p-value as the tables print it."""
     return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | None = None,
-                 rungs: list[float] | None = None, orders: int = 1) -> dict[str, int]:
-    """Multi-fidelity against full validation on a finished run's own candidates, replayed from stored results.
-
-    Candidates screened out on a partial rung are evaluated on the rest of the selection set first (evaluation is
-    deterministic); each decision is then made again both ways at the level the run gave it, from the run's seed
-    (its first parent). Evaluations are counted as a run pays for them: each (version, question) once, parents and
-    the seed (on the first rung, as ``prepare`` evaluates it; the whole set under full validation) included, so a
-    winner accepted early is paid for again when a later candidate's rungs reach the questions it skipped.
-    ``futility``, ``curtail``, ``rungs``: replay with these instead of the current defaults. ``evaluations_accepted``:
-    the selection questions of the seed and of the candidates full validation accepts (what a rule that stopped
-    every rejected candidate at once would still pay). ``orders``: replay both ways that many times, under the run's
-    seed and the next ``orders - 1`` (each its own order of the questions in the rungs), and sum: one order is one
-    draw of what multi-fidelity decides.
-    """
-    from gate_null import Replay
-
-    settings = json.loads((run_dir / "settings.json").read_text())
-    ctx = Context.model_validate(settings)
-    selection = [t for t in read_tasks(ctx.tasks) if t.split == "selection"]
-    history = _gated(run_dir)
-    if not history:
-        return {"decisions": 0, "same": 0, "evaluations_mf": 0, "evaluations_full": 0, "evaluations_accepted": 0}
-    vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
-    versions = list(dict.fromkeys(v for e in history for v in (e.parent, e.candidate) if v is not None))
-    results = {v: solve_tasks(load_harness(run_dir / "harnesses" / v), selection, vlm, cost, runtime,
-                              run_dir / "evals" / v / "selection") for v in versions}
-    default = GateSettings()
-    totals = {"decisions": 0, "same": 0, "evaluations_mf": 0, "evaluations_full": 0, "evaluations_accepted": 0}
-    for j in range(orders):
-        replays = {}
-        for mode in ("multi-fidelity", "full"):
-            gate = ctx.gate.model_copy(update={
-                "validation": mode, "futility": default.futility if futility is None else futility,
-                "curtail": default.curtail if curtail is None else curtail,
-                "rungs": default.rungs if rungs is None else rungs})
-            replays[mode] = Replay(ctx.model_copy(update={"gate": gate, "seed": ctx.seed + j}), selection, results)
-        for key, value in _replayed(replays, selection, history).items():
-            totals[key] += value
-    return totals
-
-
-def _replayed(replays: dict[str, Any], selection: list[Task], history: list[GateEntry]) -> dict[str, int]:
-    """The run's decisions made again by each replay (multi-fidelity, full), and what each paid."""
-    seed = history[0].parent
-    for replay in replays.values():  # `prepare` evaluates the seed on the first rung (the whole set when full)
-        gate = replay.ctx.gate
-        replay.evaluate(seed, rungs(selection, gate.rungs, replay.ctx.seed, gate.validation)[0], "selection")
-    same, evaluations_accepted = 0, len(selection)
-    decisions = _decisions(history)
-    for k, group in decisions:
-        parent, iteration = group[0].parent, group[0].iteration
-        chosen = {}
-        for mode, replay in replays.items():  # the decision: which candidate (if any) becomes the incumbent
-            judged, _ = screen(replay, parent, [e.candidate for e in group if e.candidate], {}, iteration,
-                               history=history[:k], seed_version=seed)
-            accepted = [e for e in judged if e.decision == "accepted"]
-            chosen[mode] = max(accepted, key=lambda e: (e.cand_score or 0.0, -(e.cand_cost or 0.0))).candidate \
-                if accepted else None
-        same += chosen["multi-fidelity"] == chosen["full"]
-        evaluations_accepted += len(selection) if chosen["full"] is not None else 0
-    paid = {mode: sum(len(ids) for ids in replay.evaluated.values()) for mode, replay in replays.items()}
-    return {"decisions": len(decisions), "same": same, "evaluations_mf": paid["multi-fidelity"],
-            "evaluations_full": paid["full"], "evaluations_accepted": evaluations_accepted}
-
-
-def _decisions(history: list[GateEntry]) -> list[tuple[int, list[GateEntry]]]:
-    """The run's decisions: its judged candidates grouped by (iteration, parent), each with how many came before."""
-    out: list[tuple[int, list[GateEntry]]] = []
-    for k, e in enumerate(history):
-        if out and (out[-1][1][0].iteration, out[-1][1][0].parent) == (e.iteration, e.parent):
-            out[-1][1].append(e)
-        else:
-            out.append((k, [e]))
-    return out
-
-
-def _gated(run_dir: Path) -> list[GateEntry]:
-    """The run's judged candidates, in order (from its checkpointed history, as the lineage records them)."""
-    out = []
-    for line in (run_dir / "events.jsonl").read_text().splitlines():
-        e = json.loads(line)
-        if e.get("node") == "gate" and e.get("event") in ("accepted", "rejected") and e.get("candidate"):
-            fields = {k: v for k, v in e.items() if k in GateEntry.model_fields}
-            out.append(GateEntry(**{**fields, "decision": e["event"]}))
-    return out

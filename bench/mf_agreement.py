@@ -1,0 +1,178 @@
+"""Multi-fidelity against full validation on a finished run, replayed from its stored results.
+
+:func:`mf_agreement` counts the decisions both make alike and what each pays; :func:`mf_stops` says, candidate by
+candidate, how much of the selection set multi-fidelity read before it decided, and how far full validation's
+verdict on the whole set lay from the gate's threshold (:class:`Stop`): a close call cannot be told early.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scipy import stats
+
+from videvolve.config import RuntimeSettings
+from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.loop.context import Context, GateSettings
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.search.gate import aggregate
+from videvolve.search.history import GateEntry
+from videvolve.search.screening import _bounds, rungs, screen
+from videvolve.skill_library.harness import load_harness
+from videvolve.tasks import Task, read_tasks
+
+COUNTS = ("decisions", "same", "evaluations_mf", "evaluations_full", "evaluations_accepted")
+
+
+@dataclass(frozen=True)
+class Stop:
+    """One candidate of a decision: how much of it multi-fidelity read, how close full validation's call was."""
+
+    run: str
+    candidate: str
+    full: str
+    """Full validation's decision (accepted / rejected)."""
+    read: int
+    """Selection questions multi-fidelity had read of it when it decided (its rung)."""
+    population: int
+    """Selection questions full validation read."""
+    distance: float | None
+    """Full validation's paired statistic on the whole set minus its critical value, in standard errors, on the
+    path the candidate's cost leaves open (a gain: mean difference / SE - z; a cut: (mean difference + margin) / SE -
+    t); the larger of the two where both are open; None where its cost fits neither (the cost decides)."""
+
+
+def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | None = None,
+                 rungs: list[float] | None = None, orders: int = 1) -> dict[str, int]:
+    """Multi-fidelity against full validation on a finished run's own candidates, replayed from stored results.
+
+    Candidates screened out on a partial rung are evaluated on the rest of the selection set first (evaluation is
+    deterministic); each decision is then made again both ways at the level the run gave it, from the run's seed
+    (its first parent). Evaluations are counted as a run pays for them: each (version, question) once, parents and
+    the seed (on the first rung, as ``prepare`` evaluates it; the whole set under full validation) included, so a
+    winner accepted early is paid for again when a later candidate's rungs reach the questions it skipped.
+    ``futility``, ``curtail``, ``rungs``: replay with these instead of the current defaults. ``evaluations_accepted``:
+    the selection questions of the seed and of the candidates full validation accepts (what a rule that stopped
+    every rejected candidate at once would still pay). ``orders``: replay both ways that many times, under the run's
+    seed and the next ``orders - 1`` (each its own order of the questions in the rungs), and sum: one order is one
+    draw of what multi-fidelity decides.
+    """
+    return _replay(run_dir, futility, curtail, rungs, orders)[0]
+
+
+def mf_stops(run_dir: Path, futility: float | None = None, curtail: float | None = None,
+             rungs: list[float] | None = None) -> list[Stop]:
+    """Each candidate of the run's decisions, replayed both ways under the run's own order (:class:`Stop`)."""
+    return _replay(run_dir, futility, curtail, rungs, 1)[1]
+
+
+def gated(run_dir: Path) -> list[GateEntry]:
+    """The run's judged candidates, in order (from its checkpointed history, as the lineage records them)."""
+    out = []
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e.get("node") == "gate" and e.get("event") in ("accepted", "rejected") and e.get("candidate"):
+            fields = {k: v for k, v in e.items() if k in GateEntry.model_fields}
+            out.append(GateEntry(**{**fields, "decision": e["event"]}))
+    return out
+
+
+def _replay(run_dir: Path, futility: float | None, curtail: float | None, sizes: list[float] | None,
+            orders: int) -> tuple[dict[str, int], list[Stop]]:
+    from gate_null import Replay
+
+    settings = json.loads((run_dir / "settings.json").read_text())
+    ctx = Context.model_validate(settings)
+    selection = [t for t in read_tasks(ctx.tasks) if t.split == "selection"]
+    history = gated(run_dir)
+    totals = dict.fromkeys(COUNTS, 0)
+    stops: list[Stop] = []
+    if not history:
+        return totals, stops
+    vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
+    versions = list(dict.fromkeys(v for e in history for v in (e.parent, e.candidate) if v is not None))
+    results = {v: solve_tasks(load_harness(run_dir / "harnesses" / v), selection, vlm, cost, runtime,
+                              run_dir / "evals" / v / "selection") for v in versions}
+    default = GateSettings()
+    for j in range(orders):
+        replays = {}
+        for mode in ("multi-fidelity", "full"):
+            gate = ctx.gate.model_copy(update={
+                "validation": mode, "futility": default.futility if futility is None else futility,
+                "curtail": default.curtail if curtail is None else curtail,
+                "rungs": default.rungs if sizes is None else sizes})
+            replays[mode] = Replay(ctx.model_copy(update={"gate": gate, "seed": ctx.seed + j}), selection, results)
+        counts, judged = _replayed(replays, selection, history)
+        for key, value in counts.items():
+            totals[key] += value
+        if j == 0:
+            stops = [_stop(run_dir, mf, full, results, history[0].parent, ctx) for mf, full in judged]
+    return totals, stops
+
+
+def _replayed(replays: dict[str, Any], selection: list[Task], history: list[GateEntry]
+              ) -> tuple[dict[str, int], list[tuple[GateEntry, GateEntry]]]:
+    """The run's decisions made again by each replay (multi-fidelity, full), what each paid, and each candidate's
+    entries (multi-fidelity's, full validation's)."""
+    seed = history[0].parent
+    for replay in replays.values():  # `prepare` evaluates the seed on the first rung (the whole set when full)
+        gate = replay.ctx.gate
+        replay.evaluate(seed, rungs(selection, gate.rungs, replay.ctx.seed, gate.validation)[0], "selection")
+    same, evaluations_accepted = 0, len(selection)
+    decisions = _decisions(history)
+    judged_both: list[tuple[GateEntry, GateEntry]] = []
+    for k, group in decisions:
+        parent, iteration = group[0].parent, group[0].iteration
+        chosen, judged = {}, {}
+        for mode, replay in replays.items():  # the decision: which candidate (if any) becomes the incumbent
+            judged[mode], _ = screen(replay, parent, [e.candidate for e in group if e.candidate], {}, iteration,
+                                     history=history[:k], seed_version=seed)
+            accepted = [e for e in judged[mode] if e.decision == "accepted"]
+            chosen[mode] = max(accepted, key=lambda e: (e.cand_score or 0.0, -(e.cand_cost or 0.0))).candidate \
+                if accepted else None
+        same += chosen["multi-fidelity"] == chosen["full"]
+        evaluations_accepted += len(selection) if chosen["full"] is not None else 0
+        full = {e.candidate: e for e in judged["full"]}
+        judged_both += [(e, full[e.candidate]) for e in judged["multi-fidelity"] if e.candidate in full]
+    paid = {mode: sum(len(ids) for ids in replay.evaluated.values()) for mode, replay in replays.items()}
+    return {"decisions": len(decisions), "same": same, "evaluations_mf": paid["multi-fidelity"],
+            "evaluations_full": paid["full"], "evaluations_accepted": evaluations_accepted}, judged_both
+
+
+def _stop(run_dir: Path, mf: GateEntry, full: GateEntry, results: dict[str, list[TaskResult]], seed: str,
+          ctx: Context) -> Stop:
+    """A candidate's :class:`Stop`: its multi-fidelity rung, and full validation's distance from the threshold."""
+    gate = ctx.gate
+    parent, candidate = results[full.parent], results[full.candidate or ""]
+    d = [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
+    n = len(d)
+    mean = sum(d) / n
+    se = max(math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n), 1.0 / n)  # as paired_se floors it
+    c = aggregate(parent, gate.cost_metric, gate.text_token_weight)[1]
+    c2 = aggregate(candidate, gate.cost_metric, gate.text_token_weight)[1]
+    c_seed = None if seed == full.parent or gate.cost_ceiling is not None else \
+        aggregate(results[seed], gate.cost_metric, gate.text_token_weight)[1]
+    level = full.level
+    distances = [] if level is None else [
+        (mean - bound) / se - (float(stats.norm.ppf(1 - level)) if bound >= 0 else
+                               float(stats.t.ppf(1 - level, n - 1)))
+        for _, bound in _bounds(c, c2, gate, c_seed)]
+    return Stop(run=run_dir.parent.name, candidate=full.candidate or "", full=full.decision, read=mf.n,
+                population=n, distance=max(distances) if distances else None)
+
+
+def _decisions(history: list[GateEntry]) -> list[tuple[int, list[GateEntry]]]:
+    """The run's decisions: its judged candidates grouped by (iteration, parent), each with how many came before."""
+    out: list[tuple[int, list[GateEntry]]] = []
+    for k, e in enumerate(history):
+        if out and (out[-1][1][0].iteration, out[-1][1][0].parent) == (e.iteration, e.parent):
+            out[-1][1].append(e)
+        else:
+            out.append((k, [e]))
+    return out
