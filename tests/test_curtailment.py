@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from videvolve.loop.context import Context, GateSettings
-from videvolve.search.curtailment import loss_chance, outlook, spread, video_chance
+from videvolve.search.curtailment import outlook, sign_chance, spread, video_chance
 from videvolve.search.screening import screen
 from videvolve.search.significance import sign_flip_p, video_t
 from videvolve.testing import FakeRun
@@ -181,14 +181,14 @@ def test_a_kind_a_revision_left_untouched_does_not_hold_back_an_early_acceptance
     to the whole set. Counted (each remaining question changed at a rate drawn from what was seen, every change a
     whole point lost) that chance falls below 1 - curtail by about half of the set."""
     curtail = GateSettings().curtail
-    assert loss_chance([0.0] * 121, 135, 0.025) < 1e-4 < outlook([0.0] * 121, 135, 0.025).predictive
-    assert loss_chance([0.0] * 65, 135, 0.025) < 1 - curtail < loss_chance([0.0] * 39, 135, 0.025)
-    assert loss_chance([0.0] * 60 + [1.0], 135, 0.025) > loss_chance([0.0] * 60 + [-1.0], 135, 0.025)
+    assert sign_chance([0.0] * 121, 135, 0.025) < 1e-4 < outlook([0.0] * 121, 135, 0.025).predictive
+    assert sign_chance([0.0] * 65, 135, 0.025) < 1 - curtail < sign_chance([0.0] * 39, 135, 0.025)
+    assert sign_chance([0.0] * 60 + [1.0], 135, 0.025) > sign_chance([0.0] * 60 + [-1.0], 135, 0.025)
     mixed = [1.0, -1.0, 0.0, 1.0] * 15  # where answers change, the spread is seen: the outlook as before
-    assert loss_chance(mixed, 135, 0.025) == outlook(mixed, 135, 0.025).predictive
+    assert sign_chance(mixed, 135, 0.025) == outlook(mixed, 135, 0.025).predictive
 
 
-def test_the_counted_loss_chance_is_not_below_how_often_the_guard_then_fires():
+def test_the_counted_sign_chance_is_not_below_how_often_the_guard_then_fires():
     """Kinds where at most one of the first 60 answers changed, drawn at change rates of 0 to 6 %, every change a loss
     (the worst case the count assumes): the guard on all 135 fires no more often than the chance predicted."""
     rng = random.Random(4)
@@ -198,9 +198,46 @@ def test_the_counted_loss_chance_is_not_below_how_often_the_guard_then_fires():
         lost = [1.0 if rng.random() < rate else 0.0 for _ in range(135)]
         if sum(lost[:60]) > 1:
             continue
-        predicted += loss_chance(lost[:60], 135, 0.025)
+        predicted += sign_chance(lost[:60], 135, 0.025)
         fired += sign_flip_p(lost) <= 0.025
     assert fired <= predicted * 1.1 + 5
+
+
+def test_a_revision_that_changes_next_to_no_answer_stops_by_half_the_set():
+    """World 485500's `scan_refine` run (set R): a revision answered all 250 selection questions as its parent did, at
+    the parent's cost. From the agreement floor's spread its chance of a significant gain fell below the futility
+    threshold only at rung 9 of 10 (0.216 at rung 1, 0.009 at rung 9): it read 225 questions, and its parent with it.
+    Counted as a kind's guard counts it (each change a whole point gained), it stops by half the set."""
+    n = 250
+    parent = [0.0 if i % 80 == 7 else 1.0 for i in range(n)]
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1)
+    for cand, by in ((list(parent), 0.5), ([1.0 if i == 7 else p for i, p in enumerate(parent)], 0.7)):
+        decided = {}
+        for mode in ("multi-fidelity", "full"):
+            run = FakeRun(ctx.model_copy(update={"gate": ctx.gate.model_copy(update={"validation": mode})}),
+                          {"p": parent, "c": cand})
+            (entry,), _ = screen(run, "p", ["c"], {}, 0)
+            decided[mode] = entry.decision
+            if mode == "multi-fidelity":
+                assert len(run.evaluated["c"]) <= by * n and len(run.evaluated["p"]) <= by * n
+        assert decided == {"multi-fidelity": "rejected", "full": "rejected"}
+    assert sign_chance([0.0] * 25, 250, 0.025) < outlook([0.0] * 25, 250, 0.025).predictive
+
+
+def test_the_counted_gain_chance_is_not_below_how_often_full_validation_then_finds_a_gain():
+    """Revisions where at most one of the first 60 answers changed, drawn at change rates of 0 to 6 % with each change
+    a gain or a loss alike (the count takes every one as a gain): the sign-flip test on all 200 passes no more often
+    than the chance predicted."""
+    rng = random.Random(7)
+    predicted = passed = 0.0
+    for _ in range(3000):
+        rate, up = rng.choice([0.0, 0.01, 0.02, 0.04, 0.06]), rng.choice([0.5, 0.8, 1.0])
+        d = [(1.0 if rng.random() < up else -1.0) if rng.random() < rate else 0.0 for _ in range(200)]
+        if sum(1 for x in d[:60] if x) > 1:
+            continue
+        predicted += sign_chance(d[:60], 200, 0.025)
+        passed += sign_flip_p(d) <= 0.025
+    assert passed <= predicted * 1.1 + 5
 
 
 def test_a_gain_on_one_kind_that_leaves_the_other_untouched_is_accepted_early():

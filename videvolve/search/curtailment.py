@@ -78,24 +78,25 @@ def outlook(d: Sequence[float], population: int, level: float, bound: float = 0.
     return Outlook(null=null, predictive=predictive)
 
 
-def loss_chance(lost: Sequence[float], population: int, level: float) -> float:
-    """Predictive chance that a kind's guard finds a significant loss on all ``population`` of its questions.
+def sign_chance(d: Sequence[float], population: int, level: float) -> float:
+    """Predictive chance that the sign-flip test finds the mean of ``d`` above zero on all ``population`` questions.
 
-    The guard is the sign-flip test of a loss; ``lost`` holds the differences (parent - candidate) answered so far.
-    Where two or more questions differ, :func:`outlook` with the spread observed. Where fewer differ there is no
-    spread to see, and the normal model with :func:`agreement_floor`'s spread overstates the chance many times
-    (0.03 with 121 of 135 questions answered and none changed): the remaining questions are counted instead. Each
-    differs with a chance drawn from what was seen (a Jeffreys prior: Beta(k + 1/2, n - k + 1/2) for k of n), and
-    every one that differs is taken as a loss of a whole point, the worst it can be; the chance is that of at least
-    as many such losses as the sign-flip test needs to find a loss at ``level``.
+    ``d`` holds the differences answered so far: parent - candidate for a kind's guard (a significant loss),
+    candidate - parent for a gain. Where two or more questions differ, :func:`outlook` with the spread observed.
+    Where fewer differ there is no spread to see, and the normal model with :func:`agreement_floor`'s spread
+    overstates the chance many times (0.03 with 121 of 135 questions answered and none changed; 0.2 for a revision
+    that changed none of 25 of 250): the remaining questions are counted instead. Each differs with a chance drawn
+    from what was seen (a Jeffreys prior: Beta(k + 1/2, n - k + 1/2) for k of n), and every one that differs is
+    taken as a whole point in the test's direction, the most it can be; the chance is that of at least as many such
+    points as the sign-flip test needs at ``level``.
     """
-    n = len(lost)
+    n = len(d)
     rest = population - n
     if n == 0 or rest <= 0:
-        raise ValueError(f"a loss chance needs some answered and some remaining questions ({n} of {population})")
-    changed = [x for x in lost if abs(x) > TINY]
+        raise ValueError(f"a sign chance needs some answered and some remaining questions ({n} of {population})")
+    changed = [x for x in d if abs(x) > TINY]
     if len(changed) >= 2:
-        return outlook(lost, population, level).predictive
+        return outlook(d, population, level).predictive
     need = next((m for m in range(rest + 1) if sign_flip_p([*changed, *([1.0] * m)]) <= level), None)
     if need is None:
         return 0.0

@@ -24,7 +24,7 @@ from typing import Any
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
-from videvolve.search.curtailment import loss_chance, outlook, video_chance, within_chance
+from videvolve.search.curtailment import outlook, sign_chance, video_chance, within_chance
 from videvolve.search.gate import (
     Decision,
     aggregate,
@@ -343,7 +343,7 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
     answered = [group_of(by_id[r.task_id]) for r in parent]
     for group in sorted(set(answered)):
         lost = [-x for x, g in zip(d, answered, strict=True) if g == group]
-        if len(lost) < sizes[group] and loss_chance(lost, sizes[group], level) > 1 - gate.curtail:
+        if len(lost) < sizes[group] and sign_chance(lost, sizes[group], level) > 1 - gate.curtail:
             return None  # this kind may yet lose significantly on the whole set
     open_paths = [(name, bound) for name, bound, fits in _cost_paths(parent, candidate, gate, population, seed_res)
                   if fits >= gate.curtail and (name, bound) in _bounds(c, c2, gate, c_seed)]
@@ -367,7 +367,8 @@ def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2:
     """Why the paired gate cannot be expected to accept the candidate on the whole selection set, or None.
 
     A path whose cost misses its bound on this rung stays open while the predictive chance that the whole set's cost
-    fits it is at least ``--futility`` (:func:`_cost_paths`).
+    fits it is at least ``--futility`` (:func:`_cost_paths`). A gain's chance where fewer than two answers changed
+    is counted (:func:`~videvolve.search.curtailment.sign_chance`).
     """
     fits = _cost_paths(parent, candidate, gate, population, seed_res)
     paths = [(name, bound) for name, bound, chance in fits if chance >= gate.futility]
@@ -377,7 +378,8 @@ def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2:
                 f"and the predictive chance that it fits one on all {population} questions is "
                 f"{max(chance for _, _, chance in fits):.3f} < {gate.futility:g}")
     d = _differences(parent, candidate)
-    chance = max(outlook(d, population, level, bound).predictive for _, bound in paths)
+    chance = max(sign_chance(d, population, level) if bound >= 0 else  # a gain: changes counted where few
+                 outlook(d, population, level, bound).predictive for _, bound in paths)
     if chance >= gate.futility:
         return None
     return (f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f}) at cost {c2:.1f} vs {c:.1f}: the "
