@@ -8,7 +8,6 @@ verdict on the whole set lay from the gate's threshold (:class:`Stop`): a close 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.search.gate import aggregate
 from videvolve.search.history import GateEntry
-from videvolve.search.screening import _bounds, rungs, screen
+from videvolve.search.screening import _bounds, paired_se, rungs, screen
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
 
@@ -150,10 +149,9 @@ def _stop(run_dir: Path, mf: GateEntry, full: GateEntry, results: dict[str, list
     """A candidate's :class:`Stop`: its multi-fidelity rung, and full validation's distance from the threshold."""
     gate = ctx.gate
     parent, candidate = results[full.parent], results[full.candidate or ""]
-    d = [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
-    n = len(d)
-    mean = sum(d) / n
-    se = max(math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n), 1.0 / n)  # as paired_se floors it
+    n = len(parent)
+    mean = sum(y.score - x.score for x, y in zip(parent, candidate, strict=True)) / n
+    se = paired_se([x.score for x in parent], [y.score for y in candidate])
     c = aggregate(parent, gate.cost_metric, gate.text_token_weight)[1]
     c2 = aggregate(candidate, gate.cost_metric, gate.text_token_weight)[1]
     c_seed = None if seed == full.parent or gate.cost_ceiling is not None else \

@@ -275,7 +275,10 @@ def stored(paths: list[Path], markdown: bool = False, replay_mf: bool = False) -
             if "visual_seed" not in r and RunDir(run_dir).comparison.exists():
                 r.update(_visual_from(RunDir(run_dir).comparison))
             rows.append(r)
-    print(markdown_table(rows)) if markdown else console.print(table(rows))
+    if markdown:
+        print(markdown_table(rows))
+    else:
+        console.print(table(rows))
     return summary(rows)
 
 
