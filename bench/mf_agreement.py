@@ -74,7 +74,7 @@ def mf_stops(run_dir: Path, futility: float | None = None, curtail: float | None
 def gated(run_dir: Path) -> list[GateEntry]:
     """The run's judged candidates, in order (from its checkpointed history, as the lineage records them)."""
     out = []
-    for line in (run_dir / "events.jsonl").read_text().splitlines():
+    for line in _read(run_dir / "events.jsonl").splitlines():
         e = json.loads(line)
         if e.get("node") == "gate" and e.get("event") in ("accepted", "rejected") and e.get("candidate"):
             fields = {k: v for k, v in e.items() if k in GateEntry.model_fields}
@@ -86,7 +86,7 @@ def _replay(run_dir: Path, futility: float | None, curtail: float | None, sizes:
             orders: int) -> tuple[dict[str, int], list[Stop]]:
     from gate_null import Replay
 
-    settings = json.loads((run_dir / "settings.json").read_text())
+    settings = json.loads(_read(run_dir / "settings.json"))
     ctx = Context.model_validate(settings)
     selection = [t for t in read_tasks(ctx.tasks) if t.split == "selection"]
     history = gated(run_dir)
@@ -174,3 +174,12 @@ def _decisions(history: list[GateEntry]) -> list[tuple[int, list[GateEntry]]]:
         else:
             out.append((k, [e]))
     return out
+
+
+def _read(path: Path) -> str:
+    """A run folder's file, or an exit naming it and what to pass instead."""
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise SystemExit(f"{path} cannot be read ({exc.strerror}): pass an evolve run folder that has run, e.g. "
+                         "bench/.cache/protocol/world<SEED>-<HARNESS>/run") from exc
