@@ -226,8 +226,8 @@ def test_a_revision_that_changes_next_to_no_answer_stops_by_half_the_set():
 
 def test_the_counted_gain_chance_is_not_below_how_often_full_validation_then_finds_a_gain():
     """Revisions where at most one of the first 60 answers changed, drawn at change rates of 0 to 6 % with each change
-    a gain or a loss alike (the count takes every one as a gain): the sign-flip test on all 200 passes no more often
-    than the chance predicted."""
+    a gain at a chance of 0.5, 0.8 or 1 (the count takes every one as a gain): the sign-flip test on all 200 passes
+    no more often than the chance predicted."""
     rng = random.Random(7)
     predicted = passed = 0.0
     for _ in range(3000):
