@@ -8,6 +8,7 @@ verdict on the whole set lay from the gate's threshold (:class:`Stop`): a close 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,13 +21,24 @@ from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.context import Context, GateSettings
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
-from videvolve.search.gate import aggregate
+from videvolve.search.gate import aggregate, cost_of
 from videvolve.search.history import GateEntry
 from videvolve.search.screening import _bounds, paired_se, rungs, screen
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
 
 COUNTS = ("decisions", "same", "evaluations_mf", "evaluations_full", "evaluations_accepted")
+
+
+@dataclass(frozen=True)
+class Margin:
+    """One path a candidate may pass by (a gain, a cost cut): how far full validation's figures on the whole set lie
+    from that path's two thresholds, in standard errors (positive: it passes)."""
+
+    score: float
+    """The paired statistic minus its critical value (infinite where the cost alone decides: no level was spent)."""
+    cost: float
+    """The per-question cost's distance under its bound: minus the mean of (cost - bound) over its standard error."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,10 @@ class Stop:
     """Full validation's paired statistic on the whole set minus its critical value, in standard errors, on the
     path the candidate's cost leaves open (a gain: mean difference / SE - z; a cut: (mean difference + margin) / SE -
     t); the larger of the two where both are open; None where its cost fits neither (the cost decides)."""
+    parent: str = ""
+    """The version it was compared with (paired, question by question)."""
+    margins: tuple[Margin, ...] = ()
+    """Each path's margins: a gain's, then a cut's where the parent costs anything."""
 
 
 def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | None = None,
@@ -162,7 +178,33 @@ def _stop(run_dir: Path, mf: GateEntry, full: GateEntry, results: dict[str, list
                                float(stats.t.ppf(1 - level, n - 1)))
         for _, bound in _bounds(c, c2, gate, c_seed)]
     return Stop(run=run_dir.parent.name, candidate=full.candidate or "", full=full.decision, read=mf.n,
-                population=n, distance=max(distances) if distances else None)
+                population=n, distance=max(distances) if distances else None, parent=full.parent,
+                margins=_margins(parent, candidate, None if c_seed is None else results[seed], level, gate))
+
+
+def _margins(parent: list[TaskResult], candidate: list[TaskResult], seed: list[TaskResult] | None,
+             level: float | None, gate: GateSettings) -> tuple[Margin, ...]:
+    """The gain's and the cut's :class:`Margin` on the whole set (``seed``: its results, where it bounds a gain)."""
+    n = len(parent)
+    d = [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
+    se = paired_se([x.score for x in parent], [y.score for y in candidate])
+    mine, theirs = ([cost_of(r, gate.cost_metric, gate.text_token_weight) for r in rs] for rs in (candidate, parent))
+    limit = [gate.cost_ceiling] * n if gate.cost_ceiling is not None else [(1 + gate.alpha) * x for x in theirs]
+    if seed is not None and gate.cost_ceiling is None:  # the seed's bound where it is the tighter on the whole set
+        seeds = [(1 + gate.alpha) * cost_of(r, gate.cost_metric, gate.text_token_weight) for r in seed]
+        limit = min(limit, seeds, key=sum)
+    paths = [(0.0, float(stats.norm.ppf(1 - level)) if level else math.inf, limit)]
+    if sum(theirs) > 0:
+        paths.append((-gate.margin, float(stats.t.ppf(1 - level, n - 1)) if level else math.inf,
+                      [(1 - gate.beta) * x for x in theirs]))
+    out = []
+    for bound, critical, cap in paths:
+        q = [m - x for m, x in zip(mine, cap, strict=True)]
+        mean = sum(q) / n
+        spread = math.sqrt(sum((x - mean) ** 2 for x in q) / max(1, n - 1) / n)
+        score = math.inf if math.isinf(critical) else (sum(d) / n - bound) / se - critical
+        out.append(Margin(score=score, cost=-mean / max(spread, 1e-9)))
+    return tuple(out)
 
 
 def _decisions(history: list[GateEntry]) -> list[tuple[int, list[GateEntry]]]:

@@ -1,7 +1,7 @@
 """Multi-fidelity against full validation on stored runs, for one or more futility thresholds.
 
 ``python bench/mf_replay.py RUN_DIR... [--futility 0.05,0.02,0.01] [--curtail 0.99] [--rungs 0.1,0.25,0.5,1]
-[--orders 10] [--plot stops.png]``:
+[--orders 10] [--plot stops.png] [--ideal 0.01,0.05,0.1]``:
 every gated decision of each finished run
 (an ``evolve`` run folder, e.g. ``bench/.cache/labelfree/world9749-v16-m12-q100/label-free/run``) is made again
 both ways from stored results (candidates screened out early are first evaluated on the whole selection set, with
@@ -11,7 +11,8 @@ replayed under N orders of the questions in the rungs (its seed and the next N -
 often multi-fidelity decides as full validation, not only whether it did under one draw. ``--plot PNG``: for the
 first threshold, each candidate's share of the selection set multi-fidelity read before it decided against how far
 full validation's verdict on the whole set lay from the gate's threshold (:class:`mf_agreement.Stop`), with a table
-of the same by distance: what a sequential rule can save depends on how many calls are close.
+of the same by distance: what a sequential rule can save depends on how many calls are close. ``--ideal DELTAS``:
+beside multi-fidelity, what an idealized rule sure of each verdict to 1 - delta would pay (:mod:`mf_ideal`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ import argparse
 import math
 from pathlib import Path
 
-from mf_agreement import Stop, mf_agreement, mf_stops
+from mf_agreement import Stop, gated, mf_agreement, mf_stops
+from mf_ideal import ideal_evaluations
 from rich.console import Console
 from rich.table import Table
+
+from videvolve.loop.context import GateSettings
 
 
 def main() -> int:
@@ -34,6 +38,8 @@ def main() -> int:
                         "(default: the gate's)")
     parser.add_argument("--orders", type=int, default=1, help="rung orders to replay each run under")
     parser.add_argument("--plot", type=Path, help="where to draw each candidate's stop (PNG)")
+    parser.add_argument("--ideal", help="for these error rates (comma-separated), what an idealized rule sure of "
+                        "each verdict to 1 - delta would pay")
     args = parser.parse_args()
     thresholds = [float(x) for x in args.futility.split(",")]
     console = Console()
@@ -57,12 +63,32 @@ def main() -> int:
     console.print(table)
     console.print("ceiling: the saving if every candidate full validation rejects cost nothing and every one it "
                   "accepts cost the whole selection set (winners that stop early make it higher)", highlight=False)
+    if not (args.plot or args.ideal):
+        return 0
+    per_run = {run: mf_stops(run, futility=thresholds[0], curtail=args.curtail, rungs=_rungs(args.rungs))
+               for run in args.runs}
+    stops = [s for got in per_run.values() for s in got]
     if args.plot:
-        stops = [s for run in args.runs for s in mf_stops(run, futility=thresholds[0], curtail=args.curtail,
-                                                         rungs=_rungs(args.rungs))]
         console.print(_by_distance(stops, thresholds[0]))
         console.print(f"plot: {_plot(stops, args.plot, thresholds[0])}", highlight=False)
+    if args.ideal:
+        first = (_rungs(args.rungs) or GateSettings().rungs)[0]
+        console.print(_idealized(per_run, [float(x) for x in args.ideal.split(",")], first, totals[thresholds[0]]))
     return 0
+
+
+def _idealized(per_run: dict[Path, list[Stop]], deltas: list[float], floor: float, total: dict[str, int]) -> Table:
+    """Multi-fidelity's evaluations beside an idealized rule's at each error rate, against full validation's."""
+    full, mf = total["evaluations_full"], total["evaluations_mf"]
+    table = Table(title=f"an idealized rule against multi-fidelity ({len(per_run)} run(s); full validation {full:,})")
+    for col in ("rule", "evaluations", "saving"):
+        table.add_column(col, justify="right")
+    table.add_row("multi-fidelity", f"{mf:,}", f"{full / max(1, mf):.2f}x")
+    seeds = {run: gated(run)[0].parent for run, got in per_run.items() if got}
+    for delta in deltas:
+        paid = sum(ideal_evaluations(got, seeds[run], delta, floor) for run, got in per_run.items() if got)
+        table.add_row(f"sure to 1 - {delta:g}", f"{paid:,.0f}", f"{full / max(1.0, paid):.2f}x")
+    return table
 
 
 BANDS = ((0.0, 1.0), (1.0, 2.0), (2.0, 4.0), (4.0, math.inf))
@@ -96,7 +122,7 @@ def _plot(stops: list[Stop], path: Path, futility: float) -> Path:
     known = [s for s in stops if s.distance is not None]
     for decision, colour in (("accepted", "#1a7f37"), ("rejected", "#d97706")):
         mine = [s for s in known if s.full == decision]
-        ax.scatter([s.distance for s in mine], [s.read / s.population for s in mine], c=colour, s=24,
+        ax.scatter([s.distance or 0.0 for s in mine], [s.read / s.population for s in mine], c=colour, s=24,
                    label=f"full validation {decision} ({len(mine)})", alpha=0.8)
     ax.axvspan(-1, 1, color="#999999", alpha=0.15, label="within 1 SE of the threshold")
     ax.axvline(0, color="#555555", lw=0.8)
