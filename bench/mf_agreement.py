@@ -21,9 +21,10 @@ from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.context import Context, GateSettings
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
-from videvolve.search.gate import aggregate, cost_of
+from videvolve.search.gate import aggregate, cost_of, group_of
 from videvolve.search.history import GateEntry
-from videvolve.search.screening import _bounds, paired_se, rungs, screen
+from videvolve.search.screening import _bounds, rungs, screen
+from videvolve.search.significance import paired
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
 
@@ -36,7 +37,9 @@ class Margin:
     from that path's two thresholds, in standard errors (positive: it passes)."""
 
     score: float
-    """The paired statistic minus its critical value (infinite where the cost alone decides: no level was spent)."""
+    """The gate's own test as a normal score minus its critical value: a gain's p (the larger of the sign-flip
+    test's and the test over videos', as the gate takes it) as z(p) - z(level); a cut's floored lower bound as a t
+    margin, t (mean + margin) / (mean - bound) - t. Infinite where the cost alone decides (no level was spent)."""
     cost: float
     """The per-question cost's distance under its bound: minus the mean of (cost - bound) over its standard error."""
 
@@ -54,13 +57,15 @@ class Stop:
     population: int
     """Selection questions full validation read."""
     distance: float | None
-    """Full validation's paired statistic on the whole set minus its critical value, in standard errors, on the
-    path the candidate's cost leaves open (a gain: mean difference / SE - z; a cut: (mean difference + margin) / SE -
-    t); the larger of the two where both are open; None where its cost fits neither (the cost decides)."""
+    """Full validation's score margin (:attr:`Margin.score`) on the path the candidate's cost leaves open on the
+    whole set, the larger of the two where both are open; None where its cost fits neither (the cost decides)."""
     parent: str = ""
     """The version it was compared with (paired, question by question)."""
     margins: tuple[Margin, ...] = ()
     """Each path's margins: a gain's, then a cut's where the parent costs anything."""
+    guard: float = math.inf
+    """The guard on each kind: the least of z(level) - z(p of a loss) over the kinds (positive: none loses
+    significantly; every path needs it)."""
 
 
 def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | None = None,
@@ -127,7 +132,7 @@ def _replay(run_dir: Path, futility: float | None, curtail: float | None, sizes:
         for key, value in counts.items():
             totals[key] += value
         if j == 0:
-            stops = [_stop(run_dir, mf, full, results, history[0].parent, ctx) for mf, full in judged]
+            stops = [_stop(run_dir, mf, full, results, history[0].parent, ctx, selection) for mf, full in judged]
     return totals, stops
 
 
@@ -161,50 +166,60 @@ def _replayed(replays: dict[str, Any], selection: list[Task], history: list[Gate
 
 
 def _stop(run_dir: Path, mf: GateEntry, full: GateEntry, results: dict[str, list[TaskResult]], seed: str,
-          ctx: Context) -> Stop:
-    """A candidate's :class:`Stop`: its multi-fidelity rung, and full validation's distance from the threshold."""
+          ctx: Context, selection: list[Task]) -> Stop:
+    """A candidate's :class:`Stop`: its multi-fidelity rung, and full validation's margins on the whole set."""
     gate = ctx.gate
     parent, candidate = results[full.parent], results[full.candidate or ""]
-    n = len(parent)
-    mean = sum(y.score - x.score for x, y in zip(parent, candidate, strict=True)) / n
-    se = paired_se([x.score for x in parent], [y.score for y in candidate])
     c = aggregate(parent, gate.cost_metric, gate.text_token_weight)[1]
     c2 = aggregate(candidate, gate.cost_metric, gate.text_token_weight)[1]
     c_seed = None if seed == full.parent or gate.cost_ceiling is not None else \
         aggregate(results[seed], gate.cost_metric, gate.text_token_weight)[1]
-    level = full.level
-    distances = [] if level is None else [
-        (mean - bound) / se - (float(stats.norm.ppf(1 - level)) if bound >= 0 else
-                               float(stats.t.ppf(1 - level, n - 1)))
-        for _, bound in _bounds(c, c2, gate, c_seed)]
+    margins, guard = _margins(selection, parent, candidate, None if c_seed is None else results[seed], full.level,
+                              ctx)
+    distances = [margins[0 if bound >= 0 else 1].score for _, bound in _bounds(c, c2, gate, c_seed)]
     return Stop(run=run_dir.parent.name, candidate=full.candidate or "", full=full.decision, read=mf.n,
-                population=n, distance=max(distances) if distances else None, parent=full.parent,
-                margins=_margins(parent, candidate, None if c_seed is None else results[seed], level, gate))
+                population=len(parent), distance=max(distances) if distances and full.level else None,
+                parent=full.parent, margins=margins, guard=guard)
 
 
-def _margins(parent: list[TaskResult], candidate: list[TaskResult], seed: list[TaskResult] | None,
-             level: float | None, gate: GateSettings) -> tuple[Margin, ...]:
-    """The gain's and the cut's :class:`Margin` on the whole set (``seed``: its results, where it bounds a gain)."""
+def _z(p: float) -> float:
+    """The normal quantile a one-sided p stands for (p clipped to [1e-12, 1 - 1e-12])."""
+    return float(stats.norm.isf(min(max(p, 1e-12), 1 - 1e-12)))
+
+
+def _margins(selection: list[Task], parent: list[TaskResult], candidate: list[TaskResult],
+             seed: list[TaskResult] | None, level: float | None, ctx: Context) -> tuple[tuple[Margin, ...], float]:
+    """The gain's and the cut's :class:`Margin` on the whole set, and the guard's (``seed``: its results, where it
+    bounds a gain's cost), from the gate's own tests (``paired``, as ``paired_rule`` calls it) at ``level``."""
+    gate = ctx.gate
     n = len(parent)
-    d = [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
-    se = paired_se([x.score for x in parent], [y.score for y in candidate])
     mine, theirs = ([cost_of(r, gate.cost_metric, gate.text_token_weight) for r in rs] for rs in (candidate, parent))
     limit = [gate.cost_ceiling] * n if gate.cost_ceiling is not None else [(1 + gate.alpha) * x for x in theirs]
     if seed is not None and gate.cost_ceiling is None:  # the seed's bound where it is the tighter on the whole set
         seeds = [(1 + gate.alpha) * cost_of(r, gate.cost_metric, gate.text_token_weight) for r in seed]
         limit = min(limit, seeds, key=sum)
-    paths = [(0.0, float(stats.norm.ppf(1 - level)) if level else math.inf, limit)]
-    if sum(theirs) > 0:
-        paths.append((-gate.margin, float(stats.t.ppf(1 - level, n - 1)) if level else math.inf,
-                      [(1 - gate.beta) * x for x in theirs]))
-    out = []
-    for bound, critical, cap in paths:
+    caps = [limit] + ([[(1 - gate.beta) * x for x in theirs]] if sum(theirs) > 0 else [])
+    costs = []
+    for cap in caps:
         q = [m - x for m, x in zip(mine, cap, strict=True)]
         mean = sum(q) / n
-        spread = math.sqrt(sum((x - mean) ** 2 for x in q) / max(1, n - 1) / n)
-        score = math.inf if math.isinf(critical) else (sum(d) / n - bound) / se - critical
-        out.append(Margin(score=score, cost=-mean / max(spread, 1e-9)))
-    return tuple(out)
+        costs.append(-mean / max(math.sqrt(sum((x - mean) ** 2 for x in q) / max(1, n - 1) / n), 1e-9))
+    if level is None:  # no path's cost fits: the cost decided, no level was spent
+        return tuple(Margin(score=math.inf, cost=c) for c in costs), math.inf
+    x, y = [r.score for r in parent], [r.score for r in candidate]
+    videos = [t.video_id for t in selection]
+    st = paired(x, y, level, ctx.seed, gate.margin, videos if len(set(videos)) >= gate.min_videos else None)
+    scores = [_z(st.p_gate) - _z(level)]
+    if len(caps) > 1:  # a cut: its lower bound (floored, over videos too) against -margin, as a t margin
+        t = float(stats.t.ppf(1 - level, n - 1))
+        width = st.diff - st.lower_gate
+        scores.append(t * (st.diff + gate.margin) / width - t if width > 0 else
+                      math.copysign(math.inf, st.diff + gate.margin))
+    groups = [group_of(t) for t in selection]
+    guard = min(_z(level) - _z(paired([a for a, g in zip(x, groups, strict=True) if g == k],
+                                      [b for b, g in zip(y, groups, strict=True) if g == k], level, ctx.seed).p_loss)
+                for k in sorted(set(groups)))
+    return tuple(Margin(score=s, cost=c) for s, c in zip(scores, costs, strict=True)), guard
 
 
 def _decisions(history: list[GateEntry]) -> list[tuple[int, list[GateEntry]]]:

@@ -5,10 +5,13 @@ would decide on all of it. How soon it can be sure depends on how far that verdi
 n of N questions (the rest alike to those read), the whole set's statistic is known to within sqrt((N - n) / n) of
 its standard error, so a verdict ``m`` standard errors from its threshold is sure to 1 - delta only once
 m >= u sqrt((N - n) / n), u the normal (1 - delta) quantile: n / N >= u^2 / (u^2 + m^2)
-(:func:`needed_share`). The idealized rule knows every candidate's margins (:class:`mf_agreement.Margin`) and
-reads each just that far, its parent (and the seed) as far as their farthest candidate, the first rung at least.
-It is a yardstick, not a proof: a real rule does not know the margins (it must estimate them, which costs), and
-it may stop earlier by luck where it then errs more often.
+(:func:`needed_share`). The idealized rule knows every candidate's margins on the whole set (the gate's own tests as
+normal scores: :class:`mf_agreement.Margin`, :attr:`mf_agreement.Stop.guard`) and reads each just far enough that
+every figure its verdict rests on is sure to 1 - delta (a verdict resting on two or three figures errs up to about
+twice delta), its parent (and the seed) as far as their farthest candidate, the first rung at least. It is a
+yardstick, not a bound: a real rule does not know the margins (it must estimate them, which costs), the normal
+scores stand in for the gate's exact tests (the test over eight videos has heavier tails), and a rule may stop
+earlier by luck where it then errs more often.
 """
 
 from __future__ import annotations
@@ -29,29 +32,30 @@ def needed_share(margin: float, delta: float, floor: float = 0.0) -> float:
 
 
 def candidate_share(stop: Stop, delta: float, floor: float = 0.0) -> float:
-    """The share an idealized rule reads of one candidate.
+    """The share an idealized rule reads of one candidate, each figure it rests on sure to 1 - delta.
 
-    Accepted: the cheapest path on which both its score and its cost pass, sure of both (the whole set where no path
-    passes on both: a kind's guard or the videos decided). Rejected: every path ruled out, each by whichever of its
-    failing figures is sure first (the whole set where a path passes on both: a guard decided).
+    Accepted: the cheapest path on which its score and its cost pass, with the guard on each kind (the whole set
+    where none does: the normal scores stand in for the gate's exact tests). Rejected: the guard's failing
+    (every path at once), or every path ruled out by whichever of its failing figures is sure first.
     """
+    guard = needed_share(stop.guard, delta, floor)
     if stop.full == "accepted":
-        passing = [max(needed_share(m.score, delta, floor), needed_share(m.cost, delta, floor))
-                   for m in stop.margins if m.score > 0 and m.cost > 0]
+        passing = [max(needed_share(m.score, delta, floor), needed_share(m.cost, delta, floor), guard)
+                   for m in stop.margins if m.score > 0 and m.cost > 0 and stop.guard > 0]
         return min(passing, default=1.0)
     ruled_out = [min((needed_share(x, delta, floor) for x in (m.score, m.cost) if x <= 0), default=1.0)
                  for m in stop.margins]
-    return max(ruled_out, default=floor)
+    by_paths = max(ruled_out, default=floor)
+    return min(guard, by_paths) if stop.guard <= 0 else by_paths
 
 
 def ideal_evaluations(stops: Sequence[Stop], seed: str, delta: float, floor: float) -> float:
-    """Selection evaluations an idealized rule pays for one run's decisions (``stops``: its candidates)."""
+    """Selection evaluations an idealized rule pays for one run's decisions (``stops``: its candidates, any order)."""
     if not stops:
         return 0.0
     population = stops[0].population
-    reads = {seed: floor * population}
-    for s in stops:
-        reads[s.candidate] = max(reads.get(s.candidate, 0.0), candidate_share(s, delta, floor) * population)
+    own = {s.candidate: candidate_share(s, delta, floor) * population for s in stops}
+    reads = {seed: floor * population, **own}
     for s in stops:  # a parent as far as its farthest candidate: the comparison is paired
-        reads[s.parent] = max(reads.get(s.parent, 0.0), reads[s.candidate])
+        reads[s.parent] = max(reads.get(s.parent, 0.0), own[s.candidate])
     return sum(reads.values())

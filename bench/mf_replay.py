@@ -1,7 +1,7 @@
 """Multi-fidelity against full validation on stored runs, for one or more futility thresholds.
 
 ``python bench/mf_replay.py RUN_DIR... [--futility 0.05,0.02,0.01] [--curtail 0.99] [--rungs 0.1,0.25,0.5,1]
-[--orders 10] [--plot stops.png] [--ideal 0.01,0.05,0.1]``:
+[--orders 10] [--plot stops.png] [--ideal 0.01,0.05,0.1]`` (``--futility``: the gate's, 0.01, unless given):
 every gated decision of each finished run
 (an ``evolve`` run folder, e.g. ``bench/.cache/labelfree/world9749-v16-m12-q100/label-free/run``) is made again
 both ways from stored results (candidates screened out early are first evaluated on the whole selection set, with
@@ -32,7 +32,8 @@ from videvolve.loop.context import GateSettings
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
-    parser.add_argument("--futility", default="0.05,0.02,0.01", help="thresholds to replay, comma-separated")
+    parser.add_argument("--futility", default=f"{GateSettings().futility:g}",
+                        help="thresholds to replay, comma-separated (default: the gate's)")
     parser.add_argument("--curtail", type=float, help="early acceptance threshold (default: the gate's)")
     parser.add_argument("--rungs", help="rung sizes, comma-separated fractions, or 'step:F' for F, 2F, ..., 1 "
                         "(default: the gate's)")
@@ -41,6 +42,8 @@ def main() -> int:
     parser.add_argument("--ideal", help="for these error rates (comma-separated), what an idealized rule sure of "
                         "each verdict to 1 - delta would pay")
     args = parser.parse_args()
+    if args.ideal and args.orders > 1:
+        parser.error("--ideal compares one order's replay: leave --orders at 1")
     thresholds = [float(x) for x in args.futility.split(",")]
     console = Console()
     totals = {f: {"decisions": 0, "same": 0, "evaluations_mf": 0, "evaluations_full": 0, "evaluations_accepted": 0}
@@ -72,7 +75,7 @@ def main() -> int:
         console.print(_by_distance(stops, thresholds[0]))
         console.print(f"plot: {_plot(stops, args.plot, thresholds[0])}", highlight=False)
     if args.ideal:
-        first = (_rungs(args.rungs) or GateSettings().rungs)[0]
+        first = min(_rungs(args.rungs) or GateSettings().rungs)
         console.print(_idealized(per_run, [float(x) for x in args.ideal.split(",")], first, totals[thresholds[0]]))
     return 0
 
@@ -98,7 +101,8 @@ BANDS = ((0.0, 1.0), (1.0, 2.0), (2.0, 4.0), (4.0, math.inf))
 def _by_distance(stops: list[Stop], futility: float) -> Table:
     """How much of the selection set multi-fidelity read, by how close full validation's call was."""
     table = Table(title=f"where multi-fidelity's evaluations go (futility {futility:g}; {len(stops)} candidates)")
-    for col in ("full validation's call", "candidates", "accepted", "share of the set read", "questions read"):
+    for col in ("full validation's call (either side)", "candidates", "accepted", "share of the set read",
+                "questions read"):
         table.add_column(col, justify="right")
     rows: list[tuple[str, list[Stop]]] = [
         (f"{lo:g}-{hi:g} SE from the threshold" if hi < math.inf else f">= {lo:g} SE", [
@@ -126,8 +130,8 @@ def _plot(stops: list[Stop], path: Path, futility: float) -> Path:
                    label=f"full validation {decision} ({len(mine)})", alpha=0.8)
     ax.axvspan(-1, 1, color="#999999", alpha=0.15, label="within 1 SE of the threshold")
     ax.axvline(0, color="#555555", lw=0.8)
-    ax.set_xlabel("the paired test's statistic on the whole set minus its critical value (standard errors)\n"
-                  "(right of 0 and rejected: turned down over videos, by a kind's guard or by the seed's cost)",
+    ax.set_xlabel("the gate's test on the whole set as a normal score minus its critical value\n"
+                  "(right of 0 and rejected: turned down by a kind's guard, or by the seed's cost)",
                   fontsize=8)
     ax.set_ylabel("share of the selection set read")
     ax.set_ylim(0, 1.05)
