@@ -12,7 +12,9 @@ questions not yet asked. Two chances that the final test passes:
   n - 1 degrees of freedom carries the uncertainty of the spread itself). Above ``curtail`` (and with the gate's
   rule already passing on the rung) a candidate is accepted early; below ``futility`` it stops as a clear loser.
 - **under the null** (:attr:`Outlook.null`): the remaining questions hold no gain (for a cut: a loss of exactly
-  the margin), as stochastic curtailment asks (Lan, Simon & Halperin 1982).
+  the margin), as stochastic curtailment asks (Lan, Simon & Halperin 1982). Screening has not used it since
+  2026-12-05, when early acceptance moved to the predictive chance (a winner had to pass even if every question
+  left held nothing, and almost none did before the whole set); it stays as the reference the tests compare with.
 
 The spread of a per-question difference is the observed one; where fewer than two questions differ it is no
 estimate, and what n all-agreeing questions can hide is used instead
@@ -81,14 +83,14 @@ def outlook(d: Sequence[float], population: int, level: float, bound: float = 0.
 def sign_chance(d: Sequence[float], population: int, level: float) -> float:
     """Predictive chance that the sign-flip test finds the mean of ``d`` above zero on all ``population`` questions.
 
-    ``d`` holds the differences answered so far: parent - candidate for a kind's guard (a significant loss),
-    candidate - parent for a gain. Where two or more questions differ, :func:`outlook` with the spread observed.
-    Where fewer differ there is no spread to see, and the normal model with :func:`agreement_floor`'s spread
-    overstates the chance many times (0.03 with 121 of 135 questions answered and none changed; 0.2 for a revision
-    that changed none of 25 of 250): the remaining questions are counted instead. Each differs with a chance drawn
-    from what was seen (a Jeffreys prior: Beta(k + 1/2, n - k + 1/2) for k of n), and every one that differs is
-    taken as a whole point in the test's direction, the most it can be; the chance is that of at least as many such
-    points as the sign-flip test needs at ``level``.
+    ``d`` holds the differences answered so far: parent - candidate for a kind's guard (a significant loss), candidate -
+    parent for a gain. Where two or more questions differ, :func:`outlook` with the spread observed. Where fewer differ
+    there is no spread to see, and the normal model with :func:`agreement_floor`'s spread overstates the chance many
+    times (0.03 with 121 of 135 questions answered and none changed; 0.2 for a revision that changed none of 25 of 250):
+    the remaining questions are counted instead. Each differs with a chance drawn from what was seen (the posterior
+    under a Jeffreys prior: Beta(k + 1/2, n - k + 1/2) for k of n), and every one that differs is taken as a whole point
+    in the test's direction, the most it can be; the chance is that of at least as many such points as the sign-flip
+    test needs at ``level``.
     """
     n = len(d)
     rest = population - n

@@ -4,14 +4,14 @@ Multi-fidelity: the selection set is cut into nested rungs (a seeded order; size
 by default). Every candidate is first evaluated on the smallest rung; comparisons with the parent are always
 paired, on the same questions.
 
-Under the paired gate (the default) this is full validation, stopped early (:mod:`videvolve.search.curtailment`):
-the full rung is judged by the gate's rule at the decision's whole level, as full validation is; on a partial rung
-a candidate is accepted early only when the gate's rule accepts it there and the predictive chance that full
-validation accepts it is >= ``--curtail``; it stops as a clear loser when that chance falls below ``--futility``, or
-when its cost fits neither a gain nor a cut. Among the rest the one with the best penalized accuracy (accuracy -
-penalty x 0.5/sqrt(n)) goes on to the next rung's new questions. Under ``--gate video-rsi`` the rule is applied at
-the full rung only, and a candidate stops early when its optimistic paired difference (difference + penalty x its
-standard error) cannot pass it.
+Under the paired gate (the default) this is full validation, stopped early (:mod:`videvolve.search.curtailment`): the
+full rung is judged by the gate's rule at the decision's whole level, as full validation is; on a partial rung a
+candidate is accepted early only when the gate's rule accepts it there and the predictive chance that full validation
+accepts it is >= ``--curtail``; it stops as a clear loser when that chance falls below ``--futility``, or when the
+predictive chance that its cost on the whole set fits a gain's or a cut's bound does. Among the rest the one with the
+best penalized accuracy (accuracy - penalty x 0.5/sqrt(n)) goes on to the next rung's new questions. Under ``--gate
+video-rsi`` the rule is applied at the full rung only, and a candidate stops early when its optimistic paired difference
+(difference + penalty x its standard error) cannot pass it.
 """
 
 from __future__ import annotations

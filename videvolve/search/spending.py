@@ -2,8 +2,9 @@
 
 One selection set answers every decision of a run, so each decision is a test the search could overfit or read
 single answers from. Alpha-investing (Foster & Stine, 2008) makes the run's decisions one budget: the wealth starts at
-the gate's level; each candidate is judged at half of the wealth (never above the level); a rejected candidate costs
-``a / (1 - a)`` of it and an accepted one earns the level back. A candidate whose cost fits neither a gain's
+the gate's level; each decision is judged at half of the wealth (never above the level), divided equally among its
+candidates (``--children``); a rejected candidate costs ``a / (1 - a)`` of it and an accepted one earns the level
+back. A candidate whose cost fits neither a gain's
 bound nor a cut's is rejected on its cost alone, which no answer decides: it spends nothing (its entry has no
 level). A search that keeps proposing changes that do not
 help runs out of wealth (its later decisions need overwhelming evidence), so neither noise nor probing pays; a
