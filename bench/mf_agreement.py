@@ -37,9 +37,10 @@ class Margin:
     from that path's two thresholds, in standard errors (positive: it passes)."""
 
     score: float
-    """The gate's own test as a normal score minus its critical value: a gain's p (the larger of the sign-flip
-    test's and the test over videos', as the gate takes it) as z(p) - z(level); a cut's floored lower bound as a t
-    margin, t (mean + margin) / (mean - bound) - t. Infinite where the cost alone decides (no level was spent)."""
+    """The gate's test's statistic minus its critical value: a gain's sign-flip statistic (its normal approximation,
+    sum(d) / sqrt(sum(d^2)), as multi-fidelity models it) minus z, or the test over videos' t minus its critical
+    value where that is less; a cut's floored lower bound as a t margin, t (mean + margin) / (mean - bound) - t.
+    Infinite where the cost alone decides (no level was spent)."""
     cost: float
     """The per-question cost's distance under its bound: minus the mean of (cost - bound) over its standard error."""
 
@@ -64,8 +65,8 @@ class Stop:
     margins: tuple[Margin, ...] = ()
     """Each path's margins: a gain's, then a cut's where the parent costs anything."""
     guard: float = math.inf
-    """The guard on each kind: the least of z(level) - z(p of a loss) over the kinds (positive: none loses
-    significantly; every path needs it)."""
+    """The guard on each kind: the least, over the kinds, of z minus the sign-flip statistic of a loss (positive:
+    none loses significantly; every path needs it; infinite where no kind's answers changed)."""
 
 
 def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | None = None,
@@ -182,15 +183,17 @@ def _stop(run_dir: Path, mf: GateEntry, full: GateEntry, results: dict[str, list
                 parent=full.parent, margins=margins, guard=guard)
 
 
-def _z(p: float) -> float:
-    """The normal quantile a one-sided p stands for (p clipped to [1e-12, 1 - 1e-12])."""
-    return float(stats.norm.isf(min(max(p, 1e-12), 1 - 1e-12)))
+def _sign_z(d: list[float]) -> float:
+    """The sign-flip test's statistic in its normal approximation, as multi-fidelity models it: sum(d) / sqrt(sum(d^2));
+    infinite (either way) where nothing differs, whose test can never pass."""
+    squares = sum(x * x for x in d)
+    return sum(d) / math.sqrt(squares) if squares > 0 else -math.inf
 
 
 def _margins(selection: list[Task], parent: list[TaskResult], candidate: list[TaskResult],
              seed: list[TaskResult] | None, level: float | None, ctx: Context) -> tuple[tuple[Margin, ...], float]:
     """The gain's and the cut's :class:`Margin` on the whole set, and the guard's (``seed``: its results, where it
-    bounds a gain's cost), from the gate's own tests (``paired``, as ``paired_rule`` calls it) at ``level``."""
+    bounds a gain's cost), from the statistics of the gate's tests at ``level``."""
     gate = ctx.gate
     n = len(parent)
     mine, theirs = ([cost_of(r, gate.cost_metric, gate.text_token_weight) for r in rs] for rs in (candidate, parent))
@@ -207,18 +210,22 @@ def _margins(selection: list[Task], parent: list[TaskResult], candidate: list[Ta
     if level is None:  # no path's cost fits: the cost decided, no level was spent
         return tuple(Margin(score=math.inf, cost=c) for c in costs), math.inf
     x, y = [r.score for r in parent], [r.score for r in candidate]
+    d = [b - a for a, b in zip(x, y, strict=True)]
     videos = [t.video_id for t in selection]
     st = paired(x, y, level, ctx.seed, gate.margin, videos if len(set(videos)) >= gate.min_videos else None)
-    scores = [_z(st.p_gate) - _z(level)]
+    z = float(stats.norm.isf(level))
+    gain = _sign_z(d) - z
+    if (over := st.over_videos) is not None:  # the test over videos, in its own t
+        gain = min(gain, float(stats.t.isf(max(over.p_gain, 1e-300), over.videos - 1) -
+                               stats.t.isf(level, over.videos - 1)))
+    scores = [gain]
     if len(caps) > 1:  # a cut: its lower bound (floored, over videos too) against -margin, as a t margin
-        t = float(stats.t.ppf(1 - level, n - 1))
+        t = float(stats.t.isf(level, n - 1))
         width = st.diff - st.lower_gate
         scores.append(t * (st.diff + gate.margin) / width - t if width > 0 else
                       math.copysign(math.inf, st.diff + gate.margin))
     groups = [group_of(t) for t in selection]
-    guard = min(_z(level) - _z(paired([a for a, g in zip(x, groups, strict=True) if g == k],
-                                      [b for b, g in zip(y, groups, strict=True) if g == k], level, ctx.seed).p_loss)
-                for k in sorted(set(groups)))
+    guard = min(z - _sign_z([-v for v, g in zip(d, groups, strict=True) if g == k]) for k in sorted(set(groups)))
     return tuple(Margin(score=s, cost=c) for s, c in zip(scores, costs, strict=True)), guard
 
 

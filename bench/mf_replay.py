@@ -106,7 +106,8 @@ def _by_distance(stops: list[Stop], futility: float) -> Table:
         table.add_column(col, justify="right")
     rows: list[tuple[str, list[Stop]]] = [
         (f"{lo:g}-{hi:g} SE from the threshold" if hi < math.inf else f">= {lo:g} SE", [
-            s for s in stops if s.distance is not None and lo <= abs(s.distance) < hi]) for lo, hi in BANDS]
+            s for s in stops if s.distance is not None and lo <= abs(s.distance) and (abs(s.distance) < hi or
+                                                                              hi == math.inf)]) for lo, hi in BANDS]
     rows.append(("its cost fits no path", [s for s in stops if s.distance is None]))
     for name, group in rows:
         read = sum(s.read for s in group)
@@ -123,20 +124,23 @@ def _plot(stops: list[Stop], path: Path, futility: float) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    known = [s for s in stops if s.distance is not None]
+    known = [s for s in stops if s.distance is not None and math.isfinite(s.distance)]
     for decision, colour in (("accepted", "#1a7f37"), ("rejected", "#d97706")):
         mine = [s for s in known if s.full == decision]
         ax.scatter([s.distance or 0.0 for s in mine], [s.read / s.population for s in mine], c=colour, s=24,
                    label=f"full validation {decision} ({len(mine)})", alpha=0.8)
     ax.axvspan(-1, 1, color="#999999", alpha=0.15, label="within 1 SE of the threshold")
     ax.axvline(0, color="#555555", lw=0.8)
-    ax.set_xlabel("the gate's test on the whole set as a normal score minus its critical value\n"
+    ax.set_xlabel("the gate's statistic on the whole set minus its critical value (a gain: the sign-flip z, or the t "
+                  "over videos where less)\n"
                   "(right of 0 and rejected: turned down by a kind's guard, or by the seed's cost)",
                   fontsize=8)
     ax.set_ylabel("share of the selection set read")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"multi-fidelity's stop per candidate (futility {futility:g}; "
-                 f"{len(stops) - len(known)} decided by cost not shown)", fontsize=9)
+    unchanged = sum(1 for s in stops if s.distance is not None and not math.isfinite(s.distance))
+    ax.set_title(f"multi-fidelity's stop per candidate (futility {futility:g})\nnot shown: "
+                 f"{len(stops) - len(known) - unchanged} decided by cost, {unchanged} that changed no answer",
+                 fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
