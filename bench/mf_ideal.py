@@ -5,12 +5,12 @@ would decide on all of it. How soon it can be sure depends on how far that verdi
 n of N questions (the rest alike to those read), the whole set's statistic is known to within sqrt((N - n) / n) of
 its standard error, so a verdict ``m`` standard errors from its threshold is sure to 1 - delta only once
 m >= u sqrt((N - n) / n), u the normal (1 - delta) quantile: n / N >= u^2 / (u^2 + m^2)
-(:func:`needed_share`). The idealized rule knows every candidate's margins on the whole set (the gate's own tests as
-normal scores: :class:`mf_agreement.Margin`, :attr:`mf_agreement.Stop.guard`) and reads each just far enough that
+(:func:`needed_share`). The idealized rule knows every candidate's margins on the whole set (the statistics of the
+gate's tests: :class:`mf_agreement.Margin`, :attr:`mf_agreement.Stop.guard`) and reads each just far enough that
 every figure its verdict rests on is sure to 1 - delta (a verdict resting on two or three figures errs up to about
 twice delta), its parent (and the seed) as far as their farthest candidate, the first rung at least. It is a
 yardstick, not a bound: a real rule does not know the margins (it must estimate them, which costs), the normal
-scores stand in for the gate's exact tests (the test over eight videos has heavier tails), and a rule may stop
+model stands in for the gate's exact tests (the test over eight videos has heavier tails), and a rule may stop
 earlier by luck where it then errs more often.
 """
 
@@ -35,7 +35,7 @@ def candidate_share(stop: Stop, delta: float, floor: float = 0.0) -> float:
     """The share an idealized rule reads of one candidate, each figure it rests on sure to 1 - delta.
 
     Accepted: the cheapest path on which its score and its cost pass, with the guard on each kind (the whole set
-    where none does: the normal scores stand in for the gate's exact tests). Rejected: the guard's failing
+    where none does: the normal model stands in for the gate's exact tests). Rejected: the guard's failing
     (every path at once), or every path ruled out by whichever of its failing figures is sure first.
     """
     guard = needed_share(stop.guard, delta, floor)

@@ -12,7 +12,7 @@ often multi-fidelity decides as full validation, not only whether it did under o
 first threshold, each candidate's share of the selection set multi-fidelity read before it decided against how far
 full validation's verdict on the whole set lay from the gate's threshold (:class:`mf_agreement.Stop`), with a table
 of the same by distance: what a sequential rule can save depends on how many calls are close. ``--ideal DELTAS``:
-beside multi-fidelity, what an idealized rule sure of each verdict to 1 - delta would pay (:mod:`mf_ideal`).
+beside multi-fidelity, what an idealized rule sure of each figure to 1 - delta would pay (:mod:`mf_ideal`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def main() -> int:
     parser.add_argument("--orders", type=int, default=1, help="rung orders to replay each run under")
     parser.add_argument("--plot", type=Path, help="where to draw each candidate's stop (PNG)")
     parser.add_argument("--ideal", help="for these error rates (comma-separated), what an idealized rule sure of "
-                        "each verdict to 1 - delta would pay")
+                        "each figure to 1 - delta would pay")
     args = parser.parse_args()
     if args.ideal and args.orders > 1:
         parser.error("--ideal compares one order's replay: leave --orders at 1")
