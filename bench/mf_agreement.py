@@ -23,7 +23,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.search.gate import aggregate, cost_of, group_of
 from videvolve.search.history import GateEntry
-from videvolve.search.screening import _bounds, rungs, screen
+from videvolve.search.screening import open_paths, rungs, screen
 from videvolve.search.significance import paired
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
@@ -177,7 +177,7 @@ def _stop(run_dir: Path, mf: GateEntry, full: GateEntry, results: dict[str, list
         aggregate(results[seed], gate.cost_metric, gate.text_token_weight)[1]
     margins, guard = _margins(selection, parent, candidate, None if c_seed is None else results[seed], full.level,
                               ctx)
-    distances = [margins[0 if bound >= 0 else 1].score for _, bound in _bounds(c, c2, gate, c_seed)]
+    distances = [margins[0 if bound >= 0 else 1].score for _, bound in open_paths(c, c2, gate, c_seed)]
     return Stop(run=run_dir.parent.name, candidate=full.candidate or "", full=full.decision, read=mf.n,
                 population=len(parent), distance=max(distances) if distances and full.level else None,
                 parent=full.parent, margins=margins, guard=guard)

@@ -170,7 +170,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             if cand not in decided:
                 continue
             decision, extra = decided[cand]
-            spent = level if _bounds(c, c2, gate, c_seed) else None  # a verdict on cost alone tests nothing
+            spent = level if open_paths(c, c2, gate, c_seed) else None  # a verdict on cost alone tests nothing
             boot = paired_bootstrap([r.score for r in p_res], [r.score for r in res], seed=ctx.seed)
             mcq = [(o.score == 1, x.score == 1) for o, x in zip(p_res, res, strict=True) if o.kind == "mcq"]
             reason = decision.reason if last else f"accepted early at rung {k + 1}/{len(ladder)}: {decision.reason}"
@@ -207,7 +207,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 hopeful.append((cand, a2, c2))
             else:
                 entries[cand] = GateEntry(
-                    **{**base, "level": level if _bounds(c, c2, gate, c_seed) else None}, candidate=cand,
+                    **{**base, "level": level if open_paths(c, c2, gate, c_seed) else None}, candidate=cand,
                     operator=operators.get(cand), decision="rejected", cand_score=a2, cand_frames=frames[cand],
                     cand_cost=c2,
                     reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): {why_not}")
@@ -280,7 +280,7 @@ def _crown(champion: str | None, won: list[str], read: dict[str, list[TaskResult
     return best
 
 
-def _bounds(c: float, c2: float, gate: GateRules, c_seed: float | None = None) -> list[tuple[str, float]]:
+def open_paths(c: float, c2: float, gate: GateRules, c_seed: float | None = None) -> list[tuple[str, float]]:
     """The paths the candidate's cost leaves open, each with the bound its mean difference must clear."""
     out = []
     if c2 <= gain_cost_bound(c, gate.alpha, c_seed, gate.cost_ceiling) + TOL:
@@ -345,9 +345,9 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
         lost = [-x for x, g in zip(d, answered, strict=True) if g == group]
         if len(lost) < sizes[group] and sign_chance(lost, sizes[group], level) > 1 - gate.curtail:
             return None  # this kind may yet lose significantly on the whole set
-    open_paths = [(name, bound) for name, bound, fits in _cost_paths(parent, candidate, gate, population, seed_res)
-                  if fits >= gate.curtail and (name, bound) in _bounds(c, c2, gate, c_seed)]
-    for _, bound in open_paths:
+    passable = [(name, bound) for name, bound, fits in _cost_paths(parent, candidate, gate, population, seed_res)
+                if fits >= gate.curtail and (name, bound) in open_paths(c, c2, gate, c_seed)]
+    for _, bound in passable:
         chance = outlook(d, population, level, bound).predictive
         if chance >= gate.curtail and by_video:  # a gain must hold over the videos, a cut's bound there too
             over = video_chance(d, [by_id[r.task_id].video_id for r in parent],
