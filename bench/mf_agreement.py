@@ -37,10 +37,11 @@ class Margin:
     from that path's two thresholds, in standard errors (positive: it passes)."""
 
     score: float
-    """The gate's test's statistic minus its critical value: a gain's sign-flip statistic (its normal approximation,
-    sum(d) / sqrt(sum(d^2)), as multi-fidelity models it) minus z, or the test over videos' t minus its critical
-    value where that is less; a cut's floored lower bound as a t margin, t (mean + margin) / (mean - bound) - t.
-    Infinite where the cost alone decides (no level was spent)."""
+    """How far the mean difference lies from where the gate's test stops passing, in standard errors of the mean (the
+    unit in which the questions not yet read move it): for a gain, the sign-flip test's (its normal approximation,
+    as multi-fidelity models it) or, where less, the test over videos' lower bound over that standard error; for a
+    cut, its lower bound (floored, over videos too) plus the margin over it. Infinite where the cost alone decides
+    (no level was spent)."""
     cost: float
     """The per-question cost's distance under its bound: minus the mean of (cost - bound) over its standard error."""
 
@@ -65,8 +66,9 @@ class Stop:
     margins: tuple[Margin, ...] = ()
     """Each path's margins: a gain's, then a cut's where the parent costs anything."""
     guard: float = math.inf
-    """The guard on each kind: the least, over the kinds, of z minus the sign-flip statistic of a loss (positive:
-    none loses significantly; every path needs it; infinite where no kind's answers changed)."""
+    """The guard on each kind: the least, over the kinds, of how far a kind's mean loss lies below where its sign-flip
+    test of a loss would pass, in its standard errors (positive: none loses significantly; every path needs it;
+    infinite where no kind's answers changed)."""
 
 
 def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | None = None,
@@ -183,11 +185,19 @@ def _stop(run_dir: Path, mf: GateEntry, full: GateEntry, results: dict[str, list
                 parent=full.parent, margins=margins, guard=guard)
 
 
-def _sign_z(d: list[float]) -> float:
-    """The sign-flip test's statistic in its normal approximation, as multi-fidelity models it: sum(d) / sqrt(sum(d^2));
-    infinite (either way) where nothing differs, whose test can never pass."""
+def _se(d: list[float]) -> float:
+    """The standard error of the mean of ``d``, at least 1 / n (as ``screening.paired_se`` floors it)."""
+    n = len(d)
+    mean = sum(d) / n
+    return max(math.sqrt(sum((x - mean) ** 2 for x in d) / max(1, n - 1) / n), 1 / n)
+
+
+def _sign_margin(d: list[float], z: float) -> float:
+    """How far the mean of ``d`` lies above where the sign-flip test (its normal approximation, sum(d) >=
+    z sqrt(sum(d^2)), as multi-fidelity models it) stops passing, in standard errors of the mean; minus infinity
+    where nothing differs (the test cannot pass)."""
     squares = sum(x * x for x in d)
-    return sum(d) / math.sqrt(squares) if squares > 0 else -math.inf
+    return (sum(d) - z * math.sqrt(squares)) / len(d) / _se(d) if squares > 0 else -math.inf
 
 
 def _margins(selection: list[Task], parent: list[TaskResult], candidate: list[TaskResult],
@@ -213,19 +223,15 @@ def _margins(selection: list[Task], parent: list[TaskResult], candidate: list[Ta
     d = [b - a for a, b in zip(x, y, strict=True)]
     videos = [t.video_id for t in selection]
     st = paired(x, y, level, ctx.seed, gate.margin, videos if len(set(videos)) >= gate.min_videos else None)
-    z = float(stats.norm.isf(level))
-    gain = _sign_z(d) - z
-    if (over := st.over_videos) is not None:  # the test over videos, in its own t
-        gain = min(gain, float(stats.t.isf(max(over.p_gain, 1e-300), over.videos - 1) -
-                               stats.t.isf(level, over.videos - 1)))
+    z, se = float(stats.norm.isf(level)), _se(d)
+    gain = _sign_margin(d, z)
+    if st.over_videos is not None:  # the test over videos passes while its lower bound is above 0
+        gain = min(gain, st.over_videos.lower / se)
     scores = [gain]
-    if len(caps) > 1:  # a cut: its lower bound (floored, over videos too) against -margin, as a t margin
-        t = float(stats.t.isf(level, n - 1))
-        width = st.diff - st.lower_gate
-        scores.append(t * (st.diff + gate.margin) / width - t if width > 0 else
-                      math.copysign(math.inf, st.diff + gate.margin))
+    if len(caps) > 1:  # a cut passes while its lower bound (floored, over videos too) is above -margin
+        scores.append((st.lower_gate + gate.margin) / se)
     groups = [group_of(t) for t in selection]
-    guard = min(z - _sign_z([-v for v, g in zip(d, groups, strict=True) if g == k]) for k in sorted(set(groups)))
+    guard = -max(_sign_margin([-v for v, g in zip(d, groups, strict=True) if g == k], z) for k in sorted(set(groups)))
     return tuple(Margin(score=s, cost=c) for s, c in zip(scores, costs, strict=True)), guard
 
 

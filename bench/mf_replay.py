@@ -95,7 +95,7 @@ def _idealized(per_run: dict[Path, list[Stop]], deltas: list[float], floor: floa
 
 
 BANDS = ((0.0, 1.0), (1.0, 2.0), (2.0, 4.0), (4.0, math.inf))
-"""Distances from the gate's threshold (absolute, in standard errors) the table groups candidates by."""
+"""Distances from the gate's threshold (absolute, in standard errors of the mean) the table groups candidates by."""
 
 
 def _by_distance(stops: list[Stop], futility: float) -> Table:
@@ -131,8 +131,7 @@ def _plot(stops: list[Stop], path: Path, futility: float) -> Path:
                    label=f"full validation {decision} ({len(mine)})", alpha=0.8)
     ax.axvspan(-1, 1, color="#999999", alpha=0.15, label="within 1 SE of the threshold")
     ax.axvline(0, color="#555555", lw=0.8)
-    ax.set_xlabel("the gate's statistic on the whole set minus its critical value (a gain: the sign-flip z, or the t "
-                  "over videos where less)\n"
+    ax.set_xlabel("how far the whole set's mean difference lies from where the gate's test flips (its SEs)\n"
                   "(right of 0 and rejected: turned down by a kind's guard, or by the seed's cost)",
                   fontsize=8)
     ax.set_ylabel("share of the selection set read")
