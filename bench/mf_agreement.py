@@ -23,7 +23,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.search.gate import aggregate, cost_of, group_of
 from videvolve.search.history import GateEntry
-from videvolve.search.screening import open_paths, rungs, screen
+from videvolve.search.screening import open_paths, paired_se, rungs, screen
 from videvolve.search.significance import paired
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
@@ -186,10 +186,8 @@ def _stop(run_dir: Path, mf: GateEntry, full: GateEntry, results: dict[str, list
 
 
 def _se(d: list[float]) -> float:
-    """The standard error of the mean of ``d``, at least 1 / n (as ``screening.paired_se`` floors it)."""
-    n = len(d)
-    mean = sum(d) / n
-    return max(math.sqrt(sum((x - mean) ** 2 for x in d) / max(1, n - 1) / n), 1 / n)
+    """The standard error of the mean of the differences ``d``, floored at 1 / n (``screening.paired_se``)."""
+    return paired_se([0.0] * len(d), d)
 
 
 def _sign_margin(d: list[float], z: float) -> float:
