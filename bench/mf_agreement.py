@@ -1,7 +1,7 @@
 """Multi-fidelity against full validation on a finished run, replayed from its stored results.
 
-:func:`mf_agreement` counts the decisions both make alike and what each pays; :func:`mf_stops` says, candidate by
-candidate, how much of the selection set multi-fidelity read before it decided, and how far full validation's
+:func:`mf_agreement` counts the decisions both make alike and what each pays; :func:`mf_replayed` also says, candidate
+by candidate, how much of the selection set multi-fidelity read before it decided, and how far full validation's
 verdict on the whole set lay from the gate's threshold (:class:`Stop`): a close call cannot be told early.
 """
 
@@ -86,13 +86,7 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
     seed and the next ``orders - 1`` (each its own order of the questions in the rungs), and sum: one order is one
     draw of what multi-fidelity decides.
     """
-    return _replay(run_dir, futility, curtail, rungs, orders)[0]
-
-
-def mf_stops(run_dir: Path, futility: float | None = None, curtail: float | None = None,
-             rungs: list[float] | None = None) -> list[Stop]:
-    """Each candidate of the run's decisions, replayed both ways under the run's own order (:class:`Stop`)."""
-    return _replay(run_dir, futility, curtail, rungs, 1)[1]
+    return mf_replayed(run_dir, futility, curtail, rungs, orders)[0]
 
 
 def gated(run_dir: Path) -> list[GateEntry]:
@@ -106,8 +100,10 @@ def gated(run_dir: Path) -> list[GateEntry]:
     return out
 
 
-def _replay(run_dir: Path, futility: float | None, curtail: float | None, sizes: list[float] | None,
-            orders: int) -> tuple[dict[str, int], list[Stop]]:
+def mf_replayed(run_dir: Path, futility: float | None = None, curtail: float | None = None,
+                sizes: list[float] | None = None, orders: int = 1) -> tuple[dict[str, int], list[Stop]]:
+    """:func:`mf_agreement`'s counts, and each candidate of the run's decisions as replayed both ways under the
+    run's own order (:class:`Stop`), from the same replay."""
     from gate_null import Replay
 
     settings = json.loads(_read(run_dir / "settings.json"))
@@ -213,8 +209,7 @@ def _margins(selection: list[Task], parent: list[TaskResult], candidate: list[Ta
     costs = []
     for cap in caps:
         q = [m - x for m, x in zip(mine, cap, strict=True)]
-        mean = sum(q) / n
-        costs.append(-mean / max(math.sqrt(sum((x - mean) ** 2 for x in q) / max(1, n - 1) / n), 1e-9))
+        costs.append(-sum(q) / n / _se(q))
     if level is None:  # no path's cost fits: the cost decided, no level was spent
         return tuple(Margin(score=math.inf, cost=c) for c in costs), math.inf
     x, y = [r.score for r in parent], [r.score for r in candidate]

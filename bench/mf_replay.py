@@ -21,7 +21,7 @@ import argparse
 import math
 from pathlib import Path
 
-from mf_agreement import Stop, gated, mf_agreement, mf_stops
+from mf_agreement import Stop, gated, mf_replayed
 from mf_ideal import ideal_evaluations
 from rich.console import Console
 from rich.table import Table
@@ -48,9 +48,12 @@ def main() -> int:
     console = Console()
     totals = {f: {"decisions": 0, "same": 0, "evaluations_mf": 0, "evaluations_full": 0, "evaluations_accepted": 0}
               for f in thresholds}
+    per_run: dict[Path, list[Stop]] = {}  # the first threshold's candidates, for --plot and --ideal
     for run in args.runs:
         for f in thresholds:
-            got = mf_agreement(run, futility=f, curtail=args.curtail, rungs=_rungs(args.rungs), orders=args.orders)
+            got, stops = mf_replayed(run, futility=f, curtail=args.curtail, sizes=_rungs(args.rungs),
+                                     orders=args.orders)
+            per_run.setdefault(run, stops)
             for k, v in got.items():
                 totals[f][k] += v
             console.print(f"{run}: futility {f:g}: {got['same']} / {got['decisions']} as full validation, "
@@ -68,8 +71,6 @@ def main() -> int:
                   "accepts cost the whole selection set (winners that stop early make it higher)", highlight=False)
     if not (args.plot or args.ideal):
         return 0
-    per_run = {run: mf_stops(run, futility=thresholds[0], curtail=args.curtail, rungs=_rungs(args.rungs))
-               for run in args.runs}
     stops = [s for got in per_run.values() for s in got]
     if args.plot:
         console.print(_by_distance(stops, thresholds[0]))
