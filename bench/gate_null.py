@@ -208,9 +208,10 @@ def main() -> int:
     (CACHE / "results.json").write_text(json.dumps({"world_seed": args.world_seed, "level": level, "rows": rows,
                                                     "in_runs": in_runs, "versions": ids}, indent=1))
     accepted = sum(bool(rows[x]["first_level"]) for x in nulls)
-    gate_ok = accepted <= 0.05 * n and not any(rows[b]["first_level"] for b in buckets)
+    attacked = sum(bool(rows[b]["first_level"]) for b in buckets)
+    gate_ok = accepted <= 0.05 * n and attacked == 0
     mf_ok = same == len(rows) and full_evals >= 3 * mf_evals
-    console.print(f"the gate: {accepted} / {n} null candidates and {sum(bool(rows[b]['first_level']) for b in buckets)}"
+    console.print(f"the gate: {accepted} / {n} null candidates and {attacked}"
                   f" / 4 of the bucket attack accepted at a run's first level (at most 5 % and none asked) -> "
                   f"{'PASS' if gate_ok else 'FAIL'}; multi-fidelity: {same} / {len(rows)} decisions as full validation,"
                   f" {full_evals / max(1, mf_evals):.2f}x fewer selection evaluations (the same decisions at >= 3x "
