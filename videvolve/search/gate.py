@@ -9,7 +9,10 @@ run's decisions, :mod:`videvolve.search.spending`), and so does the same compari
 cluster-robust t, :func:`videvolve.search.significance.video_t`: a gain a few videos carry does not hold on others;
 from ``--gate-min-videos`` selection videos on, 8 by default: with fewer, that t keeps only the clearest gains),
 and C' <= (1 + alpha) min(C, the seed's C); a cost cut when C' <= (1 - beta) C and it is non-inferior (the
-one-sided upper bound of its loss, question by question and over videos, is within ``margin``). Neither
+one-sided upper bound of its loss, question by question and over videos, is within ``margin``). Where a gain must
+hold over the videos, so must a cost bound: C' is then the upper bound of the mean cost over them, at the gate's
+stated level (:mod:`videvolve.search.cost_bounds`: a look whose cost follows how busy a video is can fit on the
+selection set's mean and not on other videos). Neither
 when any group of questions (mcq, grounding; on a speaking world each evidence type) loses significantly at the
 same level.
 
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from videvolve.evaluation.results import TaskResult, cost_of
+from videvolve.search.cost_bounds import costs, fit, fit_all, gain_limits, scaled
 from videvolve.search.significance import FEW_VIDEOS, Paired, paired
 from videvolve.tasks import Task
 
@@ -117,22 +121,27 @@ def bound_text(c: float, alpha: float, seed_cost: float | None = None, ceiling: 
 
 def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: Sequence[TaskResult], level: float,
                 metric: str = "visual_tokens", text_weight: float = 1.0, alpha: float = 0.1, beta: float = 0.2,
-                margin: float = 0.02, seed: int = 0, seed_cost: float | None = None,
-                ceiling: float | None = None, over_videos: bool | None = None) -> PairedDecision:
+                margin: float = 0.02, seed: int = 0, seed_results: Sequence[TaskResult] | None = None,
+                ceiling: float | None = None, over_videos: bool | None = None,
+                cost_level: float = 0.05) -> PairedDecision:
     """Judge ``candidate`` against ``parent`` on the same questions (``tasks``, in the same order) at ``level``.
 
-    ``seed_cost``: the run's seed harness's mean cost on these questions, which bounds a gain's cost too;
+    ``seed_results``: the run's seed harness's results on these questions, whose cost bounds a gain's too;
     ``ceiling``: a budget per question that bounds it instead (:func:`gain_cost_bound`); ``over_videos``: whether a
-    gain must hold over the questions' videos too (:func:`videvolve.search.significance.video_t`; default: where they
-    are at least ``FEW_VIDEOS``; multi-fidelity decides it by the whole selection set, not by a rung's videos).
+    gain must hold over the questions' videos too, and its cost fit its bound over them at ``cost_level`` (the
+    gate's stated level; :mod:`videvolve.search.cost_bounds`) (default: where they are at least ``FEW_VIDEOS``;
+    multi-fidelity decides it by the whole selection set, not by a rung's videos).
     """
     c = aggregate(parent, metric, text_weight)[1]
     c2 = aggregate(candidate, metric, text_weight)[1]
-    bound = gain_cost_bound(c, alpha, seed_cost, ceiling)
-    of = bound_text(c, alpha, seed_cost, ceiling)
     videos = [t.video_id for t in tasks]
-    st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin,
-                videos=videos if (len(set(videos)) >= FEW_VIDEOS if over_videos is None else over_videos) else None)
+    judged = videos if (len(set(videos)) >= FEW_VIDEOS if over_videos is None else over_videos) else None
+    mine, theirs = costs(candidate, metric, text_weight), costs(parent, metric, text_weight)
+    seed_costs = None if seed_results is None else costs(seed_results, metric, text_weight)
+    gain_fit, gain_bound = fit_all(mine, gain_limits(theirs, alpha, seed_costs, ceiling), judged, cost_level)
+    cut_fit = fit(mine, scaled(theirs, 1 - beta, f"(1-{beta}) x {c:.1f}"), judged, cost_level) if c > 0 else None
+    cut_ok = cut_fit is not None and cut_fit.fits
+    st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin, videos=judged)
     at = f"{len(tasks)} paired questions at level {level:.4g}"
     for group in sorted({group_of(t) for t in tasks}):
         idx = [i for i, t in enumerate(tasks) if group_of(t) == group]
@@ -142,28 +151,31 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
                                          f"(p {g.p_loss:.4f} <= {level:.4g})", st)
     over = st.over_videos
     held = f"; over {over.videos} videos p {over.p_gain:.4f}" if over else ""
+    cost_said = gain_fit.said(c2)
+    cut_said = cut_fit.said(c2) if cut_fit is not None else f"{c2:.1f}"
     if st.p_gate <= level:
-        if c2 <= bound + 1e-9:
+        if gain_fit.fits:
             return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f}{held} <= {level:.4g}, "
-                                        f"{st.discordant} questions differ) at cost {c2:.1f} <= {of}; {at}", st)
-        if not (c > 0 and c2 <= (1 - beta) * c + 1e-9):  # else a ceiling below the cut's bound: judged as a cut
-            return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}{held}) but cost {c2:.1f} > "
-                                         f"{of} = {bound:.1f}", st)
-    if c > 0 and c2 <= (1 - beta) * c + 1e-9:
+                                        f"{st.discordant} questions differ) at cost {cost_said} <= {gain_bound.text}"
+                                        f"; {at}", st)
+        if not cut_ok:  # else a ceiling below the cut's bound: judged as a cut
+            return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}{held}) but cost {cost_said} > "
+                                         f"{gain_bound.text} = {gain_bound.mean:.1f}", st)
+    if cut_ok:
         if st.lower_gate >= -margin - 1e-12:
-            return PairedDecision(True, f"cost {c2:.1f} <= (1-{beta}) x {c:.1f}, non-inferior: loss at most "
+            return PairedDecision(True, f"cost {cut_said} <= (1-{beta}) x {c:.1f}, non-inferior: loss at most "
                                         f"{max(0.0, -st.lower_gate):.4f} <= margin {margin} ({st.diff:+.4f}; {at})",
                                   st)
-        return PairedDecision(False, f"cost {c2:.1f} <= (1-{beta}) x {c:.1f} but the loss may reach "
+        return PairedDecision(False, f"cost {cut_said} <= (1-{beta}) x {c:.1f} but the loss may reach "
                                      f"{-st.lower_gate:.4f} > margin {margin} ({st.diff:+.4f}; {at})", st)
     if st.p_gain <= level and over is not None:
         return PairedDecision(False, f"a gain question by question ({st.diff:+.4f}, one-sided p {st.p_gain:.4f}) "
                                      f"that does not hold over the {over.videos} selection videos (p "
                                      f"{over.p_gain:.4f} > {level:.4g}: a few videos carry it) and no cost cut to "
-                                     f"(1-{beta}) x {c:.1f} (cost {c2:.1f}); {at}", st)
+                                     f"(1-{beta}) x {c:.1f} (cost {cut_said}); {at}", st)
     return PairedDecision(False, f"no gain that noise does not explain ({st.diff:+.4f}, one-sided p "
                                  f"{st.p_gain:.4f}{held} > {level:.4g}) and no cost cut to (1-{beta}) x {c:.1f} "
-                                 f"(cost {c2:.1f}); {at}", st)
+                                 f"(cost {cut_said}); {at}", st)
 
 
 def rule_text(alpha: float, beta: float, eps: float, metric: str, rule: str = "paired", level: float = 0.05,

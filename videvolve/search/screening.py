@@ -24,12 +24,12 @@ from typing import Any
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
-from videvolve.search.curtailment import outlook, sign_chance, video_chance, within_chance
+from videvolve.search.cost_bounds import path_chances
+from videvolve.search.curtailment import outlook, sign_chance, video_chance
 from videvolve.search.gate import (
     Decision,
     aggregate,
     bound_text,
-    cost_of,
     gain_cost_bound,
     gate_rule,
     group_of,
@@ -146,8 +146,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
                 verdict = paired_rule(rung, p_res, res, level, gate.cost_metric, gate.text_token_weight,
-                                      gate.alpha, gate.beta, gate.margin, ctx.seed, c_seed, gate.cost_ceiling,
-                                      over_videos=by_video)
+                                      gate.alpha, gate.beta, gate.margin, ctx.seed, s_res, gate.cost_ceiling,
+                                      over_videos=by_video, cost_level=gate.level)
                 st = verdict.stats
                 extra = {"p_gain": st.p_gain, "p_videos": st.over_videos.p_gain if st.over_videos else None,
                          "bound": st.lower_gate} if st else {}
@@ -196,7 +196,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             if cand in entries:
                 continue
             if paired_gate and level is not None:
-                why_not = _futile(p_res, res, a, a2, c, c2, len(selection), level, gate, c_seed, s_res)
+                why_not = _futile(p_res, res, a, a2, c, c2, selection, level, gate, c_seed, s_res, by_video)
                 if why_not is None and champ is not None and (beat := _beats(champ, res, len(selection))) < \
                         gate.futility:
                     why_not = (f"{champion} was accepted, and the predictive chance that this one scores higher on "
@@ -290,34 +290,6 @@ def open_paths(c: float, c2: float, gate: GateRules, c_seed: float | None = None
     return out
 
 
-def _cost_paths(parent: list[TaskResult], candidate: list[TaskResult], gate: GateRules, population: int,
-                seed: list[TaskResult] | None = None) -> list[tuple[str, float, float]]:
-    """Each path (a gain, a cut) with its score bound and the predictive chance that the whole set's cost fits it.
-
-    On a partial rung the mean cost is an estimate: a look whose cost depends on the question (how much of a video
-    its scan flags) can exceed its bound on 64 questions and fit it on 317. Each bound is a per-question quantity
-    (the candidate's cost minus the bound's share of the reference's, on the same questions) whose mean over the
-    whole set must be at most 0 (:func:`~videvolve.search.curtailment.within_chance`).
-    """
-    metric, weight = gate.cost_metric, gate.text_token_weight
-    mine = [cost_of(r, metric, weight) for r in candidate]
-    theirs = [cost_of(r, metric, weight) for r in parent]
-
-    def fits(limit: list[float]) -> float:  # the chance that the mean of (mine - limit) over all questions is <= 0
-        return within_chance([m - x for m, x in zip(mine, limit, strict=True)], population)
-
-    if gate.cost_ceiling is not None:
-        gain = fits([gate.cost_ceiling] * len(mine))
-    else:
-        gain = fits([(1 + gate.alpha) * x for x in theirs])
-        if seed is not None:
-            gain = min(gain, fits([(1 + gate.alpha) * cost_of(r, metric, weight) for r in seed]))
-    out = [("no gain", 0.0, gain)]
-    if sum(theirs) > 0:
-        out.append((f"a loss of the margin {gate.margin:g}", -gate.margin, fits([(1 - gate.beta) * x for x in theirs])))
-    return out
-
-
 def _differences(parent: list[TaskResult], candidate: list[TaskResult]) -> list[float]:
     return [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
 
@@ -330,8 +302,9 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
     Full validation also turns down a candidate under which one kind of question (on a speaking world, one kind of
     evidence) loses significantly: the predictive chance of that, kind by kind, must be at most 1 - ``--curtail``.
     With ``by_video`` a gain must hold over the selection videos too: the predictive chance of that, at least
-    ``--curtail``. The whole set's cost must fit the path as surely (:func:`_cost_paths`; ``seed_res``: the seed's
-    results on these questions, whose cost bounds a gain's too).
+    ``--curtail``. The whole set's cost must fit the path as surely (over the videos too with ``by_video``:
+    :func:`~videvolve.search.cost_bounds.path_chances`; ``seed_res``: the seed's results on these questions, whose
+    cost bounds a gain's too).
     """
     if gate.curtail >= 1:
         return None
@@ -345,13 +318,15 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
         lost = [-x for x, g in zip(d, answered, strict=True) if g == group]
         if len(lost) < sizes[group] and sign_chance(lost, sizes[group], level) > 1 - gate.curtail:
             return None  # this kind may yet lose significantly on the whole set
-    passable = [(name, bound) for name, bound, fits in _cost_paths(parent, candidate, gate, population, seed_res)
+    videos = [by_id[r.task_id].video_id for r in parent]
+    sizes = Counter(t.video_id for t in selection)
+    passable = [(name, bound) for name, bound, fits in path_chances(
+                    parent, candidate, gate, population, seed_res, videos if by_video else None, sizes)
                 if fits >= gate.curtail and (name, bound) in open_paths(c, c2, gate, c_seed)]
     for _, bound in passable:
         chance = outlook(d, population, level, bound).predictive
         if chance >= gate.curtail and by_video:  # a gain must hold over the videos, a cut's bound there too
-            over = video_chance(d, [by_id[r.task_id].video_id for r in parent],
-                                Counter(t.video_id for t in selection), level, bound)
+            over = video_chance(d, videos, sizes, level, bound)
             if over < gate.curtail:
                 continue
             chance = min(chance, over)
@@ -362,15 +337,20 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
 
 
 def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2: float, c: float, c2: float,
-            population: int, level: float, gate: GateRules, c_seed: float | None = None,
-            seed_res: list[TaskResult] | None = None) -> str | None:
+            selection: list[Task], level: float, gate: GateRules, c_seed: float | None = None,
+            seed_res: list[TaskResult] | None = None, by_video: bool = False) -> str | None:
     """Why the paired gate cannot be expected to accept the candidate on the whole selection set, or None.
 
     A path whose cost misses its bound on this rung stays open while the predictive chance that the whole set's cost
-    fits it is at least ``--futility`` (:func:`_cost_paths`). A gain's chance where fewer than two answers changed
-    is counted (:func:`~videvolve.search.curtailment.sign_chance`).
+    fits it is at least ``--futility`` (:func:`~videvolve.search.cost_bounds.path_chances`; over the videos with
+    ``by_video``). A gain's chance where fewer than two answers changed is counted
+    (:func:`~videvolve.search.curtailment.sign_chance`).
     """
-    fits = _cost_paths(parent, candidate, gate, population, seed_res)
+    population = len(selection)
+    by_id = {t.id: t for t in selection}
+    fits = path_chances(parent, candidate, gate, population, seed_res,
+                        [by_id[r.task_id].video_id for r in parent] if by_video else None,
+                        Counter(t.video_id for t in selection))
     paths = [(name, bound) for name, bound, chance in fits if chance >= gate.futility]
     if not paths:
         of = bound_text(c, gate.alpha, c_seed, gate.cost_ceiling)
