@@ -152,7 +152,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
     over = st.over_videos
     held = f"; over {over.videos} videos p {over.p_gain:.4f}" if over else ""
     cost_said = gain_fit.said(c2)
-    cut_said = cut_fit.said(c2) if cut_fit is not None else f"{c2:.1f}"
+    cut_said = cut_fit.said(c2) if cut_fit is not None and c2 <= (1 - beta) * c + 1e-9 else f"{c2:.1f}"
     if st.p_gate <= level:
         if gain_fit.fits:
             return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f}{held} <= {level:.4g}, "
@@ -172,10 +172,10 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
         return PairedDecision(False, f"a gain question by question ({st.diff:+.4f}, one-sided p {st.p_gain:.4f}) "
                                      f"that does not hold over the {over.videos} selection videos (p "
                                      f"{over.p_gain:.4f} > {level:.4g}: a few videos carry it) and no cost cut to "
-                                     f"(1-{beta}) x {c:.1f} (cost {cut_said}); {at}", st)
+                                     f"(1-{beta}) x {c:.1f}: cost {cut_said}; {at}", st)
     return PairedDecision(False, f"no gain that noise does not explain ({st.diff:+.4f}, one-sided p "
-                                 f"{st.p_gain:.4f}{held} > {level:.4g}) and no cost cut to (1-{beta}) x {c:.1f} "
-                                 f"(cost {cut_said}); {at}", st)
+                                 f"{st.p_gain:.4f}{held} > {level:.4g}) and no cost cut to (1-{beta}) x {c:.1f}: "
+                                 f"cost {cut_said}; {at}", st)
 
 
 def rule_text(alpha: float, beta: float, eps: float, metric: str, rule: str = "paired", level: float = 0.05,
