@@ -16,8 +16,7 @@ videos, the mean alone decides, as before.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from videvolve.evaluation.results import TaskResult, cost_of
@@ -106,7 +105,7 @@ def fit_all(mine: Sequence[float], bounds: Sequence[CostLimit], videos: Sequence
 
 
 def fit_chance(mine: Sequence[float], bound: CostLimit, population: int, videos: Sequence[str] | None,
-               sizes: Counter[str] | None, level: float) -> float:
+               sizes: Mapping[str, int] | None, level: float) -> float:
     """The predictive chance that on the whole set of ``population`` questions the candidate's cost fits ``bound``.
 
     ``mine`` and the bound cover the questions read so far; with ``videos`` (theirs) and ``sizes`` (every selection
@@ -123,7 +122,7 @@ def fit_chance(mine: Sequence[float], bound: CostLimit, population: int, videos:
 
 def path_chances(parent: Sequence[TaskResult], candidate: Sequence[TaskResult], gate: GateRules, population: int,
                  seed: Sequence[TaskResult] | None = None, videos: Sequence[str] | None = None,
-                 sizes: Counter[str] | None = None) -> list[tuple[str, float, float]]:
+                 sizes: Mapping[str, int] | None = None) -> list[tuple[str, float, float]]:
     """Each path (a gain, a cut) with its score bound and the predictive chance that the whole set's cost fits it.
 
     On a partial rung the cost is an estimate: a look whose cost depends on the question (how much of a video its

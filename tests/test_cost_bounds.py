@@ -1,0 +1,51 @@
+"""A candidate's cost against the gate's bounds, over the selection videos (``videvolve.search.cost_bounds``)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from videvolve.search.cost_bounds import budget, fit, fit_all, fit_chance, gain_limits, scaled
+
+
+def test_a_cost_that_fits_on_the_mean_but_varies_by_video_misses_its_bound_over_them():
+    """1.06x the parent on the mean, 0.9x to 1.25x by video: within 1.1x on the mean, not over 8 videos."""
+    ratios = [0.9, 1.25, 0.95, 1.2, 0.92, 1.0, 1.18, 1.08]
+    videos = [f"v{i % 8}" for i in range(320)]
+    parent = [100.0] * 320
+    mine = [100 * ratios[i % 8] for i in range(320)]
+    bound = scaled(parent, 1.1, "(1+0.1) x 100.0")
+    on_mean = fit(mine, bound, None, 0.05)
+    assert on_mean.fits and on_mean.videos is None and on_mean.upper == pytest.approx(106.0)
+    over = fit(mine, bound, videos, 0.05)
+    assert not over.fits and over.videos == 8 and 110.0 < over.upper < 120.0
+    even = fit([106.0] * 320, bound, videos, 0.05)  # the same mean on every video: nothing to pay
+    assert even.fits and even.upper == pytest.approx(106.0)
+
+
+def test_the_tightest_of_a_gains_bounds_decides_and_a_budget_replaces_them():
+    parent, seed = [100.0] * 10, [90.0] * 10
+    limits = gain_limits(parent, 0.1, seed)
+    assert [round(b.mean, 6) for b in limits] == [110.0, 99.0]
+    result, which = fit_all([100.0] * 10, limits, None, 0.05)
+    assert not result.fits and "seed's" in which.text  # within its parent's bound, not the seed's
+    result, which = fit_all([95.0] * 10, limits, None, 0.05)
+    assert result.fits and "seed's" in which.text  # both fit: the one with the least room is named
+    (only,) = gain_limits(parent, 0.1, seed, ceiling=250.0)
+    assert only.mean == 250.0 and only.text == budget(250.0, 10).text
+
+
+def test_the_chance_that_the_whole_set_fits_follows_what_the_videos_show():
+    """Read on a few questions of every video: a cost far under the bound on every one all but surely fits; one
+    over it on half the videos all but surely does not; each a chance, not a verdict."""
+    rng = random.Random(3)
+    sizes = {f"v{g}": 40 for g in range(8)}
+    videos = [f"v{i % 8}" for i in range(64)]
+    parent = [100.0] * 64
+    bound = scaled(parent, 1.1, "")
+    cheap = [95 + rng.gauss(0, 3) for _ in range(64)]
+    assert fit_chance(cheap, bound, 320, videos, sizes, 0.05) > 0.99
+    dear = [(100 if i % 2 else 125) + rng.gauss(0, 3) for i in range(64)]
+    assert fit_chance(dear, bound, 320, videos, sizes, 0.05) < 0.05
+    assert fit_chance(dear, bound, 320, None, None, 0.05) < 0.5  # the mean alone: 1.125x, over too
