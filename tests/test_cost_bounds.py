@@ -49,3 +49,38 @@ def test_the_chance_that_the_whole_set_fits_follows_what_the_videos_show():
     dear = [(100 if i % 2 else 125) + rng.gauss(0, 3) for i in range(64)]
     assert fit_chance(dear, bound, 320, videos, sizes, 0.05) < 0.05
     assert fit_chance(dear, bound, 320, None, None, 0.05) < 0.5  # the mean alone: 1.125x, over too
+
+
+def _entry(operator: str, decision: str = "rejected", cand_cost: float = 5500.0, upper: float | None = 5800.0,
+           cand_score: float = 0.8, parent: str = "p"):
+    from videvolve.search.history import GateEntry
+
+    return GateEntry(iteration=0, parent=parent, candidate=f"c-{operator}", operator=operator, decision=decision,
+                     reason="r", score=0.6, cost=5120.0, cand_score=cand_score, cand_cost=cand_cost,
+                     cost_bound=5632.0, cost_upper=upper)
+
+
+def test_a_look_turned_down_on_its_cost_over_the_videos_is_tried_once_more_with_room_under_the_bound():
+    """World 464444 (set W): the detect-then-identify look, 1.075x on the mean of 92 questions, was screened out on
+    its cost over the videos and could never be proposed again on that parent. Now it may be, once, and its trial
+    must fit the bound divided by how far its upper bound lay above its mean."""
+    from videvolve.editing.base import GateTerms
+    from videvolve.editing.heuristic import passes_on_trial
+    from videvolve.nodes.edit import headroom_by_operator, tried_on
+
+    first = _entry("identify_flagged+fewer_frames")
+    assert tried_on([first], "p") == []  # once: it may come again
+    assert tried_on([first, _entry("identify_flagged")], "p") == ["identify_flagged+fewer_frames", "identify_flagged"]
+    assert tried_on([_entry("denser_sampling", cand_cost=5800.0)], "p") == ["denser_sampling"]  # over on the mean
+    assert tried_on([_entry("sparser", cand_score=0.5)], "p") == ["sparser"]  # it lost: no reason to come again
+    assert tried_on([_entry("plain", upper=None)], "p") == ["plain"]  # judged on the mean alone
+    assert tried_on([first], "other") == []
+    room = headroom_by_operator([first, _entry("read_transcript", "accepted", 5150.0, 5160.0)])
+    assert room["identify_flagged"] == pytest.approx(5800 / 5500)
+    assert room["read_transcript"] == pytest.approx(5160 / 5150)
+    gate = GateTerms(alpha=0.1, beta=0.2, tolerance=0.02, headroom=room)
+    report = {"parent_mean_cost": 5120.0, "mean_cost": 5500.0, "mean_difference_vs_parent": 0.2}
+    assert passes_on_trial(report, gate, "denser_sampling")  # no headroom measured: the mean's bound
+    assert not passes_on_trial(report, gate, "identify_flagged")  # 5500 x 1.055 > 5632
+    assert not passes_on_trial(report, gate, "identify_flagged+fewer_frames")  # the same move
+    assert passes_on_trial({**report, "mean_cost": 5300.0}, gate, "identify_flagged")

@@ -339,6 +339,11 @@ def test_a_cost_that_fits_its_bound_only_on_the_mean_is_turned_down_over_the_vid
         assert decided[mode, 125].decision == "rejected", decided[mode, 125].reason
         assert decided[mode, 106].decision == "accepted", decided[mode, 106].reason
     assert "over 8 videos" in decided["full", 125].reason and "> (1+0.1) x 100.0" in decided["full", 125].reason
+    for mode in ("multi-fidelity", "full"):  # the entry says how far over: what the editor leaves room for
+        entry = decided[mode, 125]
+        assert entry.cost_bound == pytest.approx(110.0) and entry.cost_upper is not None and entry.cost_upper > 110.0
+    screened = decided["multi-fidelity", 125]
+    assert "screened out" in screened.reason and screened.level is None  # on its cost alone: no level spent
 
 
 @pytest.mark.slow

@@ -53,6 +53,10 @@ class GateTerms(BaseModel):
     ceiling: float | None = Field(None, description="--cost-ceiling: a gain may cost up to this instead")
     spends_wealth: bool = Field(True, description="each decision spends the run's alpha-wealth (the paired gate): "
                                 "a prototype that fails the rule on its trials is not worth sending")
+    headroom: dict[str, float] = Field(default_factory=dict, description="per operator, how far above its mean "
+                                       "cost the upper bound of its cost over the selection videos lay, as this run's "
+                                       "gate measured it (the gate bounds that, not the mean): a trial's mean cost "
+                                       "must fit a bound divided by it")
 
 
 class EditorInput(BaseModel):

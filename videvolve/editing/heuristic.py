@@ -43,24 +43,43 @@ def score_operators(inp: EditorInput, catalogue: Sequence[Operator] = CATALOGUE)
     return [(s, op) for s, _, op in scored]
 
 
-def gain_bound(c: float, gate: GateTerms) -> float:
-    """The most a gain over a parent costing ``c`` may cost: the run's budget, else (1 + alpha) x ``c``.
+def base_operator(name: str) -> str:
+    """The operator a proposal's name comes from (its cost-balanced variant is the same move)."""
+    return name.removesuffix(BALANCED)
 
-    As the gate's ``search.gate.gain_cost_bound`` (``--cost-ceiling`` replaces the relative bound); the seed's cost,
-    which the gate also bounds a gain by, is not the editor's to know.
+
+def headroom(gate: GateTerms, op: str = "") -> float:
+    """How far above its mean cost an operator's look cost over the selection videos, as measured on this run (>= 1).
+
+    From 8 selection videos the gate bounds the upper bound of a candidate's cost over them, not its mean: a look
+    whose cost follows how busy a video is needs room under the bound, which a trial of a few tasks cannot show.
     """
-    return gate.ceiling if gate.ceiling is not None else (1 + gate.alpha) * c
+    return max(1.0, gate.headroom.get(base_operator(op), 1.0))
 
 
-def passes_on_trial(report: dict[str, Any], gate: GateTerms | None) -> bool:
-    """Whether the gate's rule, applied to a trial against the parent on the same tasks, would accept."""
+def gain_bound(c: float, gate: GateTerms, op: str = "") -> float:
+    """The most a gain over a parent costing ``c`` may cost on a trial: the run's budget, else (1 + alpha) x ``c``.
+
+    As the gate's ``search.gate.gain_cost_bound`` (``--cost-ceiling`` replaces the relative bound), less the
+    operator's :func:`headroom`; the seed's cost, which the gate also bounds a gain by, is not the editor's to know.
+    """
+    return (gate.ceiling if gate.ceiling is not None else (1 + gate.alpha) * c) / headroom(gate, op)
+
+
+def cut_bound(c: float, gate: GateTerms, op: str = "") -> float:
+    """The most a cut of a parent costing ``c`` may cost on a trial: (1 - beta) x ``c``, less the :func:`headroom`."""
+    return (1 - gate.beta) * c / headroom(gate, op)
+
+
+def passes_on_trial(report: dict[str, Any], gate: GateTerms | None, op: str = "") -> bool:
+    """Whether the gate's rule, applied to a trial of ``op`` against the parent on the same tasks, would accept."""
     if gate is None:
         return True
     c, c_new = report["parent_mean_cost"], report["mean_cost"]  # as the gate counts it (the run's cost metric)
     gain = report["mean_difference_vs_parent"] or 0.0
-    if gain > 0 and c_new <= gain_bound(c, gate) + 1e-9:
+    if gain > 0 and c_new <= gain_bound(c, gate, op) + 1e-9:
         return True
-    return bool(gain >= -gate.tolerance and c > 0 and c_new <= (1 - gate.beta) * c + 1e-9)
+    return bool(gain >= -gate.tolerance and c > 0 and c_new <= cut_bound(c, gate, op) + 1e-9)
 
 
 BALANCED = "+fewer_frames"
@@ -104,9 +123,9 @@ def cost_target(report: dict[str, Any], op: Operator, gate: GateTerms) -> float 
     if c <= 0 or c_new <= 0:
         return None
     if gain > 0:
-        return 0.95 * gain_bound(c, gate)
-    if op.cost_cut and gain >= -gate.tolerance and (1 - gate.beta) * c < c_new < c:
-        return 0.95 * (1 - gate.beta) * c
+        return 0.95 * gain_bound(c, gate, op.name)
+    if op.cost_cut and gain >= -gate.tolerance and cut_bound(c, gate, op.name) < c_new < c:
+        return 0.95 * cut_bound(c, gate, op.name)
     return None
 
 
@@ -136,7 +155,7 @@ def secant_factor(factor: float, full: dict[str, Any], short: dict[str, Any], op
     scan): the line through the unbalanced trial's cost (all frames) and the balanced one's (``factor`` of them) is
     followed down to the target. None when the balanced trial passes on cost or lost what was to be kept.
     """
-    target = None if passes_on_trial(short, gate) else cost_target(short, op, gate)
+    target = None if passes_on_trial(short, gate, op.name) else cost_target(short, op, gate)
     if target is None or not 0 < factor < 1:
         return None
     slope = (full["mean_cost"] - short["mean_cost"]) / (1 - factor)  # cost per unit of the frames' share
@@ -224,7 +243,7 @@ class HeuristicEditor:
                 again = self._trial_variant(inp, tools, tasks, parent, further)
                 if again is not None:
                     variant, rep = further, again
-            out.append((passes_on_trial(rep, inp.gate), rep["mean_difference_vs_parent"] or 0.0,
+            out.append((passes_on_trial(rep, inp.gate, op.name), rep["mean_difference_vs_parent"] or 0.0,
                         -rep["mean_cost"], -len(tried) - j, score, variant, rep))
         return out
 
@@ -274,7 +293,7 @@ class HeuristicEditor:
                 continue
             report = json.loads(text)
             gain = report["mean_difference_vs_parent"] or 0.0
-            tried.append((passes_on_trial(report, inp.gate), gain, -report["mean_cost"], -i, score, op,
+            tried.append((passes_on_trial(report, inp.gate, op.name), gain, -report["mean_cost"], -i, score, op,
                           report))
         if not tried:
             score, op = ops[0]

@@ -9,6 +9,7 @@ by default).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from videvolve.editing import EditorInput, HeuristicEditor, LLMEditor, PastDiagn
 from videvolve.editing.agent import AgentEditor
 from videvolve.editing.base import Editor
 from videvolve.editing.command import CommandEditor
+from videvolve.editing.heuristic import base_operator
 from videvolve.errors import HarnessError
 from videvolve.loop.services import Run, command_spec
 from videvolve.loop.state import State
@@ -25,8 +27,30 @@ from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM
 from videvolve.nodes.sessions import Sessions
 from videvolve.search.gate import rule_text
-from videvolve.search.history import diagnosis_for_editor, entries, for_editor
+from videvolve.search.history import GateEntry, diagnosis_for_editor, entries, for_editor, missed_on_videos
 from videvolve.usage import Spend
+
+
+def tried_on(gated: list[GateEntry], parent: str) -> list[str]:
+    """The operators already proposed on ``parent``, which the editor does not propose again.
+
+    A look turned down only because its cost over the selection videos missed the bound
+    (:func:`~videvolve.search.history.missed_on_videos`) may be tried once more: its trial then aims under the bound
+    less its measured :func:`~videvolve.editing.heuristic.headroom`.
+    """
+    mine = [e for e in gated if e.parent == parent and e.operator]
+    missed = Counter(base_operator(e.operator or "") for e in mine if missed_on_videos(e))
+    return [e.operator or "" for e in mine if not (missed_on_videos(e) and missed[base_operator(e.operator or "")] < 2)]
+
+
+def headroom_by_operator(gated: list[GateEntry]) -> dict[str, float]:
+    """Per operator, the most the upper bound of a candidate's cost over the selection videos lay above its mean."""
+    room: dict[str, float] = {}
+    for e in gated:
+        if e.operator and e.cost_upper and e.cand_cost:
+            key = base_operator(e.operator)
+            room[key] = max(room.get(key, 1.0), e.cost_upper / e.cand_cost)
+    return room
 
 
 def editor_input(run: Run, state: State) -> EditorInput:
@@ -43,7 +67,7 @@ def editor_input(run: Run, state: State) -> EditorInput:
                                                  similarity=sim)
     gated = entries(state.get("history", []))
     history = [for_editor(e, len(run.selection)) for e in gated]
-    tried = [e.operator for e in gated if e.parent == parent and e.operator]
+    tried = tried_on(gated, parent)
     if state.get("feedback"):
         tried += [op for op in state.get("operators", {}).values() if op]
     gate = run.ctx.gate
@@ -53,7 +77,7 @@ def editor_input(run: Run, state: State) -> EditorInput:
     return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
                        similar=sorted(similar.values(), key=lambda p: (-p.similarity, p.diagnosis.id))[:10],
                        history=history, feedback=state.get("feedback"), tried=sorted(set(tried)), gate_rule=rule,
-                       gate=gate.terms(len(run.selection)))
+                       gate=gate.terms(len(run.selection)).model_copy(update={"headroom": headroom_by_operator(gated)}))
 
 
 def editor_model(run: Run) -> MeteredVLM:

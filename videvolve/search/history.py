@@ -51,6 +51,11 @@ class GateEntry(BaseModel):
                                    "cluster-robust t a gain must pass too); None under two videos")
     bound: float | None = Field(None, description="one-sided lower bound of the mean difference at the level (the "
                                 "lower of the question-level and the over-videos bound)")
+    cost_bound: float | None = Field(None, description="the most a gain may cost per question on the questions read "
+                                     "(the tighter of (1 + alpha) x the parent's and the seed's, or the ceiling)")
+    cost_upper: float | None = Field(None, description="the most the candidate's mean cost may be on other videos: "
+                                     "the one-sided upper bound over the selection videos of the questions read, "
+                                     "which must be within cost_bound; None where the mean alone is judged")
 
     @property
     def number(self) -> int:
@@ -121,9 +126,26 @@ def for_editor(entry: GateEntry, n_selection: int) -> dict[str, Any]:
     return {"iteration": entry.iteration, "parent": entry.parent, "candidate": entry.candidate,
             "operator": entry.operator, "decision": entry.decision,
             "score": rounded(entry.score), "cand_score": rounded(entry.cand_score),
-            "cost": None if entry.cost is None else round(entry.cost, -1 if entry.cost >= 100 else 0),
-            "cand_cost": None if entry.cand_cost is None else round(entry.cand_cost, -1 if entry.cand_cost >= 100
-                                                                    else 0),
+            "cost": _cost(entry.cost), "cand_cost": _cost(entry.cand_cost),
+            "cost_bound": _cost(entry.cost_bound), "cost_upper": _cost(entry.cost_upper),
             "reached": "the full selection set" if entry.full else
                        f"rung {entry.rung} of {entry.rungs}" if entry.rung else "not gated",
             "why": entry.reason if not entry.gated else None}
+
+
+def _cost(x: float | None) -> float | None:
+    """A cost as an editor sees it: to the nearest 10 from 100 up."""
+    return None if x is None else round(x, -1 if x >= 100 else 0)
+
+
+def missed_on_videos(entry: GateEntry) -> bool:
+    """Whether a candidate turned down on its cost over the selection videos alone might pass if cheaper.
+
+    It scored above its parent, its mean cost was within a gain's bound, the upper bound over the videos was not.
+    """
+    if entry.decision != "rejected" or None in (entry.cost_upper, entry.cost_bound, entry.cand_cost, entry.score,
+                                                entry.cand_score):
+        return False
+    assert entry.cost_upper is not None and entry.cost_bound is not None and entry.cand_cost is not None
+    assert entry.score is not None and entry.cand_score is not None
+    return entry.cand_cost <= entry.cost_bound < entry.cost_upper and entry.cand_score > entry.score

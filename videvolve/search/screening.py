@@ -24,7 +24,7 @@ from typing import Any
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
-from videvolve.search.cost_bounds import path_chances
+from videvolve.search.cost_bounds import costs, fit_all, gain_limits, path_chances
 from videvolve.search.curtailment import outlook, sign_chance, video_chance
 from videvolve.search.gate import (
     Decision,
@@ -108,6 +108,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     ladder = rungs(selection, gate.rungs, ctx.seed, gate.validation)
     by_video = len({t.video_id for t in selection}) >= gate.min_videos  # the whole set's videos, on every rung
     read: dict[str, list[TaskResult]] = {}
+    costed: dict[str, dict[str, float | None]] = {}  # each candidate's cost against a gain's bound, where last read
 
     def reach(version: str, rung: list[Task]) -> tuple[list[TaskResult], list[TaskResult]]:
         """A version's results on a rung, and those the rung added.
@@ -139,6 +140,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             a2, c2 = aggregate(res, gate.cost_metric, gate.text_token_weight)
             scored.append((cand, a2, c2, res))
             frames[cand] = mean_frames(res)
+            costed[cand] = _cost_fields(p_res, res, s_res, gate, rung if by_video else None)
         base: dict[str, Any] = {"iteration": iteration, "parent": parent, "score": a, "cost": c, "n": len(rung),
                                 "rung": k + 1, "rungs": len(ladder), "eps": eps, "metric": gate.cost_metric,
                                 "frames": mean_frames(p_res), "level": level}
@@ -195,8 +197,10 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         for cand, a2, c2, res in [] if last else scored:
             if cand in entries:
                 continue
+            on_cost = False  # turned down on its cost alone: no test of its answers was made, no level spent
             if paired_gate and level is not None:
-                why_not = _futile(p_res, res, a, a2, c, c2, selection, level, gate, c_seed, s_res, by_video)
+                futile = _futile(p_res, res, a, a2, c, c2, selection, level, gate, c_seed, s_res, by_video)
+                why_not, on_cost = futile if futile is not None else (None, False)
                 if why_not is None and champ is not None and (beat := _beats(champ, res, len(selection))) < \
                         gate.futility:
                     why_not = (f"{champion} was accepted, and the predictive chance that this one scores higher on "
@@ -207,7 +211,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 hopeful.append((cand, a2, c2))
             else:
                 entries[cand] = GateEntry(
-                    **{**base, "level": level if open_paths(c, c2, gate, c_seed) else None}, candidate=cand,
+                    **{**base, "level": level if open_paths(c, c2, gate, c_seed) and not on_cost else None},
+                    candidate=cand,
                     operator=operators.get(cand), decision="rejected", cand_score=a2, cand_frames=frames[cand],
                     cand_cost=c2,
                     reason=f"screened out at rung {k + 1}/{len(ladder)} ({len(rung)} questions): {why_not}")
@@ -232,7 +237,18 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                        "kept for a later promotion")
         alive = [best[0]]
         k += 1
-    return [entries[c] for c in candidates if c in entries], new
+    return [entries[c].model_copy(update=costed.get(c, {})) for c in candidates if c in entries], new
+
+
+def _cost_fields(parent: list[TaskResult], candidate: list[TaskResult], seed: list[TaskResult] | None,
+                 gate: GateRules, rung: list[Task] | None) -> dict[str, float | None]:
+    """``cost_bound`` and ``cost_upper`` of a candidate's entry (over the videos of ``rung``, where given)."""
+    metric, weight = gate.cost_metric, gate.text_token_weight
+    limits = gain_limits(costs(parent, metric, weight), gate.alpha,
+                         None if seed is None else costs(seed, metric, weight), gate.cost_ceiling)
+    fitted, bound = fit_all(costs(candidate, metric, weight), limits,
+                            None if rung is None else [t.video_id for t in rung], gate.level)
+    return {"cost_bound": bound.mean, "cost_upper": fitted.upper if fitted.videos is not None else None}
 
 
 def _ahead(best: tuple[str, float, float], other: tuple[str, float, float], n: int, penalty: float) -> str:
@@ -338,8 +354,8 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
 
 def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2: float, c: float, c2: float,
             selection: list[Task], level: float, gate: GateRules, c_seed: float | None = None,
-            seed_res: list[TaskResult] | None = None, by_video: bool = False) -> str | None:
-    """Why the paired gate cannot be expected to accept the candidate on the whole selection set, or None.
+            seed_res: list[TaskResult] | None = None, by_video: bool = False) -> tuple[str, bool] | None:
+    """Why the paired gate cannot expect to accept the candidate on the whole set, and whether on cost alone; or None.
 
     A path whose cost misses its bound on this rung stays open while the predictive chance that the whole set's cost
     fits it is at least ``--futility`` (:func:`~videvolve.search.cost_bounds.path_chances`; over the videos with
@@ -355,8 +371,9 @@ def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2:
     if not paths:
         of = bound_text(c, gate.alpha, c_seed, gate.cost_ceiling)
         return (f"cost {c2:.1f} vs {c:.1f} is neither a gain's (<= {of}) nor a cut's (<= (1-{gate.beta}) x {c:.1f}), "
-                f"and the predictive chance that it fits one on all {population} questions is "
-                f"{max(chance for _, _, chance in fits):.3f} < {gate.futility:g}")
+                f"and the predictive chance that it fits one on all {population} questions"
+                f"{' and over their videos' if by_video else ''} is "
+                f"{max(chance for _, _, chance in fits):.3f} < {gate.futility:g}", True)
     d = _differences(parent, candidate)
     chance = max(sign_chance(d, population, level) if bound >= 0 else  # a gain: changes counted where few
                  outlook(d, population, level, bound).predictive for _, bound in paths)
@@ -364,7 +381,7 @@ def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2:
         return None
     return (f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f}) at cost {c2:.1f} vs {c:.1f}: the "
             f"predictive chance that full validation on all {population} questions accepts it is {chance:.3f} < "
-            f"{gate.futility:g}")
+            f"{gate.futility:g}", False)
 
 
 def _cannot_pass(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2: float, c: float, c2: float,
