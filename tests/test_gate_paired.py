@@ -103,7 +103,7 @@ def test_a_cut_that_changes_nothing_on_few_questions_is_not_certain():
 
 def test_alpha_investing_spends_on_rejections_and_earns_on_acceptances():
     def entry(decision: str, level: float) -> GateEntry:
-        return GateEntry(iteration=0, parent="p", decision=decision, reason="", level=level)  # type: ignore[arg-type]
+        return GateEntry(iteration=0, parent="p", decision=decision, reason="", level=level)
 
     assert next_level([], 0.05) == pytest.approx(0.025)
     rejected = [entry("rejected", 0.025)]

@@ -372,7 +372,7 @@ def test_a_cut_that_stops_just_short_of_the_cuts_bound_is_tried_deeper():
     assert tools.calls.count("trial") == 1 and len(out) == 1
     passes, _, _, _, _, variant, _ = out[0]
     assert passes and variant.name == "sparser_sampling+fewer_frames"
-    frames = tomllib.loads(variant.apply(files, config_of(files))["config.toml"])["frames"]  # type: ignore[index]
+    frames = tomllib.loads(variant.apply(files, config_of(files))["config.toml"])["frames"]
     plain = tomllib.loads(sparser.apply(files, config_of(files))["config.toml"])["frames"]  # type: ignore[index]
     assert frames < plain < tomllib.loads(files["config.toml"])["frames"]
 
