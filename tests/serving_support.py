@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from openai.types.chat import ChatCompletionContentPartParam
 
 from videvolve.errors import Cancelled
 from videvolve.serving.agent import AgentAnswer, Cost
@@ -24,6 +25,14 @@ from videvolve.tasks import Task
 from videvolve.testing import serve_app
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def video_part(url: str) -> ChatCompletionContentPartParam:
+    """vLLM's ``video_url`` content part, as the stock ``openai`` client sends it to vLLM or to ``videvolve serve``.
+
+    The SDK's types have no video part (it is vLLM's extension of the API), hence the ``type: ignore``.
+    """
+    return {"type": "video_url", "video_url": {"url": url}}  # type: ignore[return-value]
 
 
 def tiny_world(path: Path) -> tuple[Path, list[Task]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,9 @@ COMET = [{"query_id": 1, "video_id": "v1", "query": "a dog jumps after a ball is
 
 
 def crafted(tmp_path: Path, name: str) -> Path:
-    data = {"lvbench": LVBENCH, "longvideobench": LONGVIDEOBENCH, "comet-bench": COMET}[name]
+    tables: dict[str, list[dict[str, Any]]] = {"lvbench": LVBENCH, "longvideobench": LONGVIDEOBENCH,
+                                               "comet-bench": COMET}
+    data = tables[name]
     path = tmp_path / f"{name}.json"
     path.write_text("\n".join(json.dumps(r) for r in data) if name == "lvbench" else json.dumps(data))
     return path
@@ -97,7 +100,7 @@ def test_videomme_letter_is_read_back_by_the_official_parser(tmp_path: Path):
     path = REGISTRY["videomme"].write(preds, tmp_path)
     responses = [q["response"] for v in read_lenient_json(path) for q in v["questions"]]
     assert responses and all(parse_videomme(r) == "C" for r in responses)
-    assert tasks[0].options[0] == "Apples." and tasks[0].answer == "C"
+    assert tasks[0].options is not None and tasks[0].options[0] == "Apples." and tasks[0].answer == "C"
 
 
 def test_loaders_keep_evidence_durations_and_report_bad_records(tmp_path: Path):

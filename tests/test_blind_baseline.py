@@ -14,6 +14,7 @@ import random
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from typing import TypedDict
 
 import numpy as np
 import pytest
@@ -33,7 +34,17 @@ pytestmark = pytest.mark.slow  # module fixtures that render worlds (seconds eac
 MIN_PER_TEMPLATE = 2000
 TOLERANCE = 0.05
 CHANCE = 0.25
-WORLD = {"videos": 440, "minutes": 30, "questions": 400}
+
+
+class WorldSize(TypedDict):
+    """``plan_world``'s size arguments."""
+
+    videos: int
+    minutes: float
+    questions: int
+
+
+WORLD: WorldSize = {"videos": 440, "minutes": 30, "questions": 400}
 """Long videos and many questions per video: every mcq template yields at least 2,000 questions."""
 
 Rule = Callable[[Task], list[float]]
@@ -228,9 +239,10 @@ def test_absent_grounding_targets_are_not_told_by_the_wording(world_a, world_b):
         assert len(absent) >= 500 and abs(np.mean(absent) - overall) <= TOLERANCE, (w, np.mean(absent), overall)
     learned = {w: math.log((sum(a) + 1) / (len(a) - sum(a) + 1)) for w, a in _absent_by_word(world_a).items()}
     scores = np.array([sum(learned.get(w, 0.0) for w in words(t.question)) for t in ground_b])
-    absent = np.array([not t.answer for t in ground_b])
+    is_absent = np.array([not t.answer for t in ground_b])
     ranks = np.argsort(np.argsort(scores + 1e-9 * np.random.default_rng(0).random(len(scores)))) + 1
-    auc = (ranks[absent].sum() - absent.sum() * (absent.sum() + 1) / 2) / (absent.sum() * (~absent).sum())
+    auc = ((ranks[is_absent].sum() - is_absent.sum() * (is_absent.sum() + 1) / 2)
+           / (is_absent.sum() * (~is_absent).sum()))
     assert abs(auc - 0.5) <= TOLERANCE, auc
 
 
@@ -277,7 +289,7 @@ def test_simvlm_says_what_it_is_on_pictures_it_cannot_read(world_b):
 
 # ---- a speaking world: reading the transcript must not answer a picture question ----
 
-SPEAKING = {"videos": 200, "minutes": 30, "questions": 100}
+SPEAKING: WorldSize = {"videos": 200, "minutes": 30, "questions": 100}
 """Planned only (no rendering): about 3,000 mcq questions of each evidence type."""
 SPEAKING_SEED = 303
 

@@ -57,7 +57,7 @@ def _ask_clip(source: Path, family: str, start: float, end: float, fps: float,
 
 def _shown(url: str) -> list[int]:
     raw = base64.b64decode(url.partition(",")[2])
-    with av.open(io.BytesIO(raw)) as container:
+    with av.open(io.BytesIO(raw), "r") as container:
         return [read_index(f.to_image()) for f in container.decode(container.streams.video[0])]
 
 

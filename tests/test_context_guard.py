@@ -3,6 +3,7 @@ requests, its checkpoint keys replies and results."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 import httpx
@@ -201,9 +202,9 @@ def test_a_models_list_trickled_a_byte_at_a_time_or_endless_is_bounded():
         with serve_app(app) as base:
             if body is trickle:
                 with pytest.raises(httpx.ReadTimeout):
-                    in_thread(lambda base=base: served_model(base, "qwen", None, timeout=2), 12)
+                    in_thread(functools.partial(served_model, base, "qwen", None, timeout=2), 12)
             else:
-                known, took = in_thread(lambda base=base: served_model(base, "qwen", None, timeout=2), 12)
+                known, took = in_thread(functools.partial(served_model, base, "qwen", None, timeout=2), 12)
                 assert known == ServedModel() and took < 6
 
 

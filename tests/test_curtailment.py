@@ -130,6 +130,7 @@ def test_the_parent_is_evaluated_only_as_far_as_its_candidates_go():
     ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1)
     run = FakeRun(ctx, {"p": parent, "win": winner, "lose": loser})
     (first,), _ = screen(run, "p", ["win"], {}, 0)
+    assert first.rung is not None and first.rungs is not None
     assert first.decision == "accepted" and first.rung < first.rungs  # accepted early
     assert len(run.evaluated["win"]) == len(run.evaluated["p"]) < n
     (second,), _ = screen(run, "win", ["lose"], {}, 1, history=[first])
@@ -147,6 +148,7 @@ def test_what_the_screening_spent_counts_each_result_once():
     ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1)
     run = FakeRun(ctx, {"p": parent, "c": close})
     (entry,), new = screen(run, "p", ["c"], {}, 0)
+    assert entry.rung is not None
     assert entry.rung > 1  # it went past the first rung, so a rung handed back earlier results
     assert len(new) == len({r.task_id for r in new}) == len(run.evaluated["c"])
 
@@ -155,7 +157,7 @@ def test_an_early_acceptance_predicts_the_guard_on_each_kind_as_full_validation_
     """Full validation turns down a candidate under which one kind of question loses significantly, whatever it gains
     elsewhere. Early acceptance predicted only the overall test: on world 22109 (set J) a cut was accepted at rung
     5 of 10 that full validation turns down for a significant grounding loss (-0.011 on 156 questions)."""
-    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=3)
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=3, gate=GateSettings(validation="multi-fidelity"))
     n = 300
     evidence = ["visual" if i % 2 == 0 else "speech" for i in range(n)]
     parent = [1.0 if i % 4 < 2 else 0.0 for i in range(n)]
@@ -241,7 +243,7 @@ def test_the_counted_gain_chance_is_not_below_how_often_full_validation_then_fin
 
 
 def test_a_gain_on_one_kind_that_leaves_the_other_untouched_is_accepted_early():
-    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=3)
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=3, gate=GateSettings(validation="multi-fidelity"))
     n = 300
     evidence = ["visual" if i % 2 == 0 else "speech" for i in range(n)]
     parent = [1.0 if i % 4 < 2 else 0.0 for i in range(n)]
@@ -277,7 +279,7 @@ def test_an_early_acceptance_predicts_whether_the_gain_holds_over_the_videos():
     """A gain that two of eight videos carry (their rate of gain 0.35 and 0.3, the others' 0 to 0.05): sure question
     by question, but not over the videos, where full validation turns it down. Predicting the question-level test
     alone, multi-fidelity accepted it at rung 3 of 10 (seeds 10 and 26: at rungs 7 and 4)."""
-    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=3)
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=3, gate=GateSettings(validation="multi-fidelity"))
     rates = [0.35, 0.3, 0.05, 0.0, 0.02, 0.0, 0.05, 0.03]
     rng = random.Random(1)
     parent = [float(rng.random() < 0.5) for _ in range(320)]
@@ -298,7 +300,7 @@ def test_a_cost_that_fits_its_bound_on_the_whole_set_is_not_screened_out_on_a_ru
     full validation accepts its +0.376. A rung's mean cost is an estimate too: the chance that the whole set's fits.
     Here a gain whose cost varies from question to question (each its own video): 17.8 frames on the first rung's 30,
     16.95 on all 300, whose upper bound (17.3) fits 1.1 x 16."""
-    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=3)
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=3, gate=GateSettings(validation="multi-fidelity"))
     n = 300
     rng = random.Random(21)
     parent = [float(rng.random() < 0.5) for _ in range(n)]
@@ -320,7 +322,7 @@ def test_a_cost_that_fits_its_bound_only_on_the_mean_is_turned_down_over_the_vid
     (1.063x the seed's) and cost 1.144x on the test split. A gain's cost must fit its bound over the videos, as the
     gain must hold over them: here 1.06x on the mean, from 0.9x to 1.25x by video, turned down by both validations;
     the same gain at an even 1.06x on every video is kept."""
-    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=3)
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=3, gate=GateSettings(validation="multi-fidelity"))
     n, videos = 320, 8
     rng = random.Random(5)
     parent = [float(rng.random() < 0.5) for _ in range(n)]

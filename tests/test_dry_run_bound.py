@@ -70,8 +70,13 @@ def test_a_long_dry_run_never_shows_a_question_more_frames_than_its_video_holds(
     assert main(["evolve", "--tasks", str(small_world.tasks_path), "--run", str(tmp_path / "run"),
                  "--iterations", "30", "--dry-run"]) == 0
     printed = capsys.readouterr().out
-    value = {what: int(re.search(rf"{re.escape(what)}\s*│\s*([\d,]+)", printed).group(1).replace(",", ""))
-             for what in ("question runs (harness on one task)", "frames shown")}
+
+    def number(what: str) -> int:
+        found = re.search(rf"{re.escape(what)}\s*│\s*([\d,]+)", printed)
+        assert found is not None, what
+        return int(found.group(1).replace(",", ""))
+
+    value = {what: number(what) for what in ("question runs (harness on one task)", "frames shown")}
     most = max(probe(t.video).frame_count for t in read_tasks(small_world.tasks_path))
     assert 0 < value["frames shown"] <= value["question runs (harness on one task)"] * most, (value, most)
 

@@ -113,11 +113,11 @@ def _visual_tokens(r) -> int:
 
 def test_probe_refuses_a_question_with_the_gold_answer_and_passes_another(small_world, tmp_path, seed):
     mcq = next(t for t in small_world.tasks if t.kind == "mcq")
-    gold = mcq.options[ord(mcq.answer) - 65]  # type: ignore[index, arg-type]
+    gold = mcq.options[ord(mcq.answer) - 65]
     assert leaks_gold(mcq, f"Is there a {gold.upper()} here?")
     assert leaks_gold(mcq, "What is on screen?") is None
     grounding = next(t for t in small_world.tasks if t.kind == "grounding" and t.answer)
-    start = grounding.answer[0].start  # type: ignore[union-attr, index]
+    start = grounding.answer[0].start
     assert "gold time" in (leaks_gold(grounding, f"what happens at {start:g} s?") or "")
     assert leaks_gold(grounding, "when does it first appear?") is None
     tools = workspace(small_world, tmp_path, seed, limits=EditorLimits(images=0, probes=1))
@@ -125,7 +125,7 @@ def test_probe_refuses_a_question_with_the_gold_answer_and_passes_another(small_
     if task.kind == "mcq":
         bad = task.options[ord(task.answer) - 65]  # type: ignore[index, arg-type]
     else:
-        bad = f"{task.answer[0].start:g}" if task.answer else None  # type: ignore[union-attr, index]
+        bad = f"{task.answer[0].start:g}" if task.answer else None  # type: ignore[union-attr]
     if bad:
         text, ok = tools.call("probe", {"task_id": task.id, "times": [1.0], "question": f"is it {bad}?"})
         assert not ok and "refused" in text and tools.ledger.probes == 0

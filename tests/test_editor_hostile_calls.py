@@ -85,10 +85,11 @@ def test_arguments_utf8_cannot_hold_are_refused_in_every_tool_loop(small_world, 
     """A lone surrogate (JSON's \\ud800 escape) in a path, a file's content, a question or a rationale."""
     tools = workspace(small_world, tmp_path, seed, n=1, limits=EditorLimits(images=0))
     task_id = next(iter(tools.env.tasks))
-    for name, args in [("write_file", {"path": "candidate/SKILL.md", "content": "x\ud800"}),
-                       ("read_file", {"path": "TASK\ud800.md"}),
-                       ("probe", {"task_id": task_id, "times": [1.0], "question": "what \ud800 is shown?"}),
-                       ("submit", {"rationale": "r\ud800"})]:
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("write_file", {"path": "candidate/SKILL.md", "content": "x\ud800"}), ("read_file", {"path": "TASK\ud800.md"}),
+        ("probe", {"task_id": task_id, "times": [1.0], "question": "what \ud800 is shown?"}),
+        ("submit", {"rationale": "r\ud800"})]
+    for name, args in calls:
         text, ok = tools.call(name, args)
         assert not ok and "UTF-8" in text, text
     assert check_edit("SKILL.md", "x\ud800") is not None

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
+import httpx2
 import openai
 import pytest
 
@@ -26,11 +26,11 @@ from videvolve.errors import (
 from videvolve.models import make_vlm
 from videvolve.models.http_errors import call_with_retries
 
-REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+REQUEST = httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 
 
 def _status(code: int) -> openai.APIStatusError:
-    response = httpx.Response(code, request=REQUEST, json={"error": {"message": f"server says {code}"}})
+    response = httpx2.Response(code, request=REQUEST, json={"error": {"message": f"server says {code}"}})
     return openai.APIStatusError(f"HTTP {code}", response=response, body={"error": {"message": f"server says {code}"}})
 
 
@@ -91,7 +91,7 @@ def test_a_rejected_request_is_that_requests_error_and_not_retried(code: int) ->
 
 def test_a_response_the_client_cannot_validate_is_no_openai_exception() -> None:
     """``APIResponseValidationError`` is an ``openai.APIError`` but neither a status nor a connection error."""
-    response = httpx.Response(200, request=REQUEST, json={"choices": 5})
+    response = httpx2.Response(200, request=REQUEST, json={"choices": 5})
     err, tries = _call(openai.APIResponseValidationError(response=response, body={"choices": 5}))
     assert isinstance(err, UnreadableResponse) and isinstance(err, ModelRequestError) and tries == 1
     assert not isinstance(err, openai.APIError) and err.kind == ErrorKind.BAD_REQUEST

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,8 @@ def test_tasks_file_reports_plain_field_errors(tmp_path: Path):
     assert "function-after" not in problem and "list[" not in problem
 
 
-READERS = [read_tasks, read_json_records, lambda path: tasks_from_table(path, path.parent)]
+READERS: list[Callable[[Path], object]] = [read_tasks, read_json_records,
+                                            lambda path: tasks_from_table(path, path.parent)]
 
 
 @pytest.mark.parametrize("read", READERS, ids=["tasks", "import", "from-csv"])

@@ -103,7 +103,7 @@ def test_a_cut_that_changes_nothing_on_few_questions_is_not_certain():
 
 def test_alpha_investing_spends_on_rejections_and_earns_on_acceptances():
     def entry(decision: str, level: float) -> GateEntry:
-        return GateEntry(iteration=0, parent="p", decision=decision, reason="", level=level)  # type: ignore[arg-type]
+        return GateEntry(iteration=0, parent="p", decision=decision, reason="", level=level)
 
     assert next_level([], 0.05) == pytest.approx(0.025)
     rejected = [entry("rejected", 0.025)]
@@ -198,7 +198,7 @@ def test_sequential_rungs_stop_losers_early_and_decide_as_full_validation():
               "loser": [0.0 if p and rng.random() < 0.5 else p for p in parent],
               "winner": [1.0 if not p and rng.random() < 0.5 else p for p in parent],
               "noise": [float(rng.random() < 0.5) if rng.random() < 0.3 else p for p in parent]}
-    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation="multi-fidelity", seed=1)
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1, gate=GateSettings(validation="multi-fidelity"))
     decisions = {}
     costs = {}
     for mode in ("multi-fidelity", "full"):
@@ -219,9 +219,9 @@ def test_a_rejection_on_cost_alone_spends_none_of_the_wealth():
     n = 240
     parent = [float(i % 2) for i in range(n)]
     scores = {"p": parent, "dear": [1.0] * n, "noise": [float((i // 2) % 2) for i in range(n)]}
-    frames = {"p": 100, "dear": 250, "noise": 100}
+    frames: dict[str, int | list[int]] = {"p": 100, "dear": 250, "noise": 100}
     for mode in ("multi-fidelity", "full"):
-        ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1)
+        ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1, gate=GateSettings(validation=mode))
         (dear,), _ = screen(FakeRun(ctx, scores, frames), "p", ["dear"], {}, 0)
         assert dear.decision == "rejected" and dear.level is None, (mode, dear.reason)
         assert wealth([dear], ctx.gate.level) == ctx.gate.level
@@ -236,9 +236,9 @@ def test_gains_cannot_creep_past_the_seeds_cost():
     parent = [float(i % 2) for i in range(n)]
     better = [1.0] * n
     scores = {"seed": parent, "p": parent, "dearer": better, "within": better}
-    frames = {"seed": 100, "p": 108, "dearer": 118, "within": 109}
+    frames: dict[str, int | list[int]] = {"seed": 100, "p": 108, "dearer": 118, "within": 109}
     for mode in ("multi-fidelity", "full"):
-        ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1)
+        ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1, gate=GateSettings(validation=mode))
         (dearer,), _ = screen(FakeRun(ctx, scores, frames), "p", ["dearer"], {}, 0, seed_version="seed")
         assert dearer.decision == "rejected" and dearer.level is None, (mode, dearer.reason)  # 118 > 1.1 x 100
         assert "seed" in dearer.reason
@@ -254,17 +254,19 @@ def test_a_cost_ceiling_lets_a_gain_spend_up_to_it_and_no_further():
     parent = [float(i % 2) for i in range(n)]
     better = [1.0] * n
     scores = {"seed": parent, "p": parent, "within": better, "over": better, "cut": parent}
-    frames = {"seed": 100, "p": 100, "within": 240, "over": 260, "cut": 70}
+    frames: dict[str, int | list[int]] = {"seed": 100, "p": 100, "within": 240, "over": 260, "cut": 70}
     for mode in ("multi-fidelity", "full"):
-        plain = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1)
+        plain = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1, gate=GateSettings(validation=mode))
         (dearer,), _ = screen(FakeRun(plain, scores, frames), "p", ["within"], {}, 0, seed_version="seed")
         assert dearer.decision == "rejected", (mode, dearer.reason)  # 240 > 1.1 x 100
-        ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1, cost_ceiling=250)
+        ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1,
+                      gate=GateSettings(validation=mode, cost_ceiling=250))
         (within,), _ = screen(FakeRun(ctx, scores, frames), "p", ["within"], {}, 0, seed_version="seed")
         assert within.decision == "accepted" and "ceiling 250" in within.reason, (mode, within.reason)
         (over,), _ = screen(FakeRun(ctx, scores, frames), "p", ["over"], {}, 0, seed_version="seed")
         assert over.decision == "rejected" and over.level is None and "ceiling" in over.reason, (mode, over.reason)
-        low = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", validation=mode, seed=1, cost_ceiling=50)
+        low = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=1,
+                      gate=GateSettings(validation=mode, cost_ceiling=50))
         (cut,), _ = screen(FakeRun(low, scores, frames), "p", ["cut"], {}, 0, seed_version="seed")
         assert cut.decision == "accepted", (mode, cut.reason)  # a cut above the ceiling is still a cut
     assert gate_rule(0.5, 100, 0.6, 240, ceiling=250).accept and not gate_rule(0.5, 100, 0.6, 240).accept

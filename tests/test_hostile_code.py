@@ -83,7 +83,7 @@ def slow_endpoint(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     """Every model call answers as SimVLM does, ``seconds`` late (a busy or stuck server, not the harness)."""
     import videvolve.skill_library.services as services_module
 
-    def complete(vlm, messages, tools, cache):  # type: ignore[no-untyped-def]
+    def complete(vlm, messages, tools, cache):
         time.sleep(seconds)
         return SimVLM().complete(messages, tools)
 
@@ -125,7 +125,7 @@ def test_slow_ocr_is_not_the_harness_timing_out(video: str, tmp_path: Path, monk
     model call, the machine's time. Three reads of 1.5 s each were counted against a 3 s timeout: a ``timeout``."""
     from videvolve.media import ocr
 
-    def slow_read(image):  # type: ignore[no-untyped-def]
+    def slow_read(image):
         time.sleep(1.5)
         return []
 
@@ -204,7 +204,7 @@ def test_an_endpoint_down_for_the_whole_retry_window_stops_the_run_whatever_the_
             in_thread(lambda: run_source(ONE_LOOK, video, tmp_path, timeout=1.0, vlm=vlm), 60.0)
 
 
-def silent_app():  # type: ignore[no-untyped-def]
+def silent_app():
     """A server that says what it serves and then never answers a chat request (hung, not refusing)."""
     import asyncio
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,8 @@ def _failed(task: Task) -> TaskResult:
                       prediction=Prediction(task_id=task.id, kind=task.kind, answer=wrong))
 
 
-LOOKED = [{"event": "ask:answer", "observations": [{"kind": "frame", "times": [5.0, 15.0], "max_side": None}]}]
+LOOKED: list[dict[str, Any]] = [{"event": "ask:answer",
+                                 "observations": [{"kind": "frame", "times": [5.0, 15.0], "max_side": None}]}]
 
 
 def _diagnose(task: Task, trace: list[dict]) -> tuple[Diagnosis, dict[str, int]]:
@@ -92,7 +94,7 @@ def test_the_editor_switches_reading_on_for_transcript_unused() -> None:
     proposal = HeuristicEditor().propose(_editor_input(["transcript_unused", "transcript_unused", "missed_event"],
                                                        files))
     assert proposal is not None and proposal.operator == "read_transcript"
-    revised = {**files, **proposal.edits}
+    revised = {p: t for p, t in {**files, **proposal.edits}.items() if t is not None}  # None deletes a file
     assert config_of(revised)["transcript"] == "windows" and config_of(revised)["n_frames"] == 256
     op = OPERATORS["read_transcript"]
     then = op.apply(revised, config_of(revised))

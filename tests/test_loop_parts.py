@@ -19,6 +19,7 @@ from videvolve.memory.records import Diagnosis, RevisionOutcome
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.search.gate import gate_rule
+from videvolve.search.tree import Tree
 from videvolve.skill_library.harness import content_hash, copy_harness, seed_path
 from videvolve.tasks import Interval, Prediction, Task
 
@@ -29,7 +30,7 @@ def test_routing_is_pure():
     assert route_after_validate({"candidates": ["abc"], "feedback": None}) == "gate"
     assert route_after_validate({"candidates": ["abc"], "feedback": "syntax error"}) == "edit"
     assert route_after_validate({"candidates": [], "dropped": [{"candidate": "abc"}], "feedback": None}) == "record"
-    tree = {"p": {"parent": None}, "c": {"parent": "p", "pending": True}, "d": {"parent": "x", "pending": True}}
+    tree: Tree = {"p": {"parent": None}, "c": {"parent": "p", "pending": True}, "d": {"parent": "x", "pending": True}}
     assert route_after_edit({"candidates": [], "parent": "p", "tree": tree}) == "gate"  # a pending child competes
     assert route_after_edit({"candidates": [], "parent": "x2", "tree": tree}) == "record"
     assert route_after_validate({"candidates": [], "parent": "p", "tree": tree, "feedback": None}) == "gate"
@@ -168,11 +169,18 @@ def inp(categories: list[str], files=None, similar=(), tried=()) -> EditorInput:
                        similar=list(similar), tried=list(tried))
 
 
+def proposed(editor: HeuristicEditor, given: EditorInput) -> Proposal:
+    """``editor``'s proposal for ``given`` (the heuristic editor always has one for these inputs)."""
+    proposal = editor.propose(given)
+    assert proposal is not None
+    return proposal
+
+
 def test_different_mixes_choose_different_operators():
     editor = HeuristicEditor()
     files = read_files(seed_path("uniform"))
     files["config.toml"] = set_key(files["config.toml"], "n_frames", 128)  # room for more frames in one request
-    chosen = {mix: editor.propose(inp(list(mix), files=files)).operator for mix in [
+    chosen = {mix: proposed(editor, inp(list(mix), files=files)).operator for mix in [
         ("misperception", "misperception", "missed_event"),
         ("boundary_error", "boundary_error"),
         ("missed_event", "missed_event", "unresolved"),
@@ -182,7 +190,7 @@ def test_different_mixes_choose_different_operators():
                       ("boundary_error", "boundary_error"): "add_refinement",
                       ("missed_event", "missed_event", "unresolved"): "denser_sampling",
                       ("format_error",): "stricter_format"}
-    assert editor.propose(inp([])).operator == "sparser_sampling"  # no failures: try a cost cut
+    assert proposed(editor, inp([])).operator == "sparser_sampling"  # no failures: try a cost cut
 
 
 def test_memory_outcomes_steer_the_choice():
@@ -195,19 +203,19 @@ def test_memory_outcomes_steer_the_choice():
     routes = ["grounding_lowres_denser", "mcq_lowres_denser", "refine_mcq_only"]  # set aside: these two compete
     files = read_files(seed_path("uniform"))
     files["config.toml"] = set_key(files["config.toml"], "n_frames", 128)  # room for more frames in one request
-    steered = HeuristicEditor().propose(inp(["boundary_error", "missed_event"], files=files, tried=routes,
-                                            similar=[PastDiagnosis(diagnosis=bad, similarity=1.0),
-                                                     PastDiagnosis(diagnosis=good, similarity=1.0)]))
-    plain = HeuristicEditor().propose(inp(["boundary_error", "missed_event"], files=files, tried=routes))
+    steered = proposed(HeuristicEditor(), inp(["boundary_error", "missed_event"], files=files, tried=routes,
+                                              similar=[PastDiagnosis(diagnosis=bad, similarity=1.0),
+                                                       PastDiagnosis(diagnosis=good, similarity=1.0)]))
+    plain = proposed(HeuristicEditor(), inp(["boundary_error", "missed_event"], files=files, tried=routes))
     assert plain.operator == "add_refinement" and steered.operator == "denser_sampling"
-    assert HeuristicEditor().propose(inp(["boundary_error"], tried=["add_refinement"])).operator != "add_refinement"
+    assert proposed(HeuristicEditor(), inp(["boundary_error"], tried=["add_refinement"])).operator != "add_refinement"
 
 
 def test_operators_make_bounded_diffs_and_never_touch_the_incumbent(tmp_path: Path):
     inc = copy_harness(seed_path("uniform"), tmp_path)
     before = {p: (inc / p).read_text() for p in ("solver.py", "config.toml")}
     for categories in (["misperception"], ["boundary_error"], ["missed_event"]):
-        proposal = HeuristicEditor().propose(inp(categories, files=read_files(inc)))
+        proposal = proposed(HeuristicEditor(), inp(categories, files=read_files(inc)))
         version = write_candidate(inc, tmp_path, proposal)
         manifest = json.loads((tmp_path / version / "manifest.json").read_text())
         assert manifest["parent_id"] == inc.name and manifest["revision"]["operator"] == proposal.operator
@@ -372,7 +380,7 @@ def test_a_cut_that_stops_just_short_of_the_cuts_bound_is_tried_deeper():
     assert tools.calls.count("trial") == 1 and len(out) == 1
     passes, _, _, _, _, variant, _ = out[0]
     assert passes and variant.name == "sparser_sampling+fewer_frames"
-    frames = tomllib.loads(variant.apply(files, config_of(files))["config.toml"])["frames"]  # type: ignore[index]
+    frames = tomllib.loads(variant.apply(files, config_of(files))["config.toml"])["frames"]
     plain = tomllib.loads(sparser.apply(files, config_of(files))["config.toml"])["frames"]  # type: ignore[index]
     assert frames < plain < tomllib.loads(files["config.toml"])["frames"]
 
@@ -393,7 +401,7 @@ def test_a_balanced_gain_still_over_its_bound_is_tried_once_more_along_its_two_t
     gate = GateTerms(alpha=0.1, beta=0.2, tolerance=0.02)
     full = {"parent_mean_cost": 5000.0, "mean_cost": 8000.0, "mean_difference_vs_parent": 0.2}
     factor = balance_factor(full, raise_res, gate)
-    assert factor == pytest.approx(0.95 * 5500 / 8000)
+    assert factor is not None and factor == pytest.approx(0.95 * 5500 / 8000)
     # cost = 3000 + 5000 x share (3000 does not shrink): the balanced trial lands at 6266, over 5500
     costs = {1.0: 8000.0, factor: 3000.0 + 5000.0 * factor}
     short = {"parent_mean_cost": 5000.0, "mean_cost": costs[factor], "mean_difference_vs_parent": 0.15}

@@ -11,6 +11,7 @@ from PIL import Image
 from tests.conftest import sample
 from videvolve.errors import MediaNotFoundError, TimeOutOfRangeError, UnreadableVideoError
 from videvolve.media import FrameCache, clip, contact_sheet, frame_cache, frames_at, iter_frames, probe, stream_index
+from videvolve.media.info import FileKey
 from videvolve.media.sheet import format_timestamp
 from videvolve.testing import read_index
 
@@ -120,7 +121,7 @@ def test_frame_cache_hits_and_bound(index_video: Path):
     assert small.get(*_key(index_video), 4.0) is not None and small.get(*_key(index_video), 1.0) is None
 
 
-def _key(path: Path):
+def _key(path: Path) -> tuple[FileKey, int | None]:
     from videvolve.media.info import file_key
 
     return file_key(path), None

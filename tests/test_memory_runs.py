@@ -82,4 +82,5 @@ def test_a_past_runs_outcome_is_shown_no_finer_than_its_own_selection_set_resolv
     past = mine[0].model_copy(update={"outcome": RevisionOutcome(decision="rejected", d_score=0.2206, selection=16)})
     seen = diagnosis_for_editor(past, 400).outcome
     assert seen is not None and seen.d_score == 0.25  # main: 0.225, at the later run's 0.025
-    assert diagnosis_for_editor(past, 4).outcome.d_score == 0.25  # a coarser own set: its own step (0.25)
+    coarse = diagnosis_for_editor(past, 4).outcome
+    assert coarse is not None and coarse.d_score == 0.25  # a coarser own set: its own step (0.25)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from videvolve.metrics import (
@@ -60,7 +62,7 @@ def test_extremewhen_hhmmss_is_misread_by_the_official_parser():
 
 
 def test_extremewhen_scores():
-    rows = [{"correct_interval": [10, 20], "response": "10 - 20"},
+    rows: list[dict[str, Any]] = [{"correct_interval": [10, 20], "response": "10 - 20"},
             {"correct_interval": [10, 20], "response": "15 - 20"},
             {"correct_interval": [10, 20], "response": "no idea"},
             {"correct_interval": [0, 10], "interval": [0, 3]}]

@@ -213,7 +213,7 @@ class ScriptedToolVLM:
         return Reply(text="", tool_calls=[ToolCall(id="x", name=name, arguments=args)])
 
 
-TOOL_FLAGS = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}
+TOOL_FLAGS: dict[str, Any] = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}
 
 
 def test_coevowhen_tool_loop_on_hermes_text(small_world, tmp_path: Path):
@@ -310,8 +310,9 @@ def test_doctor_tells_no_tool_parser_from_no_tool_call_and_calibrates_clips(monk
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     video = make_index_video(tmp_path / "v.mp4", seconds=20, fps=10, width=320, height=180)
     calls = ScriptedToolVLM([("final_answer", {"answer": "A"})] * 40)
-    cases = (({}, calls, "fail", "the server has no tool parser"), (TOOL_FLAGS, calls, "ok", "parses tool calls"),
-             (TOOL_FLAGS, PlainTextVLM([]), "warn", "the model made no tool call"))
+    cases: tuple[tuple[dict[str, Any], ScriptedToolVLM, str, str], ...] = (
+        ({}, calls, "fail", "the server has no tool parser"), (TOOL_FLAGS, calls, "ok", "parses tool calls"),
+        (TOOL_FLAGS, PlainTextVLM([]), "warn", "the model made no tool call"))
     seen = []
     for flags, backend, status, expected in cases:
         with mimic(backend=backend, api_key="k", family="qwen3-vl", **flags) as (base, _):

@@ -25,7 +25,7 @@ def test_threshold_comes_from_the_geometry():
 
 
 def _judge(script, frames, scales=SCALES):
-    above, below = Counter(), Counter()
+    above, below = Counter[str](), Counter[str]()
     for t, image in frames:
         event = script.event_at(t)
         for scale in scales:
@@ -45,7 +45,7 @@ def _judge(script, frames, scales=SCALES):
 
 @pytest.mark.slow
 def test_perception_on_rendered_frames_matches_the_truth():
-    above, below = Counter(), Counter()
+    above, below = Counter[str](), Counter[str]()
     for seed in range(3):
         script = make_script("v", 900, seed=seed)
         times = [i / 4 for i in range(0, 3600, 9)]

@@ -138,7 +138,8 @@ def test_a_worker_killed_is_retried_then_a_clean_stop(small_world, tmp_path: Pat
     (tmp_path / "slow" / "solver.py").write_text("def solve(task, ctx):\n    while True:\n        pass\n")  # killed
     harness = load_harness(tmp_path / "slow")  # (the seed answered before the killer's first look on an idle machine)
     runtime = RuntimeSettings(wall_seconds=3.0)
-    stop, killed = threading.Event(), []
+    stop = threading.Event()
+    killed: list[int] = []
 
     def killer() -> None:
         while not stop.is_set() and len(killed) < kills:

@@ -66,7 +66,8 @@ def test_a_harness_finds_a_moment_by_searching_the_transcript(tmp_path: Path, in
     spoken, silent = solve_tasks(load_harness(harness_dir), _tasks(tmp_path, index_video), SimVLM(),
                                  cost_model("qwen2.5-vl"), RuntimeSettings(), tmp_path / "out")
     assert spoken.outcome == "ok" and spoken.score == pytest.approx(1.0)
-    assert spoken.prediction is not None and spoken.prediction.answer[0].pair() == (12.0, 14.0)
+    assert spoken.prediction is not None and isinstance(spoken.prediction.answer, list)
+    assert spoken.prediction.answer[0].pair() == (12.0, 14.0)
     seen = json.loads(spoken.prediction.raw)
     tokens = sum(text_tokens(t) for t in ("Welcome back to the second half.", "And the goalkeeper DIVES to his left!",
                                           "What a save."))

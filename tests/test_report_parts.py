@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pytest
@@ -31,9 +32,10 @@ def test_the_lineage_axis_runs_to_the_last_iteration_and_the_legend_names_what_o
         real_close(fig)
 
     monkeypatch.setattr(plots.plt, "close", keep)
-    versions = [{"version": "s", "parent": None, "decision": "seed", "iteration": 0},
-                {"version": "a", "parent": "s", "decision": "accepted", "iteration": 0},
-                {"version": "b", "parent": "a", "decision": "rejected", "iteration": 3}]
+    versions: list[dict[str, Any]] = [
+        {"version": "s", "parent": None, "decision": "seed", "iteration": 0},
+        {"version": "a", "parent": "s", "decision": "accepted", "iteration": 0},
+        {"version": "b", "parent": "a", "decision": "rejected", "iteration": 3}]
     plots.lineage(versions, tmp_path / "l.png", iterations=6)
     assert seen["ticks"] == [0, 1, 2, 3, 4, 5, 6] and sorted(seen["legend"]) == ["accepted", "rejected", "seed"]
 
@@ -146,13 +148,14 @@ def test_the_lineage_s_labels_cover_no_node_no_other_label_and_not_the_legend(tm
 
     monkeypatch.setattr(plots.plt, "close", keep)
     op = "raise_resolution+fewer_frames"  # the longest names sit side by side: a chain and three siblings
-    versions = [{"version": "seed0000", "parent": None, "decision": "seed", "iteration": 0, "score": 0.584},
-                {"version": "acc10000", "parent": "seed0000", "decision": "accepted", "iteration": 0,
-                 "operator": op, "score": 0.837},
-                *({"version": f"rej{i}0000", "parent": "acc10000", "decision": "rejected", "iteration": i,
-                   "operator": op, "score": 0.741} for i in (1, 2, 3)),
-                {"version": "acc20000", "parent": "rej30000", "decision": "pending", "iteration": 4,
-                 "operator": op, "score": 1.0}]
+    versions: list[dict[str, Any]] = [
+        {"version": "seed0000", "parent": None, "decision": "seed", "iteration": 0, "score": 0.584},
+        {"version": "acc10000", "parent": "seed0000", "decision": "accepted", "iteration": 0, "operator": op,
+         "score": 0.837},
+        *({"version": f"rej{i}0000", "parent": "acc10000", "decision": "rejected", "iteration": i, "operator": op,
+           "score": 0.741} for i in (1, 2, 3)),
+        {"version": "acc20000", "parent": "rej30000", "decision": "pending", "iteration": 4, "operator": op,
+         "score": 1.0}]
     plots.lineage(versions, tmp_path / "l.png", iterations=5)
     labels = boxes["labels"]
     assert len(labels) == len(versions)

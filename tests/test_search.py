@@ -12,7 +12,7 @@ from videvolve.graph import Context, build_graph
 from videvolve.search.history import GateEntry
 from videvolve.search.mixture import tier_for
 from videvolve.search.screening import rungs
-from videvolve.search.tree import beats, pick_parent, record_children, root
+from videvolve.search.tree import Tree, beats, pick_parent, record_children, root
 from videvolve.tasks import Task
 from videvolve.testing import FakeRun
 
@@ -36,10 +36,10 @@ def test_rungs_are_nested_and_seeded():
 
 def test_uct_prefers_unvisited_then_balances():
     ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", search="mcts", uct_c=0.5)
-    tree = {"root": {"parent": None, "visits": 3, "value": 1.5, "score": 0.5, "accepted": True},
-            "a": {"parent": "root", "visits": 2, "value": 1.4, "score": 0.7, "accepted": True},
-            "b": {"parent": "root", "visits": 0, "value": 0.0, "score": 0.6, "accepted": True},
-            "c": {"parent": "root", "visits": 0, "value": 0.0, "score": 0.9, "accepted": False}}
+    tree: Tree = {"root": {"parent": None, "visits": 3, "value": 1.5, "score": 0.5, "accepted": True},
+                  "a": {"parent": "root", "visits": 2, "value": 1.4, "score": 0.7, "accepted": True},
+                  "b": {"parent": "root", "visits": 0, "value": 0.0, "score": 0.6, "accepted": True},
+                  "c": {"parent": "root", "visits": 0, "value": 0.0, "score": 0.9, "accepted": False}}
     assert pick_parent(tree, "a", "mcts", ctx.uct_c) == "b"  # unvisited and accepted (c was rejected)
     tree["b"]["visits"], tree["b"]["value"] = 1, 0.3
     assert pick_parent(tree, "a", "mcts", ctx.uct_c) == "a"  # now the best mean value wins
@@ -50,9 +50,9 @@ def test_uct_prefers_unvisited_then_balances():
 
 def test_a_score_read_on_a_first_rung_backs_up_less_than_the_same_score_on_the_whole_set():
     """VidHarness's penalty on few questions: a lucky early rung must not pull the tree towards its parent."""
-    tree = {**root("s", 0.5, 100.0, 200),
-            "a": {"parent": "s", "visits": 0, "value": 0.0, "score": 0.6, "accepted": True, "n": 200},
-            "b": {"parent": "s", "visits": 0, "value": 0.0, "score": 0.6, "accepted": True, "n": 200}}
+    tree: Tree = {**root("s", 0.5, 100.0, 200),
+                  "a": {"parent": "s", "visits": 0, "value": 0.0, "score": 0.6, "accepted": True, "n": 200},
+                  "b": {"parent": "s", "visits": 0, "value": 0.0, "score": 0.6, "accepted": True, "n": 200}}
 
     def child(parent: str, name: str, score: float, rung: int) -> GateEntry:
         return GateEntry(iteration=1, parent=parent, candidate=name, decision="rejected", reason="r",
@@ -245,6 +245,12 @@ def test_when_the_candidate_promoted_fails_the_next_one_goes_on_as_full_validati
     assert sum(map(len, run.evaluated.values())) < sum(map(len, full.evaluated.values()))
 
 
+def _best_first(e: GateEntry) -> tuple[float, float]:
+    """Full validation's choice among accepted candidates: the higher score, then the lower cost."""
+    assert e.cand_score is not None and e.cand_cost is not None  # an accepted candidate has both
+    return e.cand_score, -e.cand_cost
+
+
 @pytest.mark.slow
 def test_once_one_is_accepted_another_goes_on_only_while_it_may_beat_it_as_full_validation_chooses_the_best():
     """Chain search, several candidates: full validation accepts every candidate that passes and keeps the best on
@@ -267,17 +273,17 @@ def test_once_one_is_accepted_another_goes_on_only_while_it_may_beat_it_as_full_
         scores = {"p": parent, "good": good, "better": better, "worse": worse}
         full = FakeRun(ctx.model_copy(update={"gate": ctx.gate.model_copy(update={"validation": "full"})}), scores)
         judged = screen(full, "p", candidates, {}, 0)[0]
-        chosen_full = max((e for e in judged if e.decision == "accepted"), key=lambda e: (e.cand_score, -e.cand_cost))
+        chosen_full = max((e for e in judged if e.decision == "accepted"), key=_best_first)
         run = FakeRun(ctx, scores)
         entries = screen(run, "p", candidates, {}, 0)[0]
         accepted = [e for e in entries if e.decision == "accepted"]
-        chosen = max(accepted, key=lambda e: (e.cand_score, -e.cand_cost))
+        chosen = max(accepted, key=_best_first)
         assert chosen_full.candidate == chosen.candidate == "better", (candidates, entries)  # main: "good" first
         assert sum(map(len, run.evaluated.values())) < sum(map(len, full.evaluated.values()))
     # two that answer alike: the first proposed is kept, as full validation keeps the first of the best
     run = FakeRun(ctx, {"p": parent, "real": good, "also": good})
     accepted = [e for e in screen(run, "p", ["real", "also"], {}, 0)[0] if e.decision == "accepted"]
-    assert max(accepted, key=lambda e: (e.cand_score, -e.cand_cost)).candidate == "real"
+    assert max(accepted, key=_best_first).candidate == "real"
 
 
 def test_a_pending_candidates_reason_says_what_put_another_ahead_of_it() -> None:

@@ -39,6 +39,7 @@ def test_serve_vllm_with_a_fake_vllm(tmp_path: Path, reserved_tcp_port: int):
                              "--gpu-memory-utilization", "0.9"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        assert proc.stdout is not None  # stdout=PIPE
         line = proc.stdout.readline()  # blocks until "ready: ..."
         assert line.startswith("ready:") and f"http://127.0.0.1:{port}/v1" in line
         models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).json()
@@ -86,6 +87,7 @@ def test_serve_vllm_ready_by_served_name_with_a_key(tmp_path: Path, reserved_tcp
                              str(fake), "--port", str(port), "--api-key", "s3cret", "--served-model-name", "qwen",
                              "--ready-timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        assert proc.stdout is not None and proc.stderr is not None  # both PIPE
         line = proc.stdout.readline()  # readiness polls with the key and waits for the served name
         assert line.startswith("ready:") and "--model qwen" in line
         assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 401

@@ -103,10 +103,11 @@ def test_mcp_refuses_a_blank_question_or_option_before_any_harness_runs(tmp_path
     agent = _Blocking(concurrency=1)
     agent.release.set()
     server = create_mcp(agent, MediaRoots([tmp_path]), tmp_path / "memory")  # type: ignore[arg-type]
-    calls = [("ask_video", {"video": "v.mp4", "question": ""}), ("ask_video", {"video": "v.mp4", "question": " \n"}),
-             ("ground_in_video", {"video": "v.mp4", "query": "  "}),
-             ("ask_video", {"video": "v.mp4", "question": "Which?", "options": ["A) red", " "]}),
-             ("ask_video", {"video": "v.mp4", "question": "Which?", "options": ["A) red", "B) blue"]})]
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("ask_video", {"video": "v.mp4", "question": ""}), ("ask_video", {"video": "v.mp4", "question": " \n"}),
+        ("ground_in_video", {"video": "v.mp4", "query": "  "}),
+        ("ask_video", {"video": "v.mp4", "question": "Which?", "options": ["A) red", " "]}),
+        ("ask_video", {"video": "v.mp4", "question": "Which?", "options": ["A) red", "B) blue"]})]
 
     async def main() -> list[Any]:
         async with Client(server) as client:

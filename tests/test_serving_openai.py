@@ -16,8 +16,9 @@ from pathlib import Path
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionContentPartParam
 
-from tests.serving_support import ROOT, env, option_lines, running, videvolve_server
+from tests.serving_support import ROOT, env, option_lines, running, video_part, videvolve_server
 from videvolve.testing import reserved_port
 
 pytestmark = pytest.mark.slow
@@ -46,7 +47,7 @@ def _client(base: str, key: str = KEY) -> openai.OpenAI:
 
 def _ask(client: openai.OpenAI, model: str, url: str, text: str, **extra):
     return client.chat.completions.create(model=model, messages=[{"role": "user", "content": [
-        {"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": text}]}], **extra)
+        video_part(url), {"type": "text", "text": text}]}], **extra)
 
 
 def _same_as_ask(reply, asked: dict) -> None:
@@ -128,7 +129,8 @@ def test_errors_are_openai_errors_with_the_right_status(world, server):
         _ask(client, "uniform", f"file://{root}/../../etc/hostname", "When does the red star appear?")
     with pytest.raises(openai.BadRequestError, match="video_url"):
         client.chat.completions.create(model="uniform", messages=[{"role": "user", "content": "When?"}])
-    frames = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}] * 2
+    frames: list[ChatCompletionContentPartParam] = [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}] * 2
     with pytest.raises(openai.BadRequestError, match="image_url parts are not taken"):  # lmms-eval's openai model
         client.chat.completions.create(model="uniform", messages=[{"role": "user", "content": [
             {"type": "text", "text": "When does the red star appear?"}, *frames]}])
@@ -182,7 +184,8 @@ def test_a_model_endpoint_that_refuses_the_key_is_502(world, monkeypatch: pytest
 def test_a_model_is_retrieved_and_unknown_routes_are_openai_errors(server):
     client = _client(server)
     card = client.models.retrieve("uniform")  # GET /v1/models/{id}: what clients ask to check a model exists
-    assert card.id == "uniform" and card.object == "model" and card.model_extra["harness"].startswith("uniform@")
+    assert card.id == "uniform" and card.object == "model" and card.model_extra is not None
+    assert card.model_extra["harness"].startswith("uniform@")
     assert client.get("/models/", cast_to=object)["data"][0]["id"] == "uniform"  # type: ignore[index]
     with pytest.raises(openai.NotFoundError, match="served models: uniform") as caught:
         client.models.retrieve("gpt-4o")
@@ -190,9 +193,9 @@ def test_a_model_is_retrieved_and_unknown_routes_are_openai_errors(server):
     with pytest.raises(openai.NotFoundError, match=r"POST /v1/completions") as caught:
         client.completions.create(model="uniform", prompt="When?")  # a route the server does not have
     assert caught.value.body["type"] == "invalid_request_error"  # type: ignore[index]
-    with pytest.raises(openai.APIStatusError, match="GET /v1/chat/completions") as caught:
+    with pytest.raises(openai.APIStatusError, match="GET /v1/chat/completions") as wrong_method:
         client.get("/chat/completions", cast_to=object)  # a route asked with the wrong method
-    assert caught.value.status_code == 405 and caught.value.response.headers["allow"] == "POST"
+    assert wrong_method.value.status_code == 405 and wrong_method.value.response.headers["allow"] == "POST"
 
 
 def test_the_serving_guides_examples_run_as_written(tmp_path: Path, reserved_tcp_port: int):

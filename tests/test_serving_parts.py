@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.serving_support import FakeAgent, FakeAgents, running
+from tests.serving_support import FakeAgent, FakeAgents, running, video_part
 from videvolve.errors import EndpointError, InfraError
 from videvolve.serving.agent import AgentAnswer, Cost, answer_text, question_kind, split_question
 from videvolve.serving.media import BadVideoSource, MediaRoots, OutsideMediaRoots, video_file
@@ -154,7 +154,7 @@ def _ask_in_thread(client: openai.OpenAI, url: str, results: list[Any]) -> threa
     def go() -> None:
         try:
             results.append(client.chat.completions.create(model="fake", messages=[{"role": "user", "content": [
-                {"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": "Which?\nA) x\nB) y"}]}]))
+                video_part(url), {"type": "text", "text": "Which?\nA) x\nB) y"}]}]))
         except Exception as exc:
             results.append(exc)
     t = threading.Thread(target=go)
@@ -184,7 +184,7 @@ def test_a_full_queue_is_429_and_frees_up(tmp_path: Path):
         _running_or_queued(base, 2)  # the second waits in the queue
         with pytest.raises(openai.RateLimitError, match="retry later"):
             client.chat.completions.create(model="fake", messages=[{"role": "user", "content": [
-                {"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": "Which?\nA) x\nB) y"}]}])
+                video_part(url), {"type": "text", "text": "Which?\nA) x\nB) y"}]}])
         agent.release.set()
         first.join(30)
         second.join(30)
@@ -299,7 +299,7 @@ def test_a_body_nested_too_deep_is_400(tmp_path: Path):
             r = httpx.post(f"{base}/v1/chat/completions", content=body, timeout=30,
                            headers={"content-type": "application/json"})
             assert r.status_code == 400 and "nested" in r.json()["error"]["message"], r.text
-        deep = [[]]  # just under the limit, in a part's extra field: read, and answered
+        deep: list[Any] = [[]]  # just under the limit, in a part's extra field: read, and answered
         for _ in range(500):
             deep = [deep]
         r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={"model": "fake", "messages": [{
@@ -590,9 +590,10 @@ def test_lmms_eval_model_answers_concurrency_documents_at_once_in_order(tmp_path
 
     costs = tmp_path / "costs.jsonl"
     model = VidevolveLMM(harness="uniform", no_cache=True, concurrency="3", costs=str(costs))
-    model.agent = Slow()  # type: ignore[assignment]
+    slow = Slow()
+    model.agent = slow  # type: ignore[assignment]
     model.task_dict = {"t": {"test": [{"video": f"/v/{i}.mp4"} for i in range(7)]}}
     requests = [SimpleNamespace(args=(f"When {i}", {}, lambda doc: [doc["video"]], i, "t", "test")) for i in range(7)]
     assert model.generate_until(requests) == [f"When {i}" for i in range(7)]
-    assert model.agent.most == 3  # main: 1
+    assert slow.most == 3  # main: 1
     assert sorted(json.loads(line)["doc_id"] for line in costs.read_text().splitlines()) == list(range(7))

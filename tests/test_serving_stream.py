@@ -17,16 +17,16 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
-from tests.serving_support import FakeAgent, FakeAgents, running
+from tests.serving_support import FakeAgent, FakeAgents, running, video_part
 from videvolve.errors import InfraError
 from videvolve.serving.media import MediaRoots
 from videvolve.serving.openai_api import ServerLimits, create_app
 
 
-def _messages(video: Path) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": video.as_uri()}},
-                                         {"type": "text", "text": "Which?\nA) x\nB) y"}]}]
+def _messages(video: Path) -> list[ChatCompletionMessageParam]:
+    return [{"role": "user", "content": [video_part(video.as_uri()), {"type": "text", "text": "Which?\nA) x\nB) y"}]}]
 
 
 @pytest.fixture
@@ -76,10 +76,11 @@ def test_a_streamed_answer_is_the_answer_with_its_usage_and_keepalives_meanwhile
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "B"
         assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
         assert chunks[-1].choices == [] and chunks[-1].usage is not None
+        assert chunks[-1].usage.model_extra is not None  # its fields beyond the SDK's
         assert chunks[-1].usage.prompt_tokens == 50 and chunks[-1].usage.model_extra["frames"] == 3
         assert chunks[-1].usage.model_extra["evidence_times"] == [1.5]
         whole = client.chat.completions.create(model="fake", messages=_messages(video))  # the same, not streamed
-        assert whole.choices[0].message.content == "B"
+        assert whole.choices[0].message.content == "B" and whole.choices[0].message.model_extra is not None
         assert whole.choices[0].message.model_extra["reasoning"] == told[0]
         assert _admitted(base) == 0
 
@@ -243,7 +244,7 @@ def test_each_step_of_a_trace_is_told_in_a_line_or_not_at_all():
     assert long is not None and len(long) < 260 and "…" in long and "\n" not in long
     assert step_line("ocr", {"observed_times": [61.0]}) == "Read the on-screen text at the moment 1:01."
     assert step_line("transcript", {"start": 0, "end": None}) == "Read the transcript from 0:00 to the end."
-    assert step_line("budget", {"error": "showing 9 more frame(s) would exceed the budget"}).startswith(
-        "A request was refused (budget)")
+    refused = step_line("budget", {"error": "showing 9 more frame(s) would exceed the budget"})
+    assert refused is not None and refused.startswith("A request was refused (budget)")
     assert step_line("error", {"kind": "timeout", "error": "3 s"}) == "The harness failed (timeout): 3 s"
     assert step_line("final", {"answer": "B"}) is None and step_line("log", {}) is None

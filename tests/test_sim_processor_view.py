@@ -29,7 +29,8 @@ CAP = 1_003_520
 def _glyph_frames(n: int) -> tuple[list[Frame], list[str]]:
     """``n`` full-size SynthWorld frames, each showing a glyph 24 or 32 px wide (three per appearance)."""
     script = make_script("v", 3600, seed=3)
-    frames, names = [], []
+    frames: list[Frame] = []
+    names: list[str] = []
     for e in script.events:
         for t in (e.start + 0.25, (e.start + e.end) / 2, e.end - 0.25):
             if e.size in (24, 32) and len(frames) < n:

@@ -7,6 +7,7 @@ import io
 import json
 from collections import Counter
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import pytest
@@ -24,7 +25,17 @@ from videvolve.models.sim import SimVLM
 from videvolve.skill_library import prompts
 from videvolve.tasks import Task
 
-PLAN = {"videos": 60, "minutes": 10, "seed": 7, "questions": 20}
+
+class Plan(TypedDict):
+    """``plan_world``'s arguments but ``narration``."""
+
+    videos: int
+    minutes: float
+    seed: int
+    questions: int
+
+
+PLAN: Plan = {"videos": 60, "minutes": 10, "seed": 7, "questions": 20}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +67,9 @@ def test_a_world_written_over_a_speaking_one_keeps_none_of_its_captions(tmp_path
     assert [load_transcript(t) for t in silent.tasks] == [None] * len(silent.tasks)  # main: the seed-1 narration
     assert sorted(p.name for p in (tmp_path / "w" / "videos").iterdir()) == ["video000.mp4"]
     again = generate_world(tmp_path / "w", videos=1, minutes=0.5, seed=3, questions=4, narration=True, workers=1)
-    said = [s.text for s in load_transcript(again.tasks[0]).segments]
+    transcript = load_transcript(again.tasks[0])
+    assert transcript is not None
+    said = [s.text for s in transcript.segments]
     assert said == [ln.text for ln in again.narrations["video000"].lines]
 
 

@@ -34,9 +34,14 @@ def _helper_line() -> int:
 
 def test_parse_holds_the_lock():
     entered = threading.Event()
+
+    def parse_then_say() -> None:
+        static_check.parse("x = 1")
+        entered.set()
+
     static_check._PARSE_LOCK.acquire()
     try:
-        worker = threading.Thread(target=lambda: (static_check.parse("x = 1"), entered.set()))
+        worker = threading.Thread(target=parse_then_say)
         worker.start()
         assert not entered.wait(0.2)  # waits for the lock
     finally:

@@ -294,7 +294,7 @@ def test_evolve_says_what_the_teacher_paid_and_what_a_gain_may_cost(taught, tmp_
 
     from videvolve.cli.evolve_cmd import _teacher_note
     from videvolve.labelfree.teacher import teacher_cost
-    from videvolve.loop.context import Context
+    from videvolve.loop.context import Context, GateSettings
 
     out, _ = taught
     tasks = [t.model_copy(update={"split": "train"}) for t in read_tasks(out)]
@@ -305,7 +305,7 @@ def test_evolve_says_what_the_teacher_paid_and_what_a_gain_may_cost(taught, tmp_
     for ceiling, said in ((None, f"--cost-ceiling {spent / 2:.0f}: half the teacher's"),
                           (spent / 2, "(0.50x the teacher's)")):
         text = StringIO()
-        ctx = Context(run_dir=str(tmp_path), run_id="r", tasks="t.jsonl", cost_ceiling=ceiling)
+        ctx = Context(run_dir=str(tmp_path), run_id="r", tasks="t.jsonl", gate=GateSettings(cost_ceiling=ceiling))
         _teacher_note(tasks, ctx, Console(file=text, width=400))
         assert f"the teacher spent {spent:,.0f} visual tokens per question" in text.getvalue()
         assert said in text.getvalue(), text.getvalue()
@@ -313,6 +313,6 @@ def test_evolve_says_what_the_teacher_paid_and_what_a_gain_may_cost(taught, tmp_
     assert frames == pytest.approx(statistics.mean(TeacherLabel.model_validate(t.meta["teacher"]).frames
                                                    for t in tasks))
     text = StringIO()
-    ctx = Context(run_dir=str(tmp_path), run_id="r", tasks="t.jsonl", cost_metric="frames")
+    ctx = Context(run_dir=str(tmp_path), run_id="r", tasks="t.jsonl", gate=GateSettings(cost_metric="frames"))
     _teacher_note(tasks, ctx, Console(file=text, width=400))
     assert f"the teacher spent {frames:,.0f} frames per question" in text.getvalue()
