@@ -10,7 +10,7 @@ one-sided upper bound of that mean at the gate's level, its spread taken over vi
 :func:`videvolve.search.significance.video_t`), must be at most 0. A look whose cost follows how much happens in a
 video (a detector's hits, then a close look at each) can fit its bound on the selection set's mean and miss it on
 other videos: on world 599633 (set V) a gain kept at 1.063x the seed's visual tokens on the selection set cost
-1.144x on the test split; over its 8 selection videos (0.95-1.22x each) the upper bound was 1.11x. Under fewer
+1.144x on the test split; over its 8 selection videos (0.95-1.22x each) the upper bound is 1.13x. Under fewer
 videos, the mean alone decides, as before.
 """
 
