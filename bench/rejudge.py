@@ -14,6 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
+from mf_agreement import gated
+
 from videvolve.evaluation.results import TaskResult, read_result
 from videvolve.loop.context import Context
 from videvolve.search.gate import paired_rule
@@ -31,25 +33,25 @@ def rejudged(run: Path) -> list[str]:
     ctx = Context.model_validate(json.loads((run / "settings.json").read_text(encoding="utf-8")))
     gate = ctx.gate
     selection = [t for t in read_tasks(ctx.tasks) if t.split == "selection"]
-    events = [json.loads(line) for line in (run / "events.jsonl").read_text(encoding="utf-8").splitlines()]
-    kept = [e for e in events if e.get("node") == "gate" and e.get("event") == "accepted" and e.get("candidate")]
-    judged = [e for e in events if e.get("node") == "gate" and e.get("event") in ("accepted", "rejected")]
+    judged = gated(run)
     if not judged:
         return []
-    seed = judged[0]["parent"]
+    seed = judged[0].parent
     seed_results = stored(run, seed, selection)
     lines = []
-    for e in kept:
-        parent, candidate = stored(run, e["parent"], selection), stored(run, e["candidate"], selection)
-        if parent is None or candidate is None:
-            lines.append(f"{e['candidate']}: not read on the whole selection set (accepted early); not judged again")
+    for e in judged:
+        if e.decision != "accepted" or e.candidate is None or e.level is None:
             continue
-        verdict = paired_rule(selection, parent, candidate, e["level"], gate.cost_metric, gate.text_token_weight,
+        parent, candidate = stored(run, e.parent, selection), stored(run, e.candidate, selection)
+        if parent is None or candidate is None:
+            lines.append(f"{e.candidate}: not read on the whole selection set (accepted early); not judged again")
+            continue
+        verdict = paired_rule(selection, parent, candidate, e.level, gate.cost_metric, gate.text_token_weight,
                               gate.alpha, gate.beta, gate.margin, ctx.seed,
-                              seed_results if e["parent"] != seed else None, gate.cost_ceiling,
+                              seed_results if e.parent != seed else None, gate.cost_ceiling,
                               over_videos=len({t.video_id for t in selection}) >= gate.min_videos,
                               cost_level=gate.level)
-        lines.append(f"{e['candidate']} (iteration {e['iteration']}): kept, now "
+        lines.append(f"{e.candidate} (iteration {e.iteration}): kept, now "
                      f"{'accepted' if verdict.accept else 'REJECTED'}: {verdict.reason}")
     return lines
 

@@ -143,9 +143,9 @@ def missed_on_videos(entry: GateEntry) -> bool:
 
     It scored above its parent, its mean cost was within a gain's bound, the upper bound over the videos was not.
     """
-    if entry.decision != "rejected" or None in (entry.cost_upper, entry.cost_bound, entry.cand_cost, entry.score,
-                                                entry.cand_score):
+    upper, bound, cost = entry.cost_upper, entry.cost_bound, entry.cand_cost
+    score, cand_score = entry.score, entry.cand_score
+    if entry.decision != "rejected" or upper is None or bound is None or cost is None or score is None or \
+            cand_score is None:
         return False
-    assert entry.cost_upper is not None and entry.cost_bound is not None and entry.cand_cost is not None
-    assert entry.score is not None and entry.cand_score is not None
-    return entry.cand_cost <= entry.cost_bound < entry.cost_upper and entry.cand_score > entry.score
+    return cost <= bound < upper and cand_score > score
