@@ -224,7 +224,9 @@ def _margins(selection: list[Task], parent: list[TaskResult], candidate: list[Ta
     if len(caps) > 1:  # a cut passes while its lower bound (floored, over videos too) is above -margin
         scores.append((st.lower_gate + gate.margin) / se)
     groups = [group_of(t) for t in selection]
-    guard = -max(_sign_margin([-v for v, g in zip(d, groups, strict=True) if g == k], z) for k in sorted(set(groups)))
+    z_stated = float(stats.norm.isf(gate.level))  # the guard is held at the gate's stated level
+    guard = -max(_sign_margin([-v for v, g in zip(d, groups, strict=True) if g == k], z_stated)
+                 for k in sorted(set(groups)))
     return tuple(Margin(score=s, cost=c) for s, c in zip(scores, costs, strict=True)), guard
 
 

@@ -50,7 +50,7 @@ def rejudged(run: Path) -> list[str]:
                               gate.alpha, gate.beta, gate.margin, ctx.seed,
                               seed_results if e.parent != seed else None, gate.cost_ceiling,
                               over_videos=len({t.video_id for t in selection}) >= gate.min_videos,
-                              cost_level=gate.level)
+                              stated_level=gate.level)
         lines.append(f"{e.candidate} (iteration {e.iteration}): kept, now "
                      f"{'accepted' if verdict.accept else 'REJECTED'}: {verdict.reason}")
     return lines

@@ -123,14 +123,18 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
                 metric: str = "visual_tokens", text_weight: float = 1.0, alpha: float = 0.1, beta: float = 0.2,
                 margin: float = 0.02, seed: int = 0, seed_results: Sequence[TaskResult] | None = None,
                 ceiling: float | None = None, over_videos: bool | None = None,
-                cost_level: float = 0.05) -> PairedDecision:
+                stated_level: float = 0.05) -> PairedDecision:
     """Judge ``candidate`` against ``parent`` on the same questions (``tasks``, in the same order) at ``level``.
 
     ``seed_results``: the run's seed harness's results on these questions, whose cost bounds a gain's too;
     ``ceiling``: a budget per question that bounds it instead (:func:`gain_cost_bound`); ``over_videos``: whether a
-    gain must hold over the questions' videos too, and its cost fit its bound over them at ``cost_level`` (the
-    gate's stated level; :mod:`videvolve.search.cost_bounds`) (default: where they are at least ``FEW_VIDEOS``;
-    multi-fidelity decides it by the whole selection set, not by a rung's videos).
+    gain must hold over the questions' videos too, and its cost fit its bound over them
+    (:mod:`videvolve.search.cost_bounds`) (default: where they are at least ``FEW_VIDEOS``; multi-fidelity decides it
+    by the whole selection set, not by a rung's videos).
+
+    ``level`` is the decision's, what alpha-investing gave it; the constraints a kept revision must meet whatever the
+    search spent (its cost bound over the videos, no kind of question losing significantly) are held at
+    ``stated_level``, the gate's stated level (``--gate-level``): a smaller level for the gain must not loosen them.
     """
     c = aggregate(parent, metric, text_weight)[1]
     c2 = aggregate(candidate, metric, text_weight)[1]
@@ -138,17 +142,17 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
     judged = videos if (len(set(videos)) >= FEW_VIDEOS if over_videos is None else over_videos) else None
     mine, theirs = costs(candidate, metric, text_weight), costs(parent, metric, text_weight)
     seed_costs = None if seed_results is None else costs(seed_results, metric, text_weight)
-    gain_fit, gain_bound = fit_all(mine, gain_limits(theirs, alpha, seed_costs, ceiling), judged, cost_level)
-    cut_fit = fit(mine, scaled(theirs, 1 - beta, f"(1-{beta}) x {c:.1f}"), judged, cost_level) if c > 0 else None
+    gain_fit, gain_bound = fit_all(mine, gain_limits(theirs, alpha, seed_costs, ceiling), judged, stated_level)
+    cut_fit = fit(mine, scaled(theirs, 1 - beta, f"(1-{beta}) x {c:.1f}"), judged, stated_level) if c > 0 else None
     cut_ok = cut_fit is not None and cut_fit.fits
     st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin, videos=judged)
     at = f"{len(tasks)} paired questions at level {level:.4g}"
     for group in sorted({group_of(t) for t in tasks}):
         idx = [i for i, t in enumerate(tasks) if group_of(t) == group]
-        g = paired([parent[i].score for i in idx], [candidate[i].score for i in idx], level, seed)
-        if g.p_loss <= level:
+        g = paired([parent[i].score for i in idx], [candidate[i].score for i in idx], stated_level, seed)
+        if g.p_loss <= stated_level:
             return PairedDecision(False, f"{group} questions lose significantly: {g.diff:+.4f} on {g.n} "
-                                         f"(p {g.p_loss:.4f} <= {level:.4g})", st)
+                                         f"(p {g.p_loss:.4f} <= {stated_level:.4g})", st)
     over = st.over_videos
     held = f"; over {over.videos} videos p {over.p_gain:.4f}" if over else ""
     cost_said = gain_fit.said(c2)
@@ -195,8 +199,9 @@ def rule_text(alpha: float, beta: float, eps: float, metric: str, rule: str = "p
                    f"grows by at most {alpha:.0%} over its parent's and stays within {alpha:.0%} of the seed's")
                 + f"; or if its cost falls by at least "
                 f"{beta:.0%} and its score is shown to drop by at most {margin:g}. No kind of question may lose "
-                f"significantly. Small changes that only reshuffle guesses are not kept: make changes whose effect "
-                f"is large and clear. Errors score 0 and their cost counts.")
+                f"significantly (tested at level {level:g}, however small the gain's level has become). Small "
+                f"changes that only reshuffle guesses are not kept: make changes whose effect is large and clear. "
+                f"Errors score 0 and their cost counts.")
     grows = f"stays within the budget of {ceiling:g}" if ceiling is not None else f"grows by at most {alpha:.0%}"
     return (f"A revision is kept only if its mean score on a held-out selection set rises while its mean cost per "
             f"question (C = {what}) {grows}, or if its cost falls by at least {beta:.0%} while "

@@ -32,11 +32,11 @@ from videvolve.search.gate import (
     bound_text,
     gain_cost_bound,
     gate_rule,
-    group_of,
     mean_frames,
     paired_rule,
 )
 from videvolve.search.history import GateEntry
+from videvolve.search.kind_guard import may_yet_lose, sure_loss
 from videvolve.search.services import Evaluator, GateRules
 from videvolve.search.spending import next_level
 from videvolve.search.tree import penalized
@@ -149,7 +149,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             if paired_gate and level is not None:
                 verdict = paired_rule(rung, p_res, res, level, gate.cost_metric, gate.text_token_weight,
                                       gate.alpha, gate.beta, gate.margin, ctx.seed, s_res, gate.cost_ceiling,
-                                      over_videos=by_video, cost_level=gate.level)
+                                      over_videos=by_video, stated_level=gate.level)
                 st = verdict.stats
                 extra = {"p_gain": st.p_gain, "p_videos": st.over_videos.p_gain if st.over_videos else None,
                          "bound": st.lower_gate} if st else {}
@@ -310,6 +310,7 @@ def _differences(parent: list[TaskResult], candidate: list[TaskResult]) -> list[
     return [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
 
 
+
 def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, selection: list[Task],
                level: float, gate: GateRules, c_seed: float | None = None, by_video: bool = False,
                seed_res: list[TaskResult] | None = None) -> str | None:
@@ -328,12 +329,8 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
     d = _differences(parent, candidate)
     rest = population - len(d)
     by_id = {t.id: t for t in selection}
-    sizes = Counter(group_of(t) for t in selection)
-    answered = [group_of(by_id[r.task_id]) for r in parent]
-    for group in sorted(set(answered)):
-        lost = [-x for x, g in zip(d, answered, strict=True) if g == group]
-        if len(lost) < sizes[group] and sign_chance(lost, sizes[group], level) > 1 - gate.curtail:
-            return None  # this kind may yet lose significantly on the whole set
+    if may_yet_lose(parent, candidate, selection, gate.level, gate.curtail):
+        return None  # some kind may yet lose significantly on the whole set
     videos = [by_id[r.task_id].video_id for r in parent]
     sizes = Counter(t.video_id for t in selection)
     passable = [(name, bound) for name, bound, fits in path_chances(
@@ -374,6 +371,8 @@ def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2:
                 f"and the predictive chance that it fits one on all {population} questions"
                 f"{' and over their videos' if by_video else ''} is "
                 f"{max(chance for _, _, chance in fits):.3f} < {gate.futility:g}", True)
+    if (loss := sure_loss(parent, candidate, selection, gate.level, gate.futility)) is not None:
+        return f"{loss}, which full validation turns down", False
     d = _differences(parent, candidate)
     chance = max(sign_chance(d, population, level) if bound >= 0 else  # a gain: changes counted where few
                  outlook(d, population, level, bound).predictive for _, bound in paths)
