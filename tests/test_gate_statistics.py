@@ -33,8 +33,12 @@ def test_a_cut_that_loses_a_few_answers_and_gains_none_is_not_shown_within_the_m
     cut = [0.0 if i < 5 else s for i, s in enumerate(parent)]
     exact = stats.binomtest(5, 500, alternative="less").proportion_ci(0.975).high
     assert exact > 0.02
-    d = paired_rule(tasks, _results(tasks, parent, 100.0), _results(tasks, cut, 70.0), level=0.025, margin=0.02)
+    # the guard on each kind at 0.025 too (5 of 5 changes lost: p 1 / 32), so that the margin's test is what decides
+    d = paired_rule(tasks, _results(tasks, parent, 100.0), _results(tasks, cut, 70.0), level=0.025, margin=0.02,
+                    stated_level=0.025)
     assert not d.accept and "loss may reach" in d.reason, d.reason
+    at_stated = paired_rule(tasks, _results(tasks, parent, 100.0), _results(tasks, cut, 70.0), level=0.025)
+    assert not at_stated.accept and "mcq questions lose significantly" in at_stated.reason  # the guard at 0.05
 
 
 def test_the_null_spread_is_tangos_restricted_estimate_on_mcq():
