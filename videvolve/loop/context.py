@@ -111,7 +111,9 @@ class GateSettings(BaseModel):
         "significantly (see the docs' search and gate guide); video-rsi: the paper's rule, any positive difference "
         "at <= (1+alpha) C (takes noise for gains)")
     level: float = Field(0.05, gt=0, lt=0.5, json_schema_extra=_flat("gate_level"), description="the paired gate's "
-                         "level: the most any decision is judged at, and the run's starting alpha-wealth")
+                         "level: the most any decision is judged at, the run's starting alpha-wealth, and the level "
+                         "every kept revision's constraints are held at (no kind losing significantly, its cost "
+                         "within its bound over the selection videos)")
     margin: float = Field(0.02, ge=0, json_schema_extra=_flat("gate_margin"), description="the paired gate's "
                           "non-inferiority margin: a cost cut is kept only if the upper bound of its score loss is at "
                           "most this")
