@@ -310,7 +310,6 @@ def _differences(parent: list[TaskResult], candidate: list[TaskResult]) -> list[
     return [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
 
 
-
 def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, selection: list[Task],
                level: float, gate: GateRules, c_seed: float | None = None, by_video: bool = False,
                seed_res: list[TaskResult] | None = None) -> str | None:
