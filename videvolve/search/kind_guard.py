@@ -62,18 +62,19 @@ def may_yet_lose(parent: list[TaskResult], candidate: list[TaskResult], selectio
 
 
 def sure_loss(parent: list[TaskResult], candidate: list[TaskResult], selection: list[Task], level: float,
-              futility: float) -> str | None:
+              futility: float, seed: int = 0) -> str | None:
     """Why some kind will all but surely lose significantly at ``level`` on the whole set, or None.
 
-    Read in full, its test passes; otherwise the predictive chance of that is above 1 - ``futility``. A kind where
+    Read in full, its test passes (the gate's own: the sign-flip test under the run's ``seed``); otherwise the
+    predictive chance of that is above 1 - ``futility``. A kind where
     fewer than :data:`FEW_CHANGES` answers changed is left alone while not read in full, as is one that could not
     lose significantly even if every answer still to come were lost.
     """
     for k in losses(parent, candidate, selection):
         rest = k.size - len(k.lost)
-        if rest > 0 and (k.changed < FEW_CHANGES or sign_flip_p([*k.lost, *[1.0] * rest]) > level):
+        if rest > 0 and (k.changed < FEW_CHANGES or sign_flip_p([*k.lost, *[1.0] * rest], seed) > level):
             continue
-        loses = sign_flip_p(k.lost) <= level if len(k.lost) >= k.size else \
+        loses = sign_flip_p(k.lost, seed) <= level if len(k.lost) >= k.size else \
             sign_chance(k.lost, k.size, level) > 1 - futility
         if loses:
             return (f"{k.group} questions lose {sum(k.lost) / len(k.lost):.3f} on {len(k.lost)} of {k.size}: the "

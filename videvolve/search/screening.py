@@ -199,7 +199,8 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                 continue
             on_cost = False  # turned down on its cost alone: no test of its answers was made, no level spent
             if paired_gate and level is not None:
-                futile = _futile(p_res, res, a, a2, c, c2, selection, level, gate, c_seed, s_res, by_video)
+                futile = _futile(p_res, res, a, a2, c, c2, selection, level, gate, c_seed, s_res, by_video,
+                                 ctx.seed)
                 why_not, on_cost = futile if futile is not None else (None, False)
                 if why_not is None and champ is not None and (beat := _beats(champ, res, len(selection))) < \
                         gate.futility:
@@ -350,7 +351,8 @@ def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, 
 
 def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2: float, c: float, c2: float,
             selection: list[Task], level: float, gate: GateRules, c_seed: float | None = None,
-            seed_res: list[TaskResult] | None = None, by_video: bool = False) -> tuple[str, bool] | None:
+            seed_res: list[TaskResult] | None = None, by_video: bool = False, run_seed: int = 0
+            ) -> tuple[str, bool] | None:
     """Why the paired gate cannot expect to accept the candidate on the whole set, and whether on cost alone; or None.
 
     A path whose cost misses its bound on this rung stays open while the predictive chance that the whole set's cost
@@ -370,7 +372,7 @@ def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2:
                 f"and the predictive chance that it fits one on all {population} questions"
                 f"{' and over their videos' if by_video else ''} is "
                 f"{max(chance for _, _, chance in fits):.3f} < {gate.futility:g}", True)
-    if (loss := sure_loss(parent, candidate, selection, gate.level, gate.futility)) is not None:
+    if (loss := sure_loss(parent, candidate, selection, gate.level, gate.futility, run_seed)) is not None:
         return f"{loss}, which full validation turns down", False
     d = _differences(parent, candidate)
     chance = max(sign_chance(d, population, level) if bound >= 0 else  # a gain: changes counted where few

@@ -34,8 +34,13 @@ RESAMPLES = 20_000
 
 
 def sign_flip_p(d: Sequence[float], seed: int = 0) -> float:
-    """One-sided p of "mean(d) > 0" by the paired sign-flip test (1.0 when nothing differs)."""
-    x = np.asarray([v for v in d if abs(v) > 1e-12], dtype=np.float64)
+    """One-sided p of "mean(d) > 0" by the paired sign-flip test (1.0 when nothing differs).
+
+    A function of the differences, not of their order: beyond :data:`EXACT_UP_TO` of them the resampled signs fall on
+    them sorted, so that multi-fidelity's whole rung (its questions shuffled) and full validation (in the selection
+    set's order) reach the same p under the same ``seed``.
+    """
+    x = np.sort(np.asarray([v for v in d if abs(v) > 1e-12], dtype=np.float64))
     if len(x) == 0:
         return 1.0
     observed = x.sum() - 1e-9
