@@ -177,6 +177,27 @@ def test_an_early_acceptance_predicts_the_guard_on_each_kind_as_full_validation_
     assert decided["multi-fidelity"][0] == "rejected" and "speech questions lose" in decided["multi-fidelity"][1]
 
 
+def test_a_kind_none_of_whose_questions_the_rung_holds_still_holds_back_an_early_acceptance():
+    """A kind of ten questions, none on the first rung: the guard saw no kind to test, and multi-fidelity accepted
+    at rung 1 a gain that full validation turns down because all ten are lost."""
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=3, gate=GateSettings(validation="multi-fidelity"))
+    n = 300
+    probe = FakeRun(ctx, {"p": [0.0] * n})
+    first = {int(t.id[1:]) for t in rungs(probe.selection, ctx.gate.rungs, ctx.seed, "multi-fidelity")[0]}
+    audio = [i for i in range(n) if i not in first][:10]
+    evidence = ["audio" if i in audio else "visual" for i in range(n)]
+    parent = [1.0 if i in audio else float(i % 2) for i in range(n)]
+    candidate = [0.0 if i in audio else 1.0 for i in range(n)]
+    decided = {}
+    for mode in ("multi-fidelity", "full"):
+        gate = ctx.gate.model_copy(update={"validation": mode})
+        run = FakeRun(ctx.model_copy(update={"gate": gate}), {"p": parent, "c": candidate}, evidence=evidence)
+        (entry,), _ = screen(run, "p", ["c"], {}, 0)
+        decided[mode] = (entry.decision, entry.rung, entry.reason)
+    assert decided["full"][0] == "rejected" and "mcq:audio questions lose significantly" in decided["full"][2]
+    assert decided["multi-fidelity"][0] == "rejected" and decided["multi-fidelity"][1] > 1, decided
+
+
 def test_a_kind_a_revision_left_untouched_does_not_hold_back_an_early_acceptance():
     """World 84298's `scan_refine` run (set P): `bisect_boundaries` gained on grounding (+0.022 on 275 questions, p <
     0.001) and changed no mcq answer. The guard's chance that mcq would yet lose significantly, from the agreement

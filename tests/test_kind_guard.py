@@ -98,3 +98,15 @@ def test_a_kind_read_in_full_is_judged_by_the_gate_s_own_test_under_the_run_s_se
         assert (early is not None) == gate_says, (seed, full.reason, early)
         verdicts.add(gate_says)
     assert verdicts == {True, False}  # the seed decides here: the test tells the two apart
+
+
+def test_a_kind_no_question_of_which_was_read_yet_may_still_lose():
+    """A rung of a tenth missed all ten questions of a kind a third of the time; multi-fidelity accepted early a gain
+    that full validation turns down on that kind."""
+    tasks = _tasks(150, 10)
+    read = tasks[:150]  # every mcq question, no grounding one
+    p, c = _results(read, [0.0] * 150), _results(read, [1.0] * 150)
+    assert may_yet_lose(p, c, tasks, 0.05, 0.99)
+    assert sure_loss(p, c, tasks, 0.05, 0.01) is None  # nothing seen of it: not a sure loss either
+    few = _tasks(150, 4)  # four questions, all lost: p 1/16 > 0.05, it cannot lose significantly
+    assert not may_yet_lose(p, c, few, 0.05, 0.99)

@@ -41,13 +41,16 @@ class KindLoss:
 
 
 def losses(parent: list[TaskResult], candidate: list[TaskResult], selection: list[Task]) -> list[KindLoss]:
-    """Each kind answered so far (``parent`` and ``candidate``: results on the same questions, in the same order)."""
+    """Each kind of the selection set, with its answers so far (none where no question of it was read yet).
+
+    ``parent`` and ``candidate``: results on the same questions, in the same order.
+    """
     by_id = {t.id: t for t in selection}
     sizes = Counter(group_of(t) for t in selection)
     answered = [group_of(by_id[r.task_id]) for r in parent]
     lost = [x.score - y.score for x, y in zip(parent, candidate, strict=True)]
     return [KindLoss(group, [v for v, g in zip(lost, answered, strict=True) if g == group], sizes[group])
-            for group in sorted(set(answered))]
+            for group in sorted(sizes)]
 
 
 def may_yet_lose(parent: list[TaskResult], candidate: list[TaskResult], selection: list[Task], level: float,
@@ -55,9 +58,11 @@ def may_yet_lose(parent: list[TaskResult], candidate: list[TaskResult], selectio
     """Whether some kind not read in full may yet lose significantly at ``level`` on the whole set.
 
     That is, its predictive chance is above 1 - ``curtail`` (where few answers changed, every later change counted
-    as a loss).
+    as a loss); a kind none of whose questions was read yet may, unless it could not lose significantly even if every
+    answer were lost (a rung of a tenth misses a kind of ten questions about a third of the time).
     """
-    return any(len(k.lost) < k.size and sign_chance(k.lost, k.size, level) > 1 - curtail
+    return any(len(k.lost) < k.size and (sign_chance(k.lost, k.size, level) > 1 - curtail if k.lost else
+                                         sign_flip_p([1.0] * k.size) <= level)
                for k in losses(parent, candidate, selection))
 
 
