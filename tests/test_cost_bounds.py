@@ -6,7 +6,10 @@ import random
 
 import pytest
 
+from videvolve.loop.context import Context, GateSettings
 from videvolve.search.cost_bounds import budget, fit, fit_all, fit_chance, gain_limits, scaled
+from videvolve.search.screening import screen
+from videvolve.testing import FakeRun
 
 
 def test_a_cost_that_fits_on_the_mean_but_varies_by_video_misses_its_bound_over_them():
@@ -84,3 +87,26 @@ def test_a_look_turned_down_on_its_cost_over_the_videos_is_tried_once_more_with_
     assert not passes_on_trial(report, gate, "identify_flagged")  # 5500 x 1.055 > 5632
     assert not passes_on_trial(report, gate, "identify_flagged+fewer_frames")  # the same move
     assert passes_on_trial({**report, "mean_cost": 5300.0}, gate, "identify_flagged")
+
+
+def test_a_cost_at_its_bound_on_every_question_read_fits_it_on_the_whole_set():
+    """Sixteen frames a question under a ceiling of sixteen: full validation's fit passes (no excess); the predictive
+    chance was a half on the mean and about the level over videos, so multi-fidelity could not accept such a gain
+    early, and turned it down on its cost where --gate-level is below --futility."""
+    at_bound = budget(16.0, 30)
+    videos = [f"v{i % 10}" for i in range(30)]
+    assert fit([16.0] * 30, at_bound, videos, 0.05).fits
+    assert fit_chance([16.0] * 30, at_bound, 300, None, None, 0.05) == 1.0
+    assert fit_chance([16.0] * 30, at_bound, 300, videos, {f"v{i}": 30 for i in range(10)}, 0.05) == 1.0
+    over = [16.0] * 29 + [17.0]  # one question over its bound: no longer certain
+    assert fit_chance(over, at_bound, 300, None, None, 0.05) < 1.0
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=3,
+                  gate=GateSettings(validation="multi-fidelity", cost_ceiling=16, level=0.005))
+    parent = [float((i // 10) % 2) for i in range(300)]
+    decided = {}
+    for mode in ("full", "multi-fidelity"):
+        run = FakeRun(ctx.model_copy(update={"gate": ctx.gate.model_copy(update={"validation": mode})}),
+                      {"p": parent, "c": [1.0] * 300}, videos=10)
+        (entry,), _ = screen(run, "p", ["c"], {}, 0)
+        decided[mode] = entry.decision
+    assert decided == {"full": "accepted", "multi-fidelity": "accepted"}

@@ -111,10 +111,15 @@ def fit_chance(mine: Sequence[float], bound: CostLimit, population: int, videos:
     ``mine`` and the bound cover the questions read so far; with ``videos`` (theirs) and ``sizes`` (every selection
     video's number of questions), the chance that the upper bound over videos fits
     (:func:`~videvolve.search.curtailment.video_chance` on the negated excess, scaled by the bound's mean);
-    otherwise that the mean does (:func:`~videvolve.search.curtailment.within_chance`).
+    otherwise that the mean does (:func:`~videvolve.search.curtailment.within_chance`). A cost at its bound on every
+    question read, as :func:`fit` counts it (a frame budget spent in full, the parent's frames at ``--gate-alpha 0``),
+    fits: there is no spread for the rest to differ by (the models above gave it a chance of a half, or the level).
     """
     scale = max(bound.mean, TOL)
     excess = [(m - x) / scale for m, x in zip(mine, bound.limit, strict=True)]
+    within = TOL * max(1.0, bound.mean) / scale  # what fit() lets through, in the same units
+    if excess and max(excess) <= within and max(excess) - min(excess) <= within:
+        return 1.0
     if videos is None or sizes is None:
         return within_chance(excess, population)
     return video_chance([-x for x in excess], videos, sizes, level)
