@@ -110,3 +110,17 @@ def test_a_cost_at_its_bound_on_every_question_read_fits_it_on_the_whole_set():
         (entry,), _ = screen(run, "p", ["c"], {}, 0)
         decided[mode] = entry.decision
     assert decided == {"full": "accepted", "multi-fidelity": "accepted"}
+
+
+def test_a_candidate_turned_down_on_its_cost_over_the_videos_spends_no_level_either_way():
+    """Answers as its parent's, a cost whose mean fits the gain's bound (17.5 <= 17.6) but not over the videos: full
+    validation charged the decision's level (its mean fitted), multi-fidelity nothing (on cost alone), so the run's
+    later levels differed."""
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=3, gate=GateSettings(validation="multi-fidelity"))
+    parent = [float((i // 10) % 2) for i in range(300)]
+    frames: dict[str, int | list[int]] = {"p": 16, "c": [12 if i % 10 < 5 else 23 for i in range(300)]}
+    for mode in ("full", "multi-fidelity"):
+        run = FakeRun(ctx.model_copy(update={"gate": ctx.gate.model_copy(update={"validation": mode})}),
+                      {"p": parent, "c": list(parent)}, frames=frames, videos=10)
+        (entry,), _ = screen(run, "p", ["c"], {}, 0)
+        assert entry.decision == "rejected" and entry.level is None, (mode, entry.level, entry.reason)

@@ -96,6 +96,9 @@ class PairedDecision(Decision):
     """A verdict of the paired rule, with the comparison it rests on."""
 
     stats: Paired | None = None
+    priced: bool = True
+    """Whether the candidate's cost fits some path (a gain's bound or a cut's, over the videos where judged over them):
+    where it fits none, the cost decided and no answer was tested (alpha-investing charges nothing)."""
 
 
 def gain_cost_bound(c: float, alpha: float, seed_cost: float | None = None, ceiling: float | None = None) -> float:
@@ -145,6 +148,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
     gain_fit, gain_bound = fit_all(mine, gain_limits(theirs, alpha, seed_costs, ceiling), judged, stated_level)
     cut_fit = fit(mine, scaled(theirs, 1 - beta, f"(1-{beta}) x {c:.1f}"), judged, stated_level) if c > 0 else None
     cut_ok = cut_fit is not None and cut_fit.fits
+    priced = gain_fit.fits or cut_ok
     st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin, videos=judged)
     at = f"{len(tasks)} paired questions at level {level:.4g}"
     for group in sorted({group_of(t) for t in tasks}):
@@ -152,7 +156,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
         lost = [parent[i].score - candidate[i].score for i in idx]
         if (p_loss := sign_flip_p(lost, seed)) <= stated_level:  # only its loss is tested: no bounds to compute
             return PairedDecision(False, f"{group} questions lose significantly: {-sum(lost) / len(lost):+.4f} on "
-                                         f"{len(lost)} (p {p_loss:.4f} <= {stated_level:.4g})", st)
+                                         f"{len(lost)} (p {p_loss:.4f} <= {stated_level:.4g})", st, priced)
     over = st.over_videos
     held = f"; over {over.videos} videos p {over.p_gain:.4f}" if over else ""
     cost_said = gain_fit.said(c2)
@@ -161,25 +165,25 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
         if gain_fit.fits:
             return PairedDecision(True, f"gain {st.diff:+.4f} (one-sided p {st.p_gain:.4f}{held} <= {level:.4g}, "
                                         f"{st.discordant} questions differ) at cost {cost_said} <= {gain_bound.text}"
-                                        f"; {at}", st)
+                                        f"; {at}", st, priced)
         if not cut_ok:  # else a ceiling below the cut's bound: judged as a cut
             return PairedDecision(False, f"gain {st.diff:+.4f} (p {st.p_gain:.4f}{held}) but cost {cost_said} > "
-                                         f"{gain_bound.text} = {gain_bound.mean:.1f}", st)
+                                         f"{gain_bound.text} = {gain_bound.mean:.1f}", st, priced)
     if cut_ok:
         if st.lower_gate >= -margin - 1e-12:
             return PairedDecision(True, f"cost {cut_said} <= (1-{beta}) x {c:.1f}, non-inferior: loss at most "
                                         f"{max(0.0, -st.lower_gate):.4f} <= margin {margin} ({st.diff:+.4f}; {at})",
-                                  st)
+                                  st, priced)
         return PairedDecision(False, f"cost {cut_said} <= (1-{beta}) x {c:.1f} but the loss may reach "
-                                     f"{-st.lower_gate:.4f} > margin {margin} ({st.diff:+.4f}; {at})", st)
+                                     f"{-st.lower_gate:.4f} > margin {margin} ({st.diff:+.4f}; {at})", st, priced)
     if st.p_gain <= level and over is not None:
         return PairedDecision(False, f"a gain question by question ({st.diff:+.4f}, one-sided p {st.p_gain:.4f}) "
                                      f"that does not hold over the {over.videos} selection videos (p "
                                      f"{over.p_gain:.4f} > {level:.4g}: a few videos carry it) and no cost cut to "
-                                     f"(1-{beta}) x {c:.1f}: cost {cut_said}; {at}", st)
+                                     f"(1-{beta}) x {c:.1f}: cost {cut_said}; {at}", st, priced)
     return PairedDecision(False, f"no gain that noise does not explain ({st.diff:+.4f}, one-sided p "
                                  f"{st.p_gain:.4f}{held} > {level:.4g}) and no cost cut to (1-{beta}) x {c:.1f}: "
-                                 f"cost {cut_said}; {at}", st)
+                                 f"cost {cut_said}; {at}", st, priced)
 
 
 def rule_text(alpha: float, beta: float, eps: float, metric: str, rule: str = "paired", level: float = 0.05,

@@ -28,6 +28,7 @@ from videvolve.search.cost_bounds import costs, fit_all, gain_limits, path_chanc
 from videvolve.search.curtailment import outlook, sign_chance, video_chance
 from videvolve.search.gate import (
     Decision,
+    PairedDecision,
     aggregate,
     bound_text,
     gain_cost_bound,
@@ -172,7 +173,9 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
             if cand not in decided:
                 continue
             decision, extra = decided[cand]
-            spent = level if open_paths(c, c2, gate, c_seed) else None  # a verdict on cost alone tests nothing
+            # a verdict on cost alone (over the videos where judged over them) tests nothing: no level spent
+            priced = decision.priced if isinstance(decision, PairedDecision) else bool(open_paths(c, c2, gate, c_seed))
+            spent = level if priced else None
             boot = paired_bootstrap([r.score for r in p_res], [r.score for r in res], seed=ctx.seed)
             mcq = [(o.score == 1, x.score == 1) for o, x in zip(p_res, res, strict=True) if o.kind == "mcq"]
             reason = decision.reason if last else f"accepted early at rung {k + 1}/{len(ladder)}: {decision.reason}"
