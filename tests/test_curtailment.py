@@ -406,3 +406,23 @@ def test_early_acceptances_over_videos_are_turned_down_by_full_validation_at_mos
                 wrong += not full
                 break
     assert early >= 60 and wrong <= 0.01 * early, (early, wrong)
+
+
+def test_under_mcts_an_early_acceptance_must_beat_the_others_as_in_chain_search():
+    """MCTS keeps a candidate that loses the promotion pending; multi-fidelity ended the decision at the first one
+    sure to pass (0.75), where full validation accepts both and keeps the better (1.00, at 1.06x its parent's cost,
+    which varies by question so that its fit is not yet sure on the first rung)."""
+    ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", seed=3, gate=GateSettings(validation="multi-fidelity"))
+    n = 300
+    scores = {"p": [float(i % 2) for i in range(n)], "small": [1.0 if i % 2 or i % 4 == 0 else 0.0 for i in range(n)],
+              "big": [1.0] * n}
+    frames: dict[str, int | list[int]] = {"p": 16, "small": 16,
+                                          "big": [15 + 5 * (i % 2) - 2 * (i % 4 == 1) for i in range(n)]}
+    kept = {}
+    for mode in ("full", "multi-fidelity"):
+        gate = ctx.gate.model_copy(update={"validation": mode})
+        run = FakeRun(ctx.model_copy(update={"gate": gate}), scores, frames=frames, videos=4)
+        entries, _ = screen(run, "p", ["small", "big"], {}, 0, keep_pending=True)
+        accepted = [e for e in entries if e.decision == "accepted"]
+        kept[mode] = max(accepted, key=lambda e: (e.cand_score or 0.0, -(e.cand_cost or 0.0))).candidate
+    assert kept == {"full": "big", "multi-fidelity": "big"}

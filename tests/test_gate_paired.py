@@ -102,18 +102,37 @@ def test_a_cut_that_changes_nothing_on_few_questions_is_not_certain():
 
 
 def test_alpha_investing_spends_on_rejections_and_earns_on_acceptances():
-    def entry(decision: str, level: float) -> GateEntry:
-        return GateEntry(iteration=0, parent="p", decision=decision, reason="", level=level)
+    iterations = iter(range(1000))
+
+    def entry(decision: str, level: float) -> GateEntry:  # each its own decision
+        return GateEntry(iteration=next(iterations), parent="p", decision=decision, reason="", level=level)
 
     assert next_level([], 0.05) == pytest.approx(0.025)
     rejected = [entry("rejected", 0.025)]
     assert wealth(rejected, 0.05) == pytest.approx(0.05 - 0.025 / 0.975)
     assert next_level(rejected, 0.05) < 0.0125
-    many = [entry("rejected", next_level([entry("rejected", 0.01)] * k, 0.05)) for k in range(8)]
+    many = [entry("rejected", next_level([entry("rejected", 0.01) for _ in range(k)], 0.05)) for k in range(8)]
     assert next_level(many, 0.05) < 0.002  # probing the selection set runs out of budget
     assert next_level([entry("accepted", 0.025)], 0.05) == pytest.approx(0.05)  # capped at the level
     assert next_level([entry("rejected", 0.025)] * 9, 0.05, spending="none") == 0.05
     assert next_level([entry("pending", 0.025)], 0.05) == pytest.approx(0.025)  # not decided: not charged
+
+
+def test_a_decision_among_several_candidates_is_one_test_of_the_budget():
+    """Three candidates at a third of the decision's level each: one that accepts any earns the level back once,
+    one that accepts none costs a / (1 - a) of the decision's level a; so the wealth does not depend on whether the
+    candidates the best one beat were accepted too (full validation) or stopped as not the best (multi-fidelity)."""
+    def decision(*outcomes: str, iteration: int = 0, level: float = 0.025) -> list[GateEntry]:
+        return [GateEntry(iteration=iteration, parent="p", candidate=f"c{k}", decision=d, reason="",
+                          level=level / len(outcomes)) for k, d in enumerate(outcomes)]
+
+    best_only = decision("accepted", "rejected", "rejected")
+    all_pass = decision("accepted", "accepted", "accepted")
+    assert wealth(best_only, 0.05) == wealth(all_pass, 0.05) == pytest.approx(0.1)
+    none = decision("rejected", "rejected", "rejected")
+    assert wealth(none, 0.05) == pytest.approx(0.05 - 0.025 / 0.975)
+    two = decision("rejected", level=0.01) + decision("rejected", iteration=1, level=0.01)  # two: charged twice
+    assert wealth(two, 0.05) == pytest.approx(0.05 - 2 * 0.01 / 0.99)
 
 
 def test_power_of_a_selection_set():
@@ -299,3 +318,18 @@ def test_the_editor_applies_the_runs_own_rule_to_its_trials():
     rsi = GateSettings(rule="video-rsi").terms(50)
     assert (rsi.tolerance, rsi.spends_wealth, rsi.alpha, rsi.beta) == (0.02, False, 0.1, 0.2)
     assert GateSettings(rule="video-rsi", eps=0.1).terms(50).tolerance == 0.1
+
+
+def test_results_out_of_line_with_the_questions_are_refused_not_compared():
+    """A paired test of results out of line compares different questions: reordered, a noisy candidate (15 lost, 20
+    won of 40) read as a significant gain."""
+    tasks = _tasks(40)
+    parent = _results(tasks, [float(i % 2) for i in range(40)])
+    candidate = _results(tasks, [1.0] * 40)
+    with pytest.raises(ValueError, match="same questions"):
+        paired_rule(tasks, parent, list(reversed(candidate)), level=0.05)
+
+
+def test_a_score_that_is_not_a_number_is_refused():
+    with pytest.raises(ValueError, match="finite"):
+        _results(_tasks(1), [float("nan")])

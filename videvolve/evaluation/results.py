@@ -131,7 +131,8 @@ class TaskResult(BaseModel):
                                                      "static, invalid, bad_request, media")
     error: str | None = None
     prediction: Prediction | None = None
-    score: float = Field(description="1/0 for mcq, interval-set IoU for grounding; 0 for an error")
+    score: float = Field(allow_inf_nan=False,
+                         description="1/0 for mcq, interval-set IoU for grounding; 0 for an error")
     usage: TaskUsage = Field(default_factory=TaskUsage, description="frames, tokens, calls, observed times")
     wall_s: float = 0.0
     produced_by: str | None = Field(None, description="Producer.key of what produced it (None: before keys existed, "

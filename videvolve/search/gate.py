@@ -139,6 +139,10 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
     search spent (its cost bound over the videos, no kind of question losing significantly) are held at
     ``stated_level``, the gate's stated level (``--gate-level``): a smaller level for the gain must not loosen them.
     """
+    for results in (parent, candidate, *([seed_results] if seed_results is not None else [])):
+        if [r.task_id for r in results] != [t.id for t in tasks]:
+            raise ValueError("paired_rule needs each version's results on the same questions as `tasks`, in their "
+                             "order (a paired test of results out of line compares different questions)")
     c = aggregate(parent, metric, text_weight)[1]
     c2 = aggregate(candidate, metric, text_weight)[1]
     videos = [t.video_id for t in tasks]

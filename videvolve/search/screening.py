@@ -158,7 +158,7 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                     decided[cand] = (verdict, extra)
                 elif verdict.accept and (why := _curtailed(p_res, res, c, c2, selection, level, gate, c_seed,
                                                            by_video, s_res)):
-                    rivals = [] if keep_pending else [  # full validation keeps the best accepted: it must beat them
+                    rivals = [  # full validation keeps the best accepted: it must beat them
                         v for v in [*([champion] if champion else []), *alive, *(w for _, w, _ in waiting)]
                         if v != cand and (v not in entries or entries[v].decision == "accepted")]
                     ahead = min((_beats(read[v], res, len(selection)) for v in rivals), default=1.0)

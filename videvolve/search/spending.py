@@ -3,10 +3,13 @@
 One selection set answers every decision of a run, so each decision is a test the search could overfit or read
 single answers from. Alpha-investing (Foster & Stine, 2008) makes the run's decisions one budget: the wealth starts at
 the gate's level; each decision is judged at half of the wealth (never above the level), divided equally among its
-candidates (``--children``); a rejected candidate costs ``a / (1 - a)`` of it and an accepted one earns the level
-back. A candidate whose cost fits neither a gain's
-bound nor a cut's is rejected on its cost alone, which no answer decides: it spends nothing (its entry has no
-level). A search that keeps proposing changes that do not
+candidates (``--children``: a Bonferroni split, so the decision is one test at its level ``a``); a decision that
+accepts none of them costs ``a / (1 - a)`` of it and one that accepts any earns the level back, once. A candidate
+whose cost fits neither a gain's bound nor a cut's is rejected on its cost alone, which no answer decides: it spends
+nothing (its entry has no level). Counting a decision, not each candidate, is what lets multi-fidelity decide as
+full validation does: full validation accepts every candidate that passes and keeps the best, multi-fidelity stops
+the others once the best is sure (they may be recorded rejected or pending), and the wealth must not depend on
+which. A search that keeps proposing changes that do not
 help runs out of wealth (its later decisions need overwhelming evidence), so neither noise nor probing pays; a
 search that finds real gains keeps its power. The wealth is a pure function of the run's history, so a resumed run
 continues where it stopped.
@@ -18,6 +21,7 @@ only where the verdict on the whole set is all but certain (:mod:`videvolve.sear
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import groupby
 
 from videvolve.search.history import GateEntry
 
@@ -26,15 +30,18 @@ SHARE = 0.5
 
 
 def wealth(history: Iterable[GateEntry], level: float) -> float:
-    """The wealth left after the judged decisions of ``history`` (entries with a ``level``), in order."""
+    """The wealth left after the judged decisions of ``history`` (entries with a ``level``), in order.
+
+    A decision is a run of consecutive entries of one iteration and parent (its candidates, judged together).
+    """
     w = level
-    for e in history:
-        if e.level is None or e.decision not in ("accepted", "rejected"):
-            continue
-        if e.decision == "accepted":
+    for _, group in groupby(history, key=lambda e: (e.iteration, e.parent)):
+        judged = [e for e in group if e.level is not None and e.decision in ("accepted", "rejected")]
+        if any(e.decision == "accepted" for e in judged):
             w += level
-        else:
-            w -= e.level / (1 - e.level)
+        elif judged:
+            a = min(sum(e.level or 0.0 for e in judged), 1 - 1e-12)
+            w -= a / (1 - a)
     return max(0.0, w)
 
 
