@@ -21,7 +21,7 @@ from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.context import Context, GateSettings
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
-from videvolve.search.gate import aggregate, cost_of, group_of
+from videvolve.search.gate import aggregate, cost_of, guarded
 from videvolve.search.history import GateEntry
 from videvolve.search.screening import open_paths, paired_se, rungs, screen
 from videvolve.search.significance import paired
@@ -223,10 +223,8 @@ def _margins(selection: list[Task], parent: list[TaskResult], candidate: list[Ta
     scores = [gain]
     if len(caps) > 1:  # a cut passes while its lower bound (floored, over videos too) is above -margin
         scores.append((st.lower_gate + gate.margin) / se)
-    groups = [group_of(t) for t in selection]
     z_stated = float(stats.norm.isf(gate.level))  # the guard is held at the gate's stated level
-    guard = -max(_sign_margin([-v for v, g in zip(d, groups, strict=True) if g == k], z_stated)
-                 for k in sorted(set(groups)))
+    guard = -max(_sign_margin([-d[i] for i in idx], z_stated) for idx in guarded(selection).values())
     return tuple(Margin(score=s, cost=c) for s, c in zip(scores, costs, strict=True)), guard
 
 

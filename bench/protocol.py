@@ -37,7 +37,7 @@ from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.rundir import RunDir
-from videvolve.search.gate import cost_of, group_of, paired_rule
+from videvolve.search.gate import cost_of, guarded, paired_rule
 from videvolve.search.history import entries
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
@@ -88,12 +88,12 @@ def _tokens(rs: list[TaskResult], metric: str) -> float:
 
 
 def per_group(tasks: list[Task], a: list[TaskResult], b: list[TaskResult]) -> list[dict[str, Any]]:
-    """Seed (a) against evolved (b) per group of questions, with paired p."""
+    """Seed (a) against evolved (b) per group of questions the gate guards (on a speaking world each kind, each kind
+    of evidence, and each cell of the two), with paired p."""
     out = []
-    for group in sorted({group_of(t) for t in tasks}):
-        idx = [i for i, t in enumerate(tasks) if group_of(t) == group]
+    for group, idx in guarded(tasks).items():
         x, y = [a[i].score for i in idx], [b[i].score for i in idx]
-        if tasks[idx[0]].kind == "mcq":
+        if all(tasks[i].kind == "mcq" for i in idx):
             p = mcnemar([v == 1 for v in x], [v == 1 for v in y]).p_value
         else:
             p = paired_bootstrap(x, y).p_value

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from videvolve.evaluation.results import TaskResult
-from videvolve.search.gate import paired_rule
+from videvolve.search.gate import guard_groups, paired_rule
 from videvolve.search.kind_guard import FEW_CHANGES, may_yet_lose, sure_loss
 from videvolve.tasks import Interval, Task
 
@@ -110,3 +110,21 @@ def test_a_kind_no_question_of_which_was_read_yet_may_still_lose():
     assert sure_loss(p, c, tasks, 0.05, 0.01) is None  # nothing seen of it: not a sure loss either
     few = _tasks(150, 4)  # four questions, all lost: p 1/16 > 0.05, it cannot lose significantly
     assert not may_yet_lose(p, c, few, 0.05, 0.99)
+
+
+def test_on_a_speaking_world_a_kind_is_guarded_whole_as_well_as_by_evidence():
+    """Every mcq answer lost, four of each kind of evidence (p 1/16 in each cell, above 0.05), for a grounding gain:
+    the cells alone let it through; mcq as a whole loses at p 1/4096."""
+    evidence = ["pictures", "words", "both"]
+    tasks = [Task(id=f"m{i}", video_id=f"v{i % 4}", video="v.mp4", kind="mcq", question="q", options=["a", "b"],
+                  answer="A", duration=10, meta={"evidence": evidence[i % 3]}) for i in range(12)]
+    tasks += [Task(id=f"g{i}", video_id=f"v{i % 4}", video="v.mp4", kind="grounding", question="When?",
+                   answer=[Interval(start=0, end=1)], duration=10, meta={"evidence": evidence[i % 3]})
+              for i in range(90)]
+    assert guard_groups(tasks[0]) == ("mcq", "mcq:pictures", "evidence:pictures")
+    parent, candidate = [1.0] * 12 + [0.2] * 90, [0.0] * 12 + [0.6] * 90
+    verdict = paired_rule(tasks, _results(tasks, parent), _results(tasks, candidate), level=0.025)
+    assert not verdict.accept and verdict.reason.startswith("mcq questions lose significantly: -1.0000 on 12")
+    read = tasks[:12] + tasks[12:40]  # multi-fidelity, all the mcq questions read: a sure loss of the kind
+    why = sure_loss(_results(read, parent[:40]), _results(read, candidate[:40]), tasks, 0.05, 0.01)
+    assert why is not None and why.startswith("mcq questions lose")

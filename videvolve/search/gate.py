@@ -36,8 +36,8 @@ from videvolve.search.cost_bounds import costs, fit, fit_all, gain_limits, scale
 from videvolve.search.significance import FEW_VIDEOS, Paired, paired, sign_flip_p
 from videvolve.tasks import Task
 
-__all__ = ["aggregate", "bound_text", "cost_of", "gain_cost_bound", "gate_rule", "group_of", "mean_frames",
-           "paired_rule", "rule_text"]
+__all__ = ["aggregate", "bound_text", "cost_of", "gain_cost_bound", "gate_rule", "group_of", "guard_groups", "guarded",
+           "mean_frames", "paired_rule", "rule_text"]
 
 TOL = 1e-12
 
@@ -86,9 +86,31 @@ def gate_rule(a: float, c: float, a_new: float, c_new: float, alpha: float = 0.1
 
 
 def group_of(task: Task) -> str:
-    """The group a question is guarded in: its kind, and on a speaking world the evidence its answer needs."""
+    """The finest group a question is reported in: its kind, and on a speaking world the evidence its answer needs."""
     evidence = task.meta.get("evidence") if task.meta else None
     return f"{task.kind}:{evidence}" if evidence else task.kind
+
+
+def guard_groups(task: Task) -> tuple[str, ...]:
+    """Every group a question is guarded in: its kind; on a speaking world also its kind and evidence, and its evidence.
+
+    No kind, no kind of evidence and no kind of question needing one may lose significantly: a loss spread over the
+    cells of a kind (four mcq questions of each evidence, all lost) can be significant on the kind alone.
+    """
+    evidence = task.meta.get("evidence") if task.meta else None
+    return (task.kind, f"{task.kind}:{evidence}", f"evidence:{evidence}") if evidence else (task.kind,)
+
+
+def guarded(tasks: Sequence[Task]) -> dict[str, list[int]]:
+    """Each guarded group (:func:`guard_groups`) of ``tasks`` with the positions of its questions.
+
+    In order: the kinds, then each kind by evidence, then each evidence, each by name.
+    """
+    out: dict[tuple[int, str], list[int]] = {}
+    for i, t in enumerate(tasks):
+        for depth, g in enumerate(guard_groups(t)):
+            out.setdefault((depth, g), []).append(i)
+    return {g: idx for (_, g), idx in sorted(out.items())}
 
 
 @dataclass(frozen=True)
@@ -155,8 +177,7 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
     priced = gain_fit.fits or cut_ok
     st = paired([r.score for r in parent], [r.score for r in candidate], level, seed, margin, videos=judged)
     at = f"{len(tasks)} paired questions at level {level:.4g}"
-    for group in sorted({group_of(t) for t in tasks}):
-        idx = [i for i, t in enumerate(tasks) if group_of(t) == group]
+    for group, idx in guarded(tasks).items():
         lost = [parent[i].score - candidate[i].score for i in idx]
         if (p_loss := sign_flip_p(lost, seed)) <= stated_level:  # only its loss is tested: no bounds to compute
             return PairedDecision(False, f"{group} questions lose significantly: {-sum(lost) / len(lost):+.4f} on "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.search.curtailment import TINY, sign_chance
-from videvolve.search.gate import group_of
+from videvolve.search.gate import guard_groups, guarded
 from videvolve.search.significance import sign_flip_p
 from videvolve.tasks import Task
 
@@ -46,11 +46,11 @@ def losses(parent: list[TaskResult], candidate: list[TaskResult], selection: lis
     ``parent`` and ``candidate``: results on the same questions, in the same order.
     """
     by_id = {t.id: t for t in selection}
-    sizes = Counter(group_of(t) for t in selection)
-    answered = [group_of(by_id[r.task_id]) for r in parent]
+    sizes = Counter(g for t in selection for g in guard_groups(t))
+    answered = [guard_groups(by_id[r.task_id]) for r in parent]
     lost = [x.score - y.score for x, y in zip(parent, candidate, strict=True)]
-    return [KindLoss(group, [v for v, g in zip(lost, answered, strict=True) if g == group], sizes[group])
-            for group in sorted(sizes)]
+    return [KindLoss(group, [lost[i] for i, gs in enumerate(answered) if group in gs], sizes[group])
+            for group in guarded(selection)]
 
 
 def may_yet_lose(parent: list[TaskResult], candidate: list[TaskResult], selection: list[Task], level: float,
