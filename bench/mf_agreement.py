@@ -24,7 +24,7 @@ from videvolve.models.sim import SimVLM
 from videvolve.search.gate import aggregate, cost_of, guarded
 from videvolve.search.history import GateEntry
 from videvolve.search.screening import open_paths, paired_se, rungs, screen
-from videvolve.search.significance import paired
+from videvolve.search.significance import paired, video_t
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
 
@@ -43,7 +43,8 @@ class Margin:
     cut, its lower bound (floored, over videos too) plus the margin over it. Infinite where the cost alone decides
     (no level was spent)."""
     cost: float
-    """The per-question cost's distance under its bound: minus the mean of (cost - bound) over its standard error."""
+    """The per-question cost's distance under its bound: minus the mean of (cost - bound) over its standard error, or,
+    where less and the gate judges the cost over the selection videos, minus its upper bound over them in that unit."""
 
 
 @dataclass(frozen=True)
@@ -206,16 +207,20 @@ def _margins(selection: list[Task], parent: list[TaskResult], candidate: list[Ta
         seeds = [(1 + gate.alpha) * cost_of(r, gate.cost_metric, gate.text_token_weight) for r in seed]
         limit = min(limit, seeds, key=sum)
     caps = [limit] + ([[(1 - gate.beta) * x for x in theirs]] if sum(theirs) > 0 else [])
+    videos = [t.video_id for t in selection]
+    by_video = len(set(videos)) >= gate.min_videos
     costs = []
     for cap in caps:
         q = [m - x for m, x in zip(mine, cap, strict=True)]
-        costs.append(-sum(q) / n / _se(q))
+        cost = -sum(q) / n / _se(q)
+        if by_video:  # the bound is checked over the videos too: its upper bound there, in the same unit
+            cost = min(cost, -video_t(q, videos, gate.level).upper / _se(q))
+        costs.append(cost)
     if level is None:  # no path's cost fits: the cost decided, no level was spent
         return tuple(Margin(score=math.inf, cost=c) for c in costs), math.inf
     x, y = [r.score for r in parent], [r.score for r in candidate]
     d = [b - a for a, b in zip(x, y, strict=True)]
-    videos = [t.video_id for t in selection]
-    st = paired(x, y, level, ctx.seed, gate.margin, videos if len(set(videos)) >= gate.min_videos else None)
+    st = paired(x, y, level, ctx.seed, gate.margin, videos if by_video else None)
     z, se = float(stats.norm.isf(level)), _se(d)
     gain = _sign_margin(d, z)
     if st.over_videos is not None:  # the test over videos passes while its lower bound is above 0
