@@ -9,12 +9,11 @@ stop a candidate early where one all but surely will (:func:`sure_loss`).
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.search.curtailment import TINY, sign_chance
-from videvolve.search.gate import guard_groups, guarded
+from videvolve.search.gate import guarded
 from videvolve.search.significance import sign_flip_p
 from videvolve.tasks import Task
 
@@ -45,12 +44,13 @@ def losses(parent: list[TaskResult], candidate: list[TaskResult], selection: lis
 
     ``parent`` and ``candidate``: results on the same questions, in the same order.
     """
-    by_id = {t.id: t for t in selection}
-    sizes = Counter(g for t in selection for g in guard_groups(t))
-    answered = [guard_groups(by_id[r.task_id]) for r in parent]
-    lost = [x.score - y.score for x, y in zip(parent, candidate, strict=True)]
-    return [KindLoss(group, [lost[i] for i, gs in enumerate(answered) if group in gs], sizes[group])
-            for group in guarded(selection)]
+    position = {t.id: i for i, t in enumerate(selection)}
+    lost = [(position[x.task_id], x.score - y.score) for x, y in zip(parent, candidate, strict=True)]
+    out = []
+    for group, idx in guarded(selection).items():
+        members = set(idx)
+        out.append(KindLoss(group, [v for i, v in lost if i in members], len(idx)))
+    return out
 
 
 def may_yet_lose(parent: list[TaskResult], candidate: list[TaskResult], selection: list[Task], level: float,
