@@ -107,8 +107,8 @@ def test_the_mimic_refuses_a_one_frame_video_on_qwen3_vl(source: Path, tmp_path:
     payload = {"messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": url}}]}],
                "media_io_kwargs": {"video": {"video_backend": "opencv", "num_frames": 1, "fps": -1}},
                "mm_processor_kwargs": {"videos_kwargs": {"do_sample_frames": False}}}
-    assert prepare(payload, MimicSettings(family="qwen2.5-vl")).videos[0]["kept"] == 1
+    assert prepare(payload, MimicSettings(family="qwen2.5-vl", trust_request_mm_kwargs=True)).videos[0]["kept"] == 1
     with pytest.raises(MimicError, match=r"Failed to apply Qwen3VLProcessor .*\(t:1 must be larger than "
                                           r"temporal_factor:2\)") as refused:
-        prepare(payload, MimicSettings(family="qwen3-vl"))
+        prepare(payload, MimicSettings(family="qwen3-vl", trust_request_mm_kwargs=True))
     assert refused.value.status == 400

@@ -144,7 +144,7 @@ def test_clips_decoded_by_the_server_are_the_metered_frames(family: str, tmp_pat
     """4-300 frames at 0.35-25 fps: the loader decodes every frame, the processor keeps them, tokens agree."""
     from videvolve.models.context import estimate_prompt_tokens
 
-    with mimic(family=family) as (base, app):
+    with mimic(family=family, trust_request_mm_kwargs=True) as (base, app):
         vlm = vlm_for(base, family)
         for frames, rate in CLIPS:
             part, info = clip_part(tmp_path, frames, rate)
@@ -158,6 +158,35 @@ def test_clips_decoded_by_the_server_are_the_metered_frames(family: str, tmp_pat
             assert served - video_tokens == 4 + 3 + 4  # the rest is the text, counted alike
 
 
+def test_a_server_that_refuses_a_requests_media_settings_stops_the_run_with_the_fix(tmp_path: Path):
+    """vLLM 0.34 refuses a request's ``media_io_kwargs`` / ``mm_processor_kwargs`` unless started with
+    ``--trust-request-mm-kwargs``: a server's configuration, so the run stops (never a task's ``bad_request``, which
+    would score every clip 0) and the message names both fixes."""
+    part, _ = clip_part(tmp_path, 4, 2.0)
+    with mimic() as (base, app):
+        with pytest.raises(EndpointError, match=r"--trust-request-mm-kwargs .*--clip-kwargs server") as stopped:
+            vlm_for(base).complete(user(part))
+        assert "Per-request mm_processor_kwargs are disabled" in str(stopped.value)
+        assert app.state.stats["requests"] == 1
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
+def test_a_server_started_with_the_clip_settings_decodes_every_frame_of_requests_without_them(family: str,
+                                                                                              tmp_path: Path):
+    """``--clip-kwargs server``: no request field, the server's own ``--media-io-kwargs`` and
+    ``--mm-processor-kwargs`` (as docs/reference/vllm.md gives them) decode and keep every frame of the clip."""
+    from videvolve.models.http_errors import SERVER_CLIP_FLAGS
+
+    flags = SERVER_CLIP_FLAGS.split("'")
+    media, processor = json.loads(flags[1]), json.loads(flags[3])
+    with mimic(family=family, media_io_kwargs=media, mm_processor_kwargs=processor) as (base, app):
+        vlm = vlm_for(base, family, clip_kwargs="server")
+        for frames, rate in CLIPS[:3]:
+            part, _ = clip_part(tmp_path, frames, rate)
+            assert vlm.complete(user(part)).text
+            assert app.state.stats["videos"][-1] == {"backend": "opencv", "loaded": frames, "kept": frames}
+
+
 @pytest.mark.parametrize("family,old_kwargs,no_kwargs", [("qwen2.5-vl", 4, 6), ("qwen3-vl", 4, 7)])
 def test_the_checkpoints_loader_ignores_num_frames(family: str, old_kwargs: int, no_kwargs: int, tmp_path: Path):
     """vLLM's Qwen loaders: 4 frames for the old ``fps: -1`` request; at 2 fps without it (a 7-frame clip at
@@ -165,7 +194,7 @@ def test_the_checkpoints_loader_ignores_num_frames(family: str, old_kwargs: int,
     part, _ = clip_part(tmp_path, 7, 0.35)
     clean = {k: v for k, v in part.items() if k != "num_frames"}
     thirty_two, _ = clip_part(tmp_path, 32, 4.0)
-    with mimic(family=family) as (base, app):
+    with mimic(family=family, trust_request_mm_kwargs=True) as (base, app):
         def post(p: dict[str, Any], **extra: Any) -> None:
             r = httpx.post(f"{base}/chat/completions", timeout=30,
                            json={"model": "m", "messages": user(p), **extra})
@@ -311,14 +340,15 @@ def test_doctor_tells_no_tool_parser_from_no_tool_call_and_calibrates_clips(monk
     video = make_index_video(tmp_path / "v.mp4", seconds=20, fps=10, width=320, height=180)
     calls = ScriptedToolVLM([("final_answer", {"answer": "A"})] * 40)
     cases: tuple[tuple[dict[str, Any], ScriptedToolVLM, str, str], ...] = (
-        ({}, calls, "fail", "the server has no tool parser"), (TOOL_FLAGS, calls, "ok", "parses tool calls"),
+        ({"trust_request_mm_kwargs": True}, calls, "fail", "the server has no tool parser"),
+        (TOOL_FLAGS, calls, "ok", "parses tool calls"),
         (TOOL_FLAGS, PlainTextVLM([]), "warn", "the model made no tool call"))
     seen = []
     for flags, backend, status, expected in cases:
         with mimic(backend=backend, api_key="k", family="qwen3-vl", **flags) as (base, _):
             settings = ModelSettings(backend="openai", base_url=base, model="m", family="qwen3-vl")
-            checks = {c.name: c for c in run_checks(settings, calibration=not flags, video=video if not flags
-                                                    else None)}
+            first = flags is cases[0][0]
+            checks = {c.name: c for c in run_checks(settings, calibration=first, video=video if first else None)}
         tool = checks["tool calling"]
         assert tool.status == status and expected in tool.detail and checks["endpoint"].status == "ok"
         seen.append(checks)
@@ -328,23 +358,28 @@ def test_doctor_tells_no_tool_parser_from_no_tool_call_and_calibrates_clips(monk
     assert "worst 0.0%" in calibration.detail
     clips = seen[0]["clip calibration"]
     assert clips.status == "ok" and "7 frames 320x180" in clips.detail and "worst 0.0%" in clips.detail, clips
+    with mimic(backend=calls, api_key="k", family="qwen3-vl") as (base, _):  # vLLM's default: request fields refused
+        settings = ModelSettings(backend="openai", base_url=base, model="m", family="qwen3-vl")
+        clips = next(c for c in run_checks(settings, calibration=True, video=video) if c.name == "clip calibration")
+    assert clips.status == "fail" and "restart vLLM with --trust-request-mm-kwargs" in clips.detail, clips
+    assert "--clip-kwargs server" in clips.detail
 
 
 @pytest.mark.slow
 def test_doctor_clip_calibration_catches_a_server_that_resamples(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    """A server that decodes with the checkpoint's own loader (what a request without ``video_backend`` gets) is
-    caught, with the frame count its tokens imply."""
+    """``--clip-kwargs server`` against a server started without the clip settings: it decodes with the checkpoint's
+    own loader, and is caught, with the frame count its tokens imply."""
     from videvolve.doctor import run_checks
-    from videvolve.models import openai_backend
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
-    monkeypatch.setattr(openai_backend, "VIDEO_BACKEND", "qwen2_vl")  # the checkpoint's loader, as if not overridden
     video = make_index_video(tmp_path / "v.mp4", seconds=20, fps=10, width=320, height=180)
     with mimic(api_key="k", family="qwen2.5-vl", **TOOL_FLAGS) as (base, _):
-        settings = ModelSettings(backend="openai", base_url=base, model="m", family="qwen2.5-vl")
+        settings = ModelSettings(backend="openai", base_url=base, model="m", family="qwen2.5-vl", clip_kwargs="server")
         checks = {c.name: c for c in run_checks(settings, calibration=True, video=video)}
     clips = checks["clip calibration"]
-    assert clips.status == "fail" and "(the server's count is that of 4 frames)" in clips.detail, clips
+    assert clips.status == "fail" and "7 frames 320x180: server 200, formula 266 (the server's count is that of 6 " \
+        "frames)" in clips.detail, clips  # sampled at 2 fps, to an even count
+    assert "started as --clip-kwargs server says" in clips.detail
 
 
 @pytest.mark.slow

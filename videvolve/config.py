@@ -25,6 +25,11 @@ class ModelSettings(BaseModel):
     max_pixels: int | None = Field(None, ge=3136, description="the server's `--mm-processor-kwargs` max_pixels, "
                                    "where it sets one: a larger image (on qwen2.5-vl, each frame of a clip too) is "
                                    "resized to it by the server, and metered so (None: the checkpoint's own limits)")
+    clip_kwargs: Literal["request", "server"] = Field(
+        "request", description="how the server learns to decode a clip sent as a video (--clip-mode video) frame for "
+        "frame: request: each request carries media_io_kwargs and mm_processor_kwargs (vLLM needs "
+        "--trust-request-mm-kwargs; serve-vllm sets it); server: it was started with them (docs/reference/vllm.md), "
+        "requests carry none")
     temperature: float = Field(0.0, ge=0, allow_inf_nan=False, description="0 makes replies repeatable and cacheable")
     max_tokens: int = Field(1024, ge=1, description="reply length cap")
     timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False, description="seconds per model request",

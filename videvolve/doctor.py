@@ -15,7 +15,7 @@ from PIL import Image
 from videvolve.config import ModelSettings
 from videvolve.errors import InfraError, ModelRequestError, VidevolveError
 from videvolve.models.deadline import total_timeout_client
-from videvolve.models.http_errors import TOOL_FLAGS, server_misconfigured
+from videvolve.models.http_errors import SERVER_CLIP_FLAGS, TOOL_FLAGS, refuses_request_mm_kwargs, server_misconfigured
 
 
 @dataclass
@@ -184,7 +184,7 @@ class ClipRow:
 
 
 def calibrate_clips(client: _Client, family: str, video: Path, max_side: int = 448, max_pixels: int | None = None,
-                    rate: float = 2.0) -> list[ClipRow]:
+                    rate: float = 2.0, clip_kwargs: str = "request") -> list[ClipRow]:
     """Clips of :data:`CALIBRATION_CLIPS` frames cut from ``video``, sent exactly as evaluations send them.
 
     The server's tokens for a clip are the difference of ``usage.prompt_tokens`` with and without it; the frames
@@ -206,7 +206,7 @@ def calibrate_clips(client: _Client, family: str, video: Path, max_side: int = 4
             info = make_clip(video, 0.0, n / fps, Path(d) / f"clip{n}.mp4", fps=fps, max_side=max_side)
             url = "data:video/mp4;base64," + base64.b64encode(Path(info.path).read_bytes()).decode()
             part = {"type": "video_url", "video_url": {"url": url}, "num_frames": info.frame_count}
-            sent, extra = media_request([{"role": "user", "content": [part, text]}], family)
+            sent, extra = media_request([{"role": "user", "content": [part, text]}], family, clip_kwargs)
             served = int(client.chat(sent[0]["content"], extra=extra)["usage"]["prompt_tokens"]) - base
             formula = cost.video_tokens(info.width, info.height, info.frame_count, fps)
             implied = next((k for k in range(768, 0, -1)
@@ -215,18 +215,21 @@ def calibrate_clips(client: _Client, family: str, video: Path, max_side: int = 4
     return rows
 
 
-def _clip_calibration_check(client: _Client, family: str, video: Path, max_pixels: int | None = None) -> Check:
+def _clip_calibration_check(client: _Client, family: str, video: Path, max_pixels: int | None = None,
+                            clip_kwargs: str = "request") -> Check:
     try:
-        rows = calibrate_clips(client, family, video, max_pixels=max_pixels)
+        rows = calibrate_clips(client, family, video, max_pixels=max_pixels, clip_kwargs=clip_kwargs)
     except (InfraError, ModelRequestError, VidevolveError, KeyError, TypeError) as exc:
-        return Check("clip calibration", "fail", f"could not calibrate clips on {video}: {exc}")
+        fix = (f" -- restart vLLM with --trust-request-mm-kwargs (serve-vllm sets it), or with {SERVER_CLIP_FLAGS} "
+               "and pass --clip-kwargs server" if refuses_request_mm_kwargs(str(exc)) else "")
+        return Check("clip calibration", "fail", f"could not calibrate clips on {video}: {exc}{fix}")
     worst = max(abs(r.server - r.formula) / max(r.server, 1) for r in rows)
     detail = "; ".join(f"{r.frames} frames {r.width}x{r.height}: server {r.server}, formula {r.formula}"
                        + ("" if r.server == r.formula or r.implied_frames is None else
                           f" (the server's count is that of {r.implied_frames} frames)") for r in rows)
     fix = "" if worst < 0.01 else (" -- the server does not decode the frames sent: check --family "
-                                   f"({family}), and that the server honours the request's media_io_kwargs "
-                                   "(vLLM >= 0.34) and mm_processor_kwargs")
+                                   f"({family}), and that the server was started as --clip-kwargs {clip_kwargs} "
+                                   "says (docs/reference/vllm.md)")
     return Check("clip calibration", "ok" if worst < 0.01 else "fail", f"{detail}; worst {worst:.1%}{fix}")
 
 
@@ -289,7 +292,8 @@ def _endpoint(settings: ModelSettings, calibration: bool = False, video: Path | 
     if calibration:
         checks.append(_calibration_check(client, settings.family, settings.max_pixels))
         if video is not None:
-            checks.append(_clip_calibration_check(client, settings.family, video, settings.max_pixels))
+            checks.append(_clip_calibration_check(client, settings.family, video, settings.max_pixels,
+                                                  settings.clip_kwargs))
     return checks
 
 

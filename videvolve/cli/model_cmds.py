@@ -82,6 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='e.g. \'{"max_pixels": 1003520}\': a larger image (qwen2.5-vl: video frame) is resized '
                    '(without --mimic too: SimVLM sees it resized)')
     m.add_argument("--enable-prompt-tokens-details", action="store_true")
+    m.add_argument("--trust-request-mm-kwargs", action="store_true", help="accept a request's mm_processor_kwargs "
+                   "and media_io_kwargs (without it they are a 400, as in vLLM; a clip sent as a video carries both)")
     m.add_argument("--fail-first", type=int, default=0, help="fault: answer 503 to the first N chat requests")
     m.add_argument("--retry-after", type=float, default=None, help="fault: send Retry-After with each 503")
     s.set_defaults(func=cmd_serve_sim)
@@ -264,6 +266,7 @@ def cmd_serve_sim(args: argparse.Namespace) -> int:
                               tool_call_parser=args.tool_call_parser, media_io_kwargs=args.media_io_kwargs or {},
                               mm_processor_kwargs=args.mm_processor_kwargs or {},
                               enable_prompt_tokens_details=args.enable_prompt_tokens_details,
+                              trust_request_mm_kwargs=args.trust_request_mm_kwargs,
                               fail_first=args.fail_first, slow_ms=args.latency_ms, retry_after=args.retry_after)
     backend = None
     if args.canned is not None:

@@ -231,6 +231,12 @@ def classify(exc: openai.APIStatusError, where: str, model: str, attempts: int, 
         return EndpointError(f"{where}: not found (404: {message}) for model {model!r}: check --base-url (it ends "
                              "in /v1 for vLLM) and that --model is the served name (`videvolve doctor` lists "
                              "the served models).")
+    if status == 400 and refuses_request_mm_kwargs(message):
+        return EndpointError(f"{where}: the server refuses a request's media settings ({status}: {message}); a clip "
+                             "sent as a video (--clip-mode video) carries them so that vLLM decodes exactly its "
+                             f"frames. Restart vLLM with --trust-request-mm-kwargs (videvolve serve-vllm sets it), or "
+                             f"with {SERVER_CLIP_FLAGS} and pass --clip-kwargs server; finished work is kept, continue "
+                             "with --resume.")
     if status == 400 and server_misconfigured(message):
         return EndpointError(f"{where}: the server cannot take tool calls ({status}: {message}). Restart vLLM with "
                              f"{TOOL_FLAGS} (videvolve serve-vllm sets them); finished work is kept, continue with "
@@ -239,6 +245,20 @@ def classify(exc: openai.APIStatusError, where: str, model: str, attempts: int, 
 
 
 TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser hermes"
+SERVER_CLIP_FLAGS = ("--media-io-kwargs '{\"video\": {\"video_backend\": \"opencv\", \"num_frames\": -1}}' "
+                     "--mm-processor-kwargs "
+                     "'{\"videos_kwargs\": {\"do_sample_frames\": false}}'")
+"""vLLM's start-up flags that decode a clip's every frame, as a request's own fields would (add your max_pixels to
+the same --mm-processor-kwargs object: a second one replaces the first)."""
+
+
+def refuses_request_mm_kwargs(message: str) -> bool:
+    """Whether a 400 is vLLM 0.34 refusing a request's ``mm_processor_kwargs`` or ``media_io_kwargs``.
+
+    Without ``--trust-request-mm-kwargs`` every request that carries them is refused
+    (vllm/entrypoints/generate/base/protocol.py:72-97): a server's configuration, not the request's fault.
+    """
+    return "--trust-request-mm-kwargs" in message and "Per-request" in message
 
 
 def server_misconfigured(message: str) -> bool:

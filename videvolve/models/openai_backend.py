@@ -65,7 +65,8 @@ VIDEO_BACKEND = "opencv"
 """vLLM's uniform loader (``VideoBackend``, registered as "opencv": vllm/multimodal/video.py:201-239)."""
 
 
-def media_request(messages: list[Message], family: str | None = None) -> tuple[list[Message], dict[str, Any]]:
+def media_request(messages: list[Message], family: str | None = None,
+                  kwargs: str = "request") -> tuple[list[Message], dict[str, Any]]:
     """Messages without our ``num_frames`` keys, and the ``extra_body`` that makes vLLM decode exactly those frames.
 
     Our clips hold exactly the metered frames, so the server must decode all of them and the processor keep them
@@ -89,6 +90,11 @@ def media_request(messages: list[Message], family: str | None = None) -> tuple[l
       ``mm_processor_kwargs.videos_kwargs.do_sample_frames`` is false, which wins (qwen3_vl.py:1514). It is sent to
       both families (a scoped key, as vLLM's own ``decisions/strategies.py:1177`` sends it), so a checkpoint that
       turns sampling on cannot re-sample either.
+    - vLLM refuses both request fields unless started with ``--trust-request-mm-kwargs``
+      (vllm/entrypoints/generate/base/protocol.py:72-97). With ``kwargs="server"`` (``--clip-kwargs server``) the
+      server was started with the same settings instead (:data:`~videvolve.models.http_errors.SERVER_CLIP_FLAGS`:
+      ``num_frames: -1`` there, or ``VideoMediaIO`` passes its default of 32, media/video.py:97-125) and requests
+      carry none.
     """
     counts: set[int] = set()
     out: list[Message] = []
@@ -104,8 +110,8 @@ def media_request(messages: list[Message], family: str | None = None) -> tuple[l
                 p = {k: v for k, v in p.items() if k != "num_frames"}
             parts.append(p)
         out.append({**m, "content": parts})
-    if not counts:
-        return messages, {}
+    if not counts or kwargs == "server":
+        return (out if counts else messages), {}
     if len(counts) > 1:
         raise RequestRejected(f"clips of different frame counts {sorted(counts)} in one request: vLLM's "
                               "media_io_kwargs sets one count per request; send one clip per request")
@@ -120,8 +126,11 @@ class ChatModelVLM:
     def __init__(self, chat: BaseChatModel, name: str, revision: str = "", where: str = "",
                  decoding: dict[str, Any] | None = None, max_retries: int | None = None,
                  retry_window_s: float = 600.0, family: str | None = None, guard: ContextGuard | None = None,
-                 endpoint: EndpointInfo | None = None, request_timeout_s: float | None = None) -> None:
+                 endpoint: EndpointInfo | None = None, request_timeout_s: float | None = None,
+                 clip_kwargs: str = "request") -> None:
         self.chat = chat
+        self.clip_kwargs = clip_kwargs
+        """``request``: a clip's decoding settings go with each request; ``server``: the server starts with them."""
         self.request_timeout_s = request_timeout_s
         """Seconds one attempt may take (the client's timeout): a task's runner lets an attempt fail by it."""
         self.name = name
@@ -175,7 +184,7 @@ class ChatModelVLM:
     def complete(self, messages: list[Message], tools: list[Tool] | None = None) -> Reply:
         """One request: checked against the context, sent with retries of transient failures only."""
         estimate = self.check_context(messages, tools)
-        sent, extra = media_request(messages, self.family)
+        sent, extra = media_request(messages, self.family, self.clip_kwargs)
         lc = _to_langchain(sent)
         out = call_with_retries(lambda: self._invoke(lc, tools, extra), self.where, self.name,
                                 self.retry_window_s, self.max_retries)
@@ -255,7 +264,7 @@ def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModel
     return ChatModelVLM(chat, name=settings.model, where=settings.base_url, max_retries=settings.max_retries,
                         retry_window_s=settings.retry_window_s, family=settings.family, guard=guard,
                         endpoint=endpoint, request_timeout_s=settings.timeout_s,
-                        decoding=decoding_of(settings))
+                        decoding=decoding_of(settings), clip_kwargs=settings.clip_kwargs)
 
 
 def decoding_of(settings: ModelSettings) -> dict[str, Any]:

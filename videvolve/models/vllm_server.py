@@ -20,9 +20,15 @@ def vllm_command(model: str, vllm_bin: str, host: str = "127.0.0.1", port: int =
                  max_model_len: int | None = None, images: int = 256, tool_call_parser: str = "hermes",
                  local_media: str | None = None, extra: Sequence[str] = (), api_key: str | None = None,
                  served_model_name: str | None = None) -> list[str]:
-    """The ``vllm serve`` command line: tool calling on, enough images per request, optional local media path."""
+    """The ``vllm serve`` command line: tool calling on, enough images per request, optional local media path.
+
+    ``--trust-request-mm-kwargs``: vLLM 0.34 refuses a request's ``media_io_kwargs`` and ``mm_processor_kwargs``
+    without it (vllm/entrypoints/generate/base/protocol.py:72-97), and a clip sent as a video carries both
+    (:func:`videvolve.models.openai_backend.media_request`).
+    """
     cmd = [vllm_bin, "serve", model, "--host", host, "--port", str(port), "--enable-auto-tool-choice",
-           "--tool-call-parser", tool_call_parser, "--limit-mm-per-prompt", json.dumps({"image": images, "video": 1})]
+           "--tool-call-parser", tool_call_parser, "--limit-mm-per-prompt", json.dumps({"image": images, "video": 1}),
+           "--trust-request-mm-kwargs"]
     if api_key:
         cmd += ["--api-key", api_key]
     if served_model_name:

@@ -44,6 +44,8 @@ class MimicSettings(BaseModel):
     """``--mm-processor-kwargs``: ``max_pixels`` caps an image's pixels (and, on Qwen2.5-VL, each video frame's,
     whose processor resizes frames as images); Qwen3-VL's video budget is its own."""
     enable_prompt_tokens_details: bool = False
+    trust_request_mm_kwargs: bool = False
+    """``--trust-request-mm-kwargs``: without it a request's ``mm_processor_kwargs`` or ``media_io_kwargs`` is a 400."""
     fail_first: int = 0
     """Answer 503 to the first N chat requests."""
     slow_ms: float = 0.0
@@ -179,6 +181,23 @@ def decode_video(url: Any) -> tuple[int, float, int, int]:
     return len(sizes), rate, *sizes[0]
 
 
+def check_request_mm_kwargs(payload: dict[str, Any], s: MimicSettings) -> None:
+    """Refuse per-request multimodal kwargs unless started with ``--trust-request-mm-kwargs``, as vLLM 0.34 does.
+
+    vllm/entrypoints/generate/base/protocol.py:72-97, called for every chat request by
+    vllm/renderers/online_renderer.py:792-796; a ``VLLMValidationError`` is a 400 ``BadRequestError`` naming the
+    parameter (vllm/entrypoints/serve/exception_handling/error_response.py:43-46).
+    """
+    if s.trust_request_mm_kwargs:
+        return
+    for param, what in (("mm_processor_kwargs", "multimodal preprocessing"), ("media_io_kwargs",
+                                                                             "multimodal media loading")):
+        if payload.get(param):
+            raise MimicError(400, f"Per-request {param} are disabled by default because they can change {what} "
+                             "resource usage. Start the server with --trust-request-mm-kwargs only when clients are "
+                             "trusted.", "BadRequestError", param)
+
+
 def check_tool_choice(payload: dict[str, Any], s: MimicSettings) -> None:
     """The 400 vLLM gives for tools the server cannot parse.
 
@@ -209,13 +228,15 @@ class Prepared(BaseModel):
     """Per video: the loader that decoded it, frames it decoded and frames the processor kept."""
 
 
-def _sampling_kwargs(payload: dict[str, Any]) -> tuple[bool | None, float | None]:
-    """(do_sample_frames, fps) the request gives the video processor.
+def _sampling_kwargs(payload: dict[str, Any], s: MimicSettings) -> tuple[bool | None, float | None]:
+    """(do_sample_frames, fps) the server's ``--mm-processor-kwargs`` and the request give the video processor.
 
-    Scoped ``videos_kwargs`` win over flat keys (``get_merged_mm_kwargs``, multimodal/processing/context.py:376-400).
+    The request's keys win over the server's, scoped ``videos_kwargs`` over flat keys (``get_merged_mm_kwargs``,
+    multimodal/processing/context.py:376-400).
     """
-    kwargs = payload.get("mm_processor_kwargs") or {}
-    scoped = kwargs.get("videos_kwargs") or {}
+    request = payload.get("mm_processor_kwargs") or {}
+    kwargs = {**s.mm_processor_kwargs, **request}
+    scoped = {**(s.mm_processor_kwargs.get("videos_kwargs") or {}), **(request.get("videos_kwargs") or {})}
     sample = scoped.get("do_sample_frames", kwargs.get("do_sample_frames"))
     fps = scoped.get("fps", kwargs.get("fps"))
     return (None if sample is None else bool(sample)), (None if fps is None else float(fps))
@@ -235,11 +256,12 @@ def prepare(payload: dict[str, Any], s: MimicSettings) -> Prepared:
         if n > limit:
             raise MimicError(400, f"At most {limit} {modality}(s) may be provided in one prompt. Set "
                              "`--limit-mm-per-prompt` to increase this limit.", "BadRequestError", modality)
+    check_request_mm_kwargs(payload, s)
     video_kwargs = merge_video_kwargs(s.media_io_kwargs.get("video", {}),
                                       (payload.get("media_io_kwargs") or {}).get("video"))
     # connector.py:581-585: the checkpoint's loader only when neither the server nor the request names one
     backend = str(video_kwargs.pop("video_backend", None) or qwen_rules.VIDEO_BACKENDS[s.family])
-    sample, sampled_fps = _sampling_kwargs(payload)
+    sample, sampled_fps = _sampling_kwargs(payload, s)
     text = json.dumps(payload.get("tools") or []) if payload.get("tools") else ""
     mm_tokens, videos = 0, []
     for m in messages:
