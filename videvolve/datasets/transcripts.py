@@ -187,7 +187,7 @@ def default_transcript_cache() -> Path:
 
 def cached_transcript_path(video: str | Path, cache_dir: Path | None = None) -> Path:
     """Where the cached transcript of a video lives, keyed by its content fingerprint."""
-    from videvolve.media.proxy import fingerprint
+    from videvolve.media.fingerprint import fingerprint
 
     return (cache_dir or default_transcript_cache()) / f"{fingerprint(video)}.vtt"
 

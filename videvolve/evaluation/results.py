@@ -23,8 +23,8 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import find_transcript
 from videvolve.errors import ErrorKind, MediaNotFoundError
 from videvolve.media import ocr
+from videvolve.media.fingerprint import fingerprint
 from videvolve.media.info import FileKey, file_key
-from videvolve.media.proxy import fingerprint
 from videvolve.models.base import VLM, served_context_of
 from videvolve.models.cost import CostModel
 from videvolve.needles.frames import plan_of

@@ -6,7 +6,6 @@ Every frame keeps its source timestamp, so a time on the proxy is the same time 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -17,28 +16,16 @@ import av
 
 from videvolve.config import cache_home
 from videvolve.media.decode import iter_frames, scaled_size, to_image
+from videvolve.media.fingerprint import fingerprint
 from videvolve.media.info import file_key, probe
 
 PROXY_MAX_SIDE = 640
 PROXY_GOP_SECONDS = 1.0
-CHUNK = 1024 * 1024
 
 
 def default_proxy_dir() -> Path:
     """``~/.cache/videvolve/proxies``."""
     return cache_home() / "proxies"
-
-
-def fingerprint(path: str | Path) -> str:
-    """A content fingerprint: the size and three 1 MB samples (start, middle, end), hashed."""
-    p = Path(path)
-    size = p.stat().st_size
-    h = hashlib.blake2b(str(size).encode(), digest_size=16)
-    with p.open("rb") as fh:
-        for offset in (0, max(0, size // 2 - CHUNK // 2), max(0, size - CHUNK)):
-            fh.seek(offset)
-            h.update(fh.read(CHUNK))
-    return h.hexdigest()
 
 
 def proxy_path(path: str | Path, cache_dir: Path | None = None, max_side: int = PROXY_MAX_SIDE) -> Path:
