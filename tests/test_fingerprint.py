@@ -45,7 +45,12 @@ def test_a_file_version_is_hashed_once_and_the_same_content_elsewhere_agrees(tmp
     video = _file(tmp_path / "v.mp4")
     hashed: list[str] = []
     real = fp.content_hash
-    monkeypatch.setattr(fp, "content_hash", lambda p: hashed.append(str(p)) or real(p))
+
+    def counted(path: str | Path) -> str:
+        hashed.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(fp, "content_hash", counted)
     first = fp.fingerprint(video)
     assert fp.fingerprint(video) == first and len(hashed) == 1  # the second read the memo
     assert fp.memo_path().is_file()
