@@ -53,3 +53,29 @@ def test_answers_of_a_checkpoint_swapped_in_mid_run_are_not_stored_as_the_old_on
     _, served = against("/models/ckpt-a")
     assert served == 0  # ckpt-a's own answers are reused
 
+
+
+def test_other_weights_under_the_same_name_and_path_are_told_apart_by_the_model_revision(small_world, seed: Path,
+                                                                                          tmp_path: Path):
+    """vLLM's ``root`` is the checkpoint's path: it does not change with ``--revision``, ``--quantization``,
+    ``--dtype`` or a checkpoint retrained in place. Two servers of the same name and path answer differently; with
+    ``--model-revision`` told, the second's answers come from the second, not from the first's stored results or
+    cached replies."""
+    from videvolve.models.cache import ResponseCache
+    from videvolve.models.sim.canned import CannedVLM
+
+    harness = load_harness(seed)
+    tasks = [t for t in small_world.tasks if t.split == "test" and t.kind == "mcq"][:2]
+    cache = ResponseCache(tmp_path / "replies.sqlite")
+
+    def answers(reply: str, revision: str) -> tuple[list[str | None], int]:
+        app = create_app("qwen", mimic=MimicSettings(checkpoint="/models/qwen"), backend=CannedVLM(reply))
+        with serve_app(app) as base:
+            vlm = openai_vlm(ModelSettings(backend="openai", model="qwen", base_url=base, revision=revision))
+            results = solve_tasks(harness, tasks, vlm, cost_model("qwen2.5-vl"), ONE_AT_A_TIME, tmp_path / "e",
+                                  cache=cache)
+            return [str(r.prediction.answer) if r.prediction else None for r in results], int(app.state.stats["served"])
+
+    assert answers("A", "bf16") == (["A", "A"], 2)
+    assert answers("B", "awq") == (["B", "B"], 2)  # without the revision: ["A", "A"] and 0 served
+    assert answers("A", "bf16")[1] == 0  # the first weights' own answers are reused

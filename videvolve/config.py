@@ -25,6 +25,11 @@ class ModelSettings(BaseModel):
     max_pixels: int | None = Field(None, ge=3136, description="the server's `--mm-processor-kwargs` max_pixels, "
                                    "where it sets one: a larger image (on qwen2.5-vl, each frame of a clip too) is "
                                    "resized to it by the server, and metered so (None: the checkpoint's own limits)")
+    revision: str = Field("", description="what the server's weights are (a checkpoint hash, a tag), when its model "
+                          "name and path do not say it: part of the response cache's and stored results' keys, so "
+                          "replies of other weights under the same name (another --revision, --quantization, --dtype "
+                          "or --chat-template, or a checkpoint retrained in place) are never reused",
+                          json_schema_extra={"flag": "--model-revision"})
     clip_kwargs: Literal["request", "server"] = Field(
         "request", description="how the server learns to decode a clip sent as a video (--clip-mode video) frame for "
         "frame: request: each request carries media_io_kwargs and mm_processor_kwargs (vLLM needs "

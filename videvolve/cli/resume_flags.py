@@ -22,10 +22,12 @@ from videvolve.rundir import RunDir
 M = TypeVar("M", bound=BaseModel)
 EXTENDABLE = "stop"
 """The section of settings that may grow on ``--resume`` (iterations, hours, call and token budgets)."""
-MOVABLE = {"model": frozenset({"base_url", "api_key_env", "timeout_s", "max_retries", "retry_window_s"}),
+MOVABLE = {"model": frozenset({"base_url", "api_key_env", "timeout_s", "max_retries", "retry_window_s",
+                               "clip_kwargs"}),
            "runtime": frozenset({"concurrency", "warm_sandboxes"})}
 """The solver's and the runtime's settings a resumed run takes anew: where the server is, how long to wait for it,
-how many tasks run at once. Everything else in those sections changes what is asked or what a task may spend."""
+whether it was started with the clip settings or takes them with each request (the same frames either way), how
+many tasks run at once. Everything else in those sections changes what is asked or what a task may spend."""
 HELPER_FLAGS = {("editor", "model"): ("--editor-model", "--editor-base-url"),
                 ("investigator", "agent_model"): ("--investigator-agent-model", "--investigator-agent-base-url"),
                 ("investigator", "model"): ("--investigator-model", None)}

@@ -261,7 +261,8 @@ def openai_vlm(settings: ModelSettings, api_key: str | None = None) -> ChatModel
     endpoint = EndpointInfo(lambda: served_model(base, model, key))
     guard = ContextGuard(cost_model(settings.family, settings.max_pixels), endpoint.max_model_len,
                          settings.context_margin)
-    return ChatModelVLM(chat, name=settings.model, where=settings.base_url, max_retries=settings.max_retries,
+    return ChatModelVLM(chat, name=settings.model, revision=settings.revision, where=settings.base_url,
+                        max_retries=settings.max_retries,
                         retry_window_s=settings.retry_window_s, family=settings.family, guard=guard,
                         endpoint=endpoint, request_timeout_s=settings.timeout_s,
                         decoding=decoding_of(settings), clip_kwargs=settings.clip_kwargs)
