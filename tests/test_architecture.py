@@ -228,11 +228,11 @@ def test_every_exception_is_in_the_one_tree() -> None:
 
 def test_a_child_cannot_report_an_unknown_or_infrastructure_error_kind() -> None:
     from videvolve.errors import ErrorKind
-    from videvolve.skill_library.runner import _child_kind
+    from videvolve.skill_library.outcome import child_kind
 
-    assert _child_kind("budget") == ErrorKind.BUDGET
-    assert _child_kind("nonsense") == ErrorKind.CRASH and _child_kind(None) == ErrorKind.CRASH
-    assert _child_kind("unreachable") == ErrorKind.CRASH  # never an infrastructure stop from harness code
+    assert child_kind("budget") == ErrorKind.BUDGET
+    assert child_kind("nonsense") == ErrorKind.CRASH and child_kind(None) == ErrorKind.CRASH
+    assert child_kind("unreachable") == ErrorKind.CRASH  # never an infrastructure stop from harness code
 
 
 def test_nodes_reach_their_services_through_protocols_not_attribute_names():

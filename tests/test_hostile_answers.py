@@ -69,3 +69,46 @@ def test_a_harness_cannot_call_its_failure_anything_the_parent_did_not_see(claim
     video = make_index_video(tmp_path / "v.mp4", seconds=4, fps=10, gop=10, width=64, height=48)
     out, _ = run_source(CLAIMS_NOT_ITS_FAULT.replace("KIND", claimed), str(video), tmp_path, static_check=False)
     assert out.outcome == "error" and out.error_kind == "crash", (out.error_kind, out.error)
+
+
+RAISES_BUDGET_ITSELF = '''
+from videvolve_sdk import BudgetExceeded, SDKError
+def solve(task, ctx):
+    try:
+        ctx.frames([1.0], max_side=3)  # an invalid request: refused, and caught
+    except SDKError:
+        pass
+    raise BudgetExceeded("I am not broken, the budget is")
+'''
+REFUSED_FOR_ITS_BUDGET = '''
+from videvolve_sdk import SDKError
+def solve(task, ctx):
+    try:
+        ctx.ask(ctx.frames([i * 0.1 for i in range(40)]))  # over the budget of 32 frames: refused
+    except SDKError:
+        pass
+    raise SDKError("a later bug, raised as an SDK error")
+'''
+
+
+@pytest.mark.parametrize("refusal", ["none", "invalid"])
+def test_a_harness_that_raises_budget_exceeded_itself_is_its_crash(refusal: str, tmp_path: Path) -> None:
+    """Before: the bootstrap reported any ``BudgetExceeded`` as ``budget`` (not the harness's fault: validation let
+    a candidate that answers nothing through), whether or not the parent had refused a request for its budget."""
+    from tests.test_hostile_code import run_source
+
+    video = make_index_video(tmp_path / "v.mp4", seconds=4, fps=10, gop=10, width=64, height=48)
+    source = RAISES_BUDGET_ITSELF if refusal == "invalid" else RAISES_BUDGET_ITSELF.replace(
+        "ctx.frames([1.0], max_side=3)", "pass")
+    out, _ = run_source(source, str(video), tmp_path)
+    assert (out.outcome, out.error_kind) == ("error", "crash"), (out.error_kind, out.error)
+    assert "raised BudgetExceeded itself" in (out.error or "") and "I am not broken" in (out.error or "")
+
+
+def test_an_sdk_error_after_a_budget_refusal_is_still_the_budgets(tmp_path: Path) -> None:
+    """The parent did refuse a request of this task for its budget, so the failure that follows is ``budget``."""
+    from tests.test_hostile_code import run_source
+
+    video = make_index_video(tmp_path / "v.mp4", seconds=4, fps=10, gop=10, width=64, height=48)
+    out, _ = run_source(REFUSED_FOR_ITS_BUDGET, str(video), tmp_path)
+    assert (out.outcome, out.error_kind) == ("error", "budget"), (out.error_kind, out.error)

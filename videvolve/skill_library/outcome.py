@@ -1,4 +1,4 @@
-"""What a harness's ``solve`` returned, as a task's outcome: a prediction, or why it cannot be one."""
+"""What a harness's ``solve`` returned, or the failure its child reported, as a task's outcome."""
 
 from __future__ import annotations
 
@@ -75,3 +75,41 @@ def final_outcome(prediction: Prediction | None, why: str | None, notice: str | 
     if notice is not None:
         return RunOutcome("error", ErrorKind.UNSUPPORTED.value, notice)
     return RunOutcome("error", ErrorKind.PARSE, why)
+
+
+CHILD_KINDS = frozenset({ErrorKind.MEMORY, ErrorKind.BUDGET, ErrorKind.BAD_REQUEST, ErrorKind.CRASH})
+"""The kinds a child's bootstrap reports of itself; ``bad_request`` (a request the parent refused) is then read as
+the refusal's own kind, and ``budget`` stands only after a refusal for the budget (:func:`failure`). The rest
+(media, unsupported, parse, ...) only the parent can tell."""
+RELABELLED = frozenset({ErrorKind.BUDGET, ErrorKind.BAD_REQUEST, ErrorKind.MEDIA, ErrorKind.INVALID, ErrorKind.PARSE})
+"""The refusals' kinds an uncaught ``SDKError`` (reported ``bad_request``) is read as: the last refusal's."""
+
+
+def child_kind(kind: object) -> ErrorKind:
+    """The error kind a child reports, trusted only among :data:`CHILD_KINDS` (anything else is a crash).
+
+    A child that claimed ``media`` or ``unsupported`` (not the harness's fault) would pass validation broken, and have
+    its results never reused.
+    """
+    try:
+        known = ErrorKind(str(kind))
+    except ValueError:
+        return ErrorKind.CRASH
+    return known if known in CHILD_KINDS else ErrorKind.CRASH
+
+
+def failure(claimed: object, error: str, refused: set[str], last: str | None) -> tuple[ErrorKind, str]:
+    """A child's ``fail`` as the task's error kind and text, with no kind the parent did not see for itself.
+
+    ``refused``: the kinds of this task's requests the parent refused (``last``: the last one's). An uncaught
+    ``SDKError`` (``bad_request``) is the last refusal's kind. ``budget`` is not the harness's fault, so it stands
+    only where the parent refused a request of this task for its budget: a ``BudgetExceeded`` the harness raised
+    itself (or after refusals of other kinds) would pass validation broken, and is its crash.
+    """
+    kind = child_kind(claimed)
+    if kind == ErrorKind.BAD_REQUEST:
+        kind = ErrorKind(last) if last in RELABELLED else ErrorKind.CRASH
+    if kind == ErrorKind.BUDGET and ErrorKind.BUDGET not in refused:
+        return ErrorKind.CRASH, ("the harness raised BudgetExceeded itself (no request of this task was refused for "
+                                 "its budget): " + error)[:3000]
+    return kind, error

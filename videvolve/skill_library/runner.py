@@ -23,7 +23,7 @@ from videvolve.models.base import request_timeout_of
 from videvolve.models.http_errors import outages_to
 from videvolve.skill_library.channel import Pipe, decode_request, encode_reply
 from videvolve.skill_library.harness import Harness, content_hash
-from videvolve.skill_library.outcome import RunOutcome, final_outcome, to_prediction
+from videvolve.skill_library.outcome import RunOutcome, failure, final_outcome, to_prediction
 from videvolve.skill_library.pool import (
     STDERR_TAIL,
     Child,
@@ -64,24 +64,6 @@ def code_problems(harness: Harness) -> list[str]:
     for tool in harness.tools:
         problems += check_source(tool.source, tool.path)
     return problems
-
-
-CHILD_KINDS = frozenset({ErrorKind.MEMORY, ErrorKind.BUDGET, ErrorKind.BAD_REQUEST, ErrorKind.CRASH})
-"""The kinds a child's bootstrap reports of itself; ``bad_request`` (a request the parent refused) is then read as
-the refusal's own kind. The rest (media, unsupported, parse, ...) only the parent can tell."""
-
-
-def _child_kind(kind: object) -> ErrorKind:
-    """The error kind a child reports, trusted only among :data:`CHILD_KINDS` (anything else is a crash).
-
-    A child that claimed ``media`` or ``unsupported`` (not the harness's fault) would pass validation broken, and have
-    its results never reused.
-    """
-    try:
-        known = ErrorKind(str(kind))
-    except ValueError:
-        return ErrorKind.CRASH
-    return known if known in CHILD_KINDS else ErrorKind.CRASH
 
 
 def run_task(harness: Harness, services: TaskServices, timeout: float | None = None,
@@ -279,7 +261,8 @@ class _Attempt:
         proc, stderr = child.proc, child.stderr
         spawned: float | None = asked  # "sandbox_start": what this task waited for its sandbox
         outcome: RunOutcome | None = None
-        last_error_kind: str | None = None
+        refused: set[str] = set()  # the kinds of the requests refused, and the last one's
+        last_refused: str | None = None
         pipe = Pipe(proc)
         try:
             pipe.write((json.dumps({"task": services.view.model_dump(mode="json")}) + "\n").encode(),
@@ -305,15 +288,9 @@ class _Attempt:
                     services.trace.write("final", answer=str(args.get("result"))[:2000], parsed=why is None)
                     outcome = final_outcome(prediction, why, services.meter.notice)
                 elif op == "fail":
-                    kind = _child_kind(args.get("kind"))
-                    if kind == ErrorKind.BAD_REQUEST and last_error_kind in (
-                            ErrorKind.BUDGET, ErrorKind.BAD_REQUEST, ErrorKind.MEDIA, ErrorKind.INVALID,
-                            ErrorKind.PARSE):
-                        kind = ErrorKind(last_error_kind)
-                    elif kind == ErrorKind.BAD_REQUEST:
-                        kind = ErrorKind.CRASH
-                    services.trace.write("error", kind=kind, error=str(args.get("error"))[:3000])
-                    outcome = RunOutcome("error", kind, str(args.get("error"))[:3000])
+                    kind, error = failure(args.get("kind"), str(args.get("error"))[:3000], refused, last_refused)
+                    services.trace.write("error", kind=kind, error=error)
+                    outcome = RunOutcome("error", kind, error)
                 else:
                     self.serving = str(op)[:100]
                     if isinstance(op, str) and op in OFF_THE_CLOCK:  # a hostile op may be any JSON value
@@ -326,7 +303,8 @@ class _Attempt:
                     if time.monotonic() >= self.deadline():
                         raise TimeoutError
                     if not reply["ok"]:
-                        last_error_kind = reply["kind"]
+                        last_refused = str(reply["kind"])
+                        refused.add(last_refused)
                     if "id" in msg:
                         pipe.write(encode_reply(reply, op), self.deadline())
         except TimeoutError:
