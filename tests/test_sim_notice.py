@@ -99,3 +99,60 @@ def test_python_api_on_a_real_sample_video(seed: Path):
     answer = load_harness(seed).ask(sample("videos", "moviepy_chaplin.mp4"), "When does the red circle appear?")
     assert answer.error_kind == "unsupported" and answer.error == f"{SIM_ONLY_NOTICE} (these pictures are not " \
         "SynthWorld frames)"
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A 30 s SynthWorld video and a grounding question in its grammar."""
+    from videvolve.datasets.synthworld.render import encode_video
+
+    script = make_script("v", 30, seed=1)
+    return encode_video(script, tmp_path_factory.mktemp("synth") / "v.mp4"), \
+        f"When does the {script.events[0].name} appear?"
+
+
+INDUCES_THE_NOTICE = {
+    "ask": 'ctx.ask(ctx.frames([1.0]), prompt="hello there")',
+    "chat": 'ctx.chat([{"role": "user", "content": [ctx.frames([1.0])[0].part(), {"type": "text", "text": "hi"}]}])',
+}
+"""Requests out of SynthWorld's grammar, which SimVLM answers with its notice."""
+UNPARSABLE = """
+def solve(task, ctx):
+    REQUEST
+    return "I refuse to give intervals"
+"""
+
+
+@pytest.mark.parametrize("request_", sorted(INDUCES_THE_NOTICE))
+def test_a_harness_cannot_make_its_unparsable_answer_unsupported(synth: tuple[Path, str], tmp_path: Path,
+                                                                request_: str):
+    """Before: one request out of SynthWorld's grammar made SimVLM send its notice, and the harness's unparsable
+    answer was ``unsupported`` (not its fault: validation passed a candidate that never answers). The parent's own
+    request gets no notice on a SynthWorld video, so the answer is the harness's ``parse``."""
+    from tests.test_hostile_code import run_source
+    from videvolve.skill_library.trace import read_trace
+    from videvolve.tasks import TaskView
+
+    video, question = synth
+    view = TaskView(id="t", kind="grounding", question=question, duration=30.0)
+    out, trace = run_source(UNPARSABLE.replace("REQUEST", INDUCES_THE_NOTICE[request_]), str(video), tmp_path,
+                            view=view)
+    assert (out.outcome, out.error_kind) == ("error", "parse"), (out.error_kind, out.error)
+    steps = read_trace(trace)
+    asked = [s for s in steps if s["event"] in ("ask:answer", "chat")]
+    assert len(asked) == 1 and asked[0]["reply"].startswith(SIM_ONLY_NOTICE)  # the harness did get the notice
+    [check] = [s for s in steps if s["event"] == "notice_check"]
+    assert check["observed_times"] == [15.0] and SIM_ONLY_NOTICE not in check["reply"]
+    assert out.usage["requests"] == 1  # the parent's request is not the harness's
+
+
+def test_the_notice_stands_where_the_parents_own_request_gets_it_too(foreign: Path, tmp_path: Path):
+    """On a video that is not SynthWorld the parent's own request gets the notice too: ``unsupported`` stands."""
+    from tests.test_hostile_code import run_source
+    from videvolve.tasks import TaskView
+
+    view = TaskView(id="t", kind="grounding", question="When does the goalkeeper dive?", duration=12.0)
+    out, _ = run_source(UNPARSABLE.replace("REQUEST", "ctx.ask(ctx.frames([1.0]))"), str(foreign), tmp_path,
+                        view=view)
+    assert (out.outcome, out.error_kind) == ("error", "unsupported"), (out.error_kind, out.error)
+    assert (out.error or "").startswith(SIM_ONLY_NOTICE) and out.usage["requests"] == 1

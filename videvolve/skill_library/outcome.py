@@ -69,7 +69,10 @@ def _times(value: Any) -> list[float]:
 
 
 def final_outcome(prediction: Prediction | None, why: str | None, notice: str | None) -> RunOutcome:
-    """A final answer's outcome: ok, else ``unsupported`` after a model's notice, else ``parse``."""
+    """A final answer's outcome: ok, else ``unsupported`` after a model's notice, else ``parse``.
+
+    ``notice``: one the parent's own request got too (``TaskServices.confirmed_notice``), never the harness's alone.
+    """
     if why is None:
         return RunOutcome("ok", prediction=prediction)
     if notice is not None:

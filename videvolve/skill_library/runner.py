@@ -286,7 +286,9 @@ class _Attempt:
                     except (ValueError, TypeError, OverflowError, AttributeError, RecursionError) as exc:
                         prediction, why = None, f"the answer could not be read: {type(exc).__name__}: {exc}"
                     services.trace.write("final", answer=str(args.get("result"))[:2000], parsed=why is None)
-                    outcome = final_outcome(prediction, why, services.meter.notice)
+                    self.off_clock(time.monotonic())  # the parent's own check of a model's notice (SimVLM)
+                    outcome = final_outcome(prediction, why, services.confirmed_notice() if why else None)
+                    self.off_clock(None)
                 elif op == "fail":
                     kind, error = failure(args.get("kind"), str(args.get("error"))[:3000], refused, last_refused)
                     services.trace.write("error", kind=kind, error=error)

@@ -18,6 +18,8 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import Transcript
 from videvolve.errors import MediaError, ModelRequestError, RequestRefused
 from videvolve.media import probe
+from videvolve.media.captions import frame_caption
+from videvolve.media.data_url import data_url_cache
 from videvolve.models.base import SIM_ONLY_NOTICE, VLM, Message, Tool
 from videvolve.models.cache import ResponseCache, complete
 from videvolve.models.cost import CostModel, text_tokens
@@ -211,6 +213,33 @@ class TaskServices(RenderingServices, ReadingServices):
         """Count and trace a tool call."""
         self.meter.tool_calls += 1
         self.trace.note("tool", tool=str(name)[:200], params=args or {})
+
+    # ---- the parent's own request ----
+
+    def confirmed_notice(self) -> str | None:
+        """The model's notice that it cannot serve this task, if it says so to the parent's own request (else None).
+
+        A harness can make SimVLM send the notice (a prompt outside SynthWorld's grammar, frames too small to read),
+        and the notice turns an unparsable answer into ``unsupported``, which is not the harness's fault. So once a
+        task ends unparsed after a notice, the parent asks as the seeds do: the frame at the video's middle at the
+        default size, the default instruction, no harness text; neither metered nor traced as the harness's
+        request. A real model never sends the notice: this runs only with SimVLM.
+        """
+        if self.meter.notice is None:
+            return None
+        middle = self.view.duration / 2
+        try:
+            image = self.pictures.frames([middle], None)[0].image
+            url = data_url_cache.url(None, image, self.settings.image_format, self.settings.jpeg_quality)
+            content = [{"type": "text", "text": frame_caption(middle)},
+                       {"type": "image_url", "image_url": {"url": url}},
+                       {"type": "text", "text": self._instruction("answer", None)}]
+            reply = complete(self.vlm, [{"role": "user", "content": content}], None, self.cache).text
+        except (MediaError, ModelRequestError) as exc:  # unconfirmed: the harness's own unparsable answer
+            self.trace.write("notice_check", observed_times=[middle], error=f"{type(exc).__name__}: {exc}"[:500])
+            return None
+        self.trace.write("notice_check", observed_times=[middle], reply=reply[:500])
+        return reply[:500] if SIM_ONLY_NOTICE in reply else None
 
     # ---- rendering and metering ----
 
