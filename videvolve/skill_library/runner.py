@@ -1,12 +1,12 @@
 """Run a harness on one task in the sandbox and serve its requests; every failure becomes an outcome.
 
 Outcomes: ``ok``, or ``error`` with a kind: ``parse`` (no usable answer), ``unsupported`` (no usable answer after
-the model said it cannot read this input: SimVLM outside SynthWorld), ``budget``, ``timeout``, ``memory``,
-``crash`` (an exception, a killed process, a protocol violation), ``bad_request`` (the model endpoint rejected a
-request, e.g. too many images), ``invalid`` (a request the parent refused or could not serve: bad arguments, a
-malformed chat, a pixel, handle or memory cap), ``media``, ``static`` (refused before running). Infrastructure
-failures (endpoint down, auth) are not outcomes: :class:`InfraError` propagates so the run stops cleanly and
-resumes later.
+the model said it cannot read this input, to the parent's own request too: SimVLM outside SynthWorld), ``budget``
+(after a request refused for it), ``timeout``, ``memory``, ``crash`` (an exception, a killed process, a protocol
+violation), ``bad_request`` (the model endpoint rejected a request, e.g. too many images), ``invalid`` (a request
+the parent refused or could not serve: bad arguments, a malformed chat, a pixel, handle or memory cap), ``media``,
+``static`` (refused before running). Infrastructure failures (endpoint down, auth) are not outcomes:
+:class:`InfraError` propagates so the run stops cleanly and resumes later.
 """
 
 from __future__ import annotations
