@@ -302,6 +302,70 @@ def test_a_video_that_cannot_be_read_is_a_media_error_when_the_harness_probes_it
     assert str(broken) in str(result.error), result.error  # the user is told which file
 
 
+@pytest.fixture()
+def secret_video(tmp_path: Path) -> Path:
+    """A video damaged at 3 s, at a path that says what a harness must not learn."""
+    from tests.conftest import sample
+
+    video = tmp_path / "selection_split" / "gold_is_B" / "video_4711.mp4"
+    video.parent.mkdir(parents=True)
+    video.write_bytes(sample("videos", "decord_corrupted.mp4").read_bytes())
+    return video
+
+
+def test_no_request_that_meets_a_media_error_tells_the_harness_the_videos_path(secret_video: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    """Before: ``ocr`` turned a ``MediaError`` into its refusal before the video's path was taken out of the text,
+    so a harness read the path (a split's folder, a benchmark's file name) where every other request said "the
+    task's video". Each request is made on the damaged video, then on the video gone."""
+    monkeypatch.setattr("videvolve.media.ocr.available", lambda: True)  # the frame fails before any OCR runs
+    view = TaskView(id="t", kind="mcq", question="q?", options=("a", "b"), duration=5.0)
+    services = TaskServices(view, str(secret_video), SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings())
+    frame = _serve(services, {"id": 1}, "frames", {"times": [3.0]})["result"][0]["handle"]
+    sheet = _serve(services, {"id": 2}, "sheet", {"times": [1.0, 3.0], "cols": 2, "cell_width": 64})["result"]
+    decoding = {"ask": {"handles": [frame]}, "ocr": {"handle": frame}, "ocr sheet": {"handle": sheet["handle"]},
+                "chat": {"messages": [{"role": "user", "content": [{"type": "observation", "handle": frame}]}]}}
+    probing = {"probe": {}, "frames": {"times": [1.0]}, "sheet": {"times": [1.0]}, "clip": {"start": 0, "end": 1}}
+    for gone, requests in ((False, decoding), (True, {**decoding, **probing})):
+        if gone:
+            secret_video.unlink()
+        for op, args in requests.items():
+            reply = _serve(services, {"id": 3}, op.split()[0], args)
+            assert (reply["ok"], reply["kind"]) == (False, "media"), (op, gone, reply)
+            assert "gold_is_B" not in str(reply) and "the task's video" in reply["error"], (op, gone, reply)
+
+
+OCR_AND_ASK = """
+from videvolve_sdk import SDKError
+def solve(task, ctx):
+    f = ctx.frames([3.0])[0]
+    seen = []
+    for op in ("ask", "ocr"):
+        try:
+            ctx.ask([f]) if op == "ask" else ctx.ocr(f)
+        except SDKError as exc:
+            seen.append(str(exc))
+    if UNCAUGHT:
+        ctx.ocr(f)
+    return {"answer": "A", "raw": " || ".join(seen)}
+"""
+
+
+@pytest.mark.parametrize("uncaught", [False, True])
+def test_a_harness_reads_no_path_in_the_media_errors_of_its_sandbox(secret_video: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch, uncaught: bool):
+    """The same through the sandbox: what ``ask`` and ``ocr`` raise in harness code, and the task's failure."""
+    from tests.test_hostile_code import run_source
+
+    monkeypatch.setattr("videvolve.media.ocr.available", lambda: True)
+    view = TaskView(id="t", kind="mcq", question="q?", options=("a", "b"), duration=5.0)
+    out, _ = run_source(OCR_AND_ASK.replace("UNCAUGHT", str(uncaught)), str(secret_video), tmp_path, view=view)
+    said = out.error if uncaught else out.prediction.raw if out.prediction else None
+    assert out.error_kind == ("media" if uncaught else None), (out.error_kind, out.error)
+    assert said and "gold_is_B" not in said and "the task's video" in said, said
+    assert uncaught or said.count("the task's video") == 2, said
+
+
 class _Picky:
     """Answers A, but its parser chokes on one question (as SimVLM's did on a dict content)."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from videvolve.errors import MediaError, RequestRefused
+from videvolve.errors import RequestRefused
 from videvolve.media import contact_sheet
 from videvolve.models.cost import text_tokens
 
@@ -130,11 +130,9 @@ class ReadingServices:
         return [t.to_dict() for t in lines]
 
     def _image(self, obs: Any) -> tuple[Image.Image, set[float]]:
-        try:
-            if obs.kind == "frame":
-                frame = self.pictures.frames(obs.times, obs.max_side)[0]
-                return frame.image, {frame.time}
-            frames = self.pictures.frames(obs.times, obs.cell_width)
-            return contact_sheet(frames, cols=obs.cols, cell_width=obs.cell_width).image, {f.time for f in frames}
-        except MediaError as exc:
-            raise RequestRefused("media", str(exc)) from exc
+        """The image OCR reads; a ``MediaError`` goes on to ``TaskServices.handle``, which takes out the path."""
+        if obs.kind == "frame":
+            frame = self.pictures.frames(obs.times, obs.max_side)[0]
+            return frame.image, {frame.time}
+        frames = self.pictures.frames(obs.times, obs.cell_width)
+        return contact_sheet(frames, cols=obs.cols, cell_width=obs.cell_width).image, {f.time for f in frames}
