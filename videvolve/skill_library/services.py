@@ -236,7 +236,8 @@ class TaskServices(RenderingServices, ReadingServices):
                        {"type": "text", "text": self._instruction("answer", None)}]
             reply = complete(self.vlm, [{"role": "user", "content": content}], None, self.cache).text
         except (MediaError, ModelRequestError) as exc:  # unconfirmed: the harness's own unparsable answer
-            self.trace.write("notice_check", observed_times=[middle], error=f"{type(exc).__name__}: {exc}"[:500])
+            said = f"{type(exc).__name__}: {exc}".replace(self.video, "the task's video")  # as the harness's errors
+            self.trace.write("notice_check", observed_times=[middle], error=said[:500])
             return None
         self.trace.write("notice_check", observed_times=[middle], reply=reply[:500])
         return reply[:500] if SIM_ONLY_NOTICE in reply else None
