@@ -400,17 +400,23 @@ def test_eval_finishes_the_other_tasks_when_one_request_breaks_the_model(index_v
     assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o700
 
 
-def test_the_weak_sandbox_runs_only_when_allowed(monkeypatch: pytest.MonkeyPatch):
+def test_the_weak_sandbox_runs_only_when_allowed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """The refusal and the warning say what harness code can do under ``unshare``: they said only "read files",
+    where it also writes /tmp, /var/tmp and /dev/shm (memory outside its limits) and reaches Unix sockets."""
     from videvolve.skill_library import sandbox
 
     real_which = sandbox.shutil.which
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
     sandbox.get_sandbox.cache_clear()
+    holes = ("read every file", "/tmp", "/var/tmp", "/dev/shm", "Unix sockets")
     try:
-        with pytest.raises(SandboxStartError, match="--allow-weak-sandbox"):  # the machine's, never a task's
+        with pytest.raises(SandboxStartError, match="--allow-weak-sandbox") as refused:  # the machine's, never a task's
             sandbox.get_sandbox()
+        assert all(hole in str(refused.value) for hole in holes), refused.value
         if real_which("unshare"):
             assert sandbox.get_sandbox(allow_weak=True).mode == "unshare"
+            warned = capsys.readouterr().err
+            assert "WEAK SANDBOX" in warned and all(hole in warned for hole in holes), warned
     finally:
         sandbox.get_sandbox.cache_clear()
 

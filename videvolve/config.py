@@ -69,7 +69,9 @@ class RuntimeSettings(BaseModel):
     warm_sandboxes: bool = Field(True, description="start each task's sandbox ahead of time (as many waiting as "
                                  "--concurrency; each runs one task only)")
     allow_weak_sandbox: bool = Field(False, description="where bubblewrap cannot run, run harness code under "
-                                     "`unshare` anyway (it can then read every file the unprivileged user can)")
+                                     "`unshare` anyway (no network interface, but it can then read every file the "
+                                     "unprivileged user can, write in /tmp, /var/tmp and /dev/shm, and reach the "
+                                     "machine's services over Unix sockets in the file system)")
 
 
 def cache_home() -> Path:

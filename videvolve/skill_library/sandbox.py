@@ -14,7 +14,8 @@ clean up. The child always runs as a real unprivileged uid
 - started by a normal user: a new user namespace maps uid 65534 inside to that user, who has no privileges.
 
 Where bubblewrap cannot run, harness code is refused unless the user passed ``--allow-weak-sandbox``; then it runs
-under ``unshare`` (no network, own PID namespace, unprivileged) but can read any file that user can read.
+under ``unshare`` (own network, PID, IPC and UTS namespaces, unprivileged) on the machine's own file system, with
+no seccomp filter: it has no network interface, but it can do all of :data:`WEAK_SANDBOX_HOLES`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ from videvolve.skill_library import seccomp
 
 log = logging.getLogger(__name__)
 UNPRIVILEGED_UID = 65534
+WEAK_SANDBOX_HOLES = ("read every file the unprivileged user can read (your tasks' answers included), write in "
+                      "world-writable folders (/tmp, /var/tmp, and /dev/shm: the machine's memory, outside its "
+                      "limits), files that outlive the task, and reach the machine's services over Unix sockets in "
+                      "the file system")
+"""What harness code past the static check can do under ``unshare`` (``--allow-weak-sandbox``), said wherever the
+weak sandbox is offered or used: the network namespace hides TCP, UDP and abstract sockets, not path sockets."""
 _PROBE = ("import os\nif os.getuid() == 0:\n    os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
           "print('ok', os.getuid())")
 
@@ -180,15 +187,15 @@ def get_sandbox(allow_weak: bool = False) -> Sandbox:
         reason = "bubblewrap is not installed (Debian/Ubuntu: apt install bubblewrap)"
     if not allow_weak:
         raise SandboxStartError(f"no sandbox for harness code: {reason}. Fix bubblewrap, or pass "
-                                "--allow-weak-sandbox to run harness code under `unshare`, where it can read every "
-                                "file the unprivileged user can read (your tasks' answers included); everything "
-                                "finished is kept: fix it, then resume")
+                                "--allow-weak-sandbox to run harness code under `unshare`, where it can "
+                                f"{WEAK_SANDBOX_HOLES}; everything finished is kept: fix it, then resume")
     if shutil.which("unshare"):
         sb = Sandbox("unshare", python)
         ok, why = _works(sb)
         if ok:
             message = (f"WEAK SANDBOX (--allow-weak-sandbox): {reason}. Harness code runs under `unshare` (no "
-                       "network, own PID namespace, unprivileged user) but can read any file that user can read.")
+                       "network interface, own PID namespace, unprivileged user) but can "
+                       f"{WEAK_SANDBOX_HOLES}.")
             log.warning(message)
             print(f"warning: {message}", file=sys.stderr)
             return sb
