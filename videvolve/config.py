@@ -70,8 +70,8 @@ class RuntimeSettings(BaseModel):
                                  "--concurrency; each runs one task only)")
     allow_weak_sandbox: bool = Field(False, description="where bubblewrap cannot run, run harness code under "
                                      "`unshare` anyway (no network interface, but it can then read every file the "
-                                     "unprivileged user can, write in /tmp, /var/tmp and /dev/shm, and reach the "
-                                     "machine's services over Unix sockets in the file system)")
+                                     "unprivileged user can, write in /tmp, /dev/shm and every world-writable "
+                                     "folder, and reach the machine's services over Unix sockets in the file system)")
 
 
 def cache_home() -> Path:

@@ -36,10 +36,10 @@ from videvolve.skill_library import seccomp
 
 log = logging.getLogger(__name__)
 UNPRIVILEGED_UID = 65534
-WEAK_SANDBOX_HOLES = ("read every file the unprivileged user can read (your tasks' answers included), write in "
-                      "world-writable folders (/tmp, /var/tmp, and /dev/shm: the machine's memory, outside its "
-                      "limits), files that outlive the task, and reach the machine's services over Unix sockets in "
-                      "the file system")
+WEAK_SANDBOX_HOLES = ("read every file the unprivileged user can read (your tasks' answers included), write "
+                      "files that outlive the task in every world-writable folder (/tmp, /var/tmp, /run/lock, and "
+                      "/dev/shm: the machine's memory, outside its limits), and reach the machine's services over "
+                      "Unix sockets in the file system")
 """What harness code past the static check can do under ``unshare`` (``--allow-weak-sandbox``), said wherever the
 weak sandbox is offered or used: the network namespace hides TCP, UDP and abstract sockets, not path sockets."""
 _PROBE = ("import os\nif os.getuid() == 0:\n    os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
