@@ -112,3 +112,12 @@ def test_the_mimic_refuses_a_one_frame_video_on_qwen3_vl(source: Path, tmp_path:
                                           r"temporal_factor:2\)") as refused:
         prepare(payload, MimicSettings(family="qwen3-vl", trust_request_mm_kwargs=True))
     assert refused.value.status == 400
+
+
+def test_the_caption_says_where_the_videos_own_timestamps_start(source: Path):
+    """Qwen3-VL is told ``<0.2 seconds>`` ... counted from the clip's own first frame (vLLM: frame index / the
+    clip's rate), while the caption gives the source's times: it says which source time that 0 is."""
+    _, _, parts = _ask_clip(source, "qwen3-vl", 5.0, 6.1, 4.0)
+    caption = next(p["text"] for p in parts if p.get("type") == "text" and p["text"].startswith("[clip"))
+    assert caption.startswith("[clip 5.00-") and "5.00, 5.25, 5.50" in caption
+    assert caption.endswith("timestamps inside the video count from 0 at 5.00 s]")

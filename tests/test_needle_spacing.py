@@ -8,6 +8,9 @@ own glyphs).
 from __future__ import annotations
 
 import random
+from pathlib import Path
+
+import pytest
 
 from videvolve.datasets.synthworld.script import make_script
 from videvolve.needles.plan import _clearance, needle_kinds, own_gaps, plan_needles
@@ -103,3 +106,23 @@ def test_perceived_tasks_ask_every_mcq_template_the_world_asks():
                         frames=720)
     templates = {d.template for seed in range(20) for d in perceived_drafts(timeline, random.Random(seed), 40)}
     assert {t.__name__ for t in MCQ_TEMPLATES} <= {t.split("_")[0] for t in templates}, templates
+
+
+@pytest.mark.parametrize("fps", [0.25, 1.5, 4.0])
+def test_a_clip_with_needles_is_encoded_at_its_own_frame_rate(tmp_path: Path, fps: float):
+    """vLLM reads a clip's frame rate back from the file and tells the model each frame's time by it: a 0.25 fps
+    clip written at 1 fps (``round(fps)``) had its frames 1 s apart where they are 4 s apart."""
+    import av
+
+    from videvolve.needles.frames import NeedleFrames
+    from videvolve.needles.needles import NeedlePlan
+    from videvolve.testing import make_index_video
+
+    source = make_index_video(tmp_path / "v.mp4", seconds=24, fps=10, width=64, height=48)
+    plan = NeedlePlan(id="plan-0001", video_id="v", style="footage", width=64, height=48)
+    out = NeedleFrames(str(source), plan).clip(2.0, 2.0 + 5 / fps, tmp_path / "c.mp4", fps, None)
+    with av.open(str(out)) as container:
+        stream = container.streams.video[0]
+        times = [float(f.time) for f in container.decode(stream)]
+        assert stream.guessed_rate is not None and abs(float(stream.guessed_rate) - fps) < 1e-3
+    assert times == pytest.approx([k / fps for k in range(5)], abs=1e-3)

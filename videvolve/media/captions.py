@@ -3,7 +3,8 @@
 - a frame: ``[frame at 12.50 s]``
 - a contact sheet: ``[contact sheet: 6 columns x 4 rows; cells 160x90 px, each with a 12 px time label below,
   2 px gaps; cell times in reading order (s): 0.00, 12.50, ...]``
-- a clip sent as a video: ``[clip 10.00-20.00 s as video: 8 frames at (s): 10.00, 11.25, ...]``
+- a clip sent as a video: ``[clip 10.00-20.00 s as video: 8 frames at (s): 10.00, 11.25, ...; timestamps inside the
+  video count from 0 at 10.00 s]``
 - a line of a transcript (words said, not seen): ``[12.0-14.0 s] Meet Bruno.``, one per line
 """
 
@@ -32,8 +33,14 @@ def sheet_caption(layout: SheetLayout) -> str:
 
 
 def video_caption(start: float, end: float, times: Sequence[float]) -> str:
-    """Caption of a clip sent as one video."""
-    return f"[clip {start:.2f}-{end:.2f} s as video: {len(times)} frames at (s): {_times(times)}]"
+    """Caption of a clip sent as one video.
+
+    The server numbers a video's frames from its own start: Qwen3-VL's processor writes ``<0.2 seconds>`` before a
+    clip's first frames whatever time of the source they show (vLLM's timestamps are frame index / the clip's
+    frame rate, vllm/model_executor/models/qwen3_vl.py:1073-1086), so the caption says where that 0 lies.
+    """
+    return (f"[clip {start:.2f}-{end:.2f} s as video: {len(times)} frames at (s): {_times(times)}; timestamps inside "
+            f"the video count from 0 at {start:.2f} s]")
 
 
 _FRAME = re.compile(r"\[frame at (\d++(?:\.\d++)?+) s\]")

@@ -78,7 +78,7 @@ class NeedleFrames:
         frames = self.frames([start + k / fps for k in range(n)], max_side)
         w, h = (d - d % 2 for d in frames[0].image.size)
         arrays = (np.asarray(f.image.convert("RGB"))[:h, :w] for f in frames)
-        write_h264(out, arrays, max(1, round(fps)), w, h, {"crf": "18", "preset": "veryfast"})
+        write_h264(out, arrays, fps, w, h, {"crf": "18", "preset": "veryfast"})
         return out
 
 
