@@ -104,6 +104,8 @@ def test_streamable_http_with_a_key_refuses_clients_without_it(world):
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
+    from videvolve.serving.auth import KEY_HINT
+
     w, memory = world
     with reserved_port() as port, \
             videvolve_server([*_args(w, memory), "--http", "--port", str(port), "--api-key-env", "MCP_TEST_KEY"],
@@ -117,7 +119,8 @@ def test_streamable_http_with_a_key_refuses_clients_without_it(world):
                 return await _session(client, w)
 
         got = anyio.run(main)
-    assert refused.status_code == wrong.status_code == 401 and "--api-key-env" in refused.json()["error"]
+    assert refused.status_code == wrong.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+    assert refused.json()["error"]["message"] == KEY_HINT == wrong.json()["error"]["message"]  # JSON-RPC's error
     _check(got, w)
 
 
@@ -259,11 +262,14 @@ def test_every_tool_argument_is_described_for_the_host(tmp_path: Path):
 @pytest.mark.timeout(120)
 def test_the_key_is_asked_with_the_bearer_scheme_in_any_case(tmp_path: Path):
     """HTTP's auth scheme is case-insensitive (RFC 9110 11.1): a host configured with `authorization: bearer KEY`
-    sent the right key and was refused (401) by `mcp --http` and `serve`. A wrong key still is."""
+    sent the right key and was refused (401) by `mcp --http` and `serve`. A wrong key still is, and the SDK's client
+    raises what to send: the 401's body was not JSON-RPC, so the client said only "Server returned an error
+    response"."""
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     from tests.serving_support import running
+    from videvolve.serving.auth import KEY_HINT
     from videvolve.serving.mcp_server import create_mcp, http_app
     from videvolve.serving.media import MediaRoots
 
@@ -276,8 +282,17 @@ def test_the_key_is_asked_with_the_bearer_scheme_in_any_case(tmp_path: Path):
 
         for header in ("bearer s3cret", "BEARER  s3cret"):
             assert "ask_video" in anyio.run(tools, header), header  # main: 401
-        with pytest.raises(Exception):  # noqa: B017 (the SDK's own error for a 401)
+        with pytest.raises(BaseException) as refused:  # the SDK's client raises it in (nested) exception groups
             anyio.run(tools, "bearer s3cre")
+    said = _leaves(refused.value)  # main: only "MCPError: Server returned an error response", no hint
+    assert [type(e).__name__ for e in said] == ["MCPError"] and KEY_HINT in str(said[0]), said
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside an exception group, however deep (the exception itself when it is none)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
 
 
 @pytest.mark.timeout(200)

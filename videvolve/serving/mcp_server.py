@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import INVALID_REQUEST
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -278,7 +279,8 @@ def http_app(server: MCPServer, host: str, api_key: str | None = None) -> ASGIAp
     """The server's streamable HTTP app (``/mcp``), as the SDK's own ``streamable-http`` transport serves it.
 
     With ``api_key`` every request must send ``Authorization: Bearer <key>`` (401 otherwise), as ``videvolve serve
-    --api-key-env`` asks of its clients.
+    --api-key-env`` asks of its clients. The 401's body is a JSON-RPC error, as the SDK's transport answers what it
+    refuses: an MCP client raises its message (a body of another shape is "Server returned an error response").
     """
     app = server.streamable_http_app(host=host)
     if api_key is None:
@@ -286,7 +288,8 @@ def http_app(server: MCPServer, host: str, api_key: str | None = None) -> ASGIAp
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not bearer_matches(scope, api_key):
-            body = json.dumps({"error": KEY_HINT}).encode()
+            body = json.dumps({"jsonrpc": "2.0", "id": None,
+                               "error": {"code": INVALID_REQUEST, "message": KEY_HINT}}).encode()
             await send({"type": "http.response.start", "status": 401, "headers": [
                 (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
             await send({"type": "http.response.body", "body": body})
