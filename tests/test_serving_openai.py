@@ -140,8 +140,34 @@ def test_errors_are_openai_errors_with_the_right_status(world, server):
         _ask(client, "uniform", "data:video/mp4;base64,@@@", "When does the red star appear?")
     with pytest.raises(openai.BadRequestError, match="a harness answers once"):
         _ask(client, "uniform", video, "When does the red star appear?", n=2)
-    with pytest.raises(openai.APIError, match=r"broken\.mp4"):  # found once the stream is open: an error event
-        list(_ask(client, "uniform", (root / "broken.mp4").as_uri(), "When does the red star appear?", stream=True))
+
+
+def _refusal(client: openai.OpenAI, url: str, **extra) -> tuple[type, int | None, str]:
+    """What the openai client raised for a question (its iteration included, for a stream): class, status, text."""
+    with pytest.raises(openai.APIError) as caught:
+        reply = _ask(client, "uniform", url, "When does the red star appear?", **extra)
+        if isinstance(reply, openai.Stream):
+            list(reply)
+    return type(caught.value), getattr(caught.value, "status_code", None), str(caught.value)
+
+
+def test_a_streamed_question_is_refused_with_the_status_it_has_without_streaming(world, server):
+    """With `stream: true` a path outside the media roots, a missing file or a file that is no video was an error
+    event in an open stream (the client's `APIError`, no status) where without streaming it is a 403 or a 400. As
+    vLLM, the video is resolved and checked before the stream opens; the client raises the same error either way."""
+    root = world.root
+    client = _client(server)
+    refused = [("outside the media roots", "file:///etc/hostname"),
+               ("outside the media roots", f"file://{root}/../../etc/hostname"),
+               ("no video at", (root / "videos" / "nope.mp4").as_uri()),
+               ("broken.mp4", (root / "broken.mp4").as_uri()),
+               ("base64", "data:video/mp4;base64,@@@"),
+               ("not a readable media file", "data:video/mp4;base64," + base64.b64encode(b"no video").decode()),
+               ("unsupported video URL scheme", "ftp://example.com/v.mp4")]
+    for said, url in refused:
+        plain, streamed = _refusal(client, url), _refusal(client, url, stream=True)
+        assert plain[:2] == streamed[:2] and plain[1] in (400, 403), (url, plain, streamed)  # main: APIError, None
+        assert said in streamed[2], (url, streamed)
 
 
 def test_a_down_model_endpoint_is_503(world):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import socket
 import threading
 import time
@@ -30,8 +31,9 @@ def _messages(video: Path) -> list[ChatCompletionMessageParam]:
 
 
 @pytest.fixture
-def video(tmp_path: Path) -> Path:
-    (tmp_path / "v.mp4").write_bytes(b"x")
+def video(tmp_path: Path, index_video: Path) -> Path:
+    """A real video (a stream opens once its video is found and probed), alone under its media root."""
+    shutil.copy(index_video, tmp_path / "v.mp4")
     return tmp_path / "v.mp4"
 
 
@@ -104,6 +106,24 @@ def test_a_failure_once_the_stream_is_open_is_an_error_event_the_sdk_raises(vide
         chunks = list(client.chat.completions.create(model="fake", messages=_messages(video), stream=True))
         assert chunks[-1].choices[0].finish_reason == "error"  # the harness's own failure, as without streaming
         assert chunks[-1].model_extra["videvolve"]["error_kind"] == "parse"
+
+
+def test_a_url_the_server_may_not_fetch_is_refused_before_the_stream_opens(video: Path):
+    """--no-fetch and --allowed-media-domains refuse a URL with a 403 before the stream opens, as without streaming
+    (it was an error event in an open stream: the client's `APIError`, no status); no harness runs for it."""
+    agent = FakeAgent()
+    agent.release.set()
+    for roots, url in ((MediaRoots([video.parent], fetch=False), "https://example.com/v.mp4"),
+                       (MediaRoots([video.parent], domains=["example.com"]), "https://example.org/v.mp4")):
+        with running(create_app(FakeAgents(agent), roots, ServerLimits())) as base:
+            client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=30)
+            messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": [
+                video_part(url), {"type": "text", "text": "Which?\nA) x\nB) y"}]}]
+            for stream in (False, True):
+                with pytest.raises(openai.PermissionDeniedError, match=r"--no-fetch|--allowed-media-domains"):
+                    client.chat.completions.create(model="fake", messages=messages, stream=stream)
+            assert _admitted(base) == 0
+    assert not agent.started.acquire(blocking=False)
 
 
 def test_a_stream_holds_its_place_and_a_client_that_goes_away_stops_its_harness(video: Path):

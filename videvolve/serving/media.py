@@ -13,14 +13,15 @@ import re
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import ParseResult, unquote, urlparse
 
 import anyio
 import httpx
 
 from videvolve.errors import Cancelled, InputNotFoundError, UsageError, VidevolveError
+from videvolve.media.info import probe
 
 MAX_VIDEO_BYTES = 2 * 1024**3
 """The largest video a request may bring by URL or data URL."""
@@ -188,22 +189,54 @@ def video_file(url: str, roots: MediaRoots, timeout_s: float = 120.0,
     ``data:video/...;base64,`` decoded into a temporary folder removed afterwards. ``cancel``: set during a
     download, it stops within :data:`CANCEL_POLL_S` (:class:`~videvolve.errors.Cancelled`).
     """
+    scheme, parsed = _scheme(url)
+    if scheme in ("", "file"):
+        yield roots.resolve(unquote(parsed.path) if scheme == "file" else url)
+        return
+    _may_fetch(url, scheme, roots)
+    with tempfile.TemporaryDirectory(prefix="videvolve-serve-") as tmp:
+        dest = Path(tmp) / "video"
+        yield _from_data_url(url, dest) if scheme == "data" else _download(url, dest, timeout_s, cancel,
+                                                                           roots.domains)
+
+
+def _scheme(url: str) -> tuple[str, ParseResult]:
+    """A video reference's scheme, lower case ('' for a plain path), and the reference parsed."""
     try:
         parsed = urlparse(url)  # "http://[::1/v.mp4": ValueError
     except ValueError as exc:
         raise _unusable(url, exc) from None
     # a plain path may hold a colon ("clip:1.mp4"); file:/abs/path is RFC 8089's short form (Java's File.toURI)
-    scheme = parsed.scheme.lower() if "://" in url or url[:5].lower() in ("data:", "file:") else ""
-    if scheme in ("", "file"):
-        yield roots.resolve(unquote(parsed.path) if scheme == "file" else url)
-        return
+    return parsed.scheme.lower() if "://" in url or url[:5].lower() in ("data:", "file:") else "", parsed
+
+
+def _may_fetch(url: str, scheme: str, roots: MediaRoots) -> None:
+    """Refuse a URL of another scheme than http(s) or data (400), or one this server may not fetch (403)."""
     if scheme not in ("http", "https", "data"):
         raise BadVideoSource(f"unsupported video URL scheme {scheme!r}: use file://, http(s):// or a data URL")
     if scheme != "data" and not roots.fetch:
         raise OutsideMediaRoots(f"this server does not fetch videos by URL (started with --no-fetch): {url[:100]}")
     if scheme != "data":
         allowed_host(url, roots.domains)
-    with tempfile.TemporaryDirectory(prefix="videvolve-serve-") as tmp:
-        dest = Path(tmp) / "video"
-        yield _from_data_url(url, dest) if scheme == "data" else _download(url, dest, timeout_s, cancel,
-                                                                           roots.domains)
+
+
+def checked_video(url: str, roots: MediaRoots) -> tuple[ExitStack, Path | None]:
+    """What can be found wrong with a video before its question is answered, found now (a stream is not yet open).
+
+    A path or ``file://`` URL is resolved under the media roots and a data URL decoded, and the file is probed (not
+    a video, no video stream: :class:`~videvolve.errors.UnreadableVideoError`): returned is the file, kept until the
+    stack is closed. An ``http(s)://`` URL is checked against ``--no-fetch`` and ``--allowed-media-domains`` only,
+    and downloaded when the answer begins (None): a download may take minutes, which an open stream keeps alive.
+    """
+    stack = ExitStack()
+    scheme, _ = _scheme(url)
+    if scheme in ("http", "https"):
+        _may_fetch(url, scheme, roots)
+        return stack, None
+    try:
+        path = stack.enter_context(video_file(url, roots))
+        probe(path)  # cached: the harness's own probe of the file costs nothing more
+    except BaseException:
+        stack.close()
+        raise
+    return stack, path

@@ -7,7 +7,8 @@ text; ``usage`` and the extra field ``videvolve`` carry the evidence times and t
 JSON: 400 bad request, 401 bad key, 403 a path outside the media roots, 404 unknown model, 429 queue full,
 502/503 when the model endpoint behind the harness refuses or is down, 503 when this machine cannot run a harness
 (no sandbox, no processes left). With ``stream: true`` the answer comes as server-sent events
-(:mod:`videvolve.serving.streaming`).
+(:mod:`videvolve.serving.streaming`), once the video is found and checked: what is wrong with the request or its
+video is its status either way.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import json
 import logging
 import re
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -32,7 +35,7 @@ from videvolve.errors import Cancelled
 from videvolve.serving.agent import AgentAnswer, split_question
 from videvolve.serving.api_errors import ApiError, error_reply
 from videvolve.serving.auth import KEY_HINT, bearer_matches
-from videvolve.serving.media import video_file
+from videvolve.serving.media import checked_video, video_file
 from videvolve.serving.replies import completion, streamed_end
 from videvolve.serving.steps import narrated
 from videvolve.serving.streaming import AnswerStream
@@ -250,11 +253,20 @@ def create_app(agents: Agents, roots: Any, limits: ServerLimits) -> FastAPI:
             q = read_question(req)
         except ApiError as exc:
             return exc.response()
-        if req.stream:
+        if req.stream:  # as vLLM, what is wrong with the video has its status, not an error event in a stream
+            try:
+                held, path = await anyio.to_thread.run_sync(checked_video, q.video, roots)
+            except Exception as exc:
+                return error_reply(exc).response()
+
+            def closed() -> None:
+                held.close()  # a data URL's file
+                release()
+
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return AnswerStream(lambda cancel, say: _answer(agent, q, roots, cancel, narrated(say)),
+            return AnswerStream(lambda cancel, say: _answer(agent, q, roots, cancel, narrated(say), path),
                                 lambda answer: streamed_end(answer, include_usage), model_id=req.model,
-                                limiter=limiter, keepalive_s=limits.keepalive_s, on_close=release)
+                                limiter=limiter, keepalive_s=limits.keepalive_s, on_close=closed)
         cancel = threading.Event()
         told: list[str] = []
         answer: AgentAnswer | Exception = Cancelled("the client went away")
@@ -367,10 +379,13 @@ async def _watch_disconnect(request: Request, cancel: threading.Event, scope: an
 
 
 def _answer(agent: Answerer, q: VideoQuestion, roots: Any, cancel: threading.Event,
-            on_step: StepListener | None = None) -> AgentAnswer | Exception:
-    """The answer, or what was raised instead (returned: a task group would wrap it in an ``ExceptionGroup``)."""
+            on_step: StepListener | None = None, checked: Path | None = None) -> AgentAnswer | Exception:
+    """The answer, or what was raised instead (returned: a task group would wrap it in an ``ExceptionGroup``).
+
+    ``checked``: the video's file, already found (:func:`~videvolve.serving.media.checked_video`).
+    """
     try:
-        with video_file(q.video, roots, cancel=cancel) as path:
+        with video_file(q.video, roots, cancel=cancel) if checked is None else nullcontext(checked) as path:
             return agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel, on_step=on_step)
     except Exception as exc:
         return exc

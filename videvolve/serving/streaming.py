@@ -1,13 +1,14 @@
 """``stream: true`` for ``videvolve serve``: the answer as server-sent events, as vLLM and OpenAI stream theirs.
 
 A harness looks at a video for seconds to minutes before it has an answer, and sends nothing meanwhile; a proxy or a
-client that drops a connection idle for a minute would drop the question. So the stream opens at once with the
-assistant's role, says what the harness does as it does it (a ``reasoning`` delta per batch of steps, which chat UIs
-show as the model's thinking: the moments each model call showed, OCR and transcript reads), keeps the connection alive
-with SSE comments (``: keep-alive``, which clients skip) while nothing happens, and ends with the answer, the finish
-reason, the usage chunk when ``stream_options.include_usage`` asks for it, and ``data: [DONE]``. An error once the
-stream is open is an ``{"error": ...}`` event (the OpenAI SDK raises it as ``APIError``), as vLLM sends one. A
-client that goes away stops its harness, as without streaming.
+client that drops a connection idle for a minute would drop the question. So the stream opens, once the request and
+its video are checked (what is wrong there has its status, as vLLM's), with the assistant's role, says what the
+harness does as it does it (a ``reasoning`` delta per batch of steps, which chat UIs show as the model's thinking:
+the moments each model call showed, OCR and transcript reads), keeps the connection alive with SSE comments
+(``: keep-alive``, which clients skip) while nothing happens, and ends with the answer, the finish reason, the usage
+chunk when ``stream_options.include_usage`` asks for it, and ``data: [DONE]``. An error once the stream is open is an
+``{"error": ...}`` event (the OpenAI SDK raises it as ``APIError``), as vLLM sends one. A client that goes away stops
+its harness, as without streaming.
 """
 
 from __future__ import annotations
