@@ -597,3 +597,13 @@ def test_lmms_eval_model_answers_concurrency_documents_at_once_in_order(tmp_path
     assert model.generate_until(requests) == [f"When {i}" for i in range(7)]
     assert slow.most == 3  # main: 1
     assert sorted(json.loads(line)["doc_id"] for line in costs.read_text().splitlines()) == list(range(7))
+
+
+def test_ground_in_video_asks_a_query_as_a_when_question_and_a_question_as_it_is():
+    from videvolve.serving.mcp_server import as_question
+
+    assert as_question("the orange diamond appears") == "When does the orange diamond appears?"
+    assert as_question("  The orange  diamond appears. ") == "When does the orange diamond appears?"
+    assert as_question("Bob waves") == "When does Bob waves?"
+    for question in ("When does the red star appear?", "when is Bob mentioned", "How often does it rain?", "When?"):
+        assert as_question(f" {question} ") == question

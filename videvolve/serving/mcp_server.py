@@ -43,6 +43,9 @@ PROGRESS_S = 5.0
 log = logging.getLogger(__name__)
 INSTRUCTIONS = ("Answers questions about long videos with an evolved harness around a vision-language model: the "
                 "harness decides which frames to look at. Videos are paths under the server's media roots.")
+QUESTION_WORDS = frozenset({"when", "where", "what", "which", "who", "whose", "why", "how", "does", "do", "did", "is",
+                            "are", "was", "were"})
+"""Words a question opens with (``ground_in_video`` asks a query that opens with one as it is)."""
 Video = Annotated[str, Field(description="the video: a path under the server's media roots (absolute, or relative "
                              "to the first root), a file:// or http(s):// URL, or a data:video/...;base64 URL")]
 
@@ -192,6 +195,20 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
                          "the traceback")
 
 
+def as_question(query: str) -> str:
+    """The question ``ground_in_video`` asks: "the red star appears" -> "When does the red star appears?".
+
+    A harness is handed a question, as a task holds one (SimVLM reads only SynthWorld's questions); a query that is
+    one already (it ends in "?" or opens with a question word) is asked as it is.
+    """
+    q = " ".join(query.split())
+    first = q.split(" ", 1)[0].lower()
+    if q.endswith("?") or first in QUESTION_WORDS:
+        return query.strip()
+    q = q.rstrip(".!;: ")
+    return f"When does {q[0].lower() + q[1:] if first in ('the', 'a', 'an') else q}?"
+
+
 def _said(text: str, name: str) -> None:
     """A blank question is a tool error (``serve``'s 400), not a harness run spending model calls on nothing."""
     if not text.strip():
@@ -237,10 +254,16 @@ def create_mcp(agent: VideoAgent, roots: MediaRoots, memory: Path,
 
     @server.tool()
     async def ground_in_video(video: Video, query: Annotated[str, Field(
-            description="what to find, e.g. 'the red star appears'")], ctx: Context | None = None) -> AgentAnswer:
-        """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does."""
+            description="what to find, e.g. 'the red star appears' (asked as 'When does the red star appears?'), "
+            "or a when-question ('When does the red star appear?'), asked as it is")],
+            ctx: Context | None = None) -> AgentAnswer:
+        """Every interval [start, end] (seconds) of a video where the query happens; [] when it never does.
+
+        A query that is no question is asked as "When does <query>?"; a question (ending in "?" or opening with
+        when, what, how, does, is, ...) is asked as it is.
+        """
         _said(query, "query")
-        return await _asked(agent, roots, gates, video, query, None, grounding=True,
+        return await _asked(agent, roots, gates, video, as_question(query), None, grounding=True,
                             progress=Progress(ctx, progress_s) if ctx is not None else None)
 
     @server.tool()
