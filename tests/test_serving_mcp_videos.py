@@ -1,8 +1,9 @@
-"""`videvolve mcp` over stdio, with the MCP SDK's own client: how a query is asked."""
+"""`videvolve mcp` over stdio, with the MCP SDK's own client: how a query is asked, and what a damaged video gives."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from typing import Any
 
@@ -46,3 +47,22 @@ def test_ground_in_video_asks_a_bare_query_as_a_when_question(serving_world: Ser
     assert "When does <query>?" in (said.description or ""), said.description
     assert "When does" in said.input_schema["properties"]["query"]["description"]
 
+
+def test_a_video_damaged_part_way_is_a_result_and_one_that_is_no_video_a_tool_error(serving_world: ServingWorld):
+    """As the guide says: a video that opens but stops decoding part-way is found by the harness while it looks (a
+    result: outcome "error", error_kind "media", where it broke); a file that is no video is refused before any
+    harness runs (a tool error naming it)."""
+    from tests.conftest import sample
+
+    w = serving_world
+    damaged, junk = w.root / "damaged_part_way.mp4", w.root / "not_a_video.mp4"
+    shutil.copy(sample("videos", "decord_corrupted.mp4"), damaged)
+    junk.write_bytes(b"not a video" * 100)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("ask_video", {"video": str(damaged), "question": "Which?", "options": ["A) red", "B) blue"]}),
+        ("ground_in_video", {"video": str(junk), "query": w.grounding.question})]
+    (part_way, no_video), _ = anyio.run(_calls, w, calls)
+    assert not part_way.is_error, part_way.content
+    s = part_way.structured_content
+    assert s["outcome"] == "error" and s["error_kind"] == "media" and "cannot decode" in s["error"], s
+    assert no_video.is_error and "not_a_video.mp4" in no_video.content[0].text, no_video.content

@@ -170,6 +170,22 @@ def test_a_streamed_question_is_refused_with_the_status_it_has_without_streaming
         assert said in streamed[2], (url, streamed)
 
 
+def test_a_video_damaged_part_way_is_the_harness_failing_on_it_not_a_refusal(world, server):
+    """A video that opens but stops decoding part-way is found while the harness looks at it: a 200 with
+    `finish_reason: "error"`, `error_kind: "media"` and where it broke, streamed or not (the guide says so)."""
+    from tests.conftest import sample
+
+    damaged = world.root / "damaged.mp4"
+    shutil.copy(sample("videos", "decord_corrupted.mp4"), damaged)
+    client = _client(server)
+    whole = _ask(client, "uniform", damaged.as_uri(), "When does the red star appear?")
+    chunks = list(_ask(client, "uniform", damaged.as_uri(), "When does the red star appear?", stream=True))
+    for finish, extra in ((whole.choices[0].finish_reason, whole.model_extra["videvolve"]),
+                          (chunks[-1].choices[0].finish_reason, chunks[-1].model_extra["videvolve"])):
+        assert finish == "error" and extra["outcome"] == "error" and extra["error_kind"] == "media", extra
+        assert "cannot decode" in extra["error"] and " at " in extra["error"], extra
+
+
 def test_a_down_model_endpoint_is_503(world):
     from videvolve.config import ModelSettings, RuntimeSettings
     from videvolve.serving.agent import CatalogAgents, HarnessCatalog
