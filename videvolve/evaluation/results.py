@@ -31,7 +31,7 @@ from videvolve.needles.frames import plan_of
 from videvolve.rundir import EvalDir
 from videvolve.tasks import Prediction, Task
 from videvolve.usage import TaskUsage
-from videvolve.version import __version__
+from videvolve.version import result_release
 
 RETRIED_ON_RERUN = frozenset({ErrorKind.MEDIA, ErrorKind.BAD_REQUEST})
 """Errors caused by what can change between runs: tried again, never reused. A missing or unreadable video; a
@@ -50,9 +50,9 @@ class Producer(BaseModel):
     """Everything that decides a result besides the task: a stored result is reused only by the same producer."""
 
     harness_id: str
-    release: str = Field(__version__, description="the videvolve release whose media, prompts, SDK and scoring "
-                         "made it: a result of another release is not reused (a release that changes none of them "
-                         "may keep this figure)")
+    release: str = Field(default_factory=result_release, description="the videvolve release and a digest of the "
+                         "code that makes a result (media, prompts, the SDK, model clients, scoring: "
+                         "version.RESULT_CODE): a result made by other code is not reused")
     backend: str = Field(description="the model client's class (SimVLM, ChatModelVLM, ...)")
     model: str
     revision: str
