@@ -66,6 +66,18 @@ def test_a_score_read_on_a_first_rung_backs_up_less_than_the_same_score_on_the_w
     assert unpenalized["a"]["value"] == pytest.approx(0.80)
 
 
+def test_a_parent_read_on_more_questions_than_it_was_measured_on_takes_those_figures():
+    """Multi-fidelity measures the seed on the first rung (1 of 7 questions here: 0.971) and reads it further as its
+    candidates go on; the run's last line gave "selection score 0.971 on 1 questions" where it scored 0.709 on 7."""
+    tree = root("s", 0.971, 5120.0, 1)
+    far = GateEntry(iteration=1, parent="s", candidate="c", decision="rejected", reason="r", score=0.709,
+                    cost=5120.0, n=7, cand_score=0.9, cand_cost=2666.0, rung=7, rungs=7)
+    near = far.model_copy(update={"candidate": "d", "score": 0.657, "n": 3, "rung": 3})
+    updated = record_children(tree, "s", [near, far], [], penalty=1.5)
+    assert (updated["s"]["score"], updated["s"]["n"]) == (0.709, 7)
+    assert record_children(updated, "s", [near], [], penalty=1.5)["s"]["n"] == 7  # fewer questions change nothing
+
+
 def test_mcts_promotes_on_the_questions_both_versions_answered():
     """An early winner's score on its rung is compared with the incumbent's on the same questions, not the whole set."""
     ctx = Context(run_dir="/tmp/x", run_id="x", tasks="t.jsonl", search="mcts")

@@ -88,7 +88,8 @@ def record_children(tree: Tree, parent: str, gated: list[GateEntry], refused: li
     The reward is the best penalized score (:func:`penalized`) among the children that were gated, the parent's own
     when none was: a child screened out on its first rung with a lucky score does not pull the search towards its
     parent as a child measured on the whole set would. A parent none of whose candidates even reached validation
-    is exhausted.
+    is exhausted. The parent's own score, cost and questions are those of the most questions its candidates read it
+    on, where that is more than it had (a seed measured on the first rung, an incumbent accepted early).
     """
     updates: Tree = {}
     for e in [*gated, *refused]:
@@ -102,7 +103,11 @@ def record_children(tree: Tree, parent: str, gated: list[GateEntry], refused: li
         if e.candidate in tree:
             node["visits"], node["value"] = tree[e.candidate]["visits"], tree[e.candidate]["value"]
         updates[e.candidate] = node
-    here = tree.get(parent, {})
+    read = max((e for e in gated if e.n and e.score is not None), key=lambda e: e.n or 0, default=None)
+    here: TreeNode = {**tree.get(parent, {}), **updates.get(parent, {})}
+    if read is not None and read.n and parent in tree and read.n > (tree[parent].get("n") or 0):
+        # multi-fidelity read the parent on more questions than it was measured on: its figures are those now
+        here = updates[parent] = {**tree[parent], "score": read.score or 0.0, "cost": read.cost or 0.0, "n": read.n}
     reward = max([penalized(e.cand_score or 0.0, e.n, penalty) for e in gated]
                  or [penalized(here.get("score", 0.0), here.get("n"), penalty)])
     node_id: str | None = parent
