@@ -48,6 +48,26 @@ def test_jsonl_is_the_truth_and_the_index_rebuilds(tmp_path: Path):
     assert all(d.category == "misperception" for d, _ in again.search("x", k=5, category="misperception"))
 
 
+@pytest.mark.parametrize("how", ["moved away", "emptied"])
+def test_records_gone_beside_an_index_are_refused_not_taken_for_an_empty_memory(tmp_path: Path, how: str):
+    """``diagnoses list`` on a memory whose diagnoses.jsonl was moved away printed "0 diagnoses" and emptied the
+    index: rebuilding from no records loses what only the index still held."""
+    store = ChromaStore(tmp_path, HashingEmbedder())
+    seeded(store)
+    store.close()
+    records = tmp_path / "diagnoses.jsonl"
+    if how == "moved away":
+        records.rename(tmp_path / "elsewhere.jsonl")
+    else:
+        records.write_text("")
+    with pytest.raises(StorageError, match=rf"an index of {len(SEEDED)} diagnoses but .*records file .*"
+                                           r"put diagnoses.jsonl back"):
+        ChromaStore(tmp_path, HashingEmbedder())
+    if how == "moved away":
+        (tmp_path / "elsewhere.jsonl").rename(records)
+        assert len(ChromaStore(tmp_path, HashingEmbedder()).records()) == len(SEEDED)  # the index was kept
+
+
 def test_a_diagnosis_a_full_disk_tore_loses_no_later_one(tmp_path: Path):
     """A full disk stops the run (StorageError) with half a line in diagnoses.jsonl; the next diagnosis written
     after it used to be glued to it and lost from the truth at the next open."""

@@ -247,11 +247,25 @@ class ChromaStore:
             metadata={"hnsw:space": "cosine", "embedder": self.embedder.name})
 
     def check(self) -> bool:
-        """Compare the index with the records; rebuild it when they differ. Returns True if it was rebuilt."""
+        """Compare the index with the records; rebuild it when they differ. Returns True if it was rebuilt.
+
+        The records are the truth, but none at all beside a non-empty index is a records file moved away or
+        emptied, not a memory with nothing in it: that is refused, since rebuilding would empty the index too and
+        the index alone cannot give the diagnoses back. Indexed diagnoses without a record are dropped with a
+        warning that counts them.
+        """
         meta = self._collection.metadata or {}
         indexed = set(self._collection.get(include=[])["ids"])
         if indexed == set(self._records.by_id) and meta.get("embedder") == self.embedder.name:
             return False
+        records = self.root / "diagnoses.jsonl"
+        if indexed and not self._records.by_id:
+            raise StorageError(f"the diagnoses memory {self.root} has an index of {len(indexed)} diagnoses but "
+                               f"{'an empty' if records.exists() else 'no'} records file {records}: put "
+                               "diagnoses.jsonl back (the index cannot give the diagnoses back), or remove "
+                               f"{self.root / 'chroma'} to start an empty memory")
+        if lost := indexed - set(self._records.by_id):
+            log.warning("%d indexed diagnoses have no record in %s: dropped from the index", len(lost), records)
         log.info("diagnosis index out of date (%d indexed, %d records): rebuilding", len(indexed),
                  len(self._records.by_id))
         self.rebuild()
