@@ -483,3 +483,19 @@ def test_a_wrong_key_says_what_vllm_said():
         vlm = openai_vlm(ModelSettings(backend="openai", base_url=base, model="m"), api_key="wrong")
         with pytest.raises(EndpointError, match=r"authentication failed for model m \(401: Unauthorized\)"):
             vlm.complete(user())
+
+
+def test_a_400_that_merely_quotes_a_servers_configuration_message_is_the_requests_not_the_servers():
+    """A harness writes messages and tool schemas; a 400 that echoes them must not stop the run as a server
+    misconfiguration: only vLLM's own messages, from their start, do."""
+    from videvolve.models.http_errors import refuses_request_mm_kwargs, server_misconfigured
+
+    assert server_misconfigured('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to '
+                                'be set')
+    assert server_misconfigured('tool_choice="required" requires --tool-call-parser to be set')
+    assert refuses_request_mm_kwargs("Per-request media_io_kwargs are disabled by default because they can change "
+                                     "multimodal media loading resource usage. Start the server with "
+                                     "--trust-request-mm-kwargs only when clients are trusted.")
+    echoed = ("1 validation error: value='x --tool-call-parser to be set Per-request mm_processor_kwargs are disabled "
+              "by default --trust-request-mm-kwargs' is not a valid tool name")
+    assert not server_misconfigured(echoed) and not refuses_request_mm_kwargs(echoed)

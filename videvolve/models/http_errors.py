@@ -20,6 +20,7 @@ No ``openai`` exception leaves this module's :func:`call_with_retries`.
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import threading
 import time
@@ -252,13 +253,21 @@ SERVER_CLIP_FLAGS = ("--media-io-kwargs '{\"video\": {\"video_backend\": \"openc
 the same --mm-processor-kwargs object: a second one replaces the first)."""
 
 
+def _said(message: str) -> str:
+    """The server's message without the ``HTTP 400: `` that ``doctor``'s errors put before it."""
+    return re.sub(r"^HTTP \d{3}: ", "", message.strip())
+
+
 def refuses_request_mm_kwargs(message: str) -> bool:
     """Whether a 400 is vLLM 0.34 refusing a request's ``mm_processor_kwargs`` or ``media_io_kwargs``.
 
     Without ``--trust-request-mm-kwargs`` every request that carries them is refused
-    (vllm/entrypoints/generate/base/protocol.py:72-97): a server's configuration, not the request's fault.
+    (vllm/entrypoints/generate/base/protocol.py:72-97): a server's configuration, not the request's fault. Matched
+    from the message's start, as :func:`server_misconfigured`.
     """
-    return "--trust-request-mm-kwargs" in message and "Per-request" in message
+    text = _said(message)
+    return text.startswith(("Per-request mm_processor_kwargs are disabled by default",
+                             "Per-request media_io_kwargs are disabled by default"))
 
 
 def server_misconfigured(message: str) -> bool:
@@ -266,6 +275,9 @@ def server_misconfigured(message: str) -> bool:
 
     vLLM 0.34 without a tool parser answers every request that carries tools with ``"auto" tool choice requires
     --enable-auto-tool-choice and --tool-call-parser to be set`` (or ``tool_choice=... requires --tool-call-parser
-    to be set``): vllm/renderers/online_renderer.py:264-290.
+    to be set``): vllm/renderers/online_renderer.py:264-290. Matched from the message's start: a 400 that echoes a
+    request's own text (a harness writes messages and tool schemas) must not stop the run on the harness's word.
     """
-    return "--tool-call-parser to be set" in message
+    text = _said(message)
+    return text.startswith('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser') or (
+        text.startswith("tool_choice=") and text.endswith("requires --tool-call-parser to be set"))
