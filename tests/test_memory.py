@@ -88,6 +88,39 @@ def test_a_diagnosis_a_full_disk_tore_loses_no_later_one(tmp_path: Path):
     reopened.close()
 
 
+def _dashed(i: str) -> Diagnosis:
+    return Diagnosis(id=i, run_id="r", iteration=0, harness_id="h", task_id=i, video_id="v", kind="mcq",
+                     category="misperception", hypothesis="the sign \u2014 caf\u00e9 \u2014 reads at full resolution",
+                     applies_when="small text", preserve="-")
+
+
+def test_a_write_a_full_disk_cut_inside_a_character_does_not_stop_the_memory_opening(tmp_path: Path):
+    """Earlier versions wrote diagnoses as raw UTF-8; a write cut inside the dash's three bytes left a file that every
+    reader decoded whole before dropping the torn line: `diagnoses list` and `evolve --resume` died on a
+    UnicodeDecodeError. The torn line is dropped on the bytes; the next write mends the end and is read back."""
+    path = tmp_path / "diagnoses.jsonl"
+    whole, torn = (_dashed(i).model_dump_json().encode() + b"\n" for i in ("whole", "torn"))
+    path.write_bytes(whole)  # as an earlier version wrote it
+    cut = len(whole) + torn.index("\u2014".encode()) + 1
+    with full_disk(cut), pytest.raises(OSError), path.open("ab") as fh:
+        fh.write(torn)  # the kernel stops the write inside the dash
+    assert path.read_bytes().endswith(b"\xe2")
+    assert [d.id for d in InMemoryStore(HashingEmbedder(), path).records()] == ["whole"]
+    store = ChromaStore(tmp_path, HashingEmbedder())  # what `evolve --resume` opens
+    assert [d.id for d in store.records()] == ["whole"]
+    store.put([_dashed("torn")])  # the resumed run writes it again
+    store.close()
+    assert [d.hypothesis for d in InMemoryStore(HashingEmbedder(), path).records()] == [_dashed("x").hypothesis] * 2
+
+
+def test_diagnoses_are_written_as_ascii_so_a_cut_never_splits_a_character(tmp_path: Path):
+    path = tmp_path / "diagnoses.jsonl"
+    store = InMemoryStore(HashingEmbedder(), path)
+    store.put([_dashed("d1")])
+    assert path.read_bytes().isascii()
+    assert InMemoryStore(HashingEmbedder(), path).get("d1") == _dashed("d1")
+
+
 def test_a_full_disk_under_the_index_stops_the_run_and_the_resume_rebuilds_it(tmp_path: Path):
     """Chroma's own write on a full disk raised chromadb's InternalError ("disk I/O error") out of the run, as "a bug
     in videvolve"; it is the run's StorageError (stopped for --resume), and reopening rebuilds what the index lacks

@@ -105,6 +105,22 @@ def test_an_event_a_full_disk_tore_does_not_break_the_events(tmp_path: Path) -> 
         run.read_events()
 
 
+def test_a_line_cut_inside_a_character_is_left_out_of_the_events_and_the_lineage(tmp_path: Path) -> None:
+    """Every JSONL reader decoded the whole file first: a last line cut inside a multi-byte character (a hand edit,
+    a file written by another tool) was a UnicodeDecodeError rather than an unfinished write."""
+    run = _run_with_lineage(tmp_path)
+    run.append_event({"iteration": 0, "node": "prepare", "event": "baseline"})
+    line = '{"version": "c2", "reason": "caf\u00e9 \u2014 gone", "iteration": 1}\n'.encode()
+    for path in (run.events, run.lineage_file):
+        with full_disk(path.stat().st_size + line.index(b"\xa9")), pytest.raises(OSError), path.open("ab") as fh:
+            fh.write(line)  # stopped between the two bytes of the e-acute
+        assert not path.read_bytes().endswith(b"\n") and not path.read_bytes().isascii()
+    assert [e["event"] for e in run.read_events()] == ["baseline"]
+    assert list(run.lineage()) == ["s0", "c1"]
+    run.record_lineage("c2", parent="c1", iteration=1, reason="caf\u00e9")
+    assert run.lineage()["c2"].reason == "caf\u00e9" and run.lineage_file.read_bytes().isascii()
+
+
 def test_a_promotion_a_full_disk_stops_leaves_the_former_best_whole(tmp_path: Path) -> None:
     """best/ was deleted, then copied file by file: a copy stopped half-way (a full disk, a kill) left a half harness
     that `eval --harness RUN` loads as the run's best. The former best stays whole until the new one is."""

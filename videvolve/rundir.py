@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.errors import StorageError, UsageError
-from videvolve.memory.jsonl import append_lines, complete_lines
+from videvolve.memory.jsonl import append_lines, read_lines
 from videvolve.memory.lineage import LineageRecord, LineageStore
 
 
@@ -191,10 +191,8 @@ class RunDir:
 
     def read_events(self) -> list[dict[str, Any]]:
         """Every event of the run, in order (a last one a stopped write left unfinished is none)."""
-        if not self.events.exists():
-            return []
         out = []
-        for n, line in enumerate(complete_lines(self.events.read_text(encoding="utf-8")), 1):
+        for n, line in enumerate(read_lines(self.events), 1):
             if line.strip():
                 try:
                     out.append(json.loads(line))

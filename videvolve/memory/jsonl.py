@@ -1,9 +1,11 @@
 """Append-only JSON-lines files (the diagnoses, a run's lineage and events) that survive a write stopped half-way.
 
 A write a full disk, a kill or a power cut stops half-way leaves a last line with no newline that does not parse:
-an unfinished write, never a record. Readers leave it out (:func:`complete_lines`); the next append cuts it off
-first (:func:`append_lines`), so the record written next is not glued to it, and the run that repeats the unfinished
-step writes it whole. Writes that fail are :class:`StorageError`: the run stops for ``--resume``.
+an unfinished write, never a record. Readers leave it out (:func:`read_lines`, on the bytes: a line cut inside a
+character must not stop the file decoding); the next append cuts it off first (:func:`append_lines`), so the record
+written next is not glued to it, and the run that repeats the unfinished step writes it whole. Lines are written as
+ASCII (non-ASCII escaped, as ``json.dumps`` does), so a cut never splits a character. Writes that fail are
+:class:`StorageError`: the run stops for ``--resume``.
 """
 
 from __future__ import annotations
@@ -25,11 +27,18 @@ def _parses(line: bytes | str) -> bool:
     return True
 
 
-def complete_lines(text: str) -> list[str]:
-    """The lines of a file's ``text``, less a torn last one (no newline, not JSON); blank lines are kept."""
-    lines = text.splitlines()
-    if lines and not text.endswith("\n") and lines[-1].strip() and not _parses(lines[-1]):
-        lines.pop()
+def read_lines(path: Path) -> list[bytes]:
+    """The lines of ``path`` (none when it does not exist), less a torn last one (no newline, not JSON or not UTF-8).
+
+    Blank lines are kept, so a line's index + 1 is its line number. Each line is parsed by its reader (``json.loads``
+    takes bytes; a line that is not UTF-8 is a ``ValueError`` there, as other damage is).
+    """
+    if not path.exists():
+        return []
+    lines = path.read_bytes().split(b"\n")
+    last = lines.pop()  # what follows the last newline: nothing, when the last write was whole
+    if last.strip() and _parses(last):
+        lines.append(last)  # a whole line written by hand without a final newline
     return lines
 
 
@@ -51,11 +60,16 @@ def _mend(fh: BinaryIO) -> None:
 
 
 def append_lines(path: Path, lines: Sequence[str], what: str) -> None:
-    """Append ``lines`` (one JSON text each) to ``path`` after mending its end; ``what`` names it in errors."""
+    """Append ``lines`` to ``path`` after mending its end; ``what`` names it in errors.
+
+    Each line is one JSON text in ASCII (``json.dumps`` with its default ``ensure_ascii``): a cut never splits a
+    character.
+    """
+    data = "".join(line + "\n" for line in lines).encode("ascii")  # a non-ASCII line is a bug of the caller
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a+b") as fh:
             _mend(fh)
-            fh.write("".join(line + "\n" for line in lines).encode("utf-8"))
+            fh.write(data)
     except OSError as exc:
         raise StorageError.writing(what, path, exc) from exc

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from videvolve.errors import UsageError
-from videvolve.memory.jsonl import append_lines, complete_lines
+from videvolve.memory.jsonl import append_lines, read_lines
 
 
 class LineageRecord(BaseModel):
@@ -54,9 +54,7 @@ class LineageStore:
         stopped write left unfinished is no entry: it is left out, and the resumed run records it again).
         """
         merged: dict[str, dict[str, Any]] = {}
-        if not self.path.exists():
-            return {}
-        for n, line in enumerate(complete_lines(self.path.read_text(encoding="utf-8")), 1):
+        for n, line in enumerate(read_lines(self.path), 1):
             if not line.strip():
                 continue
             try:

@@ -22,7 +22,7 @@ import numpy as np
 from videvolve.errors import StorageError, UsageError
 from videvolve.folderlock import FolderBusy, acquire
 from videvolve.memory.embedders import Embedder
-from videvolve.memory.jsonl import append_lines, complete_lines
+from videvolve.memory.jsonl import append_lines, read_lines
 from videvolve.memory.records import Diagnosis, RevisionOutcome
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,8 @@ class _Records:
         self.order: dict[str, int] = {}
         """When each record was first written: equal similarities go to the older record, whatever the ids."""
         self.lock = threading.Lock()
-        if path is not None and path.exists():
-            for lineno, line in enumerate(complete_lines(path.read_text(encoding="utf-8")), start=1):
+        if path is not None:
+            for lineno, line in enumerate(read_lines(path), start=1):
                 if line.strip():
                     try:
                         d = Diagnosis.model_validate_json(line)
@@ -89,7 +89,7 @@ class _Records:
             return []
         with self.lock:
             if self.path is not None:
-                append_lines(self.path, [r.model_dump_json() for r in changed], "the diagnoses")
+                append_lines(self.path, [json.dumps(r.model_dump(mode="json")) for r in changed], "the diagnoses")
             for r in changed:
                 self.by_id.pop(r.id, None)
                 self.by_id[r.id] = r

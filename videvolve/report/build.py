@@ -12,6 +12,7 @@ from typing import Any
 from jinja2 import Environment, StrictUndefined
 
 from videvolve.labelfree.labels import LabelMix, label_mix
+from videvolve.memory.jsonl import read_lines
 from videvolve.report import plots
 from videvolve.report.proposals import proposals
 from videvolve.report.traces import traces
@@ -23,8 +24,7 @@ from videvolve.usage import TaskUsage
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()] if path.exists() \
-        else []
+    return [json.loads(x) for x in read_lines(path) if x.strip()]
 
 
 def versions(run: RunDir) -> list[dict[str, Any]]:
