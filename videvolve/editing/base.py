@@ -11,7 +11,6 @@ import difflib
 import re
 import shutil
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 
 from videvolve.errors import HarnessError
 from videvolve.memory.records import Diagnosis
-from videvolve.skill_library.harness import content_hash, read_manifest, write_manifest
+from videvolve.skill_library.harness import content_hash, copy_harness, read_manifest, write_manifest
 
 EDITABLE = re.compile(r"^(SKILL\.md|config\.toml|solver\.py|references/[A-Za-z0-9_-]+\.md|"
                       r"tools/[A-Za-z0-9_-]+/tool\.(json|py))$")
@@ -177,20 +176,16 @@ def write_candidate(incumbent_dir: Path, harnesses_dir: Path, proposal: Proposal
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(content, encoding="utf-8")
         after = read_files(work)
-        version = content_hash(work)
         manifest = read_manifest(incumbent_dir)
         manifest.update({
-            "version_id": version, "parent_id": content_hash(incumbent_dir),
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "summary": proposal.rationale[:500],
             "revision": {"operator": proposal.operator, "rationale": proposal.rationale,
                          "applies_when": proposal.applies_when, "preserve": proposal.preserve,
                          "diagnoses": proposal.diagnoses, "diff": unified_diff(before, after)},
         })
         write_manifest(work, manifest)
-        dest = harnesses_dir / version
-        if not dest.exists():
-            shutil.copytree(work, dest)
-        return version
+        dest = copy_harness(work, harnesses_dir, parent_id=content_hash(incumbent_dir),
+                            summary=proposal.rationale[:500])
+        return dest.name
     finally:
         shutil.rmtree(work.parent, ignore_errors=True)

@@ -19,7 +19,7 @@ from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.rundir import RunDir
-from videvolve.skill_library.harness import load_harness, read_manifest
+from videvolve.skill_library.harness import check_version, load_harness, read_manifest
 from videvolve.tasks import Task, read_tasks
 
 
@@ -99,7 +99,7 @@ def compare_on_test(run_dir: Path, vlm: VLM, cost: CostModel, runtime: RuntimeSe
     seed_version, best_version = compared_versions(run)
     results: dict[str, list[TaskResult]] = {}
     for name, version in (("seed", seed_version), ("best", best_version)):
-        harness = load_harness(run.harness(version))
+        harness = load_harness(check_version(run.harness(version)))
         out = run.test_evals(version).path if not own else run.test / "own" / _digest(tasks) / version
         results[name] = solve_tasks(harness, tasks, vlm, cost, runtime, out, cache, on_result)
     s, b = results["seed"], results["best"]

@@ -34,7 +34,7 @@ from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel, cost_model
 from videvolve.rundir import RunDir
 from videvolve.search.services import RunServices
-from videvolve.skill_library.harness import Harness, load_harness
+from videvolve.skill_library.harness import Harness, check_version, load_harness
 from videvolve.tasks import Task, read_tasks
 
 
@@ -76,8 +76,8 @@ class Run:
         return self.dir.root
 
     def harness_dir(self, version: str) -> Path:
-        """Where a harness version lives."""
-        return self.dir.harness(version)
+        """Where a harness version lives, refused when its files are not that version (:func:`check_version`)."""
+        return check_version(self.dir.harness(version))
 
     def harness(self, version: str) -> Harness:
         """A harness version of this run."""

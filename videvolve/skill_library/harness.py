@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from videvolve.errors import HarnessError
+from videvolve.errors import HarnessError, UsageError
 from videvolve.rundir import RunDir
 from videvolve.skill_library.static_check import check_source
 
@@ -205,20 +205,44 @@ def find_harness(name_or_dir: str | Path) -> Path:
     raise HarnessError(f"no harness {name_or_dir!r}: give a directory or one of the seeds ({', '.join(SEEDS)})")
 
 
+def check_version(path: Path) -> Path:
+    """``path``, a folder stored under its version id (``harnesses/<version>``), once its files are that version.
+
+    A folder whose files hash to another id is refused, not rebuilt: it is half a copy an earlier videvolve left when
+    it was stopped (a whole copy is renamed into place now) or a folder edited by hand, and the two cannot be told
+    apart. Rebuilding it would throw a hand edit away; going on would judge other files under the version's name.
+    The message says what to do: move the folder away, and the run writes the version again where it makes it again.
+    A folder that does not exist is left to the caller.
+    """
+    if path.is_dir() and (found := content_hash(path)) != path.name:
+        raise UsageError(
+            f"{path} does not hold harness version {path.name}: its files hash to {found} (half a copy a stopped "
+            "run left, or files edited by hand). Move that folder away (keep it if you edited it: `videvolve eval "
+            "--harness DIR` runs any folder) and resume: a version the run makes again (the candidate it was "
+            "writing, the seed) is written anew; for one it kept earlier put its files back (the run's best/ holds "
+            "the best's) or start a new run")
+    return path
+
+
 def copy_harness(src: str | Path, dest_root: str | Path, parent_id: str | None = None,
                  summary: str = "") -> Path:
-    """Copy a harness into ``dest_root/<version_id>`` with a fresh manifest; returns the new directory."""
+    """Copy a harness into ``dest_root/<version_id>`` with a fresh manifest; returns the new directory.
+
+    Copied beside it first and renamed into place: a copy stopped half-way is never found under the version's name.
+    A folder already there is reused once it holds that version (:func:`check_version`).
+    """
     src, dest_root = Path(src), Path(dest_root)
     version = content_hash(src)
     dest = dest_root / version
-    if not dest.exists():
-        tmp = dest_root / f".{version}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        old = read_manifest(src)
-        manifest = {**old, "version_id": version, "parent_id": parent_id,
-                    "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "summary": summary or
-                    old.get("summary", "")}
-        write_manifest(tmp, manifest)
-        tmp.rename(dest)
+    if dest.exists():
+        return check_version(dest)
+    tmp = dest_root / f".{version}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    old = read_manifest(src)
+    manifest = {**old, "version_id": version, "parent_id": parent_id,
+                "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "summary": summary or
+                old.get("summary", "")}
+    write_manifest(tmp, manifest)
+    tmp.rename(dest)
     return dest
