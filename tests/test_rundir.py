@@ -208,9 +208,9 @@ def test_the_layout_is_the_one_existing_runs_have(tmp_path: Path) -> None:
 
 # ---- the run folder's names appear in rundir.py only ----
 
-RUN_NAMES = {"settings.json", "checkpoints.sqlite", "events.jsonl", "lineage.jsonl", "mixture.json", "STOP",
-             "harnesses", "best", "evals", "results", "traces", "test", "workspaces", "investigations", "report",
-             "heldout", "comparison.json", "manifest.json"}
+RUN_NAMES = {"settings.json", "checkpoints.sqlite", "events.jsonl", "lineage.jsonl", "inputs.json", "mixture.json",
+             "STOP", "harnesses", "best", "evals", "results", "traces", "test", "workspaces", "investigations",
+             "report", "heldout", "comparison.json", "manifest.json"}
 FILE_NAMES = {n for n in RUN_NAMES if "." in n}
 """Names distinctive enough to be flagged as any string constant; the others only where a path is built."""
 

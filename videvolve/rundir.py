@@ -2,7 +2,7 @@
 
 ```
 runs/<name>/
-  settings.json  checkpoints.sqlite  events.jsonl  lineage.jsonl  mixture.json  STOP (optional)
+  settings.json  checkpoints.sqlite  events.jsonl  lineage.jsonl  inputs.json  mixture.json  STOP (optional)
   harnesses/<version>/                  every version, immutable (manifest.json: the harness format's)
   best/                                 the incumbent's files
   evals/<version>/<split>/              results/<task>.json + traces/<task>.jsonl (an EvalDir)
@@ -106,6 +106,11 @@ class RunDir:
     def lineage_file(self) -> Path:
         """One JSON line per change of a version's lineage entry (read it merged: :meth:`lineage`)."""
         return self.root / "lineage.jsonl"
+
+    @property
+    def inputs(self) -> Path:
+        """What the run started on: its tasks' files by content fingerprint, its model's name and revision."""
+        return self.root / "inputs.json"
 
     @property
     def mixture(self) -> Path:

@@ -13,6 +13,7 @@ from videvolve.folderlock import ensure_free, hold
 from videvolve.graph.builder import GOES_ON, build_graph
 from videvolve.graph.checkpoints import RunCheckpoints
 from videvolve.loop.context import Context
+from videvolve.loop.inputs import check_inputs, keep_inputs
 from videvolve.loop.services import Run, open_run
 from videvolve.loop.state import State
 from videvolve.nodes.record import stop_reason
@@ -54,15 +55,17 @@ def _stream(ctx: Context, run: Run, on_update: OnUpdate | None) -> dict[str, Any
         config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 10_000}
         snapshot = graph.get_state(config)
         _same_tasks(ctx, run, snapshot.values or {})
+        ended = bool(snapshot.values) and not snapshot.next  # it goes on only where its stop settings now allow more
+        finished = stop_reason(run, cast(State, snapshot.values), snapshot.values.get("iteration", 0)) if ended \
+            else None
+        if not snapshot.values:
+            keep_inputs(run)
+        elif not finished or ctx.budgets:  # checked before anything is written or evaluated (a mixture evaluates)
+            check_inputs(run)
         write_text_atomic(folder.settings, ctx.model_dump_json(indent=2), "the run's settings")
-        inputs: State | None = {}
-        finished: str | None = None
-        if snapshot.values:
-            inputs = None
-            if not snapshot.next:  # ended: it goes on only where its stop settings now allow more
-                finished = stop_reason(run, cast(State, snapshot.values), snapshot.values.get("iteration", 0))
-                if finished is None:
-                    graph.update_state(config, {"stop_reason": None}, as_node=GOES_ON)
+        inputs: State | None = None if snapshot.values else {}
+        if ended and finished is None:
+            graph.update_state(config, {"stop_reason": None}, as_node=GOES_ON)
         state: dict[str, Any] = dict(snapshot.values or {})
         if not finished:
             for update in graph.stream(inputs, config, context=run, stream_mode="updates", durability="sync"):

@@ -60,6 +60,9 @@ class Run:
     """The editor to use instead of the one the settings ask for (tests inject fakes here)."""
     tasks_digest: str = ""
     """:func:`tasks_digest` of the train and selection tasks this run read (a resumed run must read the same)."""
+    tasks: list[Task] = field(default_factory=list)
+    """The train and selection tasks as the tasks file gives them (``train`` reads proxies under ``--proxy``): the
+    files they read are what ``loop.inputs`` keeps and compares."""
     sources: dict[str, str] = field(default_factory=dict)
     """A training video read from its proxy (``--proxy``) -> its source: a diagnosis records the source's content
     fingerprint, the one a later run holding the video out excludes (the proxy's own matches no source)."""
@@ -159,7 +162,8 @@ def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = No
     excluded = {t.video_id for t in tasks if t.split not in ("train",)}
     fingerprints = {fp for fp in map(video_fingerprint, {t.video for t in tasks if t.split != "train"}) if fp}
     videos = [t.video for t in tasks]
-    digest = tasks_digest(train + selection)
+    given = train + selection
+    digest = tasks_digest(given)
     read, selection = with_proxies(train, ctx.proxy), with_proxies(selection, ctx.proxy)
     sources = {p.video: t.video for t, p in zip(train, read, strict=True) if p.video != t.video}
     train = read
@@ -191,7 +195,7 @@ def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = No
                excluded_fingerprints=fingerprints, vlm=vlm, probe_vlm=probe,
                cost=cost_model(ctx.model.family, ctx.model.max_pixels), cache=cache, memory=memory,
                dir=RunDir(ctx.root),
-               tasks_digest=digest, sources=sources)
+               tasks_digest=digest, tasks=given, sources=sources)
 
 
 def tasks_digest(tasks: list[Task]) -> str:
