@@ -84,3 +84,20 @@ def test_resume_refuses_another_checkpoint_behind_the_models_name_but_not_anothe
                                              r"CannedVLM.*started on 'simvlm' revision 'checkpoint=simvlm@SimVLM"):
             run(longer(ctx, base_url=canned))
         assert run(longer(ctx, base_url=moved))["iteration"] == 1  # the same checkpoint at another address
+
+
+def test_a_resume_under_code_that_makes_results_otherwise_says_so_and_goes_on(small_world, tmp_path: Path, seed: Path,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """Stored results are keyed by the code that makes them (``version.result_release``), so none is reused across
+    the change; the run's decisions so far rest on the old code's results, which the resume says."""
+    import json
+
+    ctx = run_context(small_world, tmp_path, seed, stop={"iterations": 0})
+    assert run(ctx)["iteration"] == 0
+    record = tmp_path / "run" / "inputs.json"
+    kept = json.loads(record.read_text())
+    record.write_text(json.dumps({**kept, "release": "0.0.9+000000000000"}))
+    with caplog.at_level(logging.WARNING, logger="videvolve.loop.inputs"):
+        assert run(longer(ctx))["iteration"] == 1
+    assert any("started under videvolve 0.0.9+000000000000 and results are now made by other code" in r.message
+               for r in caplog.records)

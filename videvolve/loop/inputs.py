@@ -21,6 +21,7 @@ from videvolve.evaluation.results import input_files
 from videvolve.loop.services import Run
 from videvolve.models.base import reach
 from videvolve.tasks import Task
+from videvolve.version import result_release
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +32,15 @@ class Inputs(BaseModel):
     files: dict[str, dict[str, Any]]
     model: str
     revision: str
+    release: str | None = None
+    """The code that made the run's results (:func:`~videvolve.version.result_release`; None: kept before it was)."""
 
 
 def inputs_of(run: Run) -> Inputs:
     """What the run reads now (the endpoint is asked which checkpoint it serves first)."""
     reach(run.vlm)
-    return Inputs(files={t.id: input_files(t) for t in run.tasks}, model=run.vlm.name, revision=run.vlm.revision)
+    return Inputs(files={t.id: input_files(t) for t in run.tasks}, model=run.vlm.name, revision=run.vlm.revision,
+                  release=result_release())
 
 
 def keep_inputs(run: Run, inputs: Inputs | None = None) -> None:
@@ -70,6 +74,11 @@ def check_inputs(run: Run) -> None:
                          f"on {started.model!r} revision {started.revision!r}: its decisions and stored results rest "
                          "on that one. Serve that checkpoint again (--base-url to where it is served) to resume, or "
                          "start a new --run on this one.")
+    if started.release is not None and started.release != now.release:  # stored results are not reused (their key)
+        log.warning("the run in %s started under videvolve %s and results are now made by other code (%s): tasks are "
+                    "evaluated again where needed, but its decisions so far rest on the results of the code it "
+                    "started with (start a new --run for a run wholly of this code)", root, started.release,
+                    now.release)
     tasks = {t.id: t for t in run.tasks}
     for task_id, files in started.files.items():
         if task_id in tasks and now.files[task_id] != files:
