@@ -85,7 +85,7 @@ def _render(task: Task, spec: dict[str, Any]) -> list[tuple[str, Any]]:
     if kind == "sheet":
         cell = int(spec.get("cell_width") or 160)
         frames = frame_source(task).frames(times, cell)
-        sheet = contact_sheet(frames, cols=6, cell_width=cell).image
+        sheet = contact_sheet(frames, cols=int(spec.get("cols") or 6), cell_width=cell).image
         return [(f"sheet_{times[0]:09.2f}-{times[-1]:09.2f}s.png", sheet)]
     frames = frame_source(task).frames(times, spec.get("max_side"))
     return [(f"{kind}_{t:09.2f}s.png", f.image) for t, f in zip(times, frames, strict=True)]

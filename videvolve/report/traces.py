@@ -81,7 +81,7 @@ def _thumbs(task: Task, step: dict[str, Any], stem: str, out: Path) -> tuple[lis
             if spec.get("kind") == "sheet":
                 cell = int(spec.get("cell_width") or 160)
                 frames = frame_source(task).frames(times, cell)
-                sheet = contact_sheet(frames, cols=6, cell_width=cell).image
+                sheet = contact_sheet(frames, cols=int(spec.get("cols") or 6), cell_width=cell).image
                 sheet.thumbnail((6 * THUMB_SIDE, 6 * THUMB_SIDE))
                 name = f"traces/{stem}_{step['step']}_{k}.png"
                 (out / name).parent.mkdir(parents=True, exist_ok=True)

@@ -60,8 +60,8 @@ class RenderingServices:
     def _spec(self, handle: str) -> dict[str, Any]:
         obs = self._handles[handle]
         spec: dict[str, Any] = {"kind": obs.kind, "times": obs.times}
-        if obs.kind == "sheet":
-            spec["cell_width"] = obs.cell_width
+        if obs.kind == "sheet":  # as it was laid out: the report and the editor's workspace draw it again so
+            spec["cell_width"], spec["cols"] = obs.cell_width, obs.cols
         else:
             spec["max_side"] = obs.max_side
         return spec
