@@ -9,7 +9,7 @@ visual cost); transcript tokens are text read, counted apart and added only by t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -124,7 +124,7 @@ class Spend(BaseModel):
         return cls.total(u.spend() for u in usages)
 
     @classmethod
-    def of_model(cls, who: str, ledger: Mapping[str, float]) -> Spend:
+    def of_model(cls, who: Literal["editor", "investigator"], ledger: Mapping[str, float]) -> Spend:
         """A metered model's own ledger (``calls``, ``cache_hits``) as ``who``'s share: only paid calls count."""
         calls, hits = int(ledger.get("calls", 0)), int(ledger.get("cache_hits", 0))
         return cls.model_validate({"model_calls": calls - hits, f"{who}_calls": calls, f"{who}_cache_hits": hits})

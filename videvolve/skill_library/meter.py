@@ -47,7 +47,10 @@ class Meter:
         return len(self.frame_keys)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-JSON form."""
+        """Plain-JSON form: exactly the fields of :class:`~videvolve.usage.TaskUsage`, which a result stores.
+
+        A test holds the two to each other: a counter named otherwise here would be read there as 0.
+        """
         return {"frames": self.frames, "image_tokens": self.image_tokens, "video_tokens": self.video_tokens,
                 "cumulative_tokens": self.cumulative_tokens, "reported_prompt_tokens": self.reported_prompt_tokens,
                 "completion_tokens": self.completion_tokens,
