@@ -65,9 +65,10 @@ def record(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     best = max(accepted, key=lambda e: (e.cand_score or 0.0, -(e.cand_cost or 0.0)), default=None)
     update.update(_promote(run, state, best))
     node = update["tree"].get(parent, {})
-    if "incumbent" not in update and parent == state["incumbent"] and node.get("n") != (
-            state.get("tree", {}).get(parent) or {}).get("n"):  # the incumbent read on more questions
-        update.update(incumbent_score=node["score"], incumbent_cost=node["cost"])
+    if node.get("n") != (state.get("tree", {}).get(parent) or {}).get("n"):  # the parent read on more questions
+        run.record_lineage(parent, score=node["score"], cost=node["cost"])
+        if "incumbent" not in update and parent == state["incumbent"]:
+            update.update(incumbent_score=node["score"], incumbent_cost=node["cost"])
     decided = [e for e in gated if e.decision != "pending"]
     lead = best or (decided[0] if decided else gated[0] if gated else refused[0])
     d_score = lead.cand_score - lead.score if lead.cand_score is not None and lead.score is not None else None
