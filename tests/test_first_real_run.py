@@ -36,8 +36,7 @@ def test_the_rehearsal_pasted_verbatim_works(tmp_path: Path, reserved_tcp_port: 
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m videvolve "$@"\n')
     wrapper.chmod(0o755)
     script = tmp_path / "rehearsal.sh"
-    # the trap only makes a failing step end the background server too (it would hold the output pipes open)
-    script.write_text("set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + rehearsal_block())
+    script.write_text("set -uo pipefail\n" + rehearsal_block())  # the block stops at a failure and ends its server
     work = tmp_path / "work"
     work.mkdir()
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PORT": str(reserved_tcp_port),
@@ -48,5 +47,49 @@ def test_the_rehearsal_pasted_verbatim_works(tmp_path: Path, reserved_tcp_port: 
     assert "Traceback" not in r.stderr, r.stderr[-4000:]
     for line in ("clip calibration", "worst 0.0%"):
         assert line in r.stdout, r.stdout[-4000:]
-    assert (work / "runs" / "first" / "lineage.jsonl").exists()
-    assert list((work / "evals" / "results").glob("*.json"))
+    here = work / "rehearsal"  # its own folder: the Quickstart's world and runs/first beside it are not touched
+    assert (here / "runs" / "first" / "lineage.jsonl").exists()
+    assert list((here / "evals" / "results").glob("*.json"))
+    assert sorted(p.name for p in work.iterdir()) == ["rehearsal"]
+
+
+FAKE_VIDEVOLVE = """#!/bin/sh
+echo "$*" >> "$CALLS"
+case "$1" in
+  synth) mkdir -p world/videos && : > world/videos/v.mp4 ;;
+  serve-sim) mkdir -p served && : > served/health && cd served && exec "$PYTHON" -m http.server "$PORT" \\
+    --bind 127.0.0.1 ;;
+  doctor) exit 1 ;;
+esac
+"""
+"""A stand-in for ``videvolve``: ``serve-sim`` answers /health, ``doctor`` fails, every call is logged."""
+
+
+def test_the_rehearsal_stops_at_the_first_failure_and_ends_its_server(tmp_path: Path, reserved_tcp_port: int):
+    """Pasted beside the Quickstart's world, the block ran on after a failing step (and ran into the Quickstart's
+    files); it now works in a folder of its own, stops at the first failing command, and its server stops too."""
+    import socket
+    import time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "videvolve"
+    fake.write_text(FAKE_VIDEVOLVE)
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    (work / "world").mkdir(parents=True)  # the Quickstart's
+    calls = tmp_path / "calls.log"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PORT": str(reserved_tcp_port),
+           "CALLS": str(calls), "PYTHON": sys.executable}
+    r = subprocess.run(["bash", "-c", rehearsal_block()], cwd=work, env=env, capture_output=True, text=True,
+                       timeout=60)
+    said = [line.split()[0] for line in calls.read_text().splitlines()]
+    assert r.returncode != 0 and said == ["synth", "serve-sim", "doctor"], (said, r.stderr[-2000:])
+    assert (work / "rehearsal" / "world" / "videos" / "v.mp4").exists() and not any((work / "world").iterdir())
+    deadline = time.monotonic() + 10
+    while True:  # the server was told to stop when the block ended
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", reserved_tcp_port)) != 0:
+                break
+        assert time.monotonic() < deadline, "the rehearsal's server still runs after the block failed"
+        time.sleep(0.1)
