@@ -46,6 +46,25 @@ def test_flags_override_the_config_and_bad_settings_are_one_line(small_world, tm
     assert "invalid settings" in err and "iterations" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("helper", [("--editor", "llm"), ("--editor", "agent"), ("--investigator", "agent")],
+                         ids=["llm-editor", "agent-editor", "agent-investigator"])
+def test_an_editor_or_investigator_that_needs_a_real_model_is_refused_on_sim_at_once(
+        small_world, tmp_path: Path, capsys, helper: tuple[str, str]):
+    """settings.md's example (`editor.kind = "llm"`) on the default sim backend ran every iteration and ended in exit
+    4 ("the llm editor never produced a usable revision"); --dry-run planned it. Both refuse it now, with the fix."""
+    for extra in (["--dry-run"], []):
+        run = tmp_path / f"r{len(extra)}"
+        assert main(["evolve", "--run", str(run), "--tasks", str(small_world.tasks_path), *helper, *extra]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"{' '.join(helper)} needs a model that" in err and "SimVLM" in err, err
+        assert "--backend openai" in err and ("--editor-model NAME" in err or "--investigator-agent-model" in err)
+        assert not (run / "settings.json").exists()  # refused before the run started
+    given = ["--editor-model", "m", "--editor-base-url", "http://127.0.0.1:9/v1"] if helper[0] == "--editor" else \
+        ["--investigator-agent-model", "m", "--investigator-agent-base-url", "http://127.0.0.1:9/v1"]
+    assert main(["evolve", "--run", str(tmp_path / "ok"), "--tasks", str(small_world.tasks_path), *helper, *given,
+                 "--dry-run"]) == 0  # its own model named: planned
+
+
 def test_ctrl_c_prints_the_command_that_resumes(small_world, tmp_path: Path, monkeypatch, capsys):
     import videvolve.graph.driver as driver
 

@@ -208,6 +208,9 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING))
     ctx = build_context(args)
+    if (refused := ctx.needs_a_real_model()) is not None:  # before the plan, as before any spending
+        raise UsageError(refused + (f" (in a new --run: {ctx.root} keeps the editor and investigator it started "
+                                    "with)" if args.resume else ""))
     if args.dry_run:
         return _dry_run(ctx)
     from videvolve.folderlock import ensure_free

@@ -295,3 +295,22 @@ class Context(BaseModel):
     def root(self) -> Path:
         """The run directory as a path."""
         return Path(self.run_dir)
+
+    def needs_a_real_model(self) -> str | None:
+        """Why an editor or investigator of these settings cannot work on SimVLM, with the fix; or None.
+
+        SimVLM answers SynthWorld questions only: it writes no revision (the llm editor) and calls no tool (the agent
+        editor and investigator), so a run with one of them on it would spend its iterations for nothing.
+        """
+        real = "--backend openai --base-url URL (and --model) for the whole run"
+        editor = self.editor.model or self.model
+        if self.editor.kind in ("llm", "agent") and editor.backend == "sim":
+            does = "writes no revision of a harness" if self.editor.kind == "llm" else "calls no tool"
+            return (f"--editor {self.editor.kind} needs a model that edits code, and SimVLM (the sim backend) "
+                    f"understands only SynthWorld questions: it {does}. Give the editor a real model with "
+                    f"--editor-model NAME --editor-base-url URL, or {real}; or use --editor heuristic")
+        if self.investigator.kind == "agent" and (self.investigator.agent_model or self.model).backend == "sim":
+            return ("--investigator agent needs a model that calls tools, and SimVLM (the sim backend) calls none: "
+                    "give the investigator a real model with --investigator-agent-model NAME "
+                    f"--investigator-agent-base-url URL, or {real}; or use --investigator procedure")
+        return None
