@@ -97,6 +97,23 @@ def test_an_unknown_cost_metric_is_refused() -> None:
         TaskUsage().cost("tokens")
 
 
+def test_every_cost_metric_the_gate_takes_is_priced_and_described() -> None:
+    """The metrics were listed twice (``usage.COST_METRICS`` and ``GateSettings.cost_metric``'s Literal); both now
+    come from ``usage.CostMetric``, and each is priced and told to an editor in words of its own."""
+    from typing import get_args
+
+    from videvolve.loop.context import GateSettings
+    from videvolve.search.gate import rule_text
+    from videvolve.usage import COST_METRICS, CostMetric
+
+    assert get_args(GateSettings.model_fields["cost_metric"].annotation) == COST_METRICS == get_args(CostMetric)
+    usage = TaskUsage(frames=3, image_tokens=100, transcript_tokens=10)
+    assert [usage.cost(m) for m in COST_METRICS] == [100.0, 3.0, 110.0]
+    for metric in COST_METRICS:
+        GateSettings(cost_metric=metric)  # accepted
+        assert f"(C = {metric})" not in rule_text(0.1, 0.2, 0.01, metric)  # words, not the bare name
+
+
 def test_task_usages_add() -> None:
     total = TaskUsage.model_validate(USAGE) + TaskUsage(frames=1, ocr_tokens=5, observed_times=[2.0],
                                                         client_s={"decode": 0.5})

@@ -9,11 +9,14 @@ visual cost); transcript tokens are text read, counted apart and added only by t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-COST_METRICS = ("frames", "visual_tokens", "visual_tokens+text")
+CostMetric = Literal["visual_tokens", "frames", "visual_tokens+text"]
+"""What the gate's cost C counts (``GateSettings.cost_metric``, the ``--cost-metric`` choices); priced by
+:meth:`TaskUsage.cost`."""
+COST_METRICS: tuple[str, ...] = get_args(CostMetric)
 
 
 class TaskUsage(BaseModel):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from videvolve.config import ModelSettings, RuntimeSettings
+from videvolve.usage import CostMetric
 
 if TYPE_CHECKING:
     from videvolve.editing.base import GateTerms
@@ -136,7 +137,7 @@ class GateSettings(BaseModel):
         "are judged as always")
     eps: float | None = Field(None, ge=0, description="--gate video-rsi: tolerated score loss; default "
                               "1/|selection set|")
-    cost_metric: Literal["visual_tokens", "frames", "visual_tokens+text"] = Field(
+    cost_metric: CostMetric = Field(
         "visual_tokens", description="C in the gate's rule: mean visual tokens per question (what a vLLM server's "
         "compute grows with), mean distinct frames (Video-RSI's definition), or visual tokens plus "
         "text_token_weight x the transcript tokens read")
