@@ -153,3 +153,19 @@ def test_servers_give_up_on_a_down_model_endpoint_before_their_clients_do() -> N
     for command in (["serve", "uniform"], ["mcp"]):
         assert answering_model(parser.parse_args(command)).retry_window_s == SERVING_RETRY_WINDOW_S == 30
         assert answering_model(parser.parse_args([*command, "--retry-window", "120"])).retry_window_s == 120
+
+
+def test_the_help_names_what_tasks_holds_and_every_synth_flag_says_what_it_does(capsys):
+    """`tasks` read "check or split a tasks.jsonl file", though it also makes one (`from-csv`, `generate`: where the
+    own-data guides start); `synth --seed` had no help at all."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "from-csv (your questions about your videos), generate (" in text
+    import argparse
+
+    from videvolve.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    synth = commands.choices["synth"]
+    assert all(a.help for a in synth._actions if a.option_strings), [a.dest for a in synth._actions if not a.help]

@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("out_dir", type=Path)
     p.add_argument("--videos", type=int, default=12, help="number of videos (default 12)")
     p.add_argument("--minutes", type=float, default=20.0, help="mean video length in minutes (default 20)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the world's random seed: the same seed (and settings) writes "
+                   "the same videos, questions and splits; another seed, another world (default 0)")
     p.add_argument("--questions", type=int, default=None, help="questions per video, half of each kind "
                    "(default: about one of each kind per two minutes)")
     p.add_argument("--fractions", default="train=0.5,selection=0.25,test=0.25", help="video-disjoint split shares")
@@ -43,7 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
     p.set_defaults(func=cmd_synth)
 
-    tasks = sub.add_parser("tasks", help="check or split a tasks.jsonl file")
+    tasks = sub.add_parser("tasks", help="make, check or split a tasks.jsonl file: from-csv (your questions about "
+                           "your videos), generate (questions with known answers from unlabelled videos), validate, "
+                           "split")
     tsub = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
     v = tsub.add_parser("validate", help="check every record; report the file and line of each problem")
     v.add_argument("file", type=Path)
@@ -54,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("file", type=Path)
     s.add_argument("--fractions", default="train=0.5,selection=0.25,test=0.25",
                    help="e.g. train=0.6,selection=0.2,test=0.2 (shares of videos)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the shuffle that deals the videos to the splits "
+                   "(default 0)")
     s.add_argument("--out", type=Path, default=None, help="output file (default: FILE with .split.jsonl)")
     s.set_defaults(func=cmd_split)
 
