@@ -155,6 +155,60 @@ def test_servers_give_up_on_a_down_model_endpoint_before_their_clients_do() -> N
         assert answering_model(parser.parse_args([*command, "--retry-window", "120"])).retry_window_s == 120
 
 
+def _two_videos(tmp_path: Path) -> tuple[str, str]:
+    import shutil
+
+    from videvolve.testing import make_index_video
+
+    v = make_index_video(tmp_path / "v.mp4", seconds=4, fps=10, gop=10, width=64, height=48)
+    shutil.copy(v, tmp_path / "w.mp4")
+    return str(v), str(tmp_path / "w.mp4")
+
+
+def test_tasks_validate_says_each_warning_once(tmp_path: Path, capsys):
+    """An interval past the video's end was said twice in two wordings (against the declared duration and the
+    video's own), and a small selection set twice (its eps, then the gate's power)."""
+    v, w = _two_videos(tmp_path)
+    tasks = [mcq(0, "v").model_copy(update={"video": v, "split": "train", "duration": 4.0}),
+             grounding(1, "w", answer=((1.0, 2.0), (30.0, 31.0))).model_copy(
+                 update={"video": w, "split": "selection", "duration": 4.0})]
+    write_tasks(tasks, tmp_path / "t.jsonl")
+    for extra in ([], ["--no-videos"]):
+        assert main(["tasks", "validate", str(tmp_path / "t.jsonl"), *extra]) == 0
+        warnings = [" ".join(x.split()) for x in capsys.readouterr().err.split("warning:")[1:]]
+        assert len([x for x in warnings if "ends after" in x]) == 1, warnings
+        assert len([x for x in warnings if "selection" in x]) == 1, warnings
+        assert len(warnings) == 2 and "task g1" in next(x for x in warnings if "ends after" in x)
+
+
+def test_tasks_split_warns_when_a_split_asked_for_gets_no_video(tmp_path: Path, capsys):
+    """Two videos, three splits asked for: no test split was written, without a word."""
+    write_tasks([mcq(0, "v0"), mcq(1, "v1")], tmp_path / "t.jsonl")
+    assert main(["tasks", "split", str(tmp_path / "t.jsonl"), "--fractions", "train=0.6,selection=0.2,test=0.2"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "1 split(s) asked for got no video: test (2 video(s) for 3 splits" in said
+    assert "leave test out of --fractions" in said
+    assert {t.split for t in read_tasks(tmp_path / "t.split.jsonl")} == {"train", "selection"}
+    assert main(["tasks", "split", str(tmp_path / "t.jsonl"), "--fractions", "train=0.5,selection=0.5"]) == 0
+    assert "got no video" not in capsys.readouterr().err
+
+
+def test_tasks_from_csv_names_the_rows_whose_times_end_after_their_video(tmp_path: Path, capsys):
+    """`812.5-815` on a 204.8 s video was taken without a word; the answer can never be found."""
+    _two_videos(tmp_path)
+    (tmp_path / "q.csv").write_text("video,question,options,answer,evidence\n"
+                                    "v.mp4,When does it start?,,1-2,\n"
+                                    "v.mp4,When does it end?,,812.5-815; 1-2,\n"
+                                    "w.mp4,What colour?,red|blue,B,300-310\n"
+                                    "w.mp4,When does it stop?,,3.5-5.5,\n")  # within the slack of frame rounding
+    assert main(["tasks", "from-csv", str(tmp_path / "q.csv"), "--videos", str(tmp_path), "--out",
+                 str(tmp_path / "t.jsonl")]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "2 row(s) of" in said and "line 3 (v-002): 812.5-815 s, on a video of 4.0 s" in said, said
+    assert "line 4 (w-001): 300-310 s" in said and "line 2 " not in said and "line 5 " not in said
+    assert len(read_tasks(tmp_path / "t.jsonl")) == 4  # a warning: the tasks are written
+
+
 def test_the_help_names_what_tasks_holds_and_every_synth_flag_says_what_it_does(capsys):
     """`tasks` read "check or split a tasks.jsonl file", though it also makes one (`from-csv`, `generate`: where the
     own-data guides start); `synth --seed` had no help at all."""

@@ -136,26 +136,29 @@ def _check_synth(args: argparse.Namespace) -> None:
 
 
 def _warnings(tasks: Sequence[Task], check_videos: bool) -> list[str]:
-    from videvolve.tasks import check_video_disjoint, selection_warning
+    """What to fix before ``evolve``, each said once (the selection set's size as the gate's power says it)."""
+    from videvolve.tasks import check_video_disjoint, selection_size
     warnings = []
     shared = check_video_disjoint(tasks)
     if shared:
         warnings.append(f"{len(shared)} video(s) appear in more than one split (e.g. {shared[0]}): "
                         "run `videvolve tasks split` to make the splits video-disjoint")
-    if any(t.split for t in tasks):
-        w = selection_warning(sum(1 for t in tasks if t.split == "selection"))
-        if w:
-            warnings.append(w)
-    else:
+    if not any(t.split for t in tasks):
         warnings.append("no task has a split: run `videvolve tasks split` before `evolve`")
-    late = [t.id for t in tasks for i in t.intervals + t.evidence if t.duration and i.end > t.duration + 1.0]
-    if late:
-        warnings.append(f"{len(late)} interval(s) end after their video's duration (e.g. task {late[0]})")
+    elif (power := _power_note(*selection_size(tasks)))[1]:
+        warnings.append(power[0])
+    missing: list[str] = []
     if check_videos:
         missing = sorted({t.video for t in tasks if not Path(t.video).is_file()})
         if missing:
             warnings.append(f"{len(missing)} video file(s) not found (e.g. {missing[0]})")
         warnings += _duration_warnings([t for t in tasks if t.video not in missing])
+    # the times of a task whose video was not read (--no-videos, or not found) against its declared duration
+    late = [t for t in tasks if (not check_videos or t.video in missing) and t.duration
+            and any(i.end > t.duration + 1.0 for i in t.intervals + t.evidence)]
+    if late:
+        warnings.append(f"{len(late)} task(s) have an interval that ends after their declared duration (e.g. task "
+                        f"{late[0].id}, duration {late[0].duration:g} s)")
     return warnings
 
 
@@ -224,7 +227,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         out.print("correct letters: " + ", ".join(f"{k} {v}" for k, v in summary["mcq_letters"].items()))
     for w in warnings:
         err.print(f"[yellow]warning:[/] {w}", highlight=False)
-    _power(*selection_size(tasks))
+    text, warn = _power_note(*selection_size(tasks))
+    if text and not warn:  # a warning is among the warnings above
+        out.print(text, highlight=False)
     return 0
 
 
@@ -237,25 +242,33 @@ def _some_tasks(tasks: list[Task], path: Path) -> list[Task]:
     return tasks
 
 
-def _power(n_selection: int, videos: int) -> None:
-    """The gate's power on this selection set (at the default gate's first level), a warning when too coarse."""
+def _power_note(n_selection: int, videos: int) -> tuple[str, bool]:
+    """What the default gate can detect on this selection set, and whether to warn ("" when there is none)."""
     from videvolve.loop.context import GateSettings
 
-    if n_selection:
-        text, warn = GateSettings().power(n_selection, videos)
-        (err if warn else out).print(f"[yellow]warning:[/] {text}" if warn else text, highlight=False)
+    if not n_selection:
+        return "no selection split: `evolve` needs one for its gate", True
+    return GateSettings().power(n_selection, videos)
 
 
 def cmd_split(args: argparse.Namespace) -> int:
     """``videvolve tasks split``."""
     from videvolve.tasks import parse_fractions, read_tasks, selection_warning, split_by_video, summarize, write_tasks
-    tasks = split_by_video(_some_tasks(read_tasks(args.file), args.file), parse_fractions(args.fractions),
-                           seed=args.seed)
+    fractions = parse_fractions(args.fractions)
+    tasks = split_by_video(_some_tasks(read_tasks(args.file), args.file), fractions, seed=args.seed)
     dest = args.out or args.file.with_name(args.file.name.removesuffix(".jsonl") + ".split.jsonl")
     write_tasks(tasks, dest)
     summary = summarize(tasks)
     for split, kinds in summary["by_split"].items():
         out.print(f"{split}: {summary['videos_by_split'][split]} videos, {sum(kinds.values())} tasks")
+    empty = [name for name, share in fractions.items() if share > 0 and name not in summary["by_split"]]
+    if empty:  # splits are dealt whole videos: fewer videos than splits leave some without any
+        wanted = sum(1 for share in fractions.values() if share > 0)
+        err.print(f"[yellow]warning:[/] {len(empty)} split(s) asked for got no video: {', '.join(empty)} ("
+                  f"{summary['videos']} video(s) for {wanted} splits; each video goes to one split whole). Add "
+                  f"videos, or leave {' and '.join(empty)} out of --fractions"
+                  + (" and measure on gold questions of your own (`videvolve compare --tasks`)" if "test" in empty
+                     else ""), highlight=False)
     w = selection_warning(sum(1 for t in tasks if t.split == "selection"))
     if w:
         err.print(f"[yellow]warning:[/] {w}", highlight=False)

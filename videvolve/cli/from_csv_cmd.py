@@ -52,6 +52,11 @@ def cmd_from_csv(args: argparse.Namespace) -> int:
     if args.teacher_budget is not None and args.teacher_budget < 1:
         raise UsageError(f"--teacher-budget must be at least 1 frame, got {args.teacher_budget}")
     table = read_questions(args.file, args.videos, args.source)
+    if table.late:  # an answer that can never be found: the times are likely in another unit, or the video another
+        shown = "; ".join(table.late[:8]) + ("; ..." if len(table.late) > 8 else "")
+        err.print(f"[yellow]warning:[/] {len(table.late)} row(s) of {args.file} have an interval that ends after "
+                  f"their video does ({shown}): check that the times are seconds from the video's start (or "
+                  "HH:MM:SS) and that the row names the right video", highlight=False)
     tasks = list(table.tasks)
     if table.unanswered and not args.teacher:
         raise unanswered_error(table)

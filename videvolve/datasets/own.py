@@ -14,7 +14,7 @@ import csv
 import io
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from videvolve.metrics.intervals import to_seconds
 from videvolve.tasks import LETTERS, Interval, Kind, LabelSource, Task, parse_json, read_text, text_lines
 
 _ABSENT = {"", "none", "never", "[]", "absent", "no"}
+END_SLACK = 2.0
+"""Seconds an interval may end after its video's probed duration unremarked (frame rounding), as `tasks validate`."""
 
 
 def parse_intervals_cell(text: str) -> list[Interval]:
@@ -136,6 +138,8 @@ class QuestionTable:
     path: Path
     tasks: list[Task]
     unanswered: list[Question]
+    late: list[str] = field(default_factory=list)
+    """Rows with an answer or evidence interval that ends after their video does, each as ``line N (id): times``."""
 
 
 def _answer_cell(row: dict[str, Any]) -> Any:
@@ -161,6 +165,7 @@ def read_questions(path: str | Path, videos_dir: str | Path, source: str = "cust
     if problems:  # the file's form first: nothing is probed in a file that is not a table
         raise TaskFormatError(path, [msg for _, msg in problems])
     durations: dict[str, float] = {}
+    late: list[str] = []
     counters: dict[str, int] = {}
     first_line: dict[str, int] = {}
     for line, row in rows:
@@ -190,12 +195,14 @@ def read_questions(path: str | Path, videos_dir: str | Path, source: str = "cust
             cell = _answer_cell(row)
             if cell is None:
                 unanswered.append(question)
+                late += _ends_late(question, [])
                 continue
             answer: Any = str(cell).strip() if kind == "mcq" else (
                 cell if isinstance(cell, list) else parse_intervals_cell(str(cell)))
             if kind == "mcq" and options and answer not in LETTERS[: len(options)] and answer in options:
                 answer = LETTERS[options.index(answer)]  # the option's text is accepted too
             tasks.append(question.answered(answer, "gold"))
+            late += _ends_late(question, tasks[-1].intervals)
         except KeyError as exc:
             problems.append((line, f"{path}:{line}: missing column {exc}"))
         except ValidationError as exc:
@@ -204,7 +211,15 @@ def read_questions(path: str | Path, videos_dir: str | Path, source: str = "cust
             problems.append((line, f"{path}:{line}: {str(exc).splitlines()[0]}"))
     if problems:
         raise TaskFormatError(path, [msg for _, msg in sorted(problems)])
-    return QuestionTable(path, tasks, unanswered)
+    return QuestionTable(path, tasks, unanswered, late)
+
+
+def _ends_late(question: Question, answer: list[Interval]) -> list[str]:
+    """``line N (id): 812.5-815 s`` when an interval of the row's answer or evidence ends after its video does."""
+    past = [i for i in [*answer, *question.evidence]
+            if question.duration is not None and i.end > question.duration + END_SLACK]
+    times = ", ".join(f"{i.start:g}-{i.end:g} s" for i in past)
+    return [f"line {question.line} ({question.id}): {times}, on a video of {question.duration:.1f} s"] if past else []
 
 
 def unanswered_error(table: QuestionTable) -> UsageError:
