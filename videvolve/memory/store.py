@@ -382,15 +382,6 @@ def read_store(root: str | Path, embedder: Embedder | None = None) -> ChromaStor
         return InMemoryStore(embedder, Path(root) / "diagnoses.jsonl", read_only=True)
 
 
-def store_summary(store: DiagnosisStore) -> dict[str, Any]:
-    """Counts by category and outcome."""
-    from collections import Counter
-
-    records = store.records()
-    return {"records": len(records), "by_category": dict(Counter(r.category for r in records)),
-            "by_outcome": dict(Counter(r.outcome.decision if r.outcome else "pending" for r in records))}
-
-
 def dump(records: Iterable[Diagnosis]) -> str:
     """Records as JSON lines."""
     return "\n".join(json.dumps(r.model_dump(mode="json")) for r in records)
