@@ -98,6 +98,25 @@ class UnreadableVideoError(MediaError, ValueError):
         super().__init__(f"cannot decode {self.path}{where}: {reason} {hint}")
 
 
+class SpliceSourceError(MediaError, ValueError):
+    """A video a generated task's needle plan splices in is gone, or is not the file the plan was made from.
+
+    The task fails as a whole before its harness starts: were only the frames inside the splice to fail, the
+    failures would tell harness code where the splice is (the answer of "When does footage from another video
+    appear?"). Said to the user only.
+    """
+
+    def __init__(self, path: str | Path, changed: bool) -> None:
+        self.path = str(path)
+        self.changed = changed
+        what = "has been replaced or changed since" if changed else "is gone since"
+        super().__init__(
+            f"{self.path}: this task shows a few seconds of that video (a splice made by `videvolve tasks "
+            f"generate`), and it {what} the tasks were generated, so the task was not run; put the original file "
+            f"back at that path, or generate the tasks again (`videvolve tasks generate VIDEOS_DIR --out ...`)"
+        )
+
+
 class TimeOutOfRangeError(MediaError, ValueError):
     """A requested timestamp lies outside [0, duration]."""
 

@@ -6,7 +6,7 @@ import argparse
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -23,6 +23,9 @@ from videvolve.cli.common import (
 from videvolve.errors import ErrorKind, HostError, InfraError, UsageError
 from videvolve.interrupt import INTERRUPTED
 from videvolve.models.base import SIM_ONLY_NOTICE
+
+if TYPE_CHECKING:
+    from videvolve.tasks import Task
 
 SDK_VIDEO = "the task's video"
 """How a media error names the video to harness code (which never sees its path)."""
@@ -193,8 +196,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         err.print(f"note: the labels are not all gold: {labels}", highlight=False)
     failed = {r.task_id for r in done.results if r.error_kind == ErrorKind.MEDIA}
     if failed:
-        videos = sorted({t.video for t in tasks if t.id in failed})
-        shown = "; ".join(f"{v} ({'not found' if not Path(v).exists() else 'unreadable'})" for v in videos[:3])
+        videos = sorted({why_unread(t) for t in tasks if t.id in failed})
+        shown = "; ".join(videos[:3])
         more = f"; and {len(videos) - 3} more" if len(videos) > 3 else ""
         err.print(f"[bold yellow]warning:[/] {len(failed)} task(s) could not read their video, scored 0: "
                   f"{shown}{more} (each reason in {outdir}/results/). Put the files back (or fix the tasks' 'video' "
@@ -204,6 +207,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
         err.print(f"[bold yellow]notice:[/] {SIM_ONLY_NOTICE} ({unsupported} of {summary['n']} task(s) had no "
                   "answer for this reason)", highlight=False)
     return 0
+
+
+def why_unread(task: Task) -> str:
+    """The file a task with a ``media`` error could not read, and why: its video, or a video its needles splice in."""
+    from videvolve.errors import SpliceSourceError
+    from videvolve.needles.frames import check_splices, plan_of
+
+    if not Path(task.video).exists():
+        return f"{task.video} (not found)"
+    plan = plan_of(task)
+    try:
+        if plan is not None:
+            check_splices(plan)
+    except SpliceSourceError as exc:
+        return f"{exc.path} ({'changed' if exc.changed else 'not found'}; spliced into {task.video})"
+    return f"{task.video} (unreadable)"
 
 
 def cmd_ask(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
-from videvolve.errors import ErrorKind, StorageError
+from videvolve.errors import ErrorKind, MediaError, StorageError
 from videvolve.evaluation.opaque_ids import OpaqueIds
 from videvolve.evaluation.results import TaskResult, write_result
 from videvolve.metrics import task_score
@@ -16,6 +16,8 @@ from videvolve.models.cost import CostModel
 from videvolve.needles.frames import frame_source
 from videvolve.rundir import EvalDir
 from videvolve.skill_library.harness import Harness
+from videvolve.skill_library.meter import Meter
+from videvolve.skill_library.outcome import RunOutcome
 from videvolve.skill_library.pool import WarmPool
 from videvolve.skill_library.runner import run_task
 from videvolve.skill_library.services import TaskServices, TraceWriter
@@ -41,9 +43,15 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
     running = final.with_name(final.name + ".running")  # the stored result keeps its own trace till this one ends
     trace = TraceWriter(running)
     view = task.view().model_copy(update={"id": view_id or OpaqueIds(out_dir).of(task.id)})
-    services = TaskServices(view, task.video, vlm, cost, settings, skill=harness.skill, cache=cache, trace=trace,
-                            transcript=load_transcript(task), frames=frame_source(task))
-    run = run_task(harness, services, pool=pool)
+    try:
+        pictures = frame_source(task)
+    except MediaError as exc:  # a video its needles splice in is gone or changed: the whole task fails up front,
+        trace.write("error", kind=ErrorKind.MEDIA, error=str(exc))  # never frame by frame (that says where)
+        run = RunOutcome("error", ErrorKind.MEDIA, str(exc), usage=Meter().to_dict())
+    else:
+        services = TaskServices(view, task.video, vlm, cost, settings, skill=harness.skill, cache=cache,
+                                trace=trace, transcript=load_transcript(task), frames=pictures)
+        run = run_task(harness, services, pool=pool)
     prediction = run.prediction.model_copy(update={"task_id": task.id}) if run.prediction else None
     score = task_score(task, prediction) if run.outcome == "ok" else 0.0
     if run.error_kind == ErrorKind.MEDIA and run.error and task.video not in run.error:  # harnesses see no path

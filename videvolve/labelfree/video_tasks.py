@@ -18,6 +18,7 @@ from videvolve.datasets.synthworld.questions import Draft
 from videvolve.errors import MediaError, UsageError
 from videvolve.labelfree.perceived import appearances, cached_look, perceived_drafts
 from videvolve.media.decode import frames_at
+from videvolve.media.fingerprint import fingerprint
 from videvolve.media.info import probe
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
@@ -86,7 +87,10 @@ def needle_tasks(path: Path, video_id: str, others: list[str], settings: Generat
 
 
 def usable_splices(plan: NeedlePlan, rng: random.Random) -> NeedlePlan:
-    """The plan with each splice at a random offset its source decodes at, or without it (a damaged source)."""
+    """The plan with each splice at a random offset its source decodes at, or without it (a damaged source).
+
+    Each splice keeps its source's content fingerprint: its tasks run only while that file is there unchanged.
+    """
     kept = []
     for n in plan.needles:
         if n.kind == "splice" and n.source:
@@ -96,9 +100,10 @@ def usable_splices(plan: NeedlePlan, rng: random.Random) -> NeedlePlan:
                 offset = rng.uniform(0.0, room)
                 frames_at(n.source, [offset, offset + length / 2, offset + length], max_side=64, clamp=True,
                           cache=None)
-            except MediaError:
+                made_from = fingerprint(n.source)  # a task runs only while its source is this file (check_splices)
+            except (MediaError, OSError):
                 continue
-            n = n.model_copy(update={"offset": offset})
+            n = n.model_copy(update={"offset": offset, "fingerprint": made_from})
         kept.append(n)
     return plan.model_copy(update={"needles": tuple(kept)})
 

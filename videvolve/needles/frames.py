@@ -6,13 +6,17 @@ without a needle plan gets :class:`PlainFrames` (the decoded file), one with a p
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from videvolve.errors import MediaNotFoundError, SpliceSourceError
 from videvolve.media.decode import Frame, frames_at
+from videvolve.media.fingerprint import fingerprint
+from videvolve.media.info import FileKey, file_key
 from videvolve.needles.needles import NeedlePlan, paint
 
 if TYPE_CHECKING:
@@ -66,7 +70,8 @@ class NeedleFrames:
         self.key: Hashable = plan.id
 
     def frames(self, times: Sequence[float], max_side: int | None) -> list[Frame]:
-        """The decoded frames, needles painted in."""
+        """The decoded frames, needles painted in (none at all while a spliced video is gone: see check_splices)."""
+        check_splices(self.plan)
         return [Frame(requested=f.requested, time=f.time, image=paint(f.image, f.time, self.plan))
                 for f in frames_at(self.video, times, max_side=max_side, clamp=True)]
 
@@ -89,6 +94,42 @@ def plan_of(task: Task) -> NeedlePlan | None:
 
 
 def frame_source(task: Task) -> FrameSource:
-    """The pictures the parent shows for ``task``: with its needles when it has a plan."""
+    """The pictures the parent shows for ``task``: with its needles when it has a plan.
+
+    Raises :class:`~videvolve.errors.SpliceSourceError` (a media error naming the file) when a video the plan
+    splices in is gone or changed, before any frame is shown: see :func:`check_splices`.
+    """
     plan = plan_of(task)
-    return NeedleFrames(task.video, plan) if plan is not None else PlainFrames(task.video)
+    if plan is None:
+        return PlainFrames(task.video)
+    check_splices(plan)
+    return NeedleFrames(task.video, plan)
+
+
+def check_splices(plan: NeedlePlan) -> None:
+    """Every video the plan splices in is there and is the file the plan was made from (its fingerprint), or raise.
+
+    Decoded lazily, frame by frame, a missing source failed only the frames inside the splice, and a harness that
+    caught those errors read off the splice's times; a replaced one showed other pictures than the plan's. A plan
+    made before fingerprints were kept is checked for the file's existence only.
+    """
+    for needle in plan.needles:
+        if needle.kind != "splice" or not needle.source:
+            continue
+        try:
+            key = file_key(needle.source)
+        except MediaNotFoundError:
+            raise SpliceSourceError(needle.source, changed=False) from None
+        if needle.fingerprint is not None:
+            try:
+                now = _fingerprint_of(key)
+            except OSError:  # unreadable (permissions, removed meanwhile): not the file the plan was made from
+                now = None
+            if now != needle.fingerprint:
+                raise SpliceSourceError(needle.source, changed=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fingerprint_of(key: FileKey) -> str:
+    """One file version's fingerprint, read once per process (every frame request of a task checks its splices)."""
+    return fingerprint(key[0])

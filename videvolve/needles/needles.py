@@ -42,6 +42,9 @@ class Needle(BaseModel):
     text: str | None = None
     source: str | None = Field(None, description="splice: the other video's path")
     offset: float = Field(0.0, ge=0, description="splice: where in the other video the spliced stretch starts")
+    fingerprint: str | None = Field(None, description="splice: the content fingerprint of ``source`` when the plan "
+                                    "was made (None: a plan made before they were kept; then only its existence is "
+                                    "checked)")
 
     @property
     def name(self) -> str:

@@ -1,0 +1,102 @@
+"""Generated tasks that gave their answers away or asked about what was not on screen (the s53 review's repros):
+a splice whose source went, a video under two names, glyphs a splice shows, words off a portrait frame's edge,
+train frames showing selection footage."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import sample
+from videvolve.config import RuntimeSettings
+from videvolve.errors import MediaError
+from videvolve.evaluation.results import TaskResult
+from videvolve.evaluation.solve import solve_tasks
+from videvolve.labelfree.generate import GenerateSettings, generate
+from videvolve.models.cost import cost_model
+from videvolve.models.sim import SimVLM
+from videvolve.needles.frames import NeedleFrames, frame_source, plan_of
+from videvolve.needles.plan import SPLICE_QUESTION
+from videvolve.skill_library.harness import load_harness
+
+pytestmark = pytest.mark.slow  # real videos decoded and generated (seconds each)
+
+FOOTAGE = ("vidi_dummy.mp4", "moviepy_chaplin.mp4", "moviepy_long_example.mp4")
+
+PROBE = '''
+def solve(task, ctx):
+    """Asks about a frame every half second and keeps the times whose frames could not be shown."""
+    bad = []
+    t = 0.25
+    while t < task.duration:
+        try:
+            ctx.ask(ctx.frames([t], max_side=64), prompt="x")
+        except Exception as exc:
+            bad.append(t)
+            ctx.log("error", at=t, said=str(exc)[:200])
+        t += 0.5
+    return {"answer": [], "raw": " ".join(str(t) for t in bad)}
+'''
+
+
+def _footage(folder: Path, names: tuple[str, ...] = FOOTAGE) -> Path:
+    folder.mkdir(parents=True)
+    for name in names:
+        shutil.copy2(sample("videos", name), folder / name)
+    return folder
+
+
+def _probe_harness(folder: Path):
+    folder.mkdir()
+    (folder / "solver.py").write_text(PROBE)
+    (folder / "SKILL.md").write_text("find the frames that fail\n")
+    (folder / "config.toml").write_text("")
+    (folder / "manifest.json").write_text(json.dumps({"name": "probe", "entry": "solver.py"}))
+    return load_harness(folder)
+
+
+def test_a_task_whose_spliced_video_went_or_changed_fails_whole_before_its_harness_runs(tmp_path: Path):
+    """main: only the frames inside the splice failed ("video not found: the task's video"), so a harness that caught
+    the errors read off the splice's times (the gold answer) and the task ended ok."""
+    videos = _footage(tmp_path / "videos")
+    report = generate(videos, GenerateSettings(questions_per_video=4, fractions={"train": 1.0}), tmp_path / "parts",
+                      workers=1)
+    task = next(t for t in report.tasks if t.question == SPLICE_QUESTION)
+    plan = plan_of(task)
+    assert plan is not None
+    source = Path(next(str(n.source) for n in plan.needles if n.kind == "splice"))
+    harness = _probe_harness(tmp_path / "probe")
+
+    def run(out: str) -> tuple[TaskResult, list[dict]]:
+        (result,) = solve_tasks(harness, [task], SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(budget=None),
+                                tmp_path / out)
+        trace = tmp_path / out / "traces" / f"{task.id}.jsonl"
+        return result, [json.loads(line) for line in trace.read_text().splitlines()]
+
+    source.rename(tmp_path / "moved.mp4")  # the user tidies the folder after generating
+    result, steps = run("gone")
+    assert result.outcome == "error" and result.error_kind == "media", (result.outcome, result.prediction)
+    assert str(source) in (result.error or "") and "generate" in (result.error or "")
+    assert not any(s["event"] == "log" for s in steps)  # refused before the harness ran: it was told nothing
+    with pytest.raises(MediaError, match=str(source)):  # nor is any picture of the task shown elsewhere
+        frame_source(task)
+    shutil.copy2(sample("videos", "moviepy_doc_example.mp4"), source)  # another video under the old name
+    result, steps = run("replaced")
+    assert result.error_kind == "media" and "changed" in (result.error or ""), result.error
+    assert not any(s["event"] == "log" for s in steps)
+    source.unlink()
+    (tmp_path / "moved.mp4").rename(source)  # the original back: the task runs, every frame shown
+    result, _ = run("back")
+    assert result.outcome == "ok" and result.prediction is not None and result.prediction.raw == "", result.error
+    # a plan made before fingerprints were kept: only the file's existence is checked
+    old = {**task.meta["needle_plan"], "needles": [{k: v for k, v in n.items() if k != "fingerprint"}
+                                                   for n in task.meta["needle_plan"]["needles"]]}
+    older = task.model_copy(update={"meta": {**task.meta, "needle_plan": old}})
+    shutil.copy2(sample("videos", "moviepy_doc_example.mp4"), source)
+    assert isinstance(frame_source(older), NeedleFrames)
+    source.unlink()
+    with pytest.raises(MediaError, match=str(source)):
+        frame_source(older)
