@@ -96,7 +96,7 @@ def test_a_stored_part_is_not_reused_once_the_video_it_splices_from_was_replaced
                                                                                  index_video: Path):
     """main: a.mp4's stored plan kept splicing 3.9 s of b.mp4 from 4.4 s on after b.mp4 became a 6 s video (its
     last frames then frozen on b's last one)."""
-    shutil.copy2(index_video, videos / "b.mp4")
+    make_index_video(videos / "b.mp4", seconds=20, fps=10)  # another video (a copy of a.mp4 would be skipped)
     parts, settings = tmp_path / "parts", GenerateSettings(questions_per_video=4)
 
     def splices(report) -> list[tuple[str, float, float]]:
@@ -169,7 +169,7 @@ def test_a_name_not_in_utf8_is_skipped_in_words_and_a_very_long_one_is_kept(vide
     good = videos / "a.mp4"
     shutil.copy2(good, os.fsdecode(bytes(videos) + b"/talk \xff\xfe.mp4"))
     long_name = "a very long title " * 13 + "end.mp4"
-    shutil.copy2(good, videos / long_name)
+    make_index_video(videos / long_name, seconds=20, fps=10)  # another video (a copy of a.mp4 would be skipped)
     out = tmp_path / "t.jsonl"
     code = main(["tasks", "generate", str(videos), "--out", str(out)])
     said = " ".join(capsys.readouterr().err.split())
@@ -202,7 +202,7 @@ def test_a_same_named_video_added_elsewhere_renames_none_made_before(videos: Pat
     (videos / "sub").mkdir()
     parts, settings = tmp_path / "parts", GenerateSettings(questions_per_video=4)
     first = generate(videos, settings, parts, workers=1)
-    shutil.copy2(index_video, videos / "sub" / "a.mp4")
+    make_index_video(videos / "sub" / "a.mp4", seconds=20, fps=10)  # another video of the same name
     again = generate(videos, settings, parts, workers=1)
     ids = {o.video_id: o for o in again.outcomes}
     assert [o.video_id for o in first.outcomes] == ["a"] and ids["a"].cached

@@ -30,6 +30,7 @@ from videvolve.needles.scan import VideoScan
 from videvolve.skill_library.harness import load_harness
 from videvolve.skill_library.services import TaskServices
 from videvolve.tasks import Task, check_video_disjoint, read_tasks
+from videvolve.testing import make_index_video
 
 pytestmark = pytest.mark.slow  # module fixtures that render worlds (seconds each): make test, not test-fast
 
@@ -300,12 +301,11 @@ def test_a_stored_part_that_is_not_one_generate_wrote_is_made_again(tmp_path: Pa
         assert [t.id for t in again.tasks] == [t.id for t in first.tasks]
 
 
-def test_stored_tasks_are_not_reused_after_the_folder_moved_or_a_splice_source_went(tmp_path: Path,
-                                                                                  index_video: Path):
+def test_stored_tasks_are_not_reused_after_the_folder_moved_or_a_splice_source_went(tmp_path: Path):
     videos, parts = tmp_path / "videos", tmp_path / "out.jsonl.parts"
     videos.mkdir()
-    for name in ("a.mp4", "b.mp4", "c.mp4"):
-        shutil.copy2(index_video, videos / name)  # real footage (not a SynthWorld): each plan splices another video
+    for fps, name in ((25, "a.mp4"), (10, "b.mp4"), (12, "c.mp4")):  # three videos (copies of one are skipped)
+        make_index_video(videos / name, seconds=20, fps=fps)  # real footage (not a SynthWorld): they splice others
     settings = GenerateSettings(questions_per_video=4)
 
     def files(report) -> set[Path]:

@@ -4,6 +4,7 @@ train frames showing selection footage."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import sample
+from videvolve.cli import main
 from videvolve.config import RuntimeSettings
 from videvolve.errors import MediaError
 from videvolve.evaluation.results import TaskResult
@@ -21,6 +23,7 @@ from videvolve.models.sim import SimVLM
 from videvolve.needles.frames import NeedleFrames, frame_source, plan_of
 from videvolve.needles.plan import SPLICE_QUESTION
 from videvolve.skill_library.harness import load_harness
+from videvolve.tasks import read_tasks
 
 pytestmark = pytest.mark.slow  # real videos decoded and generated (seconds each)
 
@@ -100,3 +103,28 @@ def test_a_task_whose_spliced_video_went_or_changed_fails_whole_before_its_harne
     source.unlink()
     with pytest.raises(MediaError, match=str(source)):
         frame_source(older)
+
+
+def _digest(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_the_same_video_under_two_names_gets_tasks_once_and_both_files_are_named(tmp_path: Path, capsys):
+    """main: each copy was a video of its own, one in train and one in selection (the selection questions were
+    train's, answers and all), silently."""
+    videos = _footage(tmp_path / "videos")
+    copy = videos / "a copy of chaplin.mp4"  # first in the folder's order: the one kept
+    shutil.copy2(videos / "moviepy_chaplin.mp4", copy)
+    out = tmp_path / "t.jsonl"
+    assert main(["tasks", "generate", str(videos), "--out", str(out), "--workers", "1"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"skipped {videos / 'moviepy_chaplin.mp4'}: the same video as {copy.resolve()}" in said, said
+    tasks = read_tasks(out)
+    assert {Path(t.video).name for t in tasks} == {copy.name, "vidi_dummy.mp4", "moviepy_long_example.mp4"}
+    assert len({_digest(t.video) for t in tasks}) == len({t.video for t in tasks})
+    # a copy added later never displaces the video an earlier run into the same --out gave tasks to
+    (videos / "0 another copy.mp4").write_bytes(copy.read_bytes())
+    assert main(["tasks", "generate", str(videos), "--out", str(out), "--workers", "1"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"skipped {videos / '0 another copy.mp4'}: the same video as {copy.resolve()}" in said, said
+    assert [t.id for t in read_tasks(out)] == [t.id for t in tasks]

@@ -17,6 +17,7 @@ from typing import Any
 
 from videvolve.atomic import write_text_atomic
 from videvolve.errors import MediaError, UsageError, VidevolveError
+from videvolve.labelfree.folder import repeat_note, same_content
 from videvolve.labelfree.perceived import LOOK_VERSION, model_identity, stored_timeline, unread_note
 from videvolve.labelfree.video_tasks import (
     DEFAULT_FRACTIONS,
@@ -314,18 +315,30 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
 def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceiver: Perceiver | None = None,
              workers: int | None = None, executor: str = "local",
              on_done: Callable[[VideoOutcome], None] | None = None) -> GenerateReport:
-    """Tasks for every readable video under ``videos_dir``, with video-disjoint train/selection splits."""
+    """Tasks for every readable video under ``videos_dir``, with video-disjoint train/selection splits.
+
+    A copy of another video of the folder (the same content under another name) is skipped, its outcome saying so
+    (:mod:`videvolve.labelfree.folder`).
+    """
     check_fractions(settings.fractions)
     files = list_videos(videos_dir)
     if not files:
         raise UsageError(f"no videos found in {videos_dir}")
-    videos = video_ids([f.resolve() for f in files], known_ids(parts))
+    known = known_ids(parts)
+    named = video_ids([f.resolve() for f in files], known)
     check_sources(settings.sources)
+    repeats = same_content(named, set(known))
+    videos = {vid: path for vid, path in named.items() if vid not in repeats}
 
     def job(path: Path, vid: str, others: list[str]) -> list[Task]:
         return video_tasks(path, vid, others, settings, perceiver)
     workers = workers or (len(videos) if executor == "ray" else min(len(videos), max(1, os.cpu_count() or 1)))
     model = perceiving_model(perceiver, videos, settings, parts)
+    copies = [VideoOutcome(vid, shown(path), error=repeat_note(shown(repeats[vid]))) for vid, path in named.items()
+              if vid in repeats]
+    for o in copies:
+        if on_done:
+            on_done(o)
     outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done, model)
     for o in outcomes:
         timeline = stored_timeline(parts, o.video_id) if "perceived" in settings.sources and not o.error else None
@@ -337,7 +350,8 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
     tasks = [t for o in outcomes for t in o.tasks]
     if tasks:
         tasks = split_by_video(tasks, settings.fractions, seed=settings.seed)
-    return GenerateReport(outcomes, tasks)
+    rank = {vid: k for k, vid in enumerate(named)}
+    return GenerateReport(sorted(outcomes + copies, key=lambda o: rank[o.video_id]), tasks)
 
 
 def why_no_tasks(path: Path, settings: GenerateSettings) -> str:
