@@ -97,7 +97,8 @@ def test_a_stored_part_is_not_reused_once_the_video_it_splices_from_was_replaced
     """main: a.mp4's stored plan kept splicing 3.9 s of b.mp4 from 4.4 s on after b.mp4 became a 6 s video (its
     last frames then frozen on b's last one)."""
     make_index_video(videos / "b.mp4", seconds=20, fps=10)  # another video (a copy of a.mp4 would be skipped)
-    parts, settings = tmp_path / "parts", GenerateSettings(questions_per_video=4)
+    # one split: a video splices in only videos of its own split (of two videos, one would be train, one selection)
+    parts, settings = tmp_path / "parts", GenerateSettings(questions_per_video=4, fractions={"train": 1.0})
 
     def splices(report) -> list[tuple[str, float, float]]:
         return [(n.source, n.offset, n.end - n.start) for t in report.tasks if t.video_id == "a"

@@ -306,7 +306,7 @@ def test_stored_tasks_are_not_reused_after_the_folder_moved_or_a_splice_source_w
     videos.mkdir()
     for fps, name in ((25, "a.mp4"), (10, "b.mp4"), (12, "c.mp4")):  # three videos (copies of one are skipped)
         make_index_video(videos / name, seconds=20, fps=fps)  # real footage (not a SynthWorld): they splice others
-    settings = GenerateSettings(questions_per_video=4)
+    settings = GenerateSettings(questions_per_video=4, fractions={"train": 1.0})  # one split: each splices another
 
     def files(report) -> set[Path]:
         plans = [plan_of(t) for t in report.tasks]

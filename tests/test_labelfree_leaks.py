@@ -24,6 +24,7 @@ from videvolve.needles.frames import NeedleFrames, frame_source, plan_of
 from videvolve.needles.plan import SPLICE_QUESTION
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import read_tasks
+from videvolve.testing import make_index_video
 
 pytestmark = pytest.mark.slow  # real videos decoded and generated (seconds each)
 
@@ -128,3 +129,24 @@ def test_the_same_video_under_two_names_gets_tasks_once_and_both_files_are_named
     said = " ".join(capsys.readouterr().err.split())
     assert f"skipped {videos / '0 another copy.mp4'}: the same video as {copy.resolve()}" in said, said
     assert [t.id for t in read_tasks(out)] == [t.id for t in tasks]
+
+
+def test_a_splice_comes_only_from_a_video_of_the_same_split(tmp_path: Path):
+    """main: the videos to splice from were every other video of the folder, fixed before the split, so train
+    frames showed seconds of selection videos (and selection frames train footage)."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for k, fps in enumerate((25, 10, 12, 15, 20)):
+        make_index_video(videos / f"v{k}.mp4", seconds=16, fps=fps, gop=10)
+    spliced = 0
+    for seed in range(4):
+        report = generate(videos, GenerateSettings(questions_per_video=4, seed=seed), tmp_path / f"p{seed}",
+                          workers=1)
+        split = {t.video: t.split for t in report.tasks}
+        assert set(split.values()) == {"train", "selection"}
+        for t in report.tasks:
+            for n in (plan.needles if (plan := plan_of(t)) else ()):
+                if n.kind == "splice":
+                    assert split[str(n.source)] == t.split, (seed, t.id, t.split, n.source)
+                    spliced += 1
+    assert spliced

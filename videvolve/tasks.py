@@ -321,16 +321,22 @@ def parse_fractions(text: str) -> dict[str, float]:
 
 
 def split_by_video(tasks: Sequence[Task], fractions: Mapping[str, float], seed: int = 0) -> list[Task]:
-    """Assign each task a split so that no video appears in two splits.
+    """Assign each task a split so that no video appears in two splits (its video's, :func:`video_splits`)."""
+    assignment = video_splits({t.video_id for t in tasks}, fractions, seed)
+    return [t.model_copy(update={"split": assignment[t.video_id]}) for t in tasks]
 
-    Videos (not tasks) are shuffled with ``seed`` and dealt to splits by largest remainder on the fractions; every
-    split with a positive fraction gets at least one video when there are enough videos.
+
+def video_splits(video_ids: Iterable[str], fractions: Mapping[str, float], seed: int = 0) -> dict[str, str]:
+    """Each video's split.
+
+    Videos are shuffled with ``seed`` and dealt to splits by largest remainder on the fractions; every split with a
+    positive fraction gets at least one video when there are enough videos.
     """
     if not fractions:
         raise UsageError("no split fractions given")
     total = sum(fractions.values())
     names = list(fractions)
-    videos = sorted({t.video_id for t in tasks})
+    videos = sorted(set(video_ids))
     random.Random(seed).shuffle(videos)
     n = len(videos)
     quotas = {k: fractions[k] / total * n for k in names}
@@ -343,13 +349,7 @@ def split_by_video(tasks: Sequence[Task], fractions: Mapping[str, float], seed: 
             if counts[donor] > 1:
                 counts[donor] -= 1
                 counts[k] += 1
-    assignment: dict[str, str] = {}
-    i = 0
-    for k in names:
-        for v in videos[i : i + counts[k]]:
-            assignment[v] = k
-        i += counts[k]
-    return [t.model_copy(update={"split": assignment[t.video_id]}) for t in tasks]
+    return dict(zip(videos, [k for k in names for _ in range(counts[k])], strict=True))
 
 
 def check_video_disjoint(tasks: Iterable[Task]) -> list[str]:

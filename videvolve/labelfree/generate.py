@@ -17,7 +17,7 @@ from typing import Any
 
 from videvolve.atomic import write_text_atomic
 from videvolve.errors import MediaError, UsageError, VidevolveError
-from videvolve.labelfree.folder import repeat_note, same_content
+from videvolve.labelfree.folder import early_splits, repeat_note, same_content, splice_pools
 from videvolve.labelfree.perceived import LOOK_VERSION, model_identity, stored_timeline, unread_note
 from videvolve.labelfree.video_tasks import (
     DEFAULT_FRACTIONS,
@@ -33,7 +33,7 @@ from videvolve.media.info import file_key, probe
 from videvolve.models.base import reach
 from videvolve.needles.frames import PLAN_KEY
 from videvolve.needles.needles import NeedlePlan
-from videvolve.tasks import Task, split_by_video
+from videvolve.tasks import Task
 from videvolve.threads import run_in_threads
 
 __all__ = ["DEFAULT_FRACTIONS", "SOURCES", "GenerateReport", "GenerateSettings", "Perceiver", "VideoOutcome",
@@ -177,7 +177,10 @@ def _stamp(path: Path, settings: GenerateSettings, model: dict[str, Any] | None 
 
 
 def _load_part(parts: Path, video_id: str, stamp: str, videos: Sequence[str]) -> list[Task] | None:
-    """The video's stored tasks, unless made otherwise or splicing in a video no longer among ``videos``."""
+    """The video's stored tasks, unless made otherwise or splicing in a video not among ``videos``.
+
+    ``videos``: those it may splice in; one spliced in but no longer among them is gone, or now in another split.
+    """
     p = _part_path(parts, video_id)
     try:  # a part that is not one this tool wrote (edited, damaged) is made again
         data = json.loads(p.read_text(encoding="utf-8"))
@@ -206,7 +209,7 @@ def _splice_sources(plans: Sequence[NeedlePlan]) -> dict[str, list[int] | None]:
 
 
 def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], settings: GenerateSettings,
-                     parts: Path) -> dict[str, Any] | None:
+                     parts: Path, pools: dict[str, list[str]] | None = None) -> dict[str, Any] | None:
     """The perceiver's :func:`~videvolve.labelfree.perceived.model_identity`, part of what a video's stamp names.
 
     As :func:`~videvolve.evaluation.solve.producer_of` keys results: when a video's stored part is not this model's,
@@ -217,13 +220,13 @@ def perceiving_model(perceiver: Perceiver | None, videos: dict[str, Path], setti
         return None
     model = model_identity(perceiver.vlm, perceiver.cost, perceiver.image_format, perceiver.jpeg_quality)
     if "perceived" in settings.sources:
-        paths = [str(p.resolve()) for p in videos.values()]
+        pools = pools if pools is not None else _every_other(videos)
         for vid, path in videos.items():
             try:
                 stamp = _stamp(path, settings, model)
             except (OSError, MediaError):
                 continue  # no tasks for it, whatever the model
-            if _load_part(parts, vid, stamp, paths) is None:
+            if _load_part(parts, vid, stamp, pools[vid]) is None:
                 reach(perceiver.vlm)
                 return model_identity(perceiver.vlm, perceiver.cost, perceiver.image_format, perceiver.jpeg_quality)
     return model
@@ -237,21 +240,29 @@ def _save_part(parts: Path, video_id: str, stamp: str, tasks: list[Task], video:
                       "a video's generated tasks")
 
 
+def _every_other(videos: dict[str, Path]) -> dict[str, list[str]]:
+    """Every other video each video may splice in (a caller that made no split before the tasks)."""
+    paths = {vid: str(p.resolve()) for vid, p in videos.items() if unusable_name(p) is None}
+    return {vid: [p for v, p in paths.items() if v != vid] for vid in videos}
+
+
 def _ray_job(job: VideoJob, path: str, video_id: str, others: list[str]) -> str:
     return json.dumps([t.model_dump(mode="json") for t in job(Path(path), video_id, others)])
 
 
 def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings, parts: Path, workers: int,
              executor: str = "local", on_done: Callable[[VideoOutcome], None] | None = None,
-             model: dict[str, Any] | None = None) -> list[VideoOutcome]:
+             model: dict[str, Any] | None = None, pools: dict[str, list[str]] | None = None) -> list[VideoOutcome]:
     """Run ``job`` on every video not done before; media errors become that video's error, nothing else stops.
 
     ``model``: the perceiving model's :func:`~videvolve.labelfree.perceived.model_identity` (part of what was done).
+    ``pools``: the videos each video may splice in (:func:`~videvolve.labelfree.folder.splice_pools`: those of its
+    own split); None: every other video.
     """
     parts.mkdir(parents=True, exist_ok=True, mode=0o700)
     outcomes: dict[str, VideoOutcome] = {}
     pending: list[tuple[str, Path, str]] = []
-    all_paths = [str(p.resolve()) for p in videos.values() if unusable_name(p) is None]
+    pools = pools if pools is not None else _every_other(videos)
     for vid, path in videos.items():
         if (bad := unusable_name(path)) is not None:
             outcomes[vid] = VideoOutcome(vid, shown(path), error=bad)
@@ -261,7 +272,7 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
         except (OSError, MediaError) as exc:
             outcomes[vid] = VideoOutcome(vid, str(path), error=f"{path}: {exc}")
             continue
-        stored = _load_part(parts, vid, stamp, all_paths)
+        stored = _load_part(parts, vid, stamp, pools[vid])
         if stored is not None:
             outcomes[vid] = VideoOutcome(vid, str(path), stored, cached=True)
         else:
@@ -283,8 +294,8 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
 
         ray = ensure_ray()
         remote = ray.remote(num_cpus=1)(_ray_job)
-        flight = InFlight(ray, lambda item: remote.remote(
-            job, str(item[1]), item[0], [p for p in all_paths if p != str(item[1].resolve())]), pending, workers)
+        flight = InFlight(ray, lambda item: remote.remote(job, str(item[1]), item[0], pools[item[0]]), pending,
+                          workers)
         try:
             for item, ref in flight:  # each video kept as soon as it is done, whichever finishes first
                 try:
@@ -304,7 +315,7 @@ def run_jobs(videos: dict[str, Path], job: VideoJob, settings: GenerateSettings,
         def one(item: tuple[str, Path, str]) -> tuple[list[Task] | None, str | None]:
             vid, path, _ = item
             try:
-                return job(path, vid, [p for p in all_paths if p != str(path.resolve())]), None
+                return job(path, vid, pools[vid]), None
             except MediaError as exc:
                 return None, str(exc)
 
@@ -318,7 +329,7 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
     """Tasks for every readable video under ``videos_dir``, with video-disjoint train/selection splits.
 
     A copy of another video of the folder (the same content under another name) is skipped, its outcome saying so
-    (:mod:`videvolve.labelfree.folder`).
+    (:mod:`videvolve.labelfree.folder`). The split is made first, and a video's splice comes from its own split.
     """
     check_fractions(settings.fractions)
     files = list_videos(videos_dir)
@@ -329,17 +340,20 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
     check_sources(settings.sources)
     repeats = same_content(named, set(known))
     videos = {vid: path for vid, path in named.items() if vid not in repeats}
+    splits = early_splits({v: p for v, p in videos.items() if unusable_name(p) is None}, settings.fractions,
+                          settings.seed)
+    pools = splice_pools(videos, splits)
 
     def job(path: Path, vid: str, others: list[str]) -> list[Task]:
         return video_tasks(path, vid, others, settings, perceiver)
     workers = workers or (len(videos) if executor == "ray" else min(len(videos), max(1, os.cpu_count() or 1)))
-    model = perceiving_model(perceiver, videos, settings, parts)
+    model = perceiving_model(perceiver, videos, settings, parts, pools)
     copies = [VideoOutcome(vid, shown(path), error=repeat_note(shown(repeats[vid]))) for vid, path in named.items()
               if vid in repeats]
     for o in copies:
         if on_done:
             on_done(o)
-    outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done, model)
+    outcomes = run_jobs(videos, job, settings, parts, workers, executor, on_done, model, pools)
     for o in outcomes:
         timeline = stored_timeline(parts, o.video_id) if "perceived" in settings.sources and not o.error else None
         note = unread_note(timeline) if timeline is not None else None
@@ -347,9 +361,8 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
             o.error = note or why_no_tasks(Path(o.path), settings)
         elif note and not o.error:
             o.notes.append(note)
-    tasks = [t for o in outcomes for t in o.tasks]
-    if tasks:
-        tasks = split_by_video(tasks, settings.fractions, seed=settings.seed)
+    first = next(iter(settings.fractions))  # a video that got tasks though it did not open before: spliced nothing
+    tasks = [t.model_copy(update={"split": splits.get(t.video_id, first)}) for o in outcomes for t in o.tasks]
     rank = {vid: k for k, vid in enumerate(named)}
     return GenerateReport(sorted(outcomes + copies, key=lambda o: rank[o.video_id]), tasks)
 
