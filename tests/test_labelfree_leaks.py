@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from tests.conftest import sample
 from videvolve.cli import main
@@ -18,10 +21,13 @@ from videvolve.errors import MediaError
 from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.labelfree.generate import GenerateSettings, generate
+from videvolve.media.encode import write_h264
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.needles.frames import NeedleFrames, frame_source, plan_of
-from videvolve.needles.plan import SPLICE_QUESTION
+from videvolve.needles.needles import paint
+from videvolve.needles.plan import SPLICE_QUESTION, plan_needles
+from videvolve.needles.scan import scan_video
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import read_tasks
 from videvolve.testing import make_index_video
@@ -129,6 +135,32 @@ def test_the_same_video_under_two_names_gets_tasks_once_and_both_files_are_named
     said = " ".join(capsys.readouterr().err.split())
     assert f"skipped {videos / '0 another copy.mp4'}: the same video as {copy.resolve()}" in said, said
     assert [t.id for t in read_tasks(out)] == [t.id for t in tasks]
+
+
+def _portrait(path: Path, width: int, height: int) -> Path:
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 255, (height, width, 3), dtype=np.uint8)
+    return write_h264(path, (np.roll(base, k, axis=1) for k in range(300)), 10, width, height,
+                      {"crf": "28", "preset": "ultrafast"})
+
+
+@pytest.mark.parametrize("width, height", [(360, 640), (120, 640)])
+def test_a_word_needle_is_drawn_whole_inside_a_portrait_frame(tmp_path: Path, width: int, height: int):
+    """main: words were placed up to 0.55 of the width without measuring them, and ran off a portrait frame's right
+    edge ("MARBL"), their questions counting them as shown; a frame too narrow for the usual size gets smaller
+    words."""
+    scan = scan_video(_portrait(tmp_path / "phone.mp4", width, height))
+    words = 0
+    for seed in range(30):
+        plan = plan_needles(scan, random.Random(seed), [])
+        for n in (n for n in plan.needles if n.kind == "text"):
+            t = (n.start + n.end) / 2
+            black = Image.new("RGB", (width, height))
+            drawn = np.asarray(paint(black, t, plan.model_copy(update={"needles": (n,)})))
+            ys, xs = np.nonzero((drawn == 250).all(axis=2))  # the light box painted behind the word
+            assert xs.min() > 0 and xs.max() < width - 1 and ys.min() > 0 and ys.max() < height - 1, (seed, n)
+            words += 1
+    assert words >= 30
 
 
 def test_a_splice_comes_only_from_a_video_of_the_same_split(tmp_path: Path):

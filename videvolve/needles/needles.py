@@ -81,6 +81,21 @@ def _font(px: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     return ImageFont.load_default(size=max(8, px))
 
 
+def text_pad(px: float) -> int:
+    """The margin of the box painted behind a word ``px`` pixels high."""
+    return max(2, round(px * 0.3))
+
+
+def text_box(text: str, px: int) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) of the box painted behind ``text`` at ``px``, relative to where it is drawn.
+
+    Measured with the font painting uses (:func:`_paint_text`), its margin included: a plan keeps it in the frame.
+    """
+    left, top, right, bottom = ImageDraw.Draw(Image.new("RGB", (1, 1))).textbbox((0, 0), text, font=_font(px))
+    pad = text_pad(px)
+    return left - pad, top - pad, right + pad, bottom + pad
+
+
 def _paint_glyph(arr: np.ndarray, needle: Needle, t: float, sx: float, sy: float, outline: bool) -> None:
     assert needle.shape is not None and needle.colour is not None
     w, h = max(2, round(needle.size * sx)), max(2, round(needle.size * sy))
@@ -115,7 +130,7 @@ def _paint_text(image: Image.Image, needle: Needle, t: float, sx: float, sy: flo
     x0, y0 = round(x * sx), round(y * sy)
     text = needle.text or ""
     left, top, right, bottom = draw.textbbox((x0, y0), text, font=font)
-    pad = max(2, round(needle.size * sy * 0.3))
+    pad = text_pad(needle.size * sy)
     draw.rectangle((left - pad, top - pad, right + pad, bottom + pad), fill=(250, 250, 250))
     colour = GLYPH_COLOURS.get(needle.colour or "", (10, 10, 10)) if needle.colour else (10, 10, 10)
     draw.text((x0, y0), text, font=font, fill=colour)

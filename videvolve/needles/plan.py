@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from videvolve.datasets.synthworld import questions as q
 from videvolve.datasets.synthworld.palette import GLYPH_COLOURS, SHAPES
 from videvolve.datasets.synthworld.script import SIZES, Event, Scene, VideoScript
-from videvolve.needles.needles import Needle, NeedlePlan
+from videvolve.needles.needles import Needle, NeedlePlan, text_box
 from videvolve.needles.scan import VideoScan
 
 COUNTS = (3, 2, 1, 1, 1, 1)
@@ -30,6 +30,8 @@ BLIND_FAILED = ("identity_shape",)
 """Templates not asked about needles: over a needle set's few shapes, 'longest option' is right 20 % of the time
 (500 planned videos, tests/test_labelfree.py), outside the blind baselines' 5-point band."""
 SPLICE_QUESTION = "When does footage from another video appear?"
+MIN_WORD_PX = 8
+"""The smallest text height a word needle is drawn at (the smallest the font is drawn at)."""
 
 
 def _snap(t: float, step: float) -> float:
@@ -137,6 +139,7 @@ def plan_needles(scan: VideoScan, rng: random.Random, others: list[str], seen: S
     words = rng.sample(WORDS, 3)
     word_seq = [words[0]] * 3 + [words[1]] * 2 + [words[2]]  # counts 3, 2, 1: count answers span 0..3
     rng.shuffle(word_seq)
+    word_size = _word_size(words, scan.width, scan.height)
     for i, (start, end) in zip(order, slots, strict=False):
         if i < len(kinds):
             colour, shape = kinds[i]
@@ -148,16 +151,49 @@ def plan_needles(scan: VideoScan, rng: random.Random, others: list[str], seen: S
             needles.append(Needle(start=start, end=end, kind="glyph", colour=colour, shape=shape, size=size,
                                   p0=p0, p1=p1))
         elif extra[i - len(kinds)][0] == "text":
-            size = round(scan.height * 0.08)
-            x = rng.uniform(0.05, 0.55) * scan.width
-            y = rng.uniform(0.05, 0.8) * scan.height
-            needles.append(Needle(start=start, end=end, kind="text", text=word_seq.pop() if word_seq else words[0],
-                                  size=size, p0=(x, y), p1=(x, y)))
+            word = word_seq.pop() if word_seq else words[0]
+            if word_size is None:  # no size of the font makes the words fit this frame: no words
+                continue
+            x, y = _word_place(rng, word, word_size, scan.width, scan.height)
+            needles.append(Needle(start=start, end=end, kind="text", text=word, size=word_size, p0=(x, y), p1=(x, y)))
         else:
             source = rng.choice(others)
             needles.append(Needle(start=start, end=end, kind="splice", source=source, offset=0.0))
     return NeedlePlan(id=secrets.token_hex(12), video_id=scan.video_id, style="synth" if scan.synth else "footage",
                       width=scan.width, height=scan.height, needles=tuple(needles))
+
+
+def _word_margin(width: int) -> int:
+    """Pixels kept between a word's box and the frame's edge."""
+    return max(2, round(0.02 * width))
+
+
+def _word_size(words: Sequence[str], width: int, height: int) -> int | None:
+    """The text height of the plan's words: 8 % of the frame's height, less where the longest would not fit.
+
+    Measured as painted (:func:`~videvolve.needles.needles.text_box`): on a narrow (portrait) frame a word placed
+    without measuring ran off the edge ("MARBL") while its questions counted it as shown. None: none fits at all.
+    """
+    margin = _word_margin(width)
+    for px in range(max(MIN_WORD_PX, round(height * 0.08)), MIN_WORD_PX - 1, -1):
+        boxes = [text_box(w, px) for w in words]
+        if all(r - left + 2 * margin <= width and b - t + 2 * margin <= height for left, t, r, b in boxes):
+            return px
+    return None
+
+
+def _word_place(rng: random.Random, word: str, px: int, width: int, height: int) -> tuple[float, float]:
+    """Where a word is drawn: its whole box (margin included) inside the frame, in the upper-left part if it fits."""
+    left, top, right, bottom = text_box(word, px)
+    margin = _word_margin(width)
+    return (_draw(rng, margin - left, width - margin - right, 0.05 * width, 0.55 * width),
+            _draw(rng, margin - top, height - margin - bottom, 0.05 * height, 0.8 * height))
+
+
+def _draw(rng: random.Random, lo: float, hi: float, prefer_lo: float, prefer_hi: float) -> float:
+    """Uniform in [lo, hi] (where the box fits), within [prefer_lo, prefer_hi] where that leaves room."""
+    a, b = max(lo, prefer_lo), min(hi, prefer_hi)
+    return rng.uniform(a, b) if a <= b else rng.uniform(lo, max(lo, hi))
 
 
 def needle_script(scan: VideoScan, plan: NeedlePlan) -> VideoScript:
