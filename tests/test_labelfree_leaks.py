@@ -17,19 +17,22 @@ from PIL import Image
 from tests.conftest import sample
 from videvolve.cli import main
 from videvolve.config import RuntimeSettings
+from videvolve.datasets.synthworld import generate_world
 from videvolve.errors import MediaError
 from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.labelfree.generate import GenerateSettings, generate
+from videvolve.labelfree.video_tasks import needle_tasks
 from videvolve.media.encode import write_h264
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
+from videvolve.models.sim.perception import perceive
 from videvolve.needles.frames import NeedleFrames, frame_source, plan_of
 from videvolve.needles.needles import paint
 from videvolve.needles.plan import SPLICE_QUESTION, plan_needles
 from videvolve.needles.scan import scan_video
 from videvolve.skill_library.harness import load_harness
-from videvolve.tasks import read_tasks
+from videvolve.tasks import Task, read_tasks
 from videvolve.testing import make_index_video
 
 pytestmark = pytest.mark.slow  # real videos decoded and generated (seconds each)
@@ -135,6 +138,36 @@ def test_the_same_video_under_two_names_gets_tasks_once_and_both_files_are_named
     said = " ".join(capsys.readouterr().err.split())
     assert f"skipped {videos / '0 another copy.mp4'}: the same video as {copy.resolve()}" in said, said
     assert [t.id for t in read_tasks(out)] == [t.id for t in tasks]
+
+
+def _glyph_names(task: Task) -> set[str]:
+    """The glyph kinds a glyph question's answer rests on: its target, and an order question's options."""
+    template = task.meta.get("template")
+    if template in ("grounding", "count"):
+        return {str(task.meta["target"])}
+    return set(task.options or ()) if template == "order" else set()
+
+
+def test_no_question_is_asked_about_a_glyph_a_splice_of_a_synthworld_shows(tmp_path: Path):
+    """main: a SynthWorld stretch spliced into real footage showed its own glyphs, and the footage's questions
+    ignored them ('When does the yellow cross appear?' answered [] while the splice showed one)."""
+    generate_world(tmp_path / "w", videos=1, minutes=1.0, seed=0, workers=1)
+    target, source = sample("videos", "vidi_dummy.mp4"), tmp_path / "w" / "videos" / "video000.mp4"
+    step = scan_video(target).step
+    spliced = 0
+    for seed in range(24):
+        tasks = needle_tasks(target, "vidi_dummy", [str(source)], GenerateSettings(seed=seed))
+        plan = plan_of(tasks[0])
+        assert plan is not None
+        splice = next((n for n in plan.needles if n.kind == "splice"), None)
+        if splice is None:
+            continue
+        times = list(np.arange(splice.start, splice.end, step))
+        shown = {p.name for f in NeedleFrames(str(target), plan).frames(times, None) if (p := perceive(f.image)).name}
+        spliced += bool(shown)
+        for t in tasks:
+            assert not _glyph_names(t) & shown, (seed, t.question, t.options, t.answer, shown)
+    assert spliced >= 2  # the splices did show glyphs: the check above was not empty
 
 
 def _portrait(path: Path, width: int, height: int) -> Path:

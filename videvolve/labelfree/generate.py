@@ -162,10 +162,11 @@ def _part_path(parts: Path, video_id: str) -> Path:
     return parts / f"{video_id}.json"
 
 
-PLANNER_VERSION = 3
+PLANNER_VERSION = 4
 """Bumped when the same video and settings would give other tasks (2: needles as long as the perceived events; 3:
-needles as clear of other glyphs as the footage's own, perceived successor questions), so
-that a video's stored tasks from an older planner are made again rather than reused."""
+needles as clear of other glyphs as the footage's own, perceived successor questions; 4: words measured to fit the
+frame, no question about a glyph a splice shows, splices from the video's own split keeping their source's
+fingerprint), so that a video's stored tasks from an older planner are made again rather than reused."""
 
 
 def _stamp(path: Path, settings: GenerateSettings, model: dict[str, Any] | None = None) -> str:

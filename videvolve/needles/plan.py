@@ -18,7 +18,7 @@ from videvolve.datasets.synthworld import questions as q
 from videvolve.datasets.synthworld.palette import GLYPH_COLOURS, SHAPES
 from videvolve.datasets.synthworld.script import SIZES, Event, Scene, VideoScript
 from videvolve.needles.needles import Needle, NeedlePlan, text_box
-from videvolve.needles.scan import VideoScan
+from videvolve.needles.scan import VideoScan, with_splices
 
 COUNTS = (3, 2, 1, 1, 1, 1)
 """Occurrences per needle kind: one kind of each count 1..3 at least, so count questions span 0..3."""
@@ -205,10 +205,10 @@ def needle_script(scan: VideoScan, plan: NeedlePlan) -> VideoScript:
 
 
 def _native_safe(d: q.Draft, scan: VideoScan) -> bool:
-    """False when a native glyph could change the draft's answer."""
+    """False when a native glyph (the video's own, or one a splice shows) could change the draft's answer."""
     target = str(d.meta.get("target", ""))
     kind = tuple(target.split(" ", 1)) if " " in target else None
-    if d.template in ("grounding", "count"):  # asked kinds are never native (absent ones are filtered)
+    if d.template in ("grounding", "count"):  # a needle's kind is native only where a splice shows it too
         return kind not in scan.native
     if d.template == "identity_colour":
         bg, shape = d.question.rsplit(" background", 1)[0].rsplit("on the ", 1)[1], target.split(" ")[1]
@@ -216,17 +216,22 @@ def _native_safe(d: q.Draft, scan: VideoScan) -> bool:
     if d.template == "identity_shape":
         bg, colour = d.question.rsplit(" background", 1)[0].rsplit("on the ", 1)[1], target.split(" ")[0]
         return not any(b == bg and c == colour for b, c, _ in scan.native_on)
-    return d.template == "order"
+    return d.template == "order" and not any(tuple(o.split(" ", 1)) in scan.native for o in d.options)
 
 
 def glyph_drafts(scan: VideoScan, plan: NeedlePlan, rng: random.Random, n: int) -> list[q.Draft]:
-    """About ``n`` questions about the plan's glyphs: grounding, count, identity and order, as the world draws them."""
+    """About ``n`` questions about the plan's glyphs: grounding, count, identity and order, as the world draws them.
+
+    What the plan's splices show counts as the video's own (:func:`~videvolve.needles.scan.with_splices`): a
+    stretch of a SynthWorld spliced in shows its glyphs, and no question about those kinds is asked.
+    """
     script = needle_script(scan, plan)
     if not script.events:
         return []
+    scan = with_splices(scan, plan)
     absent = [k for k in q._absent(script) if k not in scan.native]
-    ground = q.grounding(script, rng, max(1, n // 2), absent)
-    counts = [d for d in q.count(script, rng, absent) if len(set(d.options)) == 4]
+    ground = [d for d in q.grounding(script, rng, max(1, n // 2), absent) if _native_safe(d, scan)]
+    counts = [d for d in q.count(script, rng, absent) if len(set(d.options)) == 4 and _native_safe(d, scan)]
     others = [d for t in (q.identity, q.order) for d in t(script, rng)  # identity_shape: see BLIND_FAILED
               if len(set(d.options)) == 4 and _native_safe(d, scan) and d.template not in BLIND_FAILED]
     rng.shuffle(others)

@@ -7,14 +7,17 @@ decoded sparsely, which also finds a damaged file before any task is written for
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import av
 import numpy as np
 
 from videvolve.media.decode import frames_at, iter_frames
 from videvolve.media.info import probe, stream_index
-from videvolve.models.sim.perception import perceive
+from videvolve.models.sim.perception import Percept, perceive
+from videvolve.needles.needles import NeedlePlan
 
 SYNTH_SAMPLES = 8
 FOOTAGE_CHECK_EVERY = 10.0
@@ -50,9 +53,7 @@ def scan_video(path: str | Path, video_id: str | None = None) -> VideoScan:
     index = stream_index(path)
     step = float(index.min_step * index.time_base) or 1.0 / max(info.fps, 1.0)
     vid = video_id or Path(path).stem
-    times = [info.duration * (k + 0.5) / SYNTH_SAMPLES for k in range(SYNTH_SAMPLES)]
-    sample = frames_at(path, times, clamp=True)
-    synth = sum(perceive(f.image).background is not None for f in sample) >= SYNTH_SAMPLES - 1
+    synth = _synth_like(path, info.duration)
     scan = VideoScan(vid, path, info.duration, info.width, info.height, step, synth)
     if not synth:
         n = int(info.duration // FOOTAGE_CHECK_EVERY) + 1
@@ -65,12 +66,8 @@ def scan_video(path: str | Path, video_id: str | None = None) -> VideoScan:
     last = 0.0
     for frame in iter_frames(path, 0.0, info.duration):
         t = float(frame.time)
-        p = perceive(np.asarray(frame.to_ndarray(format="rgb24")))
+        p = _read(frame, scan)
         clear = p.glyph == "none"
-        if p.glyph == "clear" and p.colour and p.shape:
-            scan.native.add((p.colour, p.shape))
-            if p.background:
-                scan.native_on.add((p.background, p.colour, p.shape))
         if clear and start is None:
             start = t
         elif not clear and start is not None:
@@ -87,3 +84,43 @@ def scan_video(path: str | Path, video_id: str | None = None) -> VideoScan:
     if bg_run is not None:
         scan.backgrounds.append((float(bg_run[0]), end, str(bg_run[2])))
     return scan
+
+
+def _synth_like(path: str, duration: float) -> bool:
+    """Whether a video looks like a SynthWorld's (a solid palette background in nearly every sampled frame)."""
+    times = [duration * (k + 0.5) / SYNTH_SAMPLES for k in range(SYNTH_SAMPLES)]
+    sample = frames_at(path, times, clamp=True)
+    return sum(perceive(f.image).background is not None for f in sample) >= SYNTH_SAMPLES - 1
+
+
+def _read(frame: av.VideoFrame, scan: VideoScan) -> Percept:
+    """One frame perceived; a glyph on it is added to what ``scan`` says the video shows itself."""
+    p = perceive(np.asarray(frame.to_ndarray(format="rgb24")))
+    if p.glyph == "clear" and p.colour and p.shape:
+        scan.native.add((p.colour, p.shape))
+        if p.background:
+            scan.native_on.add((p.background, p.colour, p.shape))
+    return p
+
+
+def with_splices(scan: VideoScan, plan: NeedlePlan) -> VideoScan:
+    """``scan`` with the glyphs the plan's splices show counted as the video's own (questions avoid those).
+
+    A spliced stretch of a SynthWorld-like video shows that video's glyphs; each is scanned as a video is (every
+    frame perceived when its source looks like a SynthWorld's, nothing read from real footage), from one frame
+    before the stretch to its end.
+    """
+    splices = [n for n in plan.needles if n.kind == "splice" and n.source]
+    if not splices:
+        return scan
+    out = dataclasses.replace(scan, native=set(scan.native), native_on=set(scan.native_on))
+    for n in splices:
+        assert n.source is not None
+        info = probe(n.source)
+        if not _synth_like(n.source, info.duration):
+            continue
+        index = stream_index(n.source)
+        before = float(index.min_step * index.time_base) or 1.0 / max(info.fps, 1.0)
+        for frame in iter_frames(n.source, max(0.0, n.offset - before), n.offset + (n.end - n.start)):
+            _read(frame, out)
+    return out
