@@ -62,6 +62,14 @@ def _footage(folder: Path, names: tuple[str, ...] = FOOTAGE) -> Path:
     return folder
 
 
+def _generated(folder: Path) -> Path:
+    """Three videos of distinct content and sizes, made here (index frames: needles and splices plan on them)."""
+    folder.mkdir(parents=True)
+    for i, (w, h, seconds) in enumerate([(256, 256, 25), (320, 180, 30), (320, 240, 40)]):
+        make_index_video(folder / f"g{i}.mp4", seconds=seconds, fps=10, width=w, height=h)
+    return folder
+
+
 def _probe_harness(folder: Path):
     folder.mkdir()
     (folder / "solver.py").write_text(PROBE)
@@ -74,7 +82,7 @@ def _probe_harness(folder: Path):
 def test_a_task_whose_spliced_video_went_or_changed_fails_whole_before_its_harness_runs(tmp_path: Path):
     """main: only the frames inside the splice failed ("video not found: the task's video"), so a harness that caught
     the errors read off the splice's times (the gold answer) and the task ended ok."""
-    videos = _footage(tmp_path / "videos")
+    videos = _generated(tmp_path / "videos")  # no sample needed: this test runs in a plain clone
     report = generate(videos, GenerateSettings(questions_per_video=4, fractions={"train": 1.0}), tmp_path / "parts",
                       workers=1)
     task = next(t for t in report.tasks if t.question == SPLICE_QUESTION)
@@ -96,7 +104,12 @@ def test_a_task_whose_spliced_video_went_or_changed_fails_whole_before_its_harne
     assert not any(s["event"] == "log" for s in steps)  # refused before the harness ran: it was told nothing
     with pytest.raises(MediaError, match=str(source)):  # nor is any picture of the task shown elsewhere
         frame_source(task)
-    shutil.copy2(sample("videos", "moviepy_doc_example.mp4"), source)  # another video under the old name
+    from videvolve.editing.probe import ProbeArgs, run_probe
+
+    probed = run_probe(ProbeArgs(task_id=task.id, times=[1.0, 2.0], question="what is shown?"), task, SimVLM(),
+                       cost_model("qwen2.5-vl"), None, "png", tmp_path / "probe-out")
+    assert probed.get("error", "").startswith("media:") and str(source) in probed["error"]  # the editor's probe
+    make_index_video(source, seconds=12, fps=10, width=160, height=120)  # another video under the old name
     result, steps = run("replaced")
     assert result.error_kind == "media" and "changed" in (result.error or ""), result.error
     assert not any(s["event"] == "log" for s in steps)
@@ -108,7 +121,7 @@ def test_a_task_whose_spliced_video_went_or_changed_fails_whole_before_its_harne
     old = {**task.meta["needle_plan"], "needles": [{k: v for k, v in n.items() if k != "fingerprint"}
                                                    for n in task.meta["needle_plan"]["needles"]]}
     older = task.model_copy(update={"meta": {**task.meta, "needle_plan": old}})
-    shutil.copy2(sample("videos", "moviepy_doc_example.mp4"), source)
+    make_index_video(source, seconds=12, fps=10, width=160, height=120)
     assert isinstance(frame_source(older), NeedleFrames)
     source.unlink()
     with pytest.raises(MediaError, match=str(source)):
@@ -122,15 +135,15 @@ def _digest(path: str | Path) -> str:
 def test_the_same_video_under_two_names_gets_tasks_once_and_both_files_are_named(tmp_path: Path, capsys):
     """main: each copy was a video of its own, one in train and one in selection (the selection questions were
     train's, answers and all), silently."""
-    videos = _footage(tmp_path / "videos")
-    copy = videos / "a copy of chaplin.mp4"  # first in the folder's order: the one kept
-    shutil.copy2(videos / "moviepy_chaplin.mp4", copy)
+    videos = _generated(tmp_path / "videos")
+    copy = videos / "a copy of g1.mp4"  # first in the folder's order: the one kept
+    shutil.copy2(videos / "g1.mp4", copy)
     out = tmp_path / "t.jsonl"
     assert main(["tasks", "generate", str(videos), "--out", str(out), "--workers", "1"]) == 0
     said = " ".join(capsys.readouterr().err.split())
-    assert f"skipped {videos / 'moviepy_chaplin.mp4'}: the same video as {copy.resolve()}" in said, said
+    assert f"skipped {videos / 'g1.mp4'}: the same video as {copy.resolve()}" in said, said
     tasks = read_tasks(out)
-    assert {Path(t.video).name for t in tasks} == {copy.name, "vidi_dummy.mp4", "moviepy_long_example.mp4"}
+    assert {Path(t.video).name for t in tasks} == {copy.name, "g0.mp4", "g2.mp4"}
     assert len({_digest(t.video) for t in tasks}) == len({t.video for t in tasks})
     # a copy added later never displaces the video an earlier run into the same --out gave tasks to
     (videos / "0 another copy.mp4").write_bytes(copy.read_bytes())
@@ -152,11 +165,12 @@ def test_no_question_is_asked_about_a_glyph_a_splice_of_a_synthworld_shows(tmp_p
     """main: a SynthWorld stretch spliced into real footage showed its own glyphs, and the footage's questions
     ignored them ('When does the yellow cross appear?' answered [] while the splice showed one)."""
     generate_world(tmp_path / "w", videos=1, minutes=1.0, seed=0, workers=1)
-    target, source = sample("videos", "vidi_dummy.mp4"), tmp_path / "w" / "videos" / "video000.mp4"
+    target = make_index_video(tmp_path / "footage.mp4", seconds=25, fps=16, width=256, height=256)  # no sample needed
+    source = tmp_path / "w" / "videos" / "video000.mp4"
     step = scan_video(target).step
     spliced = 0
     for seed in range(24):
-        tasks = needle_tasks(target, "vidi_dummy", [str(source)], GenerateSettings(seed=seed))
+        tasks = needle_tasks(target, "footage", [str(source)], GenerateSettings(seed=seed))
         plan = plan_of(tasks[0])
         assert plan is not None
         splice = next((n for n in plan.needles if n.kind == "splice"), None)

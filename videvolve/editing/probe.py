@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import load_transcript
-from videvolve.errors import RequestRefused
+from videvolve.errors import MediaError, RequestRefused
 from videvolve.media import contact_sheet
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
@@ -77,8 +77,12 @@ def run_probe(args: ProbeArgs, task: Task, vlm: VLM, cost: CostModel, cache: Res
               image_format: str, out_dir: Path) -> dict[str, Any]:
     """Show the observations, ask, save the images; returns the reply, the images and the probe's cost."""
     settings = RuntimeSettings(image_format="jpeg" if image_format == "jpeg" else "png")
+    try:  # a generated task whose spliced-in video went is refused whole, as its evaluation is
+        frames = frame_source(task)
+    except MediaError as exc:
+        return {"error": f"media: {exc}"}
     services = TaskServices(task.view(), task.video, vlm, cost, settings, cache=cache,
-                            transcript=load_transcript(task), frames=frame_source(task))
+                            transcript=load_transcript(task), frames=frames)
     times = [float(t) for t in args.times]
     if args.show == "transcript":
         try:
@@ -128,5 +132,5 @@ def _save(task: Task, args: ProbeArgs, out_dir: Path) -> list[str]:
             f.image.save(out_dir / name)
             names.append(name)
         return names
-    except (OSError, ValueError):
+    except (OSError, ValueError, MediaError):
         return []

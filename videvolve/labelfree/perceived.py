@@ -220,9 +220,3 @@ def perceived_drafts(timeline: Timeline, rng: random.Random, n: int) -> list[q.D
     mcqs = [d for t in q.MCQ_TEMPLATES for d in t(script, rng) if len(set(d.options)) == 4]
     rng.shuffle(mcqs)
     return drafts + mcqs[: max(0, n - len(drafts))]
-
-
-def timeline_summary(timeline: Timeline) -> str:
-    """One line for the log."""
-    return json.dumps({"video": timeline.video_id, "frames": timeline.frames, "requests": timeline.requests,
-                       "prompt_tokens": timeline.prompt_tokens})
