@@ -216,3 +216,18 @@ wc -c < /tmp/big > tmp_size'''
     assert editor.propose(tools.inp, OneWorkspace(tools)) is None
     assert (tools.root / "s_tmp").read_text().strip() != "0"  # No space left on device
     assert int((tools.root / "tmp_size").read_text()) <= 8 * 1024**2
+
+
+@needs_bwrap
+@pytest.mark.parametrize("name", ["submitted.json", "REPAIR.md"])
+def test_a_folder_the_command_makes_where_the_run_writes_ends_neither_the_proposal_nor_the_run(small_world, tmp_path,
+                                                                                           seed, name):
+    """``mkdir submitted.json`` (or ``REPAIR.md``, before the first repair round binds it) made the run's own
+    ``unlink`` raise IsADirectoryError out of ``propose``: a hostile command stopped the run."""
+    tools = workspace(small_world, tmp_path, seed, n=1)
+    editor = CommandEditor(CommandSpec(cmd=agent_script(tmp_path, f"mkdir {name}\necho done"), timeout_s=60))
+    assert editor.propose(tools.inp, OneWorkspace(tools)) is None  # its failure, said
+    assert "without changing candidate/" in (editor.last_failure or "")
+    if name == "REPAIR.md":  # the next round removes what the last command left there before it begins
+        assert editor.propose(tools.inp.model_copy(update={"feedback": "smoke run failed"}), OneWorkspace(tools)) \
+            is None

@@ -57,6 +57,16 @@ def test_an_agent_editor_sending_nul_and_long_names_ends_its_proposal_not_the_ru
     assert "refused" in (agent.last_failure or ""), agent.last_failure
 
 
+def test_an_edit_path_with_a_final_newline_is_refused(tmp_path, seed):
+    """``$`` matches before a final newline: ``"solver.py\\n"`` was written as a file of that name, which the static
+    check never read, and an agent's stray ``candidate/SKILL.md\\n`` made a copy of the parent pass as new."""
+    for path in ("solver.py\n", "SKILL.md\n", "config.toml\n", "references/a.md\n", "tools/t/tool.py\n"):
+        assert check_edit(path, "x") is not None, path
+    with pytest.raises(HarnessError, match="not an editable harness file"):
+        write_candidate(seed, tmp_path / "harnesses",
+                        Proposal(operator="llm", rationale="r", edits={"solver.py\n": "import os\n"}))
+
+
 def test_an_overlong_editable_name_is_refused_before_it_is_written(tmp_path, seed):
     """The LLM editor's edits reach write_candidate by name: one the file system cannot hold is the edit's fault."""
     assert check_edit(f"references/{LONG}.md", "x") is not None

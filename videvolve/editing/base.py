@@ -24,7 +24,9 @@ from videvolve.memory.records import Diagnosis
 from videvolve.skill_library.harness import content_hash, copy_harness, read_manifest, write_manifest
 
 EDITABLE = re.compile(r"^(SKILL\.md|config\.toml|solver\.py|references/[A-Za-z0-9_-]+\.md|"
-                      r"tools/[A-Za-z0-9_-]+/tool\.(json|py))$")
+                      r"tools/[A-Za-z0-9_-]+/tool\.(json|py))\Z")
+"""The files an edit may write (``\\Z``, not ``$``, which also matches before a final newline: ``"solver.py\\n"`` was
+written as a file of that name, which the static check never read and which made a copy of the parent look new)."""
 MAX_EDIT_BYTES = 128 * 1024
 MAX_NAME = 64
 """Characters of one name in an edit path (a longer one the file system may refuse: the edit's fault, not the run's)."""

@@ -39,6 +39,7 @@ from videvolve.editing.safefs import (
     PathRefused,
     copy_tree,
     open_dir,
+    remove_tree,
     remove_tree_at,
     walk,
     write_bytes,
@@ -294,7 +295,7 @@ class CommandEditor:
         tools.operator = "command"
         tools.deadline = time.monotonic() + self.spec.timeout_s
         repair = bool(tools.resumed and inp.feedback)
-        (tools.root / "REPAIR.md").unlink(missing_ok=True)
+        remove_tree(tools.root / "REPAIR.md")  # a folder, should the last command have made one there
         if repair:
             (tools.root / "REPAIR.md").write_text(REPAIR.format(feedback=inp.feedback), encoding="utf-8")
         prepare_records(tools.root)
@@ -308,7 +309,8 @@ class CommandEditor:
         with serve_tools(server) as tools_dir:
             code, seconds, output = self._run(bwrap_argv(tools.root, tools_dir, self.spec, repair))
         timed_out = code is None
-        (tools.root / "submitted.json").unlink(missing_ok=True)  # the run writes it, after the proposal, alone
+        remove_tree(tools.root / "submitted.json")  # the run writes it, after the proposal, alone (a folder the
+        # command made there too: `mkdir submitted.json` stopped the run with an IsADirectoryError)
         drop_set_id(tools.root)
         write_bytes(tools.root, "command.log", output.encode("utf-8"))
         tools.log({"kind": "command", "command": (self.spec.repair_cmd or self.spec.cmd) if repair else
