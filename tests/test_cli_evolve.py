@@ -144,3 +144,22 @@ def test_two_bugs_in_the_same_second_keep_both_crash_files(monkeypatch, capsys, 
     crashes = sorted((tmp_path / "home" / ".cache" / "videvolve").glob("crash-20260101-000000*.log"))
     assert len(crashes) == 2, crashes
     assert {"first" in c.read_text() for c in crashes} == {True, False}
+
+
+def test_a_bug_inside_a_run_says_that_the_run_resumes(small_world, monkeypatch, capsys, tmp_path: Path):
+    """A bug raised inside a node went to the generic handler: "a bug in videvolve", exit 70, and no word that
+    everything finished is kept and ``--resume`` retries the step (it does)."""
+    import videvolve.graph.driver as driver
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected bug in edit")
+
+    monkeypatch.setattr(driver, "evolve", broken)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    run = tmp_path / "run"
+    code = main(["evolve", "--tasks", str(small_world.tasks_path), "--run", str(run), "--iterations", "1",
+                 "--memory", str(tmp_path / "mem")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 70 and "injected bug in edit" in err and "bug in videvolve" in err
+    assert f"videvolve evolve --run {run} --resume" in err and "retries the step" in err

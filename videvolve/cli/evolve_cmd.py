@@ -256,6 +256,11 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         err.print(f"[yellow]interrupted.[/] Everything finished is kept; continue with\n"
                   f"  videvolve evolve --run {ctx.root} --resume", highlight=False)
         return 130
+    except Exception:  # a bug: reported as one by the console, after what the user can still do
+        err.print(f"[bold red]the run stopped on an error of videvolve's[/] (below). Every step finished before it is "
+                  f"kept: once it is fixed, `videvolve evolve --run {ctx.root} --resume` retries the step.",
+                  highlight=False)
+        raise
     out.print(f"stopped after {final.get('iteration')} iteration(s): {final.get('stop_reason') or 'already done'}")
     n = ((final.get("tree") or {}).get(final.get("incumbent")) or {}).get("n")  # multi-fidelity: its rung's questions
     out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}"
