@@ -14,29 +14,40 @@ from videvolve.loop.services import Run
 from videvolve.loop.state import State
 from videvolve.memory.records import Diagnosis
 from videvolve.models import make_vlm
-from videvolve.models.cache import MeteredVLM
+from videvolve.models.cache import MeteredVLM, ResponseCache
+from videvolve.models.step_cache import step_cache
 from videvolve.skill_library.trace import read_trace
 from videvolve.usage import Spend
 
 log = logging.getLogger(__name__)
 
 
-def investigator_model(run: Run) -> MeteredVLM:
+def investigator_model(run: Run, cache: ResponseCache | None = None) -> MeteredVLM:
     """The agent investigator's model (by default the solver's, as in Video-RSI) with its own cap, cached, metered."""
     ctx = run.ctx
     settings = (ctx.investigator.agent_model or ctx.model).model_copy(update={"max_tokens":
                                                                               ctx.investigator.max_tokens})
-    return MeteredVLM(make_vlm(settings), run.cache)
+    return MeteredVLM(make_vlm(settings), cache or run.cache)
 
 
 def investigate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """One diagnosis per failure; the probes' cost is the investigator's own ledger."""
     run = runtime.context
+    it = state["iteration"]
+    cache = step_cache(run.cache, run.root, f"{it}-investigate")  # a rerun after a kill pays what it paid
+    try:
+        return _investigate(run, state, cache)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _investigate(run: Run, state: State, cache: ResponseCache | None) -> dict[str, Any]:
     ctx = run.ctx
     it = state["iteration"]
     by_id = {t.id: t for t in run.train}
-    inv = Investigator(run.probe_vlm, run.cost, ctx.investigator.probe_frames, run.cache, ctx.runtime.image_format)
-    agent = AgentInvestigator(investigator_model(run), inv, run.dir.investigations, ctx.investigator.rounds) \
+    inv = Investigator(run.probe_vlm, run.cost, ctx.investigator.probe_frames, cache, ctx.runtime.image_format)
+    agent = AgentInvestigator(investigator_model(run, cache), inv, run.dir.investigations, ctx.investigator.rounds) \
         if ctx.investigator.kind == "agent" else None
     evals = run.dir.evals(state["parent"], "train")
     diagnoses: list[Diagnosis] = []
