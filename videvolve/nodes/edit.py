@@ -24,7 +24,8 @@ from videvolve.errors import HarnessError
 from videvolve.loop.services import Run, command_spec
 from videvolve.loop.state import State
 from videvolve.models import make_vlm
-from videvolve.models.cache import MeteredVLM
+from videvolve.models.cache import MeteredVLM, ResponseCache
+from videvolve.models.step_cache import step_cache
 from videvolve.nodes.sessions import Sessions
 from videvolve.search.gate import rule_text
 from videvolve.search.history import GateEntry, diagnosis_for_editor, entries, for_editor, missed_on_videos
@@ -80,11 +81,11 @@ def editor_input(run: Run, state: State) -> EditorInput:
                        gate=gate.terms(len(run.selection)).model_copy(update={"headroom": headroom_by_operator(gated)}))
 
 
-def editor_model(run: Run) -> MeteredVLM:
+def editor_model(run: Run, cache: ResponseCache | None = None) -> MeteredVLM:
     """The editor's model (by default the solver's, as in Video-RSI) with its own reply cap, cached and metered."""
     ctx = run.ctx
     settings = (ctx.editor.model or ctx.model).model_copy(update={"max_tokens": ctx.editor.max_tokens})
-    return MeteredVLM(make_vlm(settings), run.cache)
+    return MeteredVLM(make_vlm(settings), cache or run.cache)
 
 
 def make_editor(run: Run, model: MeteredVLM | None = None) -> Editor:
@@ -103,11 +104,20 @@ def make_editor(run: Run, model: MeteredVLM | None = None) -> Editor:
 def edit(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     """Candidate versions (possibly none)."""
     run = runtime.context
+    cache = step_cache(run.cache, run.root, f"{state['iteration']}-edit-{state.get('repair_round', 0)}")
+    try:  # a rerun after a kill pays the editor's calls and probes its killed attempt paid
+        return _edit(run, state, cache)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _edit(run: Run, state: State, cache: ResponseCache | None) -> dict[str, Any]:
     ctx = run.ctx
     it, parent = state["iteration"], state["parent"]
-    model = editor_model(run) if ctx.editor.kind in ("llm", "agent") and run.editor is None else None
+    model = editor_model(run, cache) if ctx.editor.kind in ("llm", "agent") and run.editor is None else None
     editor = run.editor or make_editor(run, model)
-    sessions = Sessions(run, state)
+    sessions = Sessions(run, state, cache)
     inp = editor_input(run, state)
     want = ctx.candidates_per_iteration
     candidates: list[str] = []

@@ -18,6 +18,7 @@ from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.services import Run
 from videvolve.loop.state import State
+from videvolve.models.cache import ResponseCache
 from videvolve.search.history import diagnosis_for_editor
 from videvolve.skill_library.harness import MANIFEST, Harness, revision_diff
 from videvolve.skill_library.trace import read_trace
@@ -36,8 +37,12 @@ def _trace(run: Run, version: str, task_id: str) -> list[dict[str, Any]]:
     return read_trace(run.dir.evals(version, "train").trace(task_id))
 
 
-def editor_env(run: Run, parent: str, batch: list[Task]) -> EditorEnv:
-    """The tools' view of the run: this batch's training tasks, the parent's results on them, the services."""
+def editor_env(run: Run, parent: str, batch: list[Task], cache: ResponseCache | None = None) -> EditorEnv:
+    """The tools' view of the run: this batch's training tasks, the parent's results on them, the services.
+
+    ``cache``: the edit step's response cache for the probes (:mod:`~videvolve.models.step_cache`; the run's by
+    default); trials store their results and read them back, so they pay the same on any attempt.
+    """
     results = {t.id: r for t in batch if (r := run.stored(parent, t, "train")) is not None}
 
     def evaluate(harness: Harness, tasks: list[Task]) -> list[TaskResult]:
@@ -52,7 +57,7 @@ def editor_env(run: Run, parent: str, batch: list[Task]) -> EditorEnv:
 
     return EditorEnv(parent=parent, parent_dir=run.harness_dir(parent), tasks={t.id: t for t in batch},
                      parent_results=results, evaluate=evaluate, trace_of=lambda v, t: _trace(run, v, t),
-                     probe_vlm=run.probe_vlm, cost=run.cost, cache=run.cache,
+                     probe_vlm=run.probe_vlm, cost=run.cost, cache=cache or run.cache,
                      image_format=run.ctx.runtime.image_format, memory_search=memory_search,
                      cost_metric=run.ctx.gate.cost_metric, text_weight=run.ctx.gate.text_token_weight)
 
@@ -60,8 +65,9 @@ def editor_env(run: Run, parent: str, batch: list[Task]) -> EditorEnv:
 class Sessions:
     """Opens one workspace per proposal of an edit step (or reopens the one a repair round goes back to)."""
 
-    def __init__(self, run: Run, state: State) -> None:
+    def __init__(self, run: Run, state: State, cache: ResponseCache | None = None) -> None:
         self.run, self.state = run, state
+        self.cache = cache
         self.iteration, self.parent = state["iteration"], state["parent"]
         self.folder = str(self.iteration + 1)  # workspaces/<iteration>-<n>/, the iteration numbered from 1
         by_id = {t.id: t for t in run.train}
@@ -82,7 +88,7 @@ class Sessions:
 
     def open(self, inp: EditorInput, resume: bool = False) -> EditorTools:
         """A workspace and its tools for the next proposal; ``resume``: the failed submission's, in a repair round."""
-        env = editor_env(self.run, self.parent, self.batch)
+        env = editor_env(self.run, self.parent, self.batch, self.cache)
         if resume and self.repair is not None and not self.opened:
             tools = EditorTools(self.repair, env, self.limits, inp)
             tools.resumed = True
