@@ -223,3 +223,23 @@ def test_the_help_names_what_tasks_holds_and_every_synth_flag_says_what_it_does(
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     synth = commands.choices["synth"]
     assert all(a.help for a in synth._actions if a.option_strings), [a.dest for a in synth._actions if not a.help]
+
+
+def test_every_flag_of_every_command_says_what_it_does():
+    """About thirty flags had no help text (``--run``, ``--json``, ``--port``, ``demo --videos``, ...): ``--help``
+    and the generated CLI reference showed them bare."""
+    import argparse
+
+    from videvolve.cli import build_parser
+
+    def bare(parser: argparse.ArgumentParser, path: list[str]) -> list[str]:
+        out = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    out += bare(sub, [*path, name])
+            elif action.option_strings and not action.help and "-h" not in action.option_strings:
+                out.append(f"{' '.join(path)} {action.option_strings[-1]}")
+        return out
+
+    assert bare(build_parser(), []) == []

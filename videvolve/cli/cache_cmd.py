@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for q in (i, c):
         q.add_argument("--cache", type=Path, default=None, help="the cache file (default: the one every command uses, "
                        "~/.cache/videvolve/responses.sqlite)")
-    i.add_argument("--json", action="store_true")
+    i.add_argument("--json", action="store_true", help="print JSON instead of a table")
     i.set_defaults(func=cmd_info)
     c.add_argument("--model", default=None, help="the served model name whose replies to forget")
     c.add_argument("--all", action="store_true", help="forget every reply")

@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = tsub.add_parser("validate", help="check every record; report the file and line of each problem")
     v.add_argument("file", type=Path)
     v.add_argument("--no-videos", action="store_true", help="do not check that the video files exist")
-    v.add_argument("--json", action="store_true")
+    v.add_argument("--json", action="store_true", help="print JSON instead of a table")
     v.set_defaults(func=cmd_validate)
     s = tsub.add_parser("split", help="assign video-disjoint splits")
     s.add_argument("file", type=Path)
@@ -71,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("annotations", type=Path, help="the benchmark's annotation file (or MLVU's folder)")
     imp.add_argument("--meta", type=Path, default=None, help="extra file, e.g. Charades_v1_test.csv for durations")
     imp.add_argument("--videos", type=Path, required=True, help="folder holding the benchmark's videos")
-    imp.add_argument("--out", type=Path, required=True)
+    imp.add_argument("--out", type=Path, required=True, help="where to write the tasks file (JSONL)")
     imp.set_defaults(func=cmd_import)
 
 

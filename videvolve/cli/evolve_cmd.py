@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", type=Path, default=None, help="TOML or JSON of settings (a run's settings.json works)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost, spend nothing")
     p.add_argument("--resume", action="store_true", help="continue the run in --run where it stopped")
-    p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--log-level", default="WARNING", help="logging level: warning (default), info or debug")
     add_model_args(p, cache=False)
     p.set_defaults(func=cmd_evolve)
 

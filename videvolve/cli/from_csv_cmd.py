@@ -25,7 +25,7 @@ def register(tsub: argparse._SubParsersAction) -> None:
                          "questions without answers are answered by a --teacher harness")
     fc.add_argument("file", type=Path, help="columns: video, question[, answer, options, kind, evidence, id]")
     fc.add_argument("--videos", type=Path, required=True, help="the folder the 'video' column refers to")
-    fc.add_argument("--out", type=Path, required=True)
+    fc.add_argument("--out", type=Path, required=True, help="where to write the tasks file (JSONL)")
     fc.add_argument("--source", default="custom", help="a name for this dataset")
     t = fc.add_argument_group("teacher labels (for rows without an answer)")
     t.add_argument("--teacher", default=None, metavar="HARNESS", help="a seed name (e.g. scan_refine), a harness "

@@ -22,14 +22,14 @@ def register(tsub: argparse._SubParsersAction) -> None:
     g.add_argument("--out", type=Path, required=True, help="the tasks file to write")
     g.add_argument("--sources", default="needles", help="comma-separated: needles, perceived (default: needles); "
                    "for teacher labels of your own questions use `tasks from-csv --teacher`")
-    g.add_argument("--questions-per-video", type=int, default=16)
+    g.add_argument("--questions-per-video", type=int, default=16, help="questions to generate per video")
     g.add_argument("--fractions", default="train=0.7,selection=0.3", help="video-disjoint shares (no test: "
                    "generated labels never make a test split)")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0, help="seed of the needle plans and the split")
     g.add_argument("--perceive-fps", type=float, default=1.0, help="perceived pass: frames per second described")
     g.add_argument("--workers", type=int, default=None,
                    help="videos processed at once (default: one per core; with --executor ray, of the cluster)")
-    g.add_argument("--executor", choices=("local", "ray"), default="local")
+    g.add_argument("--executor", choices=("local", "ray"), default="local", help="local threads, or Ray tasks")
     g.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_model_args(g)
     g.set_defaults(func=cmd_generate)

@@ -30,10 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help=f"memory workspace (default: the --run's own, else {DEFAULT_MEMORY})")
         q.add_argument("--run", default=None, help="a run directory (or, for list, a run id): its memory, and for "
                        "list only its diagnoses")
-        q.add_argument("--json", action="store_true")
+        q.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     ls = dsub.add_parser("list", help="every diagnosis (newest last)")
-    ls.add_argument("--category", default=None)
+    ls.add_argument("--category", default=None, help="only this category (missed_event, ...)")
     common(ls)
     ls.set_defaults(func=cmd_list)
     show = dsub.add_parser("show", help="one diagnosis in full")
@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.set_defaults(func=cmd_show)
     search = dsub.add_parser("search", help="the diagnoses most similar to a text")
     search.add_argument("text")
-    search.add_argument("-k", type=int, default=5)
-    search.add_argument("--category", default=None)
+    search.add_argument("-k", type=int, default=5, help="how many diagnoses to return")
+    search.add_argument("--category", default=None, help="only this category (missed_event, ...)")
     common(search)
     search.set_defaults(func=cmd_search)
     rebuild = dsub.add_parser("rebuild-index", help="rebuild the search index from the JSONL records")

@@ -37,7 +37,7 @@ err = Console(stderr=True, soft_wrap=True)
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the commands."""
     e = sub.add_parser("eval", help="run a harness on a split of a tasks file and score it")
-    e.add_argument("--tasks", type=Path, required=True)
+    e.add_argument("--tasks", type=Path, required=True, help="the tasks file (JSONL)")
     e.add_argument("--split", default="test", help="split to run (or 'all')")
     e.add_argument("--harness", default="uniform", help="seed name or harness directory")
     e.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
@@ -54,17 +54,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("question")
     a.add_argument("--option", action="append", default=[], help="an option (repeat): 'A) red' or 'red'")
     a.add_argument("--grounding", action="store_true", help="a 'when does X happen?' query (default without options)")
-    a.add_argument("--harness", default="scan_refine")
+    a.add_argument("--harness", default="scan_refine", help="a harness folder, or the name of a seed harness")
     a.add_argument("--trace", type=Path, default=None, help="write the trace (JSON lines) here")
-    a.add_argument("--json", action="store_true")
+    a.add_argument("--json", action="store_true", help="print the answer as JSON")
     add_model_args(a)
     a.set_defaults(func=cmd_ask)
 
     s = sub.add_parser("serve-sim", help="SimVLM behind an OpenAI-compatible HTTP API")
     s.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--port", type=int, default=8000, help="port to listen on")
     s.add_argument("--latency-ms", type=float, default=0.0, help="added latency per request (to mimic a GPU server)")
-    s.add_argument("--model", default="simvlm")
+    s.add_argument("--model", default="simvlm", help="the model name it serves (what clients pass as model)")
     s.add_argument("--api-key", default=None, help="require this bearer token")
     s.add_argument("--max-images", type=int, default=512, help="images per request before a 400, like vLLM's limit")
     s.add_argument("--canned", default=None, metavar="TEXT", help="answer every request with TEXT and do no work "
@@ -84,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--mm-processor-kwargs", type=json.loads, default=None,
                    help='e.g. \'{"max_pixels": 1003520}\': a larger image (qwen2.5-vl: video frame) is resized '
                    '(without --mimic too: SimVLM sees it resized)')
-    m.add_argument("--enable-prompt-tokens-details", action="store_true")
+    m.add_argument("--enable-prompt-tokens-details", action="store_true", help="as vLLM's flag")
     m.add_argument("--trust-request-mm-kwargs", action="store_true", help="accept a request's mm_processor_kwargs "
                    "and media_io_kwargs (without it they are a 400, as in vLLM; a clip sent as a video carries both)")
     m.add_argument("--fail-first", type=int, default=0, help="fault: answer 503 to the first N chat requests")
@@ -97,12 +97,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--host", default="127.0.0.1", help="bind address: 127.0.0.1 serves this machine only; 0.0.0.0 "
                    "lets an eval host elsewhere reach it (anyone on the network can then use the GPU: set --api-key "
                    "and a firewall)")
-    v.add_argument("--port", type=int, default=8000)
+    v.add_argument("--port", type=int, default=8000, help="port to listen on")
     v.add_argument("--api-key", default=None, help="require this bearer token (clients read it from OPENAI_API_KEY)")
     v.add_argument("--served-model-name", default=None, help="the name clients pass as --model (default: MODEL)")
     v.add_argument("--max-model-len", type=int, default=None, help="context length")
     v.add_argument("--images", type=int, default=256, help="images one request may carry")
-    v.add_argument("--tool-call-parser", default="hermes")
+    v.add_argument("--tool-call-parser", default="hermes", help="vLLM's tool-call parser")
     v.add_argument("--allowed-local-media-path", default=None, help="let requests name local files under this folder")
     v.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds to wait for the model to load")
     v.set_defaults(func=cmd_serve_vllm)

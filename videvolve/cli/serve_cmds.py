@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("serve", help="an OpenAI-compatible server whose models are harness versions")
     s.add_argument("harness", metavar="HARNESS_OR_RUN", help="seed name, harness folder or run directory")
     s.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
-    s.add_argument("--port", type=int, default=8100)
+    s.add_argument("--port", type=int, default=8100, help="port to listen on")
     s.add_argument("--api-key-env", dest="server_api_key_env", default=None, metavar="VAR",
                    help="require Authorization: Bearer $VAR from clients (the variable must be set)")
     s.add_argument("--queue", type=int, default=16, help="questions waiting beyond --concurrency before 429")
@@ -82,8 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "show_harness")
     m.add_argument("--harness", default="scan_refine", help="seed name, harness folder or run directory")
     m.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp (default: stdio)")
-    m.add_argument("--host", default="127.0.0.1")
-    m.add_argument("--port", type=int, default=8101)
+    m.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
+    m.add_argument("--port", type=int, default=8101, help="port to listen on")
     m.add_argument("--api-key-env", dest="server_api_key_env", default=None, metavar="VAR",
                    help="--http: require Authorization: Bearer $VAR from clients (the variable must be set)")
     m.add_argument("--memory", type=Path, default=DEFAULT_MEMORY, help="the diagnosis memory search_diagnoses reads")

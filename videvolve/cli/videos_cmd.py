@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     vsub = p.add_subparsers(dest="videos_command", required=True, metavar="ACTION")
     c = vsub.add_parser("check", help="probe and spot-decode every file; say what will be slow or fail")
     c.add_argument("folder", type=Path, metavar="PATH", help="a folder of videos (searched recursively) or one file")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="print JSON instead of a table")
     c.set_defaults(func=cmd_check)
     x = vsub.add_parser("proxy", help="make low-resolution, short-GOP proxies (timestamps stay the source's)")
     x.add_argument("folder", type=Path, metavar="PATH", help="a folder of videos (searched recursively) or one file")
