@@ -10,7 +10,6 @@ reached under a smaller address-space limit).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 from pathlib import Path
@@ -24,7 +23,7 @@ from videvolve.datasets.transcripts import find_transcript
 from videvolve.errors import ErrorKind, MediaNotFoundError
 from videvolve.media import ocr
 from videvolve.media.fingerprint import fingerprint
-from videvolve.media.info import FileKey, file_key
+from videvolve.media.info import file_key
 from videvolve.models.base import VLM, served_context_of
 from videvolve.models.cost import CostModel
 from videvolve.needles.frames import plan_of
@@ -108,15 +107,10 @@ def input_files(task: Task) -> dict[str, Any]:
 def video_fingerprint(path: str | Path) -> str | None:
     """The content fingerprint of a media file (None: it cannot be read), read once per file version."""
     try:
-        return _fingerprint_of(file_key(path))
+        file_key(path)  # a folder or a missing file: no fingerprint
+        return fingerprint(path)
     except (MediaNotFoundError, OSError):
         return None
-
-
-@functools.lru_cache(maxsize=4096)
-def _fingerprint_of(key: FileKey) -> str:
-    """One file version's fingerprint, read once per process (a task file names each video many times)."""
-    return fingerprint(key[0])
 
 
 class TaskResult(BaseModel):

@@ -24,6 +24,8 @@ from videvolve.config import cache_home
 
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
+_SEEN: dict[str, tuple[tuple[int, ...], str]] = {}
+"""This process's fingerprints, by resolved path: the version they are of and the digest."""
 
 
 def memo_path() -> Path:
@@ -45,6 +47,15 @@ def fingerprint(path: str | Path) -> str:
     p = Path(path).resolve()
     st = p.stat()
     version = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if (known := _SEEN.get(str(p))) is not None and known[0] == version:
+        return known[1]  # this process read it already: no database (every frame of a spliced task asks)
+    digest = _kept(p, version)
+    _SEEN[str(p)] = (version, digest)
+    return digest
+
+
+def _kept(p: Path, version: tuple[int, ...]) -> str:
+    """The file version's fingerprint from the memo on disk, or hashed and written there."""
     try:
         with _LOCK, _open() as db:
             row = db.execute("SELECT dev, ino, size, mtime_ns, ctime_ns, digest FROM files WHERE path = ?",

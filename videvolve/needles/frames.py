@@ -6,7 +6,6 @@ without a needle plan gets :class:`PlainFrames` (the decoded file), one with a p
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -16,7 +15,7 @@ import numpy as np
 from videvolve.errors import MediaNotFoundError, SpliceSourceError
 from videvolve.media.decode import Frame, frames_at
 from videvolve.media.fingerprint import fingerprint
-from videvolve.media.info import FileKey, file_key
+from videvolve.media.info import file_key
 from videvolve.needles.needles import NeedlePlan, paint
 
 if TYPE_CHECKING:
@@ -122,14 +121,9 @@ def check_splices(plan: NeedlePlan) -> None:
             raise SpliceSourceError(needle.source, changed=False) from None
         if needle.fingerprint is not None:
             try:
-                now = _fingerprint_of(key)
+                now = fingerprint(key[0])
             except OSError:  # unreadable (permissions, removed meanwhile): not the file the plan was made from
                 now = None
             if now != needle.fingerprint:
                 raise SpliceSourceError(needle.source, changed=True)
 
-
-@functools.lru_cache(maxsize=1024)
-def _fingerprint_of(key: FileKey) -> str:
-    """One file version's fingerprint, read once per process (every frame request of a task checks its splices)."""
-    return fingerprint(key[0])
