@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 from videvolve.editing.base import Proposal, write_candidate
 from videvolve.errors import UsageError
 from videvolve.loop.services import open_run
-from videvolve.skill_library.harness import content_hash, copy_harness, seed_path
+from videvolve.skill_library.harness import check_version, content_hash, copy_harness, seed_path
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -83,3 +84,25 @@ def test_a_run_refuses_a_version_folder_whose_files_are_not_that_version(make_co
         assert not (run.dir.harness(made) / "solver.py").exists()  # nothing is overwritten: the user decides
     finally:
         run.close()
+
+
+@pytest.mark.parametrize("damage", ["removed", "unreadable", "another version"])
+def test_a_version_folder_whose_manifest_is_gone_or_names_another_version_is_refused(tmp_path: Path,
+                                                                                    damage: str) -> None:
+    """The manifest is not hashed, so a folder whose manifest was removed (the version's parent, operator and diff
+    lost from the lineage and the report) or copied in from another version passed as that version."""
+    harnesses = tmp_path / "harnesses"
+    version = copy_harness(seed_path("uniform"), harnesses, summary="seed").name
+    assert check_version(harnesses / version) == harnesses / version
+    manifest = harnesses / version / "manifest.json"
+    if damage == "removed":
+        manifest.unlink()
+        expected = "its manifest.json is missing or damaged"
+    elif damage == "unreadable":
+        manifest.write_text("{not json")
+        expected = "its manifest.json is missing or damaged"
+    else:
+        manifest.write_text(json.dumps({"version_id": "0123456789ab"}))
+        expected = "its manifest.json names version 0123456789ab"
+    with pytest.raises(UsageError, match=rf"{version}: {expected}.*Move that folder away"):
+        copy_harness(seed_path("uniform"), harnesses)

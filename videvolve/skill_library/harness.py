@@ -212,16 +212,33 @@ def check_version(path: Path) -> Path:
     it was stopped (a whole copy is renamed into place now) or a folder edited by hand, and the two cannot be told
     apart. Rebuilding it would throw a hand edit away; going on would judge other files under the version's name.
     The message says what to do: move the folder away, and the run writes the version again where it makes it again.
-    A folder that does not exist is left to the caller.
+    Its manifest must be there and name the version too: without it the version's lineage (its parent, operator
+    and diff) is lost, and one naming another version was copied in by hand. A folder that does not exist is left
+    to the caller.
     """
-    if path.is_dir() and (found := content_hash(path)) != path.name:
-        raise UsageError(
-            f"{path} does not hold harness version {path.name}: its files hash to {found} (half a copy a stopped "
-            "run left, or files edited by hand). Move that folder away (keep it if you edited it: `videvolve eval "
-            "--harness DIR` runs any folder) and resume: a version the run makes again (the candidate it was "
-            "writing, the seed) is written anew; for one it kept earlier put its files back (the run's best/ holds "
-            "the best's) or start a new run")
-    return path
+    if not path.is_dir():
+        return path
+    if (found := content_hash(path)) != path.name:
+        why = f"its files hash to {found} (half a copy a stopped run left, or files edited by hand)"
+    elif (named := _manifest_version(path)) != path.name:
+        why = (f"its {MANIFEST} is missing or damaged" if named is None else
+               f"its {MANIFEST} names version {named} (copied in by hand)")
+    else:
+        return path
+    raise UsageError(
+        f"{path} does not hold harness version {path.name}: {why}. Move that folder away (keep it if you edited "
+        "it: `videvolve eval --harness DIR` runs any folder) and resume: a version the run makes again (the "
+        "candidate it was writing, the seed) is written anew; for one it kept earlier put its files back (the "
+        "run's best/ holds the best's) or start a new run")
+
+
+def _manifest_version(path: Path) -> str | None:
+    """The version id a folder's manifest names (None: no manifest, or one that cannot be read)."""
+    try:
+        found = json.loads((path / MANIFEST).read_text(encoding="utf-8")).get("version_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def copy_harness(src: str | Path, dest_root: str | Path, parent_id: str | None = None,
