@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,44 @@ def test_resuming_a_run_its_budget_stopped_spends_nothing_more(small_world, tmp_
     more = ctx.model_copy(update={"stop": ctx.stop.model_copy(update={"max_calls": None})})
     assert run(more)["iteration"] == 3  # a budget grown on --resume is used
 
+
+
+@pytest.mark.slow
+def test_hours_count_the_time_a_run_spent_running_not_the_time_it_sat_stopped(small_world, tmp_path, seed,
+                                                                              monkeypatch):
+    """--hours counted from the run's first step: a run stopped for ten days and resumed with --hours 1 stopped
+    after one more iteration ("1.0 hours"), or at once on a finished one, having run for minutes."""
+    import importlib
+    import types
+
+    from videvolve.graph.driver import evolve
+
+    prepare, record = (importlib.import_module(f"videvolve.nodes.{name}") for name in ("prepare", "record"))
+    ten_days = 10 * 24 * 3600
+    ctx = context(small_world, tmp_path, seed, stop={"iterations": 1, "hours": 1.0})
+
+    def run(c: Context, opened_at: float | None = None) -> dict[str, Any]:
+        with open_run(c) as services:
+            if opened_at is not None:
+                services.opened_at = opened_at
+            services.editor = ScriptedEditor([Proposal(operator="scripted", rationale="r",
+                                                       edits={"SKILL.md": "# scripted\n"})] * 3)
+            return evolve(c, services=services)
+
+    real = time.time()
+    then = types.SimpleNamespace(time=lambda: time.time() - ten_days)  # the first iteration ran ten days ago
+    with monkeypatch.context() as patch:
+        patch.setattr(prepare, "time", then)
+        patch.setattr(record, "time", then)
+        first = run(ctx, opened_at=real - ten_days)
+    assert first["iteration"] == 1 and first["stop_reason"] == "1 iterations"
+    assert first["running_s"] < 600
+    more = ctx.model_copy(update={"stop": ctx.stop.model_copy(update={"iterations": 3})})
+    again = run(more)
+    assert again["iteration"] == 3 and again["stop_reason"] == "3 iterations"
+    assert first["running_s"] < again["running_s"] < 1200
+    spent = ctx.model_copy(update={"stop": ctx.stop.model_copy(update={"iterations": 9, "hours": 1e-6})})
+    assert run(spent)["stop_reason"] == "1e-06 hours"  # a run that has used its hours is finished on resume
 
 
 def finished_run(small_world, tmp_path, seed) -> Context:

@@ -203,7 +203,8 @@ class StopSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     iterations: int = Field(6, ge=0, description="revisions to try")
-    hours: float | None = Field(None, gt=0, description="stop after this much wall-clock time")
+    hours: float | None = Field(None, gt=0, description="stop after the run has spent this many hours running "
+                                "(time it sat stopped before a --resume is not counted)")
     max_calls: int | None = Field(None, ge=1, description="stop once this many model calls were made")
     max_visual_tokens: int | None = Field(None, ge=1, description="stop once this many visual tokens were sent")
 

@@ -63,6 +63,8 @@ class Run:
     tasks: list[Task] = field(default_factory=list)
     """The train and selection tasks as the tasks file gives them (``train`` reads proxies under ``--proxy``): the
     files they read are what ``loop.inputs`` keeps and compares."""
+    opened_at: float = field(default_factory=time.time)
+    """When this process opened the run: ``--hours`` counts time from here and the running time of earlier ones."""
     sources: dict[str, str] = field(default_factory=dict)
     """A training video read from its proxy (``--proxy``) -> its source: a diagnosis records the source's content
     fingerprint, the one a later run holding the video out excludes (the proxy's own matches no source)."""

@@ -28,7 +28,12 @@ class State(TypedDict, total=False):
     """One run of the loop."""
 
     started_at: float
-    """Unix time of the first step (for --hours)."""
+    """Unix time of the first step."""
+    running_s: float
+    """Seconds the run has spent running (not stopped) up to ``running_at``, over every process that ran it:
+    ``--hours`` counts these (:func:`videvolve.nodes.record.running_time`)."""
+    running_at: float
+    """Unix time ``running_s`` was counted to (the end of the last iteration, or of the seed's evaluation)."""
     tasks_digest: str
     """The train and selection tasks the run started on (``loop.services.tasks_digest``): --resume checks it."""
     run_uid: str

@@ -36,7 +36,9 @@ def prepare(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     run.dir.set_best(seed)
     run.event(0, "prepare", "baseline", harness=version, score=score, cost=cost, selection=len(run.selection),
               questions=len(results))
-    return {"started_at": time.time(), "tasks_digest": run.tasks_digest, "run_uid": secrets.token_hex(8),
+    now = time.time()
+    return {"started_at": now, "running_s": now - run.opened_at, "running_at": now,
+            "tasks_digest": run.tasks_digest, "run_uid": secrets.token_hex(8),
             "iteration": 0, "incumbent": version,
             "incumbent_score": score, "incumbent_cost": cost, "parent": version, "history": [], "spent": spent(results),
             "tree": root(version, score, cost, len(results)),

@@ -15,6 +15,18 @@ from videvolve.search.tree import beats, record_children
 from videvolve.usage import Spend
 
 
+def running_time(run: Run, state: State, now: float | None = None) -> float:
+    """Seconds the run has spent running: its count at the last iteration's end, plus this process's time since.
+
+    Time it sat stopped between a kill or a stop and its ``--resume`` is not counted (the part of an iteration a
+    killed process had done is not either: that iteration is run again). A run checkpointed before the count was kept
+    counts from when this process opened it.
+    """
+    now = time.time() if now is None else now
+    before, at = state.get("running_s", 0.0), state.get("running_at", state.get("started_at", now))
+    return before + max(0.0, now - max(at, run.opened_at))
+
+
 def stop_reason(run: Run, state: State, iteration: int) -> str | None:
     """Why the run stops after ``iteration`` finished iterations (None: it goes on); a resume asks it too."""
     ctx = run.ctx
@@ -23,7 +35,7 @@ def stop_reason(run: Run, state: State, iteration: int) -> str | None:
         return "STOP file"
     if iteration >= ctx.stop.iterations:
         return f"{ctx.stop.iterations} iterations"
-    if ctx.stop.hours is not None and time.time() - state.get("started_at", time.time()) >= ctx.stop.hours * 3600:
+    if ctx.stop.hours is not None and running_time(run, state) >= ctx.stop.hours * 3600:
         return f"{ctx.stop.hours} hours"
     if ctx.stop.max_calls is not None and spent.model_calls >= ctx.stop.max_calls:
         return f"--max-calls {ctx.stop.max_calls}"
@@ -80,5 +92,6 @@ def record(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     run.event(it, "record", lead.decision, parent=parent, candidate=lead.candidate, operator=lead.operator,
               reason=lead.reason,
               incumbent=update.get("incumbent", state["incumbent"]), stop=stop)
-    update.update(iteration=it + 1, stop_reason=stop)
+    now = time.time()
+    update.update(iteration=it + 1, stop_reason=stop, running_s=running_time(run, state, now), running_at=now)
     return update
