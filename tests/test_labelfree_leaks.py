@@ -229,3 +229,20 @@ def test_a_splice_comes_only_from_a_video_of_the_same_split(tmp_path: Path):
                     assert split[str(n.source)] == t.split, (seed, t.id, t.split, n.source)
                     spliced += 1
     assert spliced
+
+
+def test_a_video_alone_in_its_split_is_told_it_gets_no_splice(tmp_path: Path):
+    """A split of one video has no other video to splice in: its footage silently got no splice question."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for k, fps in enumerate((25, 10, 12)):
+        make_index_video(videos / f"v{k}.mp4", seconds=16, fps=fps, gop=10)
+    report = generate(videos, GenerateSettings(questions_per_video=4, fractions={"train": 0.6, "selection": 0.4}),
+                      tmp_path / "parts", workers=1)
+    split = {t.video_id: t.split for t in report.tasks}
+    alone = [vid for vid, s in split.items() if list(split.values()).count(s) == 1]
+    assert len(alone) == 1 and len(split) == 3, split
+    for o in report.outcomes:
+        told = [n for n in o.notes if "no other video is spliced into it" in n]
+        assert bool(told) == (o.video_id in alone), (o.video_id, o.notes)
+        assert not told or f"the only video of the {split[o.video_id]} split" in told[0]

@@ -69,3 +69,10 @@ def splice_pools(videos: Mapping[str, Path], splits: Mapping[str, str]) -> dict[
     return {vid: [str(p.resolve()) for v, p in videos.items() if v != vid and vid in splits
                   and splits.get(v) == splits[vid]]
             for vid in videos}
+
+
+def alone_note(split: str) -> str:
+    """Why a video alone in its split gets no splice needle, and what to do."""
+    return (f"the only video of the {split} split: no other video is spliced into it (a splice comes only from a "
+            "video of the same split, so that no frame shows another split's seconds), so its real footage gets no "
+            "splice question; a folder with more videos gives every split some")

@@ -17,7 +17,7 @@ from typing import Any
 
 from videvolve.atomic import write_text_atomic
 from videvolve.errors import MediaError, UsageError, VidevolveError
-from videvolve.labelfree.folder import early_splits, repeat_note, same_content, splice_pools
+from videvolve.labelfree.folder import alone_note, early_splits, repeat_note, same_content, splice_pools
 from videvolve.labelfree.perceived import LOOK_VERSION, model_identity, stored_timeline, unread_note
 from videvolve.labelfree.video_tasks import (
     DEFAULT_FRACTIONS,
@@ -362,6 +362,8 @@ def generate(videos_dir: Path, settings: GenerateSettings, parts: Path, perceive
             o.error = note or why_no_tasks(Path(o.path), settings)
         elif note and not o.error:
             o.notes.append(note)
+        if o.tasks and not o.error and o.video_id in splits and not pools.get(o.video_id):
+            o.notes.append(alone_note(splits[o.video_id]))
     first = next(iter(settings.fractions))  # a video that got tasks though it did not open before: spliced nothing
     tasks = [t.model_copy(update={"split": splits.get(t.video_id, first)}) for o in outcomes for t in o.tasks]
     rank = {vid: k for k, vid in enumerate(named)}
