@@ -221,7 +221,7 @@ def test_agent_times_out(small_world, tmp_path, seed):
 
 
 def test_agent_editor_with_sim_and_no_endpoint_refuses_at_start(small_world, tmp_path, seed):
-    with pytest.raises(UsageError, match="SimVLM calls none"):
+    with pytest.raises(UsageError, match=r"agent needs a model that .*SimVLM \(the sim backend\)"):
         open_run(context(small_world, tmp_path, seed, editor="agent"))
 
 

@@ -146,7 +146,7 @@ def test_a_resumed_investigation_is_not_paid_twice(failure, tmp_path):
 
 
 def test_agent_investigator_with_sim_and_no_endpoint_refuses_at_start(small_world, tmp_path, seed):
-    with pytest.raises(UsageError, match="SimVLM calls none"):
+    with pytest.raises(UsageError, match=r"agent needs a model that .*SimVLM \(the sim backend\)"):
         open_run(context(small_world, tmp_path, seed, investigator="agent"))
 
 

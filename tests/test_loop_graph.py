@@ -29,8 +29,7 @@ def run_graph(ctx: Context, editor: Editor | None = None, around: NodeHook | Non
     """The loop in memory, over services built here (with ``editor`` injected, if given) and closed here."""
     graph = build_graph(around).compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": 500}
-    with open_run(ctx) as run:
-        run.editor = editor
+    with open_run(ctx, editor=editor) as run:
         graph.invoke({}, config, context=run)
         return graph.get_state(config).values
 

@@ -298,15 +298,16 @@ class Context(BaseModel):
         """The run directory as a path."""
         return Path(self.run_dir)
 
-    def needs_a_real_model(self) -> str | None:
+    def needs_a_real_model(self, editor_given: bool = False) -> str | None:
         """Why an editor or investigator of these settings cannot work on SimVLM, with the fix; or None.
 
         SimVLM answers SynthWorld questions only: it writes no revision (the llm editor) and calls no tool (the agent
         editor and investigator), so a run with one of them on it would spend its iterations for nothing.
+        ``editor_given``: the run's editor is given (``open_run(editor=...)``), not built from these settings.
         """
         real = "--backend openai --base-url URL (and --model) for the whole run"
         editor = self.editor.model or self.model
-        if self.editor.kind in ("llm", "agent") and editor.backend == "sim":
+        if self.editor.kind in ("llm", "agent") and editor.backend == "sim" and not editor_given:
             does = "writes no revision of a harness" if self.editor.kind == "llm" else "calls no tool"
             return (f"--editor {self.editor.kind} needs a model that edits code, and SimVLM (the sim backend) "
                     f"understands only SynthWorld questions: it {does}. Give the editor a real model with "

@@ -3,7 +3,7 @@
 Built once by the driver (:func:`open_run`, from the run's :class:`Context`, so a resumed process rebuilds exactly
 the same services from ``settings.json``), handed to every node as LangGraph's runtime context
 (``runtime.context``), and closed by the driver. Nothing is cached between runs: a test builds its own services,
-with fakes where it wants them (``open_run(ctx, vlm=..., memory=...)``, ``run.editor = ...``), and passes them in.
+with fakes where it wants them (``open_run(ctx, vlm=..., memory=..., editor=...)``), and passes them in.
 """
 
 from __future__ import annotations
@@ -146,13 +146,15 @@ def _embedder(name: str) -> Embedder:
 
 
 def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = None,
-             memory: DiagnosisStore | None = None) -> Run:
+             memory: DiagnosisStore | None = None, editor: Editor | None = None) -> Run:
     """Build a run's services from its settings (the test split is never loaded); close them with ``close()``.
 
-    ``vlm``, ``probe_vlm`` and ``memory`` replace the solver's model, the investigator's probe model and the memory of
-    diagnoses the settings ask for (a test's fakes: ``testing.ScriptedReplies``, ``memory.InMemoryStore``); a model
-    given as ``vlm`` is also the probes' unless ``--investigator-model`` or ``probe_vlm`` names another, as the
-    settings' own. ``close()`` closes the memory given too.
+    ``vlm``, ``probe_vlm``, ``memory`` and ``editor`` replace the solver's model, the investigator's probe model, the
+    memory of diagnoses and the editor the settings ask for (a test's fakes: ``testing.ScriptedReplies``,
+    ``memory.InMemoryStore``, ``testing.ScriptedEditor``); a model given as ``vlm`` is also the probes' unless
+    ``--investigator-model`` or ``probe_vlm`` names another, as the settings' own. ``close()`` closes the memory
+    given too. An editor or investigator the settings would run on SimVLM, which it cannot work with, is refused
+    (:meth:`Context.needs_a_real_model`; an editor given is not the settings' own).
     """
     tasks = read_tasks(ctx.tasks)
     train = [t.with_duration() for t in tasks if t.split == "train"]
@@ -170,14 +172,8 @@ def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = No
     sources = {p.video: t.video for t, p in zip(train, read, strict=True) if p.video != t.video}
     train = read
     del tasks  # the test split is never used by evolve
-    if ctx.editor.kind == "agent" and (ctx.editor.model or ctx.model).backend == "sim":
-        raise UsageError("--editor agent needs a model that calls tools, and SimVLM calls none: give the editor an "
-                         "OpenAI-compatible endpoint with --editor-base-url (and --editor-model), or use "
-                         "--editor heuristic")
-    if ctx.investigator.kind == "agent" and (ctx.investigator.agent_model or ctx.model).backend == "sim":
-        raise UsageError("--investigator agent needs a model that calls tools, and SimVLM calls none: give the "
-                         "investigator an OpenAI-compatible endpoint with --investigator-agent-base-url (and "
-                         "--investigator-agent-model), or use --investigator procedure")
+    if (why := ctx.needs_a_real_model(editor_given=editor is not None)) is not None:  # the CLI asked it first
+        raise UsageError(why)
     if ctx.editor.kind == "command" and ctx.executor == "ray":
         raise UsageError("--editor command shares the network with the agent, and a Ray cluster runs code for "
                          "anyone who reaches it (Ray has no authentication): the agent could leave its sandbox "
@@ -197,7 +193,7 @@ def open_run(ctx: Context, *, vlm: VLM | None = None, probe_vlm: VLM | None = No
                excluded_fingerprints=fingerprints, vlm=vlm, probe_vlm=probe,
                cost=cost_model(ctx.model.family, ctx.model.max_pixels), cache=cache, memory=memory,
                dir=RunDir(ctx.root),
-               tasks_digest=digest, tasks=given, sources=sources)
+               tasks_digest=digest, tasks=given, sources=sources, editor=editor)
 
 
 def tasks_digest(tasks: list[Task]) -> str:
