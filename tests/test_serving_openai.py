@@ -170,6 +170,29 @@ def test_a_streamed_question_is_refused_with_the_status_it_has_without_streaming
         assert said in streamed[2], (url, streamed)
 
 
+def test_a_streamed_question_about_an_http_video_that_is_not_there_is_refused_before_the_stream(world, server):
+    """An http(s) video was first fetched once the stream was open: a 404 or a host that does not answer was an
+    error event inside a 200 (the client's `APIError`, no status) where without streaming it is a 400. Its headers
+    are asked for before the stream opens now; the video itself still comes once the answer begins."""
+    client = _client(server)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(world.root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    with reserved_port() as closed:  # nothing listens there
+        refused = [("answered HTTP 404", f"http://127.0.0.1:{httpd.server_port}/videos/nope.mp4"),
+                   ("cannot fetch the video", f"http://127.0.0.1:{closed}/v.mp4")]
+        try:
+            for said, url in refused:
+                plain, streamed = _refusal(client, url), _refusal(client, url, stream=True)
+                assert plain[:2] == streamed[:2] == (openai.BadRequestError, 400), (url, plain, streamed)
+                assert said in streamed[2], (url, streamed)
+            there = f"http://127.0.0.1:{httpd.server_port}/videos/video000.mp4"
+            chunks = list(_ask(client, "uniform", there, world.grounding.question, stream=True))
+            assert chunks[-1].choices[0].finish_reason == "stop"
+        finally:
+            httpd.shutdown()
+
+
 def test_a_video_damaged_part_way_is_the_harness_failing_on_it_not_a_refusal(world, server):
     """A video that opens but stops decoding part-way is found while the harness looks at it: a 200 with
     `finish_reason: "error"`, `error_kind: "media"` and where it broke, streamed or not (the guide says so)."""

@@ -607,3 +607,31 @@ def test_ground_in_video_asks_a_query_as_a_when_question_and_a_question_as_it_is
     assert as_question("Bob waves") == "When does Bob waves?"
     for question in ("When does the red star appear?", "when is Bob mentioned", "How often does it rain?", "When?"):
         assert as_question(f" {question} ") == question
+
+
+def test_an_http_videos_headers_are_asked_for_and_a_server_without_head_is_left_to_the_download() -> None:
+    """reachable() (what a streamed question asks before its stream opens): an error status is the video's 400; a
+    server that answers HEAD with 405 or 501 (many do) is not refused for it."""
+    from fastapi import FastAPI
+    from fastapi.responses import Response
+
+    from videvolve.serving.media import VideoUnreachable, reachable
+    from videvolve.testing import serve_app
+
+    app = FastAPI()
+
+    @app.get("/v.mp4")
+    async def video() -> Response:  # GET only: FastAPI answers HEAD with 405
+        return Response(b"x", media_type="video/mp4")
+
+    @app.head("/gone.mp4")
+    async def gone() -> Response:
+        return Response(status_code=410)
+
+    with serve_app(app) as base:
+        root = base.removesuffix("/v1")
+        reachable(f"{root}/v.mp4")
+        with pytest.raises(VideoUnreachable, match="answered HTTP 410"):
+            reachable(f"{root}/gone.mp4")
+        with pytest.raises(VideoUnreachable, match="answered HTTP 404"):
+            reachable(f"{root}/nope.mp4")

@@ -172,6 +172,32 @@ async def _fetch(url: str, dest: Path, timeout_s: float, domains: frozenset[str]
     return dest
 
 
+HEAD_S = 20.0
+"""The longest :func:`reachable` waits for a video's server to answer its headers."""
+
+
+def reachable(url: str, domains: frozenset[str] = frozenset()) -> None:
+    """Ask an http(s) video's server for its headers only, before a stream opens.
+
+    An unknown host, a refused connection or an error status (a 404, a 403) is :class:`VideoUnreachable` now, as it
+    would be without streaming. Redirects are followed, each to an allowed host. A server that does not do HEAD
+    (405, 501) is left to the download to judge; so is the body itself (its size, whether it is a video).
+    """
+    def hop(request: httpx.Request) -> None:
+        allowed_host(str(request.url), domains)
+
+    try:
+        httpx.URL(url).host.encode("idna")
+        with httpx.Client(timeout=HEAD_S, follow_redirects=True, event_hooks={"request": [hop]}) as client:
+            status = client.head(url).status_code
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        raise _unusable(url, exc) from None
+    except httpx.HTTPError as exc:
+        raise VideoUnreachable(f"cannot fetch the video {url}: {_why(exc)}") from None
+    if status >= 400 and status not in (405, 501):
+        raise VideoUnreachable(f"fetching the video {url} answered HTTP {status}")
+
+
 def _why(exc: BaseException) -> str:
     """An error and, where it hides it, its first cause ("All connection attempts failed": which refusal)."""
     said, root = f"{type(exc).__name__}: {exc}", exc
@@ -225,13 +251,15 @@ def checked_video(url: str, roots: MediaRoots) -> tuple[ExitStack, Path | None]:
 
     A path or ``file://`` URL is resolved under the media roots and a data URL decoded, and the file is probed (not
     a video, no video stream: :class:`~videvolve.errors.UnreadableVideoError`): returned is the file, kept until the
-    stack is closed. An ``http(s)://`` URL is checked against ``--no-fetch`` and ``--allowed-media-domains`` only,
-    and downloaded when the answer begins (None): a download may take minutes, which an open stream keeps alive.
+    stack is closed. An ``http(s)://`` URL is checked against ``--no-fetch`` and ``--allowed-media-domains`` and
+    asked for its headers (:func:`reachable`: a host that does not answer, a 404), and downloaded when the answer
+    begins (None): a download may take minutes, which an open stream keeps alive.
     """
     stack = ExitStack()
     scheme, _ = _scheme(url)
     if scheme in ("http", "https"):
         _may_fetch(url, scheme, roots)
+        reachable(url, roots.domains)
         return stack, None
     try:
         path = stack.enter_context(video_file(url, roots))
