@@ -204,3 +204,31 @@ def test_the_progress_legend_covers_no_candidate(tmp_path: Path, monkeypatch) ->
                          cand_score=0.837, cand_cost=5311.0, cand_frames=113.0)]
     plots.progress(history, {"score": 0.584, "cost": 5120.0, "frames": 256.0}, tmp_path / "p.png")
     assert seen["points"] and not any(seen["legend"].contains(x, y) for x, y in seen["points"])
+
+
+def test_a_damaged_diagnosis_line_in_the_middle_of_the_memory_is_skipped_by_the_report(tmp_path: Path,
+                                                                                      caplog) -> None:
+    """The report read diagnoses.jsonl with json.loads line by line: one damaged line in the middle (a torn write
+    later appended to, an edit by hand) stopped the whole report, where the memory itself skips it with a warning."""
+    import json
+
+    from videvolve.memory import Diagnosis
+    from videvolve.report.build import run_diagnoses
+    from videvolve.rundir import RunDir
+
+    def diagnosis(id_: str) -> str:
+        return Diagnosis(id=id_, run_id="r", iteration=0, harness_id="h", task_id=f"t-{id_}", video_id="v",
+                         kind="mcq", category="missed_event", hypothesis="between frames", applies_when="-",
+                         preserve="-").model_dump_json()
+
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    (memory / "diagnoses.jsonl").write_text(diagnosis("d1") + "\n" + '{"id": "d2", "run_' + "\n" + diagnosis("d3")
+                                            + "\n")
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    run.events.write_text(json.dumps({"ts": 0.0, "iteration": 0, "node": "investigate", "event": "diagnoses",
+                                      "diagnosis_ids": ["d1", "d2", "d3"]}) + "\n")
+    found = run_diagnoses(run, {"memory": str(memory), "run_id": "r"})
+    assert [d["id"] for d in found] == ["d1", "d3"]
+    assert "diagnoses.jsonl:2: skipping an unreadable diagnosis" in caplog.text

@@ -62,6 +62,14 @@ class DiagnosisStore(Protocol):
         ...
 
 
+def latest_diagnoses(path: Path) -> list[Diagnosis]:
+    """The last version of each diagnosis in a ``diagnoses.jsonl``, read without opening its index.
+
+    A damaged line is skipped with a warning naming the file and line, as the memory itself does.
+    """
+    return list(_Records(path).by_id.values())
+
+
 class _Records:
     """The JSONL truth, loaded into a dict."""
 

@@ -12,7 +12,7 @@ from typing import Any
 from jinja2 import Environment, StrictUndefined
 
 from videvolve.labelfree.labels import LabelMix, label_mix
-from videvolve.memory.jsonl import read_lines
+from videvolve.memory.store import latest_diagnoses
 from videvolve.report import plots
 from videvolve.report.proposals import proposals
 from videvolve.report.traces import traces
@@ -21,10 +21,6 @@ from videvolve.search.history import GateEntry
 from videvolve.skill_library.harness import MANIFEST, read_manifest, revision_diff
 from videvolve.tasks import read_tasks
 from videvolve.usage import TaskUsage
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in read_lines(path) if x.strip()]
 
 
 def versions(run: RunDir) -> list[dict[str, Any]]:
@@ -96,7 +92,8 @@ def run_diagnoses(run: RunDir, settings: dict[str, Any]) -> list[dict[str, Any]]
              if e["node"] == "investigate" and isinstance(e.get("diagnosis_ids"), list)]
     ours = {str(i) for ids in named for i in ids}
     latest: dict[str, dict[str, Any]] = {}
-    for d in _jsonl(Path(settings["memory"]) / "diagnoses.jsonl"):
+    for record in latest_diagnoses(Path(settings["memory"]) / "diagnoses.jsonl"):
+        d = record.model_dump(mode="json")
         if (d["id"] in ours) if named else (d["run_id"] == settings["run_id"]):
             latest[d["id"]] = d
     return sorted(latest.values(), key=lambda d: (d["iteration"], d["task_id"]))
