@@ -65,4 +65,5 @@ def test_a_video_damaged_part_way_is_a_result_and_one_that_is_no_video_a_tool_er
     assert not part_way.is_error, part_way.content
     s = part_way.structured_content
     assert s["outcome"] == "error" and s["error_kind"] == "media" and "cannot decode" in s["error"], s
+    assert f"the video {damaged}" in s["error"] and "the task's video" not in s["error"], s  # as the host sent it
     assert no_video.is_error and "not_a_video.mp4" in no_video.content[0].text, no_video.content

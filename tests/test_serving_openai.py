@@ -207,6 +207,7 @@ def test_a_video_damaged_part_way_is_the_harness_failing_on_it_not_a_refusal(wor
                           (chunks[-1].choices[0].finish_reason, chunks[-1].model_extra["videvolve"])):
         assert finish == "error" and extra["outcome"] == "error" and extra["error_kind"] == "media", extra
         assert "cannot decode" in extra["error"] and " at " in extra["error"], extra
+        assert f"the video {damaged.as_uri()}" in extra["error"] and "the task's video" not in extra["error"], extra
 
 
 def test_a_down_model_endpoint_is_503(world):

@@ -24,6 +24,7 @@ from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.rundir import RunDir
 from videvolve.skill_library.harness import MANIFEST
+from videvolve.skill_library.services import TASK_VIDEO
 from videvolve.skill_library.trace import StepListener
 
 Kind = Literal["mcq", "grounding"]
@@ -108,6 +109,18 @@ def to_agent_answer(harness: LoadedHarness, kind: Kind, answer: Answer) -> Agent
                        text=answer_text(value), evidence_times=list(answer.evidence_times),
                        observed_times=list(answer.observed_times), cost=Cost.of(answer.usage),
                        error_kind=answer.error_kind, error=answer.error)
+
+
+def naming_the_video(answer: AgentAnswer, video: str) -> AgentAnswer:
+    """``answer`` with its error naming the video as its caller sent it, where it says "the task's video".
+
+    A data URL is named as one (its bytes would fill the message); a long reference is cut at 200 characters.
+    """
+    if not answer.error or TASK_VIDEO not in answer.error:
+        return answer
+    name = "the video sent as a data URL" if video[:5].lower() == "data:" else \
+        f"the video {video if len(video) <= 200 else video[:200] + '...'}"
+    return answer.model_copy(update={"error": answer.error.replace(TASK_VIDEO, name)})
 
 
 class VideoAgent:

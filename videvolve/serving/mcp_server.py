@@ -28,7 +28,7 @@ from videvolve.api import clean_option
 from videvolve.errors import EndpointError, InfraError, VidevolveError
 from videvolve.memory.records import Category
 from videvolve.memory.store import DiagnosisStore
-from videvolve.serving.agent import AgentAnswer, VideoAgent
+from videvolve.serving.agent import AgentAnswer, VideoAgent, naming_the_video
 from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import MediaRoots, video_file
 from videvolve.serving.steps import narrated
@@ -181,8 +181,8 @@ def _answer(agent: VideoAgent, roots: MediaRoots, gate: threading.Semaphore, vid
             phase[0] = "getting the video"  # a download of an https:// video may take a while
             with video_file(video, roots, cancel=cancel) as path:
                 phase[0] = "the harness is looking at the video"
-                return agent.ask(path, question, options, grounding, cancel=cancel,
-                                 on_step=narrated(lambda line: phase.__setitem__(1, line)))
+                return naming_the_video(agent.ask(path, question, options, grounding, cancel=cancel,
+                                                  on_step=narrated(lambda line: phase.__setitem__(1, line))), video)
     except EndpointError as exc:
         return ToolError(f"the model endpoint behind the harness refuses us: {exc}")
     except InfraError as exc:

@@ -32,7 +32,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from videvolve.errors import Cancelled
-from videvolve.serving.agent import AgentAnswer, split_question
+from videvolve.serving.agent import AgentAnswer, naming_the_video, split_question
 from videvolve.serving.api_errors import ApiError, error_reply
 from videvolve.serving.auth import KEY_HINT, bearer_matches
 from videvolve.serving.media import checked_video, video_file
@@ -386,6 +386,7 @@ def _answer(agent: Answerer, q: VideoQuestion, roots: Any, cancel: threading.Eve
     """
     try:
         with video_file(q.video, roots, cancel=cancel) if checked is None else nullcontext(checked) as path:
-            return agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel, on_step=on_step)
+            return naming_the_video(agent.ask(path, q.question, q.options or None, q.grounding, cancel=cancel,
+                                              on_step=on_step), q.video)
     except Exception as exc:
         return exc

@@ -41,6 +41,9 @@ class ServiceError(RequestRefused):
     """A refused request; ``kind`` (an :class:`ErrorKind`: budget, invalid, media, ...) is reported to the harness."""
 
 
+TASK_VIDEO = "the task's video"
+"""How a media error names the video to harness code, which never sees its path (a server puts its caller's name
+for it back: :func:`videvolve.serving.agent.naming_the_video`)."""
 HIDDEN_USAGE = frozenset({"observed_times", "client_s", "largest_request_tokens", "cache_hits", "model_calls"})
 """What ``ctx.usage()`` leaves out of a task's meter: the parent's clock, and what the response cache and the
 endpoint did (the same figures for a stored reply as for a paid one)."""
@@ -84,7 +87,7 @@ class TaskServices(RenderingServices, ReadingServices):
             said = str(exc)  # without the file's path, which harness code never sees
             named = {str(getattr(exc, "path", "") or self.video), str(self.video)}
             for path in sorted(named, key=len, reverse=True):  # the longer first: never "/dir/the task's video"
-                said = said.replace(path, "the task's video")
+                said = said.replace(path, TASK_VIDEO)
             raise ServiceError("media", said) from None
 
     def op_probe(self) -> dict[str, Any]:
@@ -236,7 +239,7 @@ class TaskServices(RenderingServices, ReadingServices):
                        {"type": "text", "text": self._instruction("answer", None)}]
             reply = complete(self.vlm, [{"role": "user", "content": content}], None, self.cache).text
         except (MediaError, ModelRequestError) as exc:  # unconfirmed: the harness's own unparsable answer
-            said = f"{type(exc).__name__}: {exc}".replace(self.video, "the task's video")  # as the harness's errors
+            said = f"{type(exc).__name__}: {exc}".replace(self.video, TASK_VIDEO)  # as the harness's errors
             self.trace.write("notice_check", observed_times=[middle], error=said[:500])
             return None
         self.trace.write("notice_check", observed_times=[middle], reply=reply[:500])
