@@ -47,7 +47,7 @@ from videvolve.config import RuntimeSettings
 from videvolve.datasets.own import read_questions
 from videvolve.datasets.synthworld import generate_world
 from videvolve.evaluation.experiment import compared_versions
-from videvolve.evaluation.results import TaskResult, cost_of
+from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.folderlock import remove_tree
 from videvolve.graph.driver import evolve
@@ -62,13 +62,14 @@ from videvolve.models.sim import SimVLM
 from videvolve.rundir import RunDir
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks, write_tasks
+from videvolve.usage import CostMeasure
 
 SIZE = {"videos": 16, "minutes": 12, "questions": 100}
 """Each world's size (every result of this benchmark so far; the efficacy protocol has since moved to 32 x 6)."""
 WORLDS = (8349, 8413, 8759)
 """World seeds of this benchmark, fixed before any result and used nowhere else."""
 TEACHER = "scan_refine"
-METRIC = "visual_tokens"
+MEASURE = CostMeasure(metric="visual_tokens")
 CACHE = Path(__file__).resolve().parent / ".cache" / "labelfree"
 
 
@@ -202,7 +203,7 @@ def _mean(xs: list[float]) -> float:
 
 
 def _tokens(rs: list[TaskResult]) -> float:
-    return _mean([cost_of(r, METRIC) for r in rs])
+    return _mean([MEASURE.of(r) for r in rs])
 
 
 def run_arm(seed: int, arm: str, root: Path, size: Size, fresh: bool) -> dict[str, Any]:
@@ -239,7 +240,7 @@ def run_arm(seed: int, arm: str, root: Path, size: Size, fresh: bool) -> dict[st
                   seed_harness=SEED_HARNESS, memory=str(home / "memory"),
                   stop=StopSettings(iterations=size.iterations), seed=seed, runtime=_runtime(),
                   cache=str(root / "cache.sqlite"),
-                  gate=GateSettings(validation="multi-fidelity", cost_metric=METRIC, cost_ceiling=ceiling))
+                  gate=GateSettings(validation="multi-fidelity", cost_metric=MEASURE.metric, cost_ceiling=ceiling))
     history = evolve(ctx).get("history", [])
     run = RunDir(home / "run")
     seed_version, best_version = compared_versions(run)

@@ -24,12 +24,13 @@ from videvolve.config import RuntimeSettings
 from videvolve.editing.base import Proposal, read_files, write_candidate
 from videvolve.editing.file_edits import Files, config_of, set_key
 from videvolve.editing.operators import OPERATORS
-from videvolve.evaluation.results import TaskResult, cost_of
+from videvolve.evaluation.results import TaskResult
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness, seed_path
 from videvolve.tasks import read_tasks
+from videvolve.usage import VISUAL_TOKENS
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "looks"
 
@@ -85,12 +86,12 @@ def main() -> int:
         res: list[TaskResult] = solve_tasks(load_harness(CACHE / "harnesses" / version), tasks, SimVLM(),
                                             cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2),
                                             CACHE / "evals" / version / args.tasks.stem)
-        tokens = _mean([cost_of(r, "visual_tokens") for r in res])
+        tokens = _mean([VISUAL_TOKENS.of(r) for r in res])
         first = tokens if first is None else first
         table.add_row(spec, f"{_mean([r.score for r in res]):.3f}",
                       f"{_mean([r.score for r in res if r.kind == 'grounding']):.3f}",
                       f"{_mean([r.score for r in res if r.kind == 'mcq']):.3f}", f"{tokens:,.0f}",
-                      *(f"{_mean([cost_of(r, 'visual_tokens') for r in res if r.kind == k]):,.0f}"
+                      *(f"{_mean([VISUAL_TOKENS.of(r) for r in res if r.kind == k]):,.0f}"
                         for k in ("grounding", "mcq")),
                       f"{tokens / first:.2f}x")
         console.print(f"{spec}: done", highlight=False)

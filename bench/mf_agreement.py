@@ -21,7 +21,7 @@ from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.context import Context, GateSettings
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
-from videvolve.search.gate import aggregate, cost_of, guarded
+from videvolve.search.gate import aggregate, guarded
 from videvolve.search.history import GateEntry
 from videvolve.search.screening import open_paths, paired_se, rungs, screen
 from videvolve.search.significance import paired, video_t
@@ -170,10 +170,10 @@ def _stop(run_dir: Path, mf: GateEntry, full: GateEntry, results: dict[str, list
     """A candidate's :class:`Stop`: its multi-fidelity rung, and full validation's margins on the whole set."""
     gate = ctx.gate
     parent, candidate = results[full.parent], results[full.candidate or ""]
-    c = aggregate(parent, gate.cost_metric, gate.text_token_weight)[1]
-    c2 = aggregate(candidate, gate.cost_metric, gate.text_token_weight)[1]
+    c = aggregate(parent, gate.cost_measure)[1]
+    c2 = aggregate(candidate, gate.cost_measure)[1]
     c_seed = None if seed == full.parent or gate.cost_ceiling is not None else \
-        aggregate(results[seed], gate.cost_metric, gate.text_token_weight)[1]
+        aggregate(results[seed], gate.cost_measure)[1]
     margins, guard = _margins(selection, parent, candidate, None if c_seed is None else results[seed], full.level,
                               ctx)
     distances = [margins[0 if bound >= 0 else 1].score for _, bound in open_paths(c, c2, gate, c_seed)]
@@ -201,10 +201,11 @@ def _margins(selection: list[Task], parent: list[TaskResult], candidate: list[Ta
     bounds a gain's cost), from the statistics of the gate's tests at ``level``."""
     gate = ctx.gate
     n = len(parent)
-    mine, theirs = ([cost_of(r, gate.cost_metric, gate.text_token_weight) for r in rs] for rs in (candidate, parent))
+    measure = gate.cost_measure
+    mine, theirs = ([measure.of(r) for r in rs] for rs in (candidate, parent))
     limit = [gate.cost_ceiling] * n if gate.cost_ceiling is not None else [(1 + gate.alpha) * x for x in theirs]
     if seed is not None and gate.cost_ceiling is None:  # the seed's bound where it is the tighter on the whole set
-        seeds = [(1 + gate.alpha) * cost_of(r, gate.cost_metric, gate.text_token_weight) for r in seed]
+        seeds = [(1 + gate.alpha) * measure.of(r) for r in seed]
         limit = min(limit, seeds, key=sum)
     caps = [limit] + ([[(1 - gate.beta) * x for x in theirs]] if sum(theirs) > 0 else [])
     videos = [t.video_id for t in selection]

@@ -37,10 +37,11 @@ from videvolve.metrics import mcnemar, paired_bootstrap
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.rundir import RunDir
-from videvolve.search.gate import cost_of, guarded, paired_rule
+from videvolve.search.gate import guarded, paired_rule
 from videvolve.search.history import entries
 from videvolve.skill_library.harness import load_harness
 from videvolve.tasks import Task, read_tasks
+from videvolve.usage import VISUAL_TOKENS, CostMeasure
 
 WORLDS = (15101, 15223, 15331, 15443, 15557)
 """World seeds of the protocol, written down on 2026-12-04 at 18:27 UTC before any run of them (15331 speaks)."""
@@ -85,8 +86,8 @@ def world(seed: int, size: dict[str, Any] = SIZE) -> Path:
     return root / "tasks.jsonl"
 
 
-def _tokens(rs: list[TaskResult], metric: str) -> float:
-    return sum(cost_of(r, metric) for r in rs) / max(1, len(rs))
+def _tokens(rs: list[TaskResult], measure: CostMeasure) -> float:
+    return sum(measure.of(r) for r in rs) / max(1, len(rs))
 
 
 def per_group(tasks: list[Task], a: list[TaskResult], b: list[TaskResult]) -> list[dict[str, Any]]:
@@ -117,11 +118,11 @@ def run_one(seed: int, harness: str, iterations: int, size: dict[str, Any] = SIZ
     resumed = resume and (root / "run" / "checkpoints.sqlite").exists()
     if not resumed:
         remove_tree(root)
-    metric = "visual_tokens+text" if seed in SPEAKING else "visual_tokens"
+    measure = CostMeasure(metric="visual_tokens+text" if seed in SPEAKING else "visual_tokens")
     ctx = Context(run_dir=str(root / "run"), run_id=f"protocol{seed}-{harness}", tasks=str(tasks_path),
                   seed_harness=harness, memory=str(root / "memory"), stop=StopSettings(iterations=iterations),
                   seed=seed, runtime=RuntimeSettings(concurrency=2), cache=str(root / "cache.sqlite"),
-                  gate=GateSettings(validation="multi-fidelity", cost_metric=metric), children=children)
+                  gate=GateSettings(validation="multi-fidelity", cost_metric=measure.metric), children=children)
     final = evolve(ctx)
     history = entries(final.get("history", []))
     vlm, cost, runtime = SimVLM(), cost_model("qwen2.5-vl"), RuntimeSettings(concurrency=2)
@@ -138,15 +139,16 @@ def run_one(seed: int, harness: str, iterations: int, size: dict[str, Any] = SIZ
     for e in accepted:  # would the test split have taken it? the same rule, on other questions
         if e.candidate is None or e.level is None:
             continue
-        verdict = paired_rule(test, on_test(e.parent), on_test(e.candidate), e.level, metric)
+        verdict = paired_rule(test, on_test(e.parent), on_test(e.candidate), e.level, measure)
         test_rejects += not verdict.accept
     boot = paired_bootstrap([r.score for r in seed_res], [r.score for r in best_res])
-    return {"world": seed, "seed_harness": harness, "metric": metric, "groups": per_group(test, seed_res, best_res),
+    return {"world": seed, "seed_harness": harness, "metric": measure.metric,
+            "groups": per_group(test, seed_res, best_res),
             "score_seed": sum(r.score for r in seed_res) / len(test),
             "score_evolved": sum(r.score for r in best_res) / len(test), "score_p": boot.p_value,
-            "score_diff": boot.diff, "tokens_seed": _tokens(seed_res, metric), "tokens_evolved": _tokens(best_res,
-                                                                                                    metric),
-            "visual_seed": _tokens(seed_res, "visual_tokens"), "visual_evolved": _tokens(best_res, "visual_tokens"),
+            "score_diff": boot.diff, "tokens_seed": _tokens(seed_res, measure), "tokens_evolved": _tokens(best_res,
+                                                                                                     measure),
+            "visual_seed": _tokens(seed_res, VISUAL_TOKENS), "visual_evolved": _tokens(best_res, VISUAL_TOKENS),
             "accepted": len(accepted), "proposed": sum(1 for e in history if e.decision in ("accepted", "rejected",
                                                                                        "dropped")),
             "selection_evaluations": sum(1 for _ in (root / "run").glob("evals/*/selection/results/*.json")),

@@ -46,7 +46,7 @@ def rejudged(run: Path) -> list[str]:
         if parent is None or candidate is None:
             lines.append(f"{e.candidate}: not read on the whole selection set (accepted early); not judged again")
             continue
-        verdict = paired_rule(selection, parent, candidate, e.level, gate.cost_metric, gate.text_token_weight,
+        verdict = paired_rule(selection, parent, candidate, e.level, gate.cost_measure,
                               gate.alpha, gate.beta, gate.margin, ctx.seed,
                               seed_results if e.parent != seed else None, gate.cost_ceiling,
                               over_videos=len({t.video_id for t in selection}) >= gate.min_videos,

@@ -27,6 +27,7 @@ from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness
 from videvolve.testing import OneWorkspace, serve_scripted_chat
+from videvolve.usage import CostMeasure
 
 OLD = 'frames = ctx.frames(times, max_side=ctx.config.get("max_side"))'
 NEW = "frames = ctx.frames(times)  # full resolution"
@@ -96,10 +97,10 @@ def test_trials_cost_what_the_gate_counts_text_included(small_world, tmp_path, s
     first = next(iter(tools.env.tasks))
     base = tools.env.parent_results[first]
     reading = base.model_copy(update={"usage": base.usage.model_copy(update={"transcript_tokens": 1000})})
-    tools.env.cost_metric, tools.env.text_weight = "visual_tokens+text", 0.5
+    tools.env.cost_measure = CostMeasure(metric="visual_tokens+text", text_weight=0.5)
     visual = _visual_tokens(base)
     assert tools._cost(reading) == pytest.approx(visual + 500)
-    tools.env.cost_metric = "visual_tokens"
+    tools.env.cost_measure = CostMeasure()
     assert tools._cost(reading) == pytest.approx(visual)
     gate = GateTerms(alpha=0.1, beta=0.2, tolerance=0.02)
     gain = {"mean_difference_vs_parent": 0.2, "parent_mean_visual_tokens": 100.0, "mean_visual_tokens": 100.0}

@@ -20,6 +20,7 @@ from videvolve.editing.workspace import EditorLimits
 from videvolve.errors import HarnessError
 from videvolve.models.base import Reply
 from videvolve.testing import OneWorkspace, serve_scripted_chat
+from videvolve.usage import CostMeasure
 
 LONG = "a" * 300
 
@@ -141,7 +142,7 @@ def test_memory_shows_an_editor_past_outcomes_only_as_finely_as_the_selection_se
                      category="missed_event", hypothesis="short events", applies_when="a", preserve="p",
                      outcome=RevisionOutcome(decision="rejected", d_score=0.37, reason="0.4100 -> 0.7800 (n=100)"))
     memory = SimpleNamespace(search=lambda q, k, exclude_videos=None, exclude_fingerprints=None: [(past, 0.9)])
-    gate = SimpleNamespace(cost_metric="visual_tokens", text_token_weight=1.0)
+    gate = SimpleNamespace(cost_measure=CostMeasure())
     run = SimpleNamespace(memory=memory, excluded_videos=set(), excluded_fingerprints=set(),
                           selection=[object()] * 100,
                           harness_dir=lambda v: tmp_path, probe_vlm=None, cost=None, cache=None,

@@ -25,6 +25,7 @@ from videvolve.search.significance import (
 from videvolve.search.spending import next_level, wealth
 from videvolve.tasks import Interval, Task
 from videvolve.testing import FakeRun
+from videvolve.usage import VISUAL_TOKENS
 
 
 def _tasks(n: int, grounding: int = 0) -> list[Task]:
@@ -304,8 +305,8 @@ def test_the_editor_prototypes_within_the_ceiling():
     budget = gate.model_copy(update={"ceiling": 250.0})
     assert passes_on_trial(report, budget)
     assert not passes_on_trial({**report, "mean_cost": 251.0}, budget)
-    assert "budget of 250" in rule_text(0.1, 0.2, 0.02, "visual_tokens", ceiling=250.0)
-    assert "within 10% of the seed" in rule_text(0.1, 0.2, 0.02, "visual_tokens")
+    assert "budget of 250" in rule_text(0.1, 0.2, 0.02, VISUAL_TOKENS, ceiling=250.0)
+    assert "within 10% of the seed" in rule_text(0.1, 0.2, 0.02, VISUAL_TOKENS)
 
 
 def test_the_editor_applies_the_runs_own_rule_to_its_trials():

@@ -20,6 +20,7 @@ from videvolve.skill_library.harness import load_harness, seed_path
 from videvolve.skill_library.static_check import check_source
 from videvolve.tasks import Task
 from videvolve.testing import ScriptedChat, ScriptedReplies, tool_call
+from videvolve.usage import CostMeasure
 
 SUBS = """WEBVTT
 
@@ -92,9 +93,9 @@ def test_the_gate_can_count_text_tokens_with_a_weight() -> None:
 
     rs = [result(1.0, frames=4, image_tokens=100, transcript_tokens=50, ocr_tokens=20),
           result(0.0, frames=2, image_tokens=60, transcript_tokens=10)]
-    assert aggregate(rs, "frames") == (0.5, 3.0)
-    assert aggregate(rs, "visual_tokens") == (0.5, 90.0)  # OCR's images are visual cost; text is not
-    assert aggregate(rs, "visual_tokens+text", 0.5) == (0.5, 105.0)
+    assert aggregate(rs, CostMeasure(metric="frames")) == (0.5, 3.0)
+    assert aggregate(rs, CostMeasure()) == (0.5, 90.0)  # OCR's images are visual cost; text is not
+    assert aggregate(rs, CostMeasure(metric="visual_tokens+text", text_weight=0.5)) == (0.5, 105.0)
 
 
 def _seed(tmp_path: Path, name: str, **config: object) -> Path:

@@ -8,16 +8,17 @@ from types import SimpleNamespace
 from typing import Any, get_type_hints
 
 import pytest
+from pydantic import ValidationError
 
 from videvolve.editing.workspace import TraceItem, write_trace
-from videvolve.evaluation.results import TaskResult, cost_of, read_result, result_path
+from videvolve.evaluation.results import TaskResult, read_result, result_path
 from videvolve.loop.state import State
 from videvolve.nodes.common import spent
 from videvolve.nodes.record import stop_reason
 from videvolve.rundir import RunDir
 from videvolve.search.gate import aggregate
 from videvolve.tasks import Task
-from videvolve.usage import Spend, TaskUsage, add_spend
+from videvolve.usage import VISUAL_TOKENS, CostMeasure, Spend, TaskUsage, add_spend
 
 USAGE = {"frames": 6, "image_tokens": 100, "video_tokens": 30, "ocr_tokens": 20, "transcript_tokens": 50,
          "requests": 4, "model_calls": 3, "cache_hits": 1}
@@ -42,9 +43,9 @@ def _stop(tmp_path: Path, state: dict[str, Any], **limits: Any) -> str | None:
 def test_ocr_and_transcript_tokens_count_the_same_everywhere(tmp_path: Path) -> None:
     r = _result()
     # the gate
-    assert cost_of(r, "visual_tokens") == VISUAL
-    assert cost_of(r, "visual_tokens+text", 0.5) == VISUAL + 25
-    assert aggregate([r], "visual_tokens") == (1.0, VISUAL)
+    assert VISUAL_TOKENS.of(r) == VISUAL
+    assert CostMeasure(metric="visual_tokens+text", text_weight=0.5).of(r) == VISUAL + 25
+    assert aggregate([r], VISUAL_TOKENS) == (1.0, VISUAL)
     # the budgets: what the nodes add to the state, and --max-visual-tokens / --max-calls on it
     state = {"spent": add_spend(None, spent([r]))}
     totals = Spend.from_state(state["spent"])
@@ -93,8 +94,39 @@ def test_a_result_stored_before_requests_were_counted_still_loads(tmp_path: Path
 
 
 def test_an_unknown_cost_metric_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown cost metric 'tokens'"):
-        TaskUsage().cost("tokens")
+    with pytest.raises(ValidationError, match="unknown cost metric 'tokens'; use one of visual_tokens, frames, "
+                                              "visual_tokens\\+text"):
+        CostMeasure.model_validate({"metric": "tokens"})
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        CostMeasure(metric="visual_tokens+text", text_weight=-1.0)
+
+
+def test_a_cost_measure_prices_each_metric_and_says_what_it_counts() -> None:
+    """One value, the metric and a transcript token's weight: the same numbers from a usage or a result carrying it."""
+    usage = TaskUsage(frames=3, image_tokens=100, video_tokens=20, ocr_tokens=5, transcript_tokens=10)
+    result = TaskResult(task_id="t", harness_id="h", kind="mcq", outcome="ok", score=1.0, usage=usage)
+    text = CostMeasure(metric="visual_tokens+text", text_weight=0.5)
+    for measure, price, label in ((CostMeasure(), 125.0, "visual tokens"),
+                                  (CostMeasure(metric="frames", text_weight=7.0), 3.0, "frames"),
+                                  (text, 130.0, "visual tokens + 0.5 x text tokens"),
+                                  (CostMeasure(metric="visual_tokens+text"), 135.0,
+                                   "visual tokens + 1.0 x text tokens")):
+        assert measure.of(usage) == measure.of(result) == price
+        assert measure.label == str(measure) == label
+    assert CostMeasure() == VISUAL_TOKENS and hash(text) == hash(text.model_copy())
+    with pytest.raises(ValidationError):
+        text.text_weight = 2.0  # type: ignore[misc]  # frozen: one value, shared
+
+
+def test_the_gate_settings_give_their_cost_measure() -> None:
+    from videvolve.loop.context import Context, GateSettings
+
+    assert GateSettings().cost_measure == VISUAL_TOKENS
+    gate = GateSettings(cost_metric="visual_tokens+text", text_token_weight=0.25)
+    assert gate.cost_measure == CostMeasure(metric="visual_tokens+text", text_weight=0.25)
+    flat = Context.model_validate({"run_dir": "r", "run_id": "r", "tasks": "t.jsonl", "cost_metric": "frames",
+                                   "text_token_weight": 2.0})  # a settings file of the flat form
+    assert flat.gate.cost_measure == CostMeasure(metric="frames", text_weight=2.0)
 
 
 def test_every_cost_metric_the_gate_takes_is_priced_and_described() -> None:
@@ -108,10 +140,10 @@ def test_every_cost_metric_the_gate_takes_is_priced_and_described() -> None:
 
     assert get_args(GateSettings.model_fields["cost_metric"].annotation) == COST_METRICS == get_args(CostMetric)
     usage = TaskUsage(frames=3, image_tokens=100, transcript_tokens=10)
-    assert [usage.cost(m) for m in COST_METRICS] == [100.0, 3.0, 110.0]
+    assert [CostMeasure.model_validate({"metric": m}).of(usage) for m in COST_METRICS] == [100.0, 3.0, 110.0]
     for metric in COST_METRICS:
-        GateSettings(cost_metric=metric)  # accepted
-        assert f"(C = {metric})" not in rule_text(0.1, 0.2, 0.01, metric)  # words, not the bare name
+        measure = GateSettings(cost_metric=metric).cost_measure  # accepted
+        assert f"(C = {metric})" not in rule_text(0.1, 0.2, 0.01, measure)  # words, not the bare name
 
 
 def test_task_usages_add() -> None:

@@ -1,6 +1,6 @@
 """What things cost, typed: one task's usage (:class:`TaskUsage`) and a run's running totals (:class:`Spend`).
 
-One definition of cost for every reader: the gate's ``cost_of``, the budgets (``--max-calls``,
+One definition of cost for every reader: the gate's :class:`CostMeasure`, the budgets (``--max-calls``,
 ``--max-visual-tokens``), the status line, the editor's trial reports and the report all read these fields.
 Visual tokens are the image, video and OCR-read image tokens a task paid for (OCR reads images: their tokens are
 visual cost); transcript tokens are text read, counted apart and added only by the ``visual_tokens+text`` metric.
@@ -9,13 +9,13 @@ visual cost); transcript tokens are text read, counted apart and added only by t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 CostMetric = Literal["visual_tokens", "frames", "visual_tokens+text"]
 """What the gate's cost C counts (``GateSettings.cost_metric``, the ``--cost-metric`` choices); priced by
-:meth:`TaskUsage.cost`."""
+:meth:`CostMeasure.of`."""
 COST_METRICS: tuple[str, ...] = get_args(CostMetric)
 
 
@@ -57,16 +57,6 @@ class TaskUsage(BaseModel):
         """Image, video and OCR-read image tokens: the visual cost everywhere."""
         return self.image_tokens + self.video_tokens + self.ocr_tokens
 
-    def cost(self, metric: str = "visual_tokens", text_weight: float = 1.0) -> float:
-        """The cost of this task under a gate metric (``frames``, ``visual_tokens`` or ``visual_tokens+text``)."""
-        if metric == "frames":
-            return float(self.frames)
-        if metric == "visual_tokens":
-            return float(self.visual_tokens)
-        if metric == "visual_tokens+text":
-            return self.visual_tokens + text_weight * self.transcript_tokens
-        raise ValueError(f"unknown cost metric {metric!r}; use one of {', '.join(COST_METRICS)}")
-
     def spend(self) -> Spend:
         """What this task adds to a run's totals."""
         return Spend(model_calls=self.model_calls, visual_tokens=self.visual_tokens,
@@ -84,6 +74,64 @@ class TaskUsage(BaseModel):
                                                                                        *other.client_s}}
         return TaskUsage(**counts, observed_times=sorted({*self.observed_times, *other.observed_times}),
                          client_s=seconds)
+
+
+class Metered(Protocol):
+    """Anything that carries a task's usage (a ``TaskResult``)."""
+
+    @property
+    def usage(self) -> TaskUsage:
+        """What the task cost."""
+        ...
+
+
+class CostMeasure(BaseModel):
+    """What the gate's cost C counts, in one value: the metric and the weight of a transcript token.
+
+    ``GateSettings.cost_measure`` makes it from ``--cost-metric`` and ``--text-token-weight``; the gate, the
+    screening, the editor's trials and the seed's baseline all price a task with :meth:`of`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    metric: CostMetric = "visual_tokens"
+    text_weight: float = Field(1.0, ge=0, description="a transcript token's weight against a visual token (counted "
+                               "by visual_tokens+text only)")
+
+    @field_validator("metric", mode="before")
+    @classmethod
+    def _known(cls, value: Any) -> Any:
+        """An unknown metric is refused with the choices."""
+        if value not in COST_METRICS:
+            raise ValueError(f"unknown cost metric {value!r}; use one of {', '.join(COST_METRICS)}")
+        return value
+
+    def of(self, item: TaskUsage | Metered) -> float:
+        """One task's cost, from its usage or a result carrying it.
+
+        Distinct frames, visual tokens (images, video, the images OCR read), or visual tokens plus ``text_weight`` x
+        the text tokens of the transcript read.
+        """
+        usage = item if isinstance(item, TaskUsage) else item.usage
+        if self.metric == "frames":
+            return float(usage.frames)
+        if self.metric == "visual_tokens":
+            return float(usage.visual_tokens)
+        return usage.visual_tokens + self.text_weight * usage.transcript_tokens
+
+    @property
+    def label(self) -> str:
+        """In words: ``visual tokens``, ``frames`` or ``visual tokens + 0.5 x text tokens``."""
+        if self.metric == "visual_tokens+text":
+            return f"visual tokens + {self.text_weight} x text tokens"
+        return self.metric.replace("_", " ")
+
+    def __str__(self) -> str:
+        return self.label
+
+
+VISUAL_TOKENS = CostMeasure()
+"""The default measure: visual tokens."""
 
 
 class Spend(BaseModel):

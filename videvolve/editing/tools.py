@@ -25,7 +25,7 @@ from videvolve.editing.probe import ProbeArgs, leaks_gold, run_probe
 from videvolve.editing.safefs import PathRefused
 from videvolve.editing.workspace import EditorLimits, candidate_edits
 from videvolve.errors import HarnessError, VidevolveError
-from videvolve.evaluation.results import TaskResult, cost_of
+from videvolve.evaluation.results import TaskResult
 from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
@@ -38,6 +38,7 @@ from videvolve.skill_library.harness import (
     validate_harness,
 )
 from videvolve.tasks import Task
+from videvolve.usage import VISUAL_TOKENS, CostMeasure
 
 MAX_READ = 20_000
 MAX_READ_BYTES = 16 * 1024 * 1024
@@ -119,9 +120,8 @@ class EditorEnv:
     cache: ResponseCache | None = None
     image_format: str = "png"
     memory_search: Callable[[str, int], list[PastDiagnosis]] = field(default=lambda q, k: [])
-    cost_metric: str = "visual_tokens"
-    """The gate's cost metric: trials report each task's cost as the gate will count it."""
-    text_weight: float = 1.0
+    cost_measure: CostMeasure = VISUAL_TOKENS
+    """The gate's cost: trials report each task's cost as the gate will count it."""
 
 
 TOOLS: dict[str, tuple[type[BaseModel], str]] = {
@@ -333,13 +333,13 @@ class EditorTools:
                 "parent_mean_frames": round(sum(p.frames for p in parents) / max(1, len(parents)), 2),
                 "parent_mean_visual_tokens": round(sum(p.usage.visual_tokens for p in parents) / max(1, len(parents)),
                                                    1),
-                "cost_metric": self.env.cost_metric,
+                "cost_metric": self.env.cost_measure.metric,
                 "mean_cost": round(sum(self._cost(r) for r in results) / n, 2),
                 "parent_mean_cost": round(sum(self._cost(p) for p in parents) / max(1, len(parents)), 2),
                 "per_task": rows}
 
     def _cost(self, r: TaskResult) -> float:
-        return cost_of(r, self.env.cost_metric, self.env.text_weight)
+        return self.env.cost_measure.of(r)
 
     def probe(self, a: ProbeArgs) -> str:
         """A perception probe on a training task's video."""

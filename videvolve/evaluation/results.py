@@ -212,12 +212,3 @@ def still_fits(result: TaskResult, usable: int) -> bool:
 def write_result(out_dir: Path, result: TaskResult) -> None:
     """Store a result atomically (a crash never leaves half a file)."""
     write_text_atomic(result_path(out_dir, result.task_id), result.model_dump_json(indent=1), "the result")
-
-
-def cost_of(result: TaskResult, metric: str = "visual_tokens", text_weight: float = 1.0) -> float:
-    """One question's cost: distinct frames, or visual tokens (images, video, the images OCR read).
-
-    With ``visual_tokens+text``, plus ``text_weight`` x the text tokens of the transcript read
-    (:meth:`TaskUsage.cost`, the one definition the budgets and the status line share).
-    """
-    return result.usage.cost(metric, text_weight)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from videvolve.config import ModelSettings, RuntimeSettings
-from videvolve.usage import CostMetric
+from videvolve.usage import CostMeasure, CostMetric
 
 if TYPE_CHECKING:
     from videvolve.editing.base import GateTerms
@@ -165,6 +165,11 @@ class GateSettings(BaseModel):
     def paired(self) -> bool:
         """Whether candidates are judged by the paired test (each decision then spends the run's alpha-wealth)."""
         return self.rule == "paired"
+
+    @property
+    def cost_measure(self) -> CostMeasure:
+        """C as the gate counts it: ``cost_metric`` with ``text_token_weight``, in one value."""
+        return CostMeasure(metric=self.cost_metric, text_weight=self.text_token_weight)
 
     def eps_for(self, n_selection: int) -> float:
         """``--gate video-rsi``'s tolerated score loss on ``n_selection`` questions (default: one question's worth)."""

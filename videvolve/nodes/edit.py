@@ -73,7 +73,7 @@ def editor_input(run: Run, state: State) -> EditorInput:
         tried += [op for op in state.get("operators", {}).values() if op]
     gate = run.ctx.gate
     eps = gate.eps_for(len(run.selection))
-    rule = rule_text(gate.alpha, gate.beta, eps, gate.cost_metric, gate.rule, gate.level, gate.margin,
+    rule = rule_text(gate.alpha, gate.beta, eps, gate.cost_measure, gate.rule, gate.level, gate.margin,
                      gate.cost_ceiling)
     return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
                        similar=sorted(similar.values(), key=lambda p: (-p.similarity, p.diagnosis.id))[:10],

@@ -30,7 +30,7 @@ def prepare(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     version = seed.name
     first = rungs(run.selection, ctx.gate.rungs, ctx.seed, ctx.gate.validation)[0]
     results = run.evaluate(version, first, "selection")
-    score, cost = aggregate(results, ctx.gate.cost_metric, ctx.gate.text_token_weight)
+    score, cost = aggregate(results, ctx.gate.cost_measure)
     run.record_lineage(version, parent=None, iteration=0, operator=None, decision="seed", reason="the seed harness",
                        score=score, cost=cost, frames=mean_frames(results))
     run.dir.set_best(seed)

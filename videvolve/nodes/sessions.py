@@ -59,7 +59,7 @@ def editor_env(run: Run, parent: str, batch: list[Task], cache: ResponseCache | 
                      parent_results=results, evaluate=evaluate, trace_of=lambda v, t: _trace(run, v, t),
                      probe_vlm=run.probe_vlm, cost=run.cost, cache=cache or run.cache,
                      image_format=run.ctx.runtime.image_format, memory_search=memory_search,
-                     cost_metric=run.ctx.gate.cost_metric, text_weight=run.ctx.gate.text_token_weight)
+                     cost_measure=run.ctx.gate.cost_measure)
 
 
 class Sessions:

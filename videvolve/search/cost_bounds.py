@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from videvolve.evaluation.results import TaskResult, cost_of
+from videvolve.evaluation.results import TaskResult
 from videvolve.search.curtailment import video_chance, within_chance
 from videvolve.search.services import GateRules
 from videvolve.search.significance import video_t
+from videvolve.usage import CostMeasure
 
 TOL = 1e-9
 
@@ -60,9 +61,9 @@ class CostFit:
         return f"{mean:.1f} (at most {self.upper:.1f} over {self.videos} videos)"
 
 
-def costs(results: Sequence[TaskResult], metric: str, weight: float) -> list[float]:
+def costs(results: Sequence[TaskResult], measure: CostMeasure) -> list[float]:
     """Per-question costs as the gate counts them."""
-    return [cost_of(r, metric, weight) for r in results]
+    return [measure.of(r) for r in results]
 
 
 def scaled(reference: Sequence[float], factor: float, text: str) -> CostLimit:
@@ -134,9 +135,9 @@ def path_chances(parent: Sequence[TaskResult], candidate: Sequence[TaskResult], 
     scan flags) can exceed its bound on 64 questions and fit it on 317 (:func:`fit_chance`; ``videos``, the
     questions' videos, and ``sizes``, the selection videos' sizes, where the cost is judged over videos).
     """
-    metric, weight = gate.cost_metric, gate.text_token_weight
-    mine, theirs = costs(candidate, metric, weight), costs(parent, metric, weight)
-    limits = gain_limits(theirs, gate.alpha, None if seed is None else costs(seed, metric, weight), gate.cost_ceiling)
+    measure = gate.cost_measure
+    mine, theirs = costs(candidate, measure), costs(parent, measure)
+    limits = gain_limits(theirs, gate.alpha, None if seed is None else costs(seed, measure), gate.cost_ceiling)
     gain = min(fit_chance(mine, b, population, videos, sizes, gate.level) for b in limits)
     out = [("no gain", 0.0, gain)]
     if sum(theirs) > 0:

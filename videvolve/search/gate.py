@@ -31,12 +31,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from videvolve.evaluation.results import TaskResult, cost_of
+from videvolve.evaluation.results import TaskResult
 from videvolve.search.cost_bounds import costs, fit, fit_all, gain_limits, scaled
 from videvolve.search.significance import FEW_VIDEOS, Paired, paired, sign_flip_p
 from videvolve.tasks import Task
+from videvolve.usage import VISUAL_TOKENS, CostMeasure
 
-__all__ = ["aggregate", "bound_text", "cost_of", "gain_cost_bound", "gate_rule", "group_of", "guard_groups", "guarded",
+__all__ = ["aggregate", "bound_text", "gain_cost_bound", "gate_rule", "group_of", "guard_groups", "guarded",
            "mean_frames", "paired_rule", "rule_text"]
 
 TOL = 1e-12
@@ -47,13 +48,11 @@ def mean_frames(results: Sequence[TaskResult]) -> float:
     return float(np.mean([r.frames for r in results])) if results else 0.0
 
 
-def aggregate(results: Sequence[TaskResult], metric: str = "visual_tokens",
-              text_weight: float = 1.0) -> tuple[float, float]:
-    """(A, C): mean score and mean cost per question."""
+def aggregate(results: Sequence[TaskResult], measure: CostMeasure = VISUAL_TOKENS) -> tuple[float, float]:
+    """(A, C): mean score and mean cost per question (as ``measure`` counts it)."""
     if not results:
         return 0.0, 0.0
-    costs = [cost_of(r, metric, text_weight) for r in results]
-    return float(np.mean([r.score for r in results])), float(np.mean(costs))
+    return float(np.mean([r.score for r in results])), float(np.mean(costs(results, measure)))
 
 
 @dataclass(frozen=True)
@@ -145,15 +144,15 @@ def bound_text(c: float, alpha: float, seed_cost: float | None = None, ceiling: 
 
 
 def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: Sequence[TaskResult], level: float,
-                metric: str = "visual_tokens", text_weight: float = 1.0, alpha: float = 0.1, beta: float = 0.2,
+                measure: CostMeasure = VISUAL_TOKENS, alpha: float = 0.1, beta: float = 0.2,
                 margin: float = 0.02, seed: int = 0, seed_results: Sequence[TaskResult] | None = None,
                 ceiling: float | None = None, over_videos: bool | None = None,
                 stated_level: float = 0.05) -> PairedDecision:
     """Judge ``candidate`` against ``parent`` on the same questions (``tasks``, in the same order) at ``level``.
 
-    ``seed_results``: the run's seed harness's results on these questions, whose cost bounds a gain's too;
-    ``ceiling``: a budget per question that bounds it instead (:func:`gain_cost_bound`); ``over_videos``: whether a
-    gain must hold over the questions' videos too, and its cost fit its bound over them
+    ``measure``: what C counts; ``seed_results``: the run's seed harness's results on these questions, whose cost
+    bounds a gain's too; ``ceiling``: a budget per question that bounds it instead (:func:`gain_cost_bound`);
+    ``over_videos``: whether a gain must hold over the questions' videos too, and its cost fit its bound over them
     (:mod:`videvolve.search.cost_bounds`) (default: where they are at least ``FEW_VIDEOS``; multi-fidelity decides it
     by the whole selection set, not by a rung's videos).
 
@@ -165,12 +164,12 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
         if [r.task_id for r in results] != [t.id for t in tasks]:
             raise ValueError("paired_rule needs each version's results on the same questions as `tasks`, in their "
                              "order (a paired test of results out of line compares different questions)")
-    c = aggregate(parent, metric, text_weight)[1]
-    c2 = aggregate(candidate, metric, text_weight)[1]
+    c = aggregate(parent, measure)[1]
+    c2 = aggregate(candidate, measure)[1]
     videos = [t.video_id for t in tasks]
     judged = videos if (len(set(videos)) >= FEW_VIDEOS if over_videos is None else over_videos) else None
-    mine, theirs = costs(candidate, metric, text_weight), costs(parent, metric, text_weight)
-    seed_costs = None if seed_results is None else costs(seed_results, metric, text_weight)
+    mine, theirs = costs(candidate, measure), costs(parent, measure)
+    seed_costs = None if seed_results is None else costs(seed_results, measure)
     gain_fit, gain_bound = fit_all(mine, gain_limits(theirs, alpha, seed_costs, ceiling), judged, stated_level)
     cut_fit = fit(mine, scaled(theirs, 1 - beta, f"(1-{beta}) x {c:.1f}"), judged, stated_level) if c > 0 else None
     cut_ok = cut_fit is not None and cut_fit.fits
@@ -211,12 +210,12 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
                                  f"cost {cut_said}; {at}", st, priced)
 
 
-def rule_text(alpha: float, beta: float, eps: float, metric: str, rule: str = "paired", level: float = 0.05,
+def rule_text(alpha: float, beta: float, eps: float, measure: CostMeasure, rule: str = "paired", level: float = 0.05,
               margin: float = 0.02, ceiling: float | None = None) -> str:
     """The rule in words, with a run's own numbers (what an editor is told)."""
     what = {"frames": "distinct frames shown to the model", "visual_tokens": "visual tokens (image and video "
             "tokens) sent to the model", "visual_tokens+text": "visual tokens sent to the model plus the weighted "
-            "text tokens of the transcript read"}.get(metric, metric)
+            "text tokens of the transcript read"}[measure.metric]
     if rule == "paired":
         return (f"A revision is kept only if, question by question on a held-out selection set, it scores better "
                 f"than its parent by more than noise explains (a one-sided paired test at level {level:g} or less, "

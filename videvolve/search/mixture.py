@@ -21,6 +21,7 @@ from videvolve.search.gate import aggregate
 from videvolve.search.screening import paired_se
 from videvolve.search.services import RunServices
 from videvolve.skill_library.harness import content_hash
+from videvolve.usage import CostMeasure
 
 
 def complete_versions(run: RunServices) -> list[str]:
@@ -46,7 +47,7 @@ def build_mixture(run: RunServices, tiers: list[int], best: str) -> dict[str, An
         runtime = run.ctx.runtime.model_copy(update={"budget": cap})
         results = {v: solve_tasks(run.harness(v), run.selection, run.vlm, run.cost, runtime,
                                   run.eval_dir(v, f"selection-cap{cap}"), run.cache) for v in versions}
-        scored = {v: aggregate(res, "frames") for v, res in results.items()}
+        scored = {v: aggregate(res, CostMeasure(metric="frames")) for v, res in results.items()}
         top = max(versions, key=lambda v: (scored[v][0], -scored[v][1], v == best, v))
         base = [r.score for r in results[best]]
         margin = scored[top][0] - scored[best][0]

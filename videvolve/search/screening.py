@@ -130,26 +130,26 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         # the parent (and the seed) only on the questions reached: an incumbent accepted early has been evaluated on
         # part of the set, and is evaluated further only when a later candidate gets that far
         p_res = reach(parent, rung)[0]
-        a, c = aggregate(p_res, gate.cost_metric, gate.text_token_weight)
+        a, c = aggregate(p_res, gate.cost_measure)
         s_res = None if seed is None else reach(seed, rung)[0]
-        c_seed = None if s_res is None else aggregate(s_res, gate.cost_metric, gate.text_token_weight)[1]
+        c_seed = None if s_res is None else aggregate(s_res, gate.cost_measure)[1]
         champ = reach(champion, rung)[0] if champion is not None else None
         scored = []
         for cand in alive:
             res, added = reach(cand, rung)
             new += added
-            a2, c2 = aggregate(res, gate.cost_metric, gate.text_token_weight)
+            a2, c2 = aggregate(res, gate.cost_measure)
             scored.append((cand, a2, c2, res))
             frames[cand] = mean_frames(res)
             costed[cand] = _cost_fields(p_res, res, s_res, gate, rung if by_video else None)
         base: dict[str, Any] = {"iteration": iteration, "parent": parent, "score": a, "cost": c, "n": len(rung),
-                                "rung": k + 1, "rungs": len(ladder), "eps": eps, "metric": gate.cost_metric,
+                                "rung": k + 1, "rungs": len(ladder), "eps": eps, "metric": gate.cost_measure.metric,
                                 "frames": mean_frames(p_res), "level": level}
         decided: dict[str, tuple[Decision, dict[str, Any]]] = {}
         for cand, a2, c2, res in scored:
             if paired_gate and level is not None:
-                verdict = paired_rule(rung, p_res, res, level, gate.cost_metric, gate.text_token_weight,
-                                      gate.alpha, gate.beta, gate.margin, ctx.seed, s_res, gate.cost_ceiling,
+                verdict = paired_rule(rung, p_res, res, level, gate.cost_measure, gate.alpha, gate.beta,
+                                      gate.margin, ctx.seed, s_res, gate.cost_ceiling,
                                       over_videos=by_video, stated_level=gate.level)
                 st = verdict.stats
                 extra = {"p_gain": st.p_gain, "p_videos": st.over_videos.p_gain if st.over_videos else None,
@@ -247,10 +247,10 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
 def _cost_fields(parent: list[TaskResult], candidate: list[TaskResult], seed: list[TaskResult] | None,
                  gate: GateRules, rung: list[Task] | None) -> dict[str, float | None]:
     """``cost_bound`` and ``cost_upper`` of a candidate's entry (over the videos of ``rung``, where given)."""
-    metric, weight = gate.cost_metric, gate.text_token_weight
-    limits = gain_limits(costs(parent, metric, weight), gate.alpha,
-                         None if seed is None else costs(seed, metric, weight), gate.cost_ceiling)
-    fitted, bound = fit_all(costs(candidate, metric, weight), limits,
+    measure = gate.cost_measure
+    limits = gain_limits(costs(parent, measure), gate.alpha,
+                         None if seed is None else costs(seed, measure), gate.cost_ceiling)
+    fitted, bound = fit_all(costs(candidate, measure), limits,
                             None if rung is None else [t.video_id for t in rung], gate.level)
     return {"cost_bound": bound.mean, "cost_upper": fitted.upper if fitted.videos is not None else None}
 
@@ -290,10 +290,10 @@ def _crown(champion: str | None, won: list[str], read: dict[str, list[TaskResult
     the best accepted entry (the first of the best, in that order) picks the same one.
     """
     contenders = list(dict.fromkeys([*([champion] if champion else []), *won]))
-    figures = {v: aggregate(read[v][:n], gate.cost_metric, gate.text_token_weight) for v in contenders}
+    figures = {v: aggregate(read[v][:n], gate.cost_measure) for v in contenders}
     best = max(contenders, key=lambda v: (figures[v][0], -figures[v][1], -order.index(v)))
     if len(contenders) > 1:
-        a, c = aggregate(read[parent][:n], gate.cost_metric, gate.text_token_weight)
+        a, c = aggregate(read[parent][:n], gate.cost_measure)
         for v in contenders:
             entries[v] = entries[v].model_copy(update={"cand_score": figures[v][0], "cand_cost": figures[v][1],
                                                        "score": a, "cost": c, "n": n})

@@ -20,6 +20,7 @@ from videvolve.models.cost import CostModel
 from videvolve.rundir import RunDir
 from videvolve.skill_library.harness import Harness
 from videvolve.tasks import Task
+from videvolve.usage import CostMeasure
 
 
 class GateRules(Protocol):
@@ -47,9 +48,7 @@ class GateRules(Protocol):
     @property
     def cost_ceiling(self) -> float | None: ...
     @property
-    def cost_metric(self) -> str: ...
-    @property
-    def text_token_weight(self) -> float: ...
+    def cost_measure(self) -> CostMeasure: ...
     @property
     def validation(self) -> str: ...
     @property

@@ -135,6 +135,6 @@ def beats(run: StoredResults, incumbent: str, candidate: str) -> bool:
              and (b := run.stored(candidate, t, "selection")) is not None]
     if not pairs:
         return False
-    inc = aggregate([a for a, _ in pairs], gate.cost_metric, gate.text_token_weight)
-    cand = aggregate([b for _, b in pairs], gate.cost_metric, gate.text_token_weight)
+    inc = aggregate([a for a, _ in pairs], gate.cost_measure)
+    cand = aggregate([b for _, b in pairs], gate.cost_measure)
     return (cand[0], -cand[1]) > (inc[0], -inc[1])
