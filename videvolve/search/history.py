@@ -16,18 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from videvolve.memory.records import Decision, Diagnosis
 
 
-class GateEntry(BaseModel):
-    """One candidate's fate in one iteration."""
+class GateVerdict(BaseModel):
+    """What the gate found of one candidate, less when and what it decided (a gate event's keys besides its own)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    iteration: int
     parent: str = Field(description="the version the candidate revises")
     candidate: str | None = Field(None, description="None: nothing was proposed, or the revision could not be "
                                                     "written as a harness")
     operator: str | None = Field(None, description="how it was made: a heuristic operator, 'llm', ...")
-    decision: Decision
-    reason: str
+    reason: str = Field(description="why, in words (with the figures it was decided on)")
     score: float | None = Field(None, description="the parent's mean score on the questions of the decision")
     cost: float | None = Field(None, description="the parent's mean cost per question there")
     cand_score: float | None = Field(None, description="the candidate's; None when it never reached the gate")
@@ -56,6 +54,13 @@ class GateEntry(BaseModel):
     cost_upper: float | None = Field(None, description="the most the candidate's mean cost may be on other videos: "
                                      "the one-sided upper bound over the selection videos of the questions read, "
                                      "which must be within cost_bound; None where the mean alone is judged")
+
+
+class GateEntry(GateVerdict):
+    """One candidate's fate in one iteration."""
+
+    iteration: int
+    decision: Decision
 
     @property
     def number(self) -> int:
