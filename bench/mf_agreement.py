@@ -21,6 +21,7 @@ from videvolve.evaluation.solve import solve_tasks
 from videvolve.loop.context import Context, GateSettings
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
+from videvolve.search.events import GateEvent, read_events
 from videvolve.search.gate import aggregate, guarded
 from videvolve.search.history import GateEntry
 from videvolve.search.screening import open_paths, paired_se, rungs, screen
@@ -92,13 +93,10 @@ def mf_agreement(run_dir: Path, futility: float | None = None, curtail: float | 
 
 def gated(run_dir: Path) -> list[GateEntry]:
     """The run's judged candidates, in order (from its checkpointed history, as the lineage records them)."""
-    out = []
-    for line in _read(run_dir / "events.jsonl").splitlines():
-        e = json.loads(line)
-        if e.get("node") == "gate" and e.get("event") in ("accepted", "rejected") and e.get("candidate"):
-            fields = {k: v for k, v in e.items() if k in GateEntry.model_fields}
-            out.append(GateEntry(**{**fields, "decision": e["event"]}))
-    return out
+    path = run_dir / "events.jsonl"
+    _read(path)  # an exit naming it when it cannot be read
+    return [e.entry() for e in read_events(path)
+            if isinstance(e, GateEvent) and e.event in ("accepted", "rejected") and e.candidate]
 
 
 def mf_replayed(run_dir: Path, futility: float | None = None, curtail: float | None = None,

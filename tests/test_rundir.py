@@ -14,6 +14,7 @@ from videvolve.evaluation.experiment import compared_versions
 from videvolve.memory.lineage import LineageStore
 from videvolve.report.build import versions
 from videvolve.rundir import EvalDir, RunDir
+from videvolve.search.events import read_events
 from videvolve.testing import full_disk
 
 PACKAGE = Path(__file__).resolve().parents[1] / "videvolve"
@@ -96,13 +97,13 @@ def test_an_event_a_full_disk_tore_does_not_break_the_events(tmp_path: Path) -> 
     run.append_event({"iteration": 0, "node": "prepare", "event": "baseline"})
     with full_disk(run.events.stat().st_size + 10), pytest.raises(StorageError, match=r"events\.jsonl"):
         run.append_event({"iteration": 0, "node": "solve", "event": "solved", "score": 0.5})
-    assert [e["event"] for e in run.read_events()] == ["baseline"]  # the report reads the run meanwhile
+    assert [e.event for e in read_events(run.events)] == ["baseline"]  # the report reads the run meanwhile
     run.append_event({"iteration": 0, "node": "solve", "event": "solved", "score": 0.5})
-    assert [e["event"] for e in run.read_events()] == ["baseline", "solved"]
+    assert [e.event for e in read_events(run.events)] == ["baseline", "solved"]
     with run.events.open("a") as fh:
         fh.write("not json\n")
     with pytest.raises(UsageError, match=r"events\.jsonl:3"):
-        run.read_events()
+        read_events(run.events)
 
 
 def test_a_line_cut_inside_a_character_is_left_out_of_the_events_and_the_lineage(tmp_path: Path) -> None:
@@ -115,7 +116,7 @@ def test_a_line_cut_inside_a_character_is_left_out_of_the_events_and_the_lineage
         with full_disk(path.stat().st_size + line.index(b"\xa9")), pytest.raises(OSError), path.open("ab") as fh:
             fh.write(line)  # stopped between the two bytes of the e-acute
         assert not path.read_bytes().endswith(b"\n") and not path.read_bytes().isascii()
-    assert [e["event"] for e in run.read_events()] == ["baseline"]
+    assert [e.event for e in read_events(run.events)] == ["baseline"]
     assert list(run.lineage()) == ["s0", "c1"]
     run.record_lineage("c2", parent="c1", iteration=1, reason="caf\u00e9")
     assert run.lineage()["c2"].reason == "caf\u00e9" and run.lineage_file.read_bytes().isascii()

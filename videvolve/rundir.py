@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from videvolve.errors import StorageError, UsageError
-from videvolve.memory.jsonl import append_lines, read_lines
+from videvolve.memory.jsonl import append_lines
 from videvolve.memory.lineage import LineageRecord, LineageStore
 
 
@@ -194,20 +194,8 @@ class RunDir:
             raise UsageError(f"{self.settings} does not hold a settings object")
         return data
 
-    def read_events(self) -> list[dict[str, Any]]:
-        """Every event of the run, in order (a last one a stopped write left unfinished is none)."""
-        out = []
-        for n, line in enumerate(read_lines(self.events), 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except ValueError as exc:
-                    raise UsageError(f"{self.events}:{n}: not an event ({exc}); remove or repair that line") \
-                        from None
-        return out
-
     def append_event(self, record: dict[str, Any]) -> None:
-        """One line in the events file."""
+        """One line in the events file (``search.events``: its kinds, typed, and their reader)."""
         with self._lock:
             append_lines(self.events, [json.dumps(record, default=str)], "the run's events")
 

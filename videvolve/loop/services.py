@@ -33,6 +33,7 @@ from videvolve.models.base import VLM, reach
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel, cost_model
 from videvolve.rundir import RunDir
+from videvolve.search.events import KnownEvent
 from videvolve.search.services import RunServices
 from videvolve.skill_library.harness import Harness, check_version, load_harness
 from videvolve.tasks import Task, read_tasks
@@ -123,10 +124,9 @@ class Run:
             self.cache.close()
         self.memory.close()
 
-    def event(self, iteration: int, node: str, event: str, **data: Any) -> None:
-        """One line in the run's events."""
-        self.dir.append_event({"ts": round(time.time(), 3), "iteration": iteration, "node": node, "event": event,
-                               **data})
+    def event(self, event: KnownEvent) -> None:
+        """One line in the run's events (``search.events``: its kinds, and their reader)."""
+        self.dir.append_event(event.record())
 
     def lineage(self) -> dict[str, LineageRecord]:
         """Every version's merged lineage entry (the search's protocol)."""

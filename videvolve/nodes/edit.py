@@ -27,6 +27,7 @@ from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM, ResponseCache
 from videvolve.models.step_cache import step_cache
 from videvolve.nodes.sessions import Sessions
+from videvolve.search.events import EditProposal, EditRefused, NoProposal
 from videvolve.search.gate import rule_text
 from videvolve.search.history import GateEntry, diagnosis_for_editor, entries, for_editor, missed_on_videos
 from videvolve.usage import Spend
@@ -131,7 +132,7 @@ def _edit(run: Run, state: State, cache: ResponseCache | None) -> dict[str, Any]
         try:
             version = write_candidate(run.harness_dir(parent), run.dir.harnesses, proposal)
         except HarnessError as exc:
-            run.event(it, "edit", "refused", operator=proposal.operator, reason=str(exc))
+            run.event(EditRefused(iteration=it, operator=proposal.operator, reason=str(exc)))
             dropped.append({"candidate": None, "operator": proposal.operator, "reason": str(exc)})
             continue
         if version == parent or version in candidates:
@@ -140,13 +141,13 @@ def _edit(run: Run, state: State, cache: ResponseCache | None) -> dict[str, Any]
         operators[version] = proposal.operator
         if proposal.workspace:
             (Path(proposal.workspace) / "submitted.json").write_text(json.dumps({"version": version}) + "\n")
-        run.event(it, "edit", "proposal", parent=parent, candidate=version, operator=proposal.operator,
-                  rationale=proposal.rationale, workspace=_rel(run, proposal.workspace))
+        run.event(EditProposal(iteration=it, parent=parent, candidate=version, operator=proposal.operator,
+                               rationale=proposal.rationale, workspace=_rel(run, proposal.workspace)))
     why = None
     if not candidates and not dropped:
         why = editor.last_failure or "the editor had nothing to propose"
-        run.event(it, "edit", "no proposal", parent=parent, why=why,
-                  workspace=_rel(run, str(sessions.opened[-1].root)) if sessions.opened else None)
+        run.event(NoProposal(iteration=it, parent=parent, why=why,
+                             workspace=_rel(run, str(sessions.opened[-1].root)) if sessions.opened else None))
     return {"candidates": candidates, "operators": operators, "dropped": dropped, "feedback": None,
             "no_proposal": why, "spent": (sessions.spent() + _editor_calls(model)).to_state()}
 

@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 from videvolve.loop.services import Run
 from videvolve.loop.state import State
 from videvolve.nodes.common import spent
+from videvolve.search.events import GateEvent
 from videvolve.search.history import entries as history_entries
 from videvolve.search.screening import screen
 from videvolve.search.tree import pending_children, seed_of
@@ -30,5 +31,5 @@ def gate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
                               keep_pending=ctx.search == "mcts", history=history_entries(state.get("history", [])),
                               seed_version=seed_of(state.get("tree", {})))
     for e in entries:
-        run.event(state["iteration"], "gate", e.decision, **e.model_dump(exclude={"iteration", "decision"}))
+        run.event(GateEvent.of(e))
     return {"history": [e.model_dump() for e in entries], "candidates": candidates, "spent": spent(results)}

@@ -16,6 +16,7 @@ from videvolve.memory.records import Diagnosis
 from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM, ResponseCache
 from videvolve.models.step_cache import step_cache
+from videvolve.search.events import Diagnoses, InvestigateFallback
 from videvolve.skill_library.trace import read_trace
 from videvolve.usage import Spend
 
@@ -64,7 +65,7 @@ def _investigate(run: Run, state: State, cache: ResponseCache | None) -> dict[st
         if d.fallback:
             log.warning("iteration %d: the agent investigator gave no usable diagnosis of %s; the procedure's is "
                         "kept: %s", it + 1, task_id, d.fallback)
-            run.event(it, "investigate", "fallback", task=task_id, reason=d.fallback, category=d.category)
+            run.event(InvestigateFallback(iteration=it, task=task_id, reason=d.fallback, category=d.category))
         diagnoses.append(d)
     for i, d in enumerate(diagnoses):  # read from a proxy: the source's fingerprint, as held-out videos are excluded
         if (source := run.sources.get(by_id[d.task_id].video)) is not None:
@@ -73,11 +74,10 @@ def _investigate(run: Run, state: State, cache: ResponseCache | None) -> dict[st
     counts: dict[str, int] = {}
     for d in diagnoses:
         counts[d.category] = counts.get(d.category, 0) + 1
-    extra: dict[str, Any] = {}
-    if agent is not None:
-        extra["investigators"] = {k: sum(d.investigator == k for d in diagnoses) for k in ("agent", "procedure")}
-    run.event(it, "investigate", "diagnoses", categories=counts, probe_cost=inv.ledger,
-              diagnosis_ids=[d.id for d in diagnoses], **extra)
+    investigators = None if agent is None else {
+        k: sum(d.investigator == k for d in diagnoses) for k in ("agent", "procedure")}
+    run.event(Diagnoses(iteration=it, categories=counts, probe_cost=inv.ledger,
+                        diagnosis_ids=[d.id for d in diagnoses], investigators=investigators))
     ledger = inv.ledger  # the probes' visual tokens are its "image_tokens" (probes show frames and clips)
     spend = Spend(model_calls=ledger["model_calls"], visual_tokens=ledger["image_tokens"],
                   probe_frames=ledger["frames"])

@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 from videvolve.loop.services import Run
 from videvolve.loop.state import State
 from videvolve.nodes.common import spent
+from videvolve.search.events import Baseline
 from videvolve.search.gate import aggregate, mean_frames
 from videvolve.search.screening import rungs
 from videvolve.search.tree import root
@@ -34,8 +35,8 @@ def prepare(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     run.record_lineage(version, parent=None, iteration=0, operator=None, decision="seed", reason="the seed harness",
                        score=score, cost=cost, frames=mean_frames(results))
     run.dir.set_best(seed)
-    run.event(0, "prepare", "baseline", harness=version, score=score, cost=cost, selection=len(run.selection),
-              questions=len(results))
+    run.event(Baseline(iteration=0, harness=version, score=score, cost=cost, selection=len(run.selection),
+                       questions=len(results)))
     now = time.time()
     return {"started_at": now, "running_s": now - run.opened_at, "running_at": now,
             "tasks_digest": run.tasks_digest, "run_uid": secrets.token_hex(8),

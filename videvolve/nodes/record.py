@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 from videvolve.loop.services import Run
 from videvolve.loop.state import State
 from videvolve.memory.records import RevisionOutcome
+from videvolve.search.events import RecordEvent
 from videvolve.search.history import GateEntry, entries
 from videvolve.search.tree import beats, record_children
 from videvolve.usage import Spend
@@ -89,9 +90,9 @@ def record(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
         candidate=lead.candidate, operator=lead.operator, decision=lead.decision, reason=lead.reason,
         d_score=d_score, d_cost=d_cost, selection=len(run.selection)))
     stop = stop_reason(run, state, it + 1)
-    run.event(it, "record", lead.decision, parent=parent, candidate=lead.candidate, operator=lead.operator,
-              reason=lead.reason,
-              incumbent=update.get("incumbent", state["incumbent"]), stop=stop)
+    run.event(RecordEvent(iteration=it, event=lead.decision, parent=parent, candidate=lead.candidate,
+                          operator=lead.operator, reason=lead.reason,
+                          incumbent=update.get("incumbent", state["incumbent"]), stop=stop))
     now = time.time()
     update.update(iteration=it + 1, stop_reason=stop, running_s=running_time(run, state, now), running_at=now)
     return update

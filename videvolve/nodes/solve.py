@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 from videvolve.loop.services import Run
 from videvolve.loop.state import State
 from videvolve.nodes.common import spent
+from videvolve.search.events import SolveBatch
 from videvolve.search.tree import pick_parent
 
 
@@ -20,7 +21,7 @@ def solve(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
     batch = run.batch(state["iteration"])
     results = run.evaluate(parent, batch, "train")
     failures = [r.task_id for r in results if r.outcome == "error" or r.score < ctx.investigator.failure_threshold]
-    run.event(state["iteration"], "solve", "batch", parent=parent, tasks=len(batch), failures=len(failures),
-              score=sum(r.score for r in results) / max(1, len(results)))
+    run.event(SolveBatch(iteration=state["iteration"], parent=parent, tasks=len(batch), failures=len(failures),
+                         score=sum(r.score for r in results) / max(1, len(results))))
     return {"parent": parent, "batch": [t.id for t in batch], "failures": failures, "candidates": [],
             "feedback": None, "dropped": None, "no_proposal": None, "repair_round": 0, "spent": spent(results)}

@@ -10,6 +10,7 @@ from videvolve.errors import ErrorKind
 from videvolve.loop.services import Run
 from videvolve.loop.state import State
 from videvolve.nodes.common import spent
+from videvolve.search.events import ValidateFailed, ValidatePassed
 from videvolve.skill_library.harness import validate_harness
 from videvolve.usage import Spend
 
@@ -39,14 +40,14 @@ def validate(state: State, runtime: Runtime[Run]) -> dict[str, Any]:
         reason = why_invalid(run, state, cand, used)
         op = state.get("operators", {}).get(cand)
         if reason is None:
-            run.event(it, "validate", "passed", candidate=cand)
+            run.event(ValidatePassed(iteration=it, candidate=cand))
             valid.append(cand)
         elif len(state["candidates"]) == 1 and state.get("repair_round", 0) < ctx.editor.repair_rounds:
-            run.event(it, "validate", "sent back", candidate=cand, reason=reason)
+            run.event(ValidateFailed(iteration=it, event="sent back", candidate=cand, reason=reason))
             return {"feedback": reason, "repair_round": state.get("repair_round", 0) + 1,
                     "spent": _total(used)}
         else:
-            run.event(it, "validate", "dropped", candidate=cand, reason=reason)
+            run.event(ValidateFailed(iteration=it, event="dropped", candidate=cand, reason=reason))
             dropped.append({"candidate": cand, "operator": op, "reason": reason})
     return {"candidates": valid, "dropped": dropped, "feedback": None, "spent": _total(used)}
 

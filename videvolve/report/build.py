@@ -17,6 +17,7 @@ from videvolve.report import plots
 from videvolve.report.proposals import proposals
 from videvolve.report.traces import traces
 from videvolve.rundir import RunDir
+from videvolve.search.events import Diagnoses, GateEvent, RecordEvent, read_events
 from videvolve.search.history import GateEntry
 from videvolve.skill_library.harness import MANIFEST, read_manifest, revision_diff
 from videvolve.tasks import read_tasks
@@ -36,20 +37,21 @@ def versions(run: RunDir) -> list[dict[str, Any]]:
 
 def kept_versions(run: RunDir) -> dict[int, str]:
     """Iteration -> the incumbent after it, as the run's ``record`` events say (a resumed run's last word wins)."""
-    return {int(e["iteration"]): str(e["incumbent"]) for e in run.read_events()
-            if e["node"] == "record" and e.get("incumbent")}
+    return {e.iteration: e.incumbent for e in read_events(run.events) if isinstance(e, RecordEvent) and e.incumbent}
 
 
 def _history(run: RunDir) -> list[GateEntry]:
     """The gate's entries of a run, from its events (a resumed run may repeat a node's events: the last wins)."""
-    seen: dict[tuple[Any, Any], GateEntry] = {}
-    for e in run.read_events():
-        if e["node"] == "gate" or (e["node"] == "record" and e["event"] in ("dropped", "none")):
-            fields = {k: v for k, v in e.items() if k in GateEntry.model_fields and k not in ("iteration", "decision")}
-            fields.setdefault("parent", "?")
-            fields.setdefault("reason", "")
-            entry = GateEntry(iteration=e["iteration"], decision=e["event"], **fields)
-            seen[(entry.iteration, entry.candidate)] = entry
+    seen: dict[tuple[int, str | None], GateEntry] = {}
+    for e in read_events(run.events):
+        if isinstance(e, GateEvent):
+            entry = e.entry()
+        elif isinstance(e, RecordEvent) and e.event in ("dropped", "none"):
+            entry = GateEntry(iteration=e.iteration, decision=e.event, parent=e.parent or "?", candidate=e.candidate,
+                              operator=e.operator, reason=e.reason)
+        else:
+            continue
+        seen[(entry.iteration, entry.candidate)] = entry
     return sorted(seen.values(), key=lambda h: h.iteration)
 
 
@@ -88,8 +90,8 @@ def run_diagnoses(run: RunDir, settings: dict[str, Any]) -> list[dict[str, Any]]
     They are the ones its investigate events name: another run of the same name writes to the same memory. A run from
     before the events named them: those with its run id.
     """
-    named = [e["diagnosis_ids"] for e in run.read_events()
-             if e["node"] == "investigate" and isinstance(e.get("diagnosis_ids"), list)]
+    named = [e.diagnosis_ids for e in read_events(run.events)
+             if isinstance(e, Diagnoses) and e.diagnosis_ids is not None]
     ours = {str(i) for ids in named for i in ids}
     latest: dict[str, dict[str, Any]] = {}
     for record in latest_diagnoses(Path(settings["memory"]) / "diagnoses.jsonl"):

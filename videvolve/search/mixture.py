@@ -17,6 +17,7 @@ from videvolve.atomic import write_text_atomic
 from videvolve.errors import UsageError
 from videvolve.evaluation.solve import solve_tasks
 from videvolve.rundir import RunDir
+from videvolve.search.events import MixtureTier
 from videvolve.search.gate import aggregate
 from videvolve.search.screening import paired_se
 from videvolve.search.services import RunServices
@@ -60,7 +61,7 @@ def build_mixture(run: RunServices, tiers: list[int], best: str) -> dict[str, An
         score, frames = scored[version]
         table[str(cap)] = {"version": version, "score": score, "frames": frames, "why": why,
                            "candidates": {v: sc for v, (sc, _) in scored.items()}}
-        run.event(-1, "mixture", "tier", cap=cap, version=version, score=score, frames=frames, why=why)
+        run.event(MixtureTier(iteration=-1, cap=cap, version=version, score=score, frames=frames, why=why))
     mixture = {"tiers": table, "best": best, "selection_questions": len(run.selection)}
     write_text_atomic(run.dir.mixture, json.dumps(mixture, indent=1), "the run's mixture")
     return mixture

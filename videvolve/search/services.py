@@ -9,7 +9,7 @@ checks that they do. Properties (read-only, so covariant) rather than attributes
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from videvolve.config import RuntimeSettings
 from videvolve.evaluation.results import TaskResult
@@ -18,6 +18,7 @@ from videvolve.models.base import VLM
 from videvolve.models.cache import ResponseCache
 from videvolve.models.cost import CostModel
 from videvolve.rundir import RunDir
+from videvolve.search.events import KnownEvent
 from videvolve.skill_library.harness import Harness
 from videvolve.tasks import Task
 from videvolve.usage import CostMeasure
@@ -119,6 +120,6 @@ class RunServices(StoredResults, Protocol):
         """Every version with its parent, scores and decision."""
         ...
 
-    def event(self, iteration: int, node: str, event: str, **data: Any) -> None:
+    def event(self, event: KnownEvent) -> None:
         """One line of the run's events."""
         ...
