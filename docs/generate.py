@@ -1,7 +1,7 @@
 """Write the generated reference pages of the docs from the code: the CLI (argparse's own help) and the SDK.
 
-``python docs/generate.py`` rewrites docs/reference/cli.md, sdk.md and operators.md; ``--check`` exits 1 and names
-the stale pages (what tests/test_docs.py checks).
+``python docs/generate.py`` rewrites docs/reference/cli.md, sdk.md, operators.md and events.md; ``--check`` exits 1
+and names the stale pages (what tests/test_docs.py checks).
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ import os
 import sys
 from pathlib import Path
 
+from pydantic import BaseModel
+
 HERE = Path(__file__).resolve().parent
 PAGES = {"cli": HERE / "reference" / "cli.md", "sdk": HERE / "reference" / "sdk.md",
-         "operators": HERE / "reference" / "operators.md"}
+         "operators": HERE / "reference" / "operators.md", "events": HERE / "reference" / "events.md"}
 WIDTH = "100"  # argparse wraps help at $COLUMNS: fixed so the page does not depend on the terminal
 
 
@@ -98,9 +100,47 @@ def operators_page() -> str:
     return "\n".join(out) + "\n"
 
 
+def _type(annotation: object) -> str:
+    """A field's type as a table cell shows it (``X | None`` as ``X`` or None: a bar would split the cell)."""
+    parts = [p.strip() for p in str(annotation).replace("typing.", "").split("|")]
+    named = [p.removeprefix("<class '").removesuffix("'>") for p in parts if p != "None"]
+    return " or ".join(f"`{p}`" for p in named) + (" or None" if "None" in parts else "")
+
+
+def _fields(model: type[BaseModel], skip: set[str]) -> list[str]:
+    rows = ["| key | type | what |", "|---|---|---|"]
+    for name, field in model.model_fields.items():
+        if name not in skip:
+            rows.append(f"| `{name}` | {_type(field.annotation)} | {field.description or ''} |")
+    return rows
+
+
+def events_page() -> str:
+    """The kinds of the run's events (``search.events``), each with its keys."""
+    from videvolve.search import events
+
+    common = {"ts", "iteration", "node", "event"}
+    out = ["# The run's events", "",
+           "Generated from `videvolve/search/events.py` by `python docs/generate.py`. `RUN/events.jsonl` holds one "
+           "JSON line per thing a node of `evolve` did, in order; each line has these keys, then those of its kind "
+           "(told apart by `node` and `event`):", "", *_fields(events.EventBase, set()), "",
+           "Read them with `videvolve.search.events.read_events(path)`, which gives each line as its kind's model. A "
+           "torn last line (a write a kill stopped) is left out; a line of a kind this release does not know, or whose "
+           "keys do not fit its kind (another release's), is kept as an `UnknownEvent` with all its keys (the second "
+           "with a warning in the log); a JSON line without `iteration`, `node` and `event` is left out with a "
+           "warning; a line that is not JSON stops the reader with its line number. A key a later release added "
+           "reads as None (or empty) in an older run's file.", ""]
+    for kind in events.KINDS:
+        values = {key: " or ".join(f"`{v}`" for v in events._values(kind, key)) for key in ("node", "event")}
+        out += [f"## {kind.__name__}: {values['node']} / {values['event']}", "", inspect.getdoc(kind) or "", "",
+                *_fields(kind, common), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
 def render() -> dict[str, str]:
     """Each generated page's text."""
-    return {"cli": cli_page().rstrip() + "\n", "sdk": sdk_page(), "operators": operators_page()}
+    return {"cli": cli_page().rstrip() + "\n", "sdk": sdk_page(), "operators": operators_page(),
+            "events": events_page()}
 
 
 def stale() -> list[Path]:
