@@ -46,7 +46,7 @@ from videvolve.usage import VISUAL_TOKENS, CostMeasure
 WORLDS = (15101, 15223, 15331, 15443, 15557)
 """World seeds of the protocol, written down on 2026-12-04 at 18:27 UTC before any run of them (15331 speaks)."""
 SPEAKING = frozenset({7286, 7303, 12323, 13331, 14333, 15331, 18347, 25089, 27031, 73934, 221449, 348840, 449879,
-                      533973, 741144, 89437, 179943})
+                      533973, 741144, 89437, 179943, 819125})
 """Worlds that speak: 7303 of the first set (7101 7202 7303 7404 7505, at 16 x 12); 12323, 13331 and 14333 of the
 sets written down on 2026-12-04 at 17:17, 17:34 and 18:06 UTC, each before any run of it (12107 12211 12323 12437
 12541; 13103 13217 13331 13449 13567, at 16 x 12; 14107 14221 14333 14447 14551, at 32 x 6); 15331 of the set written
@@ -65,7 +65,8 @@ down on 2026-12-07 at 13:26 UTC before any run of it (uniform: 449879 140492 428
 guard on each kind at the stated level); 89437 of set AA, written down on 2026-12-07 at 16:14 UTC before any run of
 it (uniform: 89437 345268 856205; scan_refine: 800418 341774; the same code); 179943 of set AC, written down on
 2026-12-07 at 22:03 UTC before any run of it (uniform: 179943 491663 145362; scan_refine: 130082 877661; after the
-reviews of stop 53)."""
+reviews of stop 53); 819125 of set AD, written down on 2026-12-08 at 01:05 UTC before any run of it (uniform: 819125
+735619 976294; scan_refine: 60993 650923; after stop 54's typed events and cost measure)."""
 SIZE = {"videos": 32, "minutes": 6, "questions": 100}
 """The protocol's world size: 8 selection and 8 test videos (``--videos 16 --minutes 12``: the same minutes of video
 in 4 and 4, the size before 2026-12-04; its worlds live in folders named by size)."""
