@@ -163,3 +163,13 @@ def test_a_line_that_is_not_json_names_itself(tmp_path: Path) -> None:
     path.write_text(json.dumps(SAMPLES[0].record()) + "\nnot json\n" + json.dumps(SAMPLES[1].record()) + "\n")
     with pytest.raises(UsageError, match=r"events\.jsonl:2: not an event"):
         read_events(path)
+
+
+def test_a_gate_or_record_event_cannot_say_seed() -> None:
+    """Only the lineage records a seed; the gate and the record decide of candidates (accepted, rejected, ...)."""
+    from pydantic import ValidationError
+    base = {"iteration": 0, "parent": "p0", "candidate": "c1", "reason": "r"}
+    for model, key in ((GateEvent, "event"), (RecordEvent, "event"), (GateEntry, "decision")):
+        with pytest.raises(ValidationError):
+            model.model_validate({**base, key: "seed"})
+        assert getattr(model.model_validate({**base, key: "accepted"}), key) == "accepted"

@@ -15,9 +15,11 @@ CATEGORIES: tuple[str, ...] = ("missed_event", "misperception", "evidence_unused
                                "infra_error", "budget_exhausted", "crash", "unresolved", "transcript_unused")
 
 
-Decision = Literal["seed", "accepted", "rejected", "pending", "dropped", "none"]
-"""What became of a harness version: the seed; a gate verdict (accepted, rejected, or pending a later promotion in
-mcts); refused before the gate (dropped); or nothing proposed at all (none)."""
+GateDecision = Literal["accepted", "rejected", "pending", "dropped", "none"]
+"""What the loop decided of a candidate: a gate verdict (accepted, rejected, or pending a later promotion in mcts);
+refused before the gate (dropped); or nothing proposed at all (none)."""
+Decision = Literal["seed"] | GateDecision
+"""What became of a harness version: the seed, or what the loop decided of it (:data:`GateDecision`)."""
 
 
 class Evidence(BaseModel):

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from videvolve.errors import UsageError
 from videvolve.memory.jsonl import read_lines
-from videvolve.memory.records import Category, Decision
+from videvolve.memory.records import Category, GateDecision
 from videvolve.search.history import GateEntry, GateVerdict
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class GateEvent(GateVerdict, EventBase):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     node: Literal["gate"] = "gate"
-    event: Decision = Field(description="the decision")
+    event: GateDecision = Field(description="the decision")
 
     @model_validator(mode="before")
     @classmethod
@@ -182,7 +182,7 @@ class RecordEvent(EventBase):
     """The iteration's outcome (``event``: the lead candidate's decision), the incumbent after it, and a stop."""
 
     node: Literal["record"] = "record"
-    event: Decision = Field(description="the lead candidate's decision")
+    event: GateDecision = Field(description="the lead candidate's decision")
     parent: str | None = Field(None, description="the version revised (None: a run before it was kept)")
     candidate: str | None = Field(None, description="the lead candidate (None: nothing was proposed)")
     operator: str | None = None

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from videvolve.memory.records import Decision, Diagnosis
+from videvolve.memory.records import Diagnosis, GateDecision
 
 
 class GateVerdict(BaseModel):
@@ -60,7 +60,7 @@ class GateEntry(GateVerdict):
     """One candidate's fate in one iteration."""
 
     iteration: int
-    decision: Decision
+    decision: GateDecision
 
     @property
     def number(self) -> int:
