@@ -122,7 +122,8 @@ def test_the_log_has_one_line_per_gated_candidate(small_world, tmp_path: Path, s
     history = [json.loads(x) for x in (tmp_path / "r" / "events.jsonl").read_text().splitlines()]
     gated = [e for e in history if e["node"] == "gate"]
     assert gated and all(f"iteration {e['iteration'] + 1}: {e['operator']}" in out for e in gated), out[:3000]
-    assert re.search(r"best harness: \w+ \(selection score [\d.]+ on \d+ questions,", out), out[-600:]
+    assert re.search(r"best harness: \w+ \(selection score [\d.]+ on \d+ questions, [\d,.]+ visual tokens per "
+                     r"question\)", out), out[-600:]
 
 
 def test_two_bugs_in_the_same_second_keep_both_crash_files(monkeypatch, capsys, tmp_path: Path):

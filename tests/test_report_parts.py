@@ -232,3 +232,14 @@ def test_a_damaged_diagnosis_line_in_the_middle_of_the_memory_is_skipped_by_the_
     found = run_diagnoses(run, {"memory": str(memory), "run_id": "r"})
     assert [d["id"] for d in found] == ["d1", "d3"]
     assert "diagnoses.jsonl:2: skipping an unreadable diagnosis" in caplog.text
+
+
+def test_the_report_names_the_gate_s_cost_as_the_run_counted_it() -> None:
+    """A run under ``visual_tokens+text`` said "visual_tokens+text" without the weight it counted text at."""
+    from videvolve.report.build import _cost_label
+    assert _cost_label({"gate": {"cost_metric": "visual_tokens+text", "text_token_weight": 0.5}}) == \
+        "visual tokens + 0.5 x text tokens"
+    assert _cost_label({"gate": {"cost_metric": "frames"}}) == "frames"
+    assert _cost_label({"cost_metric": "visual_tokens"}) == "visual tokens"  # a run from before the grouping
+    assert _cost_label({}) == "visual tokens"
+    assert _cost_label({"gate": {"cost_metric": "joules"}}) == "joules"  # another release's metric, as written

@@ -264,8 +264,8 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     out.print(f"stopped after {final.get('iteration')} iteration(s): {final.get('stop_reason') or 'already done'}")
     n = ((final.get("tree") or {}).get(final.get("incumbent")) or {}).get("n")  # multi-fidelity: its rung's questions
     out.print(f"best harness: {final.get('incumbent')} (selection score {final.get('incumbent_score', 0):.3f}"
-              f"{f' on {n} questions' if n else ''}, {final.get('incumbent_cost', 0):.1f} {ctx.gate.cost_metric}"
-              f"/question) -> {RunDir(ctx.root).best}")
+              f"{f' on {n} questions' if n else ''}, {final.get('incumbent_cost', 0):,.1f} "
+              f"{ctx.gate.cost_measure.label} per question) -> {RunDir(ctx.root).best}")
     out.print(f"spent: {_ledger(final.get('spent') or {})}", highlight=False)
     failing = _errors_note(ctx, final.get("incumbent"))
     if failing:
@@ -331,8 +331,8 @@ def gate_power(ctx: Context, n_selection: int, videos: int, console: Console) ->
     console.print(f"gate: paired, level <= {gate.level:g} ({gate.spending}); "
                   + (f"[yellow]warning:[/] {text}" if warn else text), highlight=False)
     if gate.cost_ceiling is not None:
-        console.print(f"gate: a gain may cost up to the ceiling of {gate.cost_ceiling:g} {gate.cost_metric} per "
-                      "question (--cost-ceiling), whatever its parent's and the seed's cost", highlight=False)
+        console.print(f"gate: a gain may cost up to the ceiling of {gate.cost_ceiling:g} {gate.cost_measure.label} "
+                      "per question (--cost-ceiling), whatever its parent's and the seed's cost", highlight=False)
 
 
 def _ledger(spent: dict[str, float]) -> str:

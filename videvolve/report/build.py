@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, StrictUndefined
+from pydantic import ValidationError
 
 from videvolve.labelfree.labels import LabelMix, label_mix
 from videvolve.memory.store import latest_diagnoses
@@ -21,7 +22,7 @@ from videvolve.search.events import Diagnoses, GateEvent, RecordEvent, read_even
 from videvolve.search.history import GateEntry
 from videvolve.skill_library.harness import MANIFEST, read_manifest, revision_diff
 from videvolve.tasks import read_tasks
-from videvolve.usage import TaskUsage
+from videvolve.usage import CostMeasure, TaskUsage
 
 
 def versions(run: RunDir) -> list[dict[str, Any]]:
@@ -71,6 +72,16 @@ def _setting(settings: dict[str, Any], section: str, key: str, flat: str) -> Any
     """One setting of a ``settings.json``: nested in its section, or flat in a run from before the grouping."""
     inner = settings.get(section)
     return inner.get(key) if isinstance(inner, dict) else settings.get(flat)
+
+
+def _cost_label(settings: dict[str, Any]) -> str:
+    """The gate's cost in words (``visual tokens + 0.5 x text tokens``), as the run counted it."""
+    metric = _setting(settings, "gate", "cost_metric", "cost_metric") or "visual_tokens"
+    weight = _setting(settings, "gate", "text_token_weight", "text_token_weight")
+    try:
+        return CostMeasure(metric=metric, text_weight=1.0 if weight is None else weight).label
+    except ValidationError:  # a metric this release does not know: named as the run wrote it
+        return str(metric).replace("_", " ")
 
 
 def _compare_commands(run: RunDir) -> list[str]:
@@ -135,7 +146,7 @@ def build_report(run: str | Path) -> Path:
     heldout, former = heldout_comparison(rundir)
     html = template.render(run_id=settings["run_id"], settings=settings, history=history, lineage=lineage,
                            editor=_setting(settings, "editor", "kind", "editor"),
-                           cost_metric=_setting(settings, "gate", "cost_metric", "cost_metric"),
+                           cost_label=_cost_label(settings),
                            heldout=heldout, former_best=former, tokens=_token_ledger(rundir),
                            proposals=proposals(rundir, out),
                            diagnoses=diagnoses, labels=_labels(settings),
