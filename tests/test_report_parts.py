@@ -10,6 +10,7 @@ import pytest
 
 from videvolve.report import plots
 from videvolve.report.traces import _readable, rounded
+from videvolve.search.events import read_events
 
 
 def test_rejected_siblings_are_siblings_not_a_chain() -> None:
@@ -75,7 +76,7 @@ def test_the_report_reads_the_incumbents_from_the_runs_record_events(tmp_path: P
               {"iteration": 0, "node": "record", "event": "accepted", "candidate": "low", "incumbent": "high"},
               {"iteration": 1, "node": "record", "event": "rejected", "candidate": "x", "incumbent": "high"}]
     run.events.write_text("".join(json.dumps({"ts": 0.0, **e}) + "\n" for e in events))
-    assert kept_versions(run) == {0: "high", 1: "high"}
+    assert kept_versions(read_events(run.events)) == {0: "high", 1: "high"}
 
 
 def test_a_trial_the_transcript_cut_is_shown_whole_from_the_workspace(tmp_path: Path) -> None:
@@ -229,7 +230,7 @@ def test_a_damaged_diagnosis_line_in_the_middle_of_the_memory_is_skipped_by_the_
     run.root.mkdir()
     run.events.write_text(json.dumps({"ts": 0.0, "iteration": 0, "node": "investigate", "event": "diagnoses",
                                       "diagnosis_ids": ["d1", "d2", "d3"]}) + "\n")
-    found = run_diagnoses(run, {"memory": str(memory), "run_id": "r"})
+    found = run_diagnoses(read_events(run.events), {"memory": str(memory), "run_id": "r"})
     assert [d["id"] for d in found] == ["d1", "d3"]
     assert "diagnoses.jsonl:2: skipping an unreadable diagnosis" in caplog.text
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from videvolve.report import plots
 from videvolve.report.proposals import proposals
 from videvolve.report.traces import traces
 from videvolve.rundir import RunDir
-from videvolve.search.events import Diagnoses, GateEvent, RecordEvent, read_events
+from videvolve.search.events import Diagnoses, GateEvent, RecordEvent, RunEvent, read_events
 from videvolve.search.history import GateEntry
 from videvolve.skill_library.harness import MANIFEST, read_manifest, revision_diff
 from videvolve.tasks import read_tasks
@@ -36,15 +37,15 @@ def versions(run: RunDir) -> list[dict[str, Any]]:
     return out
 
 
-def kept_versions(run: RunDir) -> dict[int, str]:
+def kept_versions(events: Sequence[RunEvent]) -> dict[int, str]:
     """Iteration -> the incumbent after it, as the run's ``record`` events say (a resumed run's last word wins)."""
-    return {e.iteration: e.incumbent for e in read_events(run.events) if isinstance(e, RecordEvent) and e.incumbent}
+    return {e.iteration: e.incumbent for e in events if isinstance(e, RecordEvent) and e.incumbent}
 
 
-def _history(run: RunDir) -> list[GateEntry]:
+def _history(events: Sequence[RunEvent]) -> list[GateEntry]:
     """The gate's entries of a run, from its events (a resumed run may repeat a node's events: the last wins)."""
     seen: dict[tuple[int, str | None], GateEntry] = {}
-    for e in read_events(run.events):
+    for e in events:
         if isinstance(e, GateEvent):
             entry = e.entry()
         elif isinstance(e, RecordEvent) and e.event in ("dropped", "none"):
@@ -95,14 +96,13 @@ def _labels(settings: dict[str, Any]) -> list[LabelMix]:
     return label_mix(read_tasks(tasks)) if tasks.is_file() else []
 
 
-def run_diagnoses(run: RunDir, settings: dict[str, Any]) -> list[dict[str, Any]]:
+def run_diagnoses(events: Sequence[RunEvent], settings: dict[str, Any]) -> list[dict[str, Any]]:
     """The run's diagnoses in the shared memory (the last version of each), in iteration and task order.
 
     They are the ones its investigate events name: another run of the same name writes to the same memory. A run from
     before the events named them: those with its run id.
     """
-    named = [e.diagnosis_ids for e in read_events(run.events)
-             if isinstance(e, Diagnoses) and e.diagnosis_ids is not None]
+    named = [e.diagnosis_ids for e in events if isinstance(e, Diagnoses) and e.diagnosis_ids is not None]
     ours = {str(i) for ids in named for i in ids}
     latest: dict[str, dict[str, Any]] = {}
     for record in latest_diagnoses(Path(settings["memory"]) / "diagnoses.jsonl"):
@@ -132,10 +132,11 @@ def build_report(run: str | Path) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     lineage = versions(rundir)
-    history = _history(rundir)
+    events = read_events(rundir.events)
+    history = _history(events)
     seed = next((v for v in lineage if v.get("decision") == "seed"), {"score": 0.0, "cost": 0.0})
-    diagnoses = run_diagnoses(rundir, settings)
-    kept = kept_versions(rundir)
+    diagnoses = run_diagnoses(events, settings)
+    kept = kept_versions(events)
     last = kept[max(kept)] if kept else None  # the incumbent now: several may pass a decision, the best goes on
     best = next((v for v in lineage if v.get("version") == last), seed)
     plots.progress(history, seed, out / "progress.png", kept)
