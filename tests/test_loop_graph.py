@@ -365,3 +365,51 @@ def test_a_full_disk_under_the_checkpoints_stops_the_run_for_resume(small_world,
             signal.signal(signal.SIGXFSZ, handler)
     with open_run(grown) as services:  # the disk has room again: the run resumes
         assert evolve(grown, services=services)["iteration"] == 1
+
+
+class Killed(Exception):
+    """Stands for the process being killed in the middle of an edit step."""
+
+
+class ReopeningEditor:
+    """Works in its workspace as the agent and command editors do; killed once in its first repair round."""
+
+    BROKEN = "def solve(task, ctx:\n    return 'A'\n"
+
+    def __init__(self, kill_in_repair: bool) -> None:
+        self.kill_in_repair = kill_in_repair
+        self.opened: list[tuple[str, bool]] = []
+        self.last_failure: str | None = None
+
+    def propose(self, inp: EditorInput, workspaces: Workspaces | None = None) -> Proposal | None:
+        assert workspaces is not None
+        tools = workspaces.open(inp, resume=True)
+        self.opened.append((tools.root.name, tools.resumed))
+        if inp.feedback and self.kill_in_repair:
+            raise Killed
+        solver = self.BROKEN if not inp.feedback else "def solve(task, ctx):\n    return 'B'\n"
+        return Proposal(operator="reopening", rationale="r", edits={"solver.py": solver}, workspace=str(tools.root))
+
+
+def test_a_run_stopped_in_a_repair_round_reopens_the_failed_workspace(small_world, tmp_path, seed):
+    """A repair round reopens the workspace whose submission failed and removes its ``submitted.json``: a run
+    stopped then found no failed workspace on resume and opened a fresh one, so the repair lost its work."""
+    from videvolve.graph.driver import evolve
+
+    ctx = context(small_world, tmp_path, seed, iterations=1, repair_rounds=1)
+
+    def run(editor: ReopeningEditor) -> dict[str, Any]:
+        with open_run(ctx, editor=editor) as services:
+            return evolve(ctx, services=services)
+
+    killed = ReopeningEditor(kill_in_repair=True)
+    with pytest.raises(Killed):
+        run(killed)
+    assert killed.opened == [("1-0", False), ("1-0", True)]  # the repair round reopened the failed one
+    resumed = ReopeningEditor(kill_in_repair=False)
+    state = run(resumed)
+    assert resumed.opened == [("1-0", True)], resumed.opened
+    assert not (tmp_path / "run" / "workspaces" / "1-1").exists()
+    assert [h["operator"] for h in state["history"]] == ["reopening"]
+    submitted = json.loads((tmp_path / "run" / "workspaces" / "1-0" / "submitted.json").read_text())
+    assert submitted["version"] == state["history"][0]["candidate"]

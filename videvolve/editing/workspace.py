@@ -7,7 +7,8 @@ traces/<task>/    this batch's training tasks: task.json (question, options, the
                   where it came from: "gold" only for a person's, else "answer (teacher)" etc.; prediction, score),
                   steps.jsonl, images/ (what the model was shown, named by time), README.md
 diagnoses.md      diagnoses.jsonl   memory.md   lineage.md (aggregates only)
-transcript.jsonl  tool calls and results;  conversation.json (agent driver);  submitted.json (the version written)
+transcript.jsonl  tool calls and results;  conversation.json (agent driver);  submitted.json (the version written;
+                  repairing.json: the failed one a repair round reopened this workspace for)
 trials/  probes/  what the editor's trials and probes returned (probe images included)
 ```
 

@@ -25,6 +25,19 @@ from videvolve.skill_library.trace import read_trace
 from videvolve.tasks import Task
 from videvolve.usage import Spend
 
+REPAIRING = "repairing.json"
+"""In a workspace a repair round reopened: the failed version it repairs (its ``submitted.json`` is removed then)."""
+
+
+def _version_in(path: Path) -> str | None:
+    """The ``version`` a workspace's marker names (None: no file, or one that is not such a record)."""
+    try:
+        got = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    version = got.get("version") if isinstance(got, dict) else None
+    return version if isinstance(version, str) else None
+
 
 def limits_of(run: Run) -> EditorLimits:
     """The run's per-proposal editor budgets."""
@@ -79,11 +92,16 @@ class Sessions:
         self.base = len(list(root.glob(f"{self.folder}-*"))) if state.get("feedback") else 0
 
     def _failed_workspace(self, root: Path) -> Path | None:
+        """The workspace whose submission failed validation (its ``submitted.json`` names a failed candidate).
+
+        A repair round that reopened it removed that file: a run stopped during the round finds it by its
+        ``repairing.json``.
+        """
         failed = set(self.state.get("candidates", []))
         for ws in sorted(root.glob(f"{self.folder}-*")):
-            sub = ws / "submitted.json"
-            if sub.exists() and json.loads(sub.read_text()).get("version") in failed:
-                return ws
+            for name in ("submitted.json", REPAIRING):
+                if _version_in(ws / name) in failed:
+                    return ws
         return None
 
     def open(self, inp: EditorInput, resume: bool = False) -> EditorTools:
@@ -92,7 +110,10 @@ class Sessions:
         if resume and self.repair is not None and not self.opened:
             tools = EditorTools(self.repair, env, self.limits, inp)
             tools.resumed = True
-            (self.repair / "submitted.json").unlink(missing_ok=True)
+            sub = self.repair / "submitted.json"
+            if (version := _version_in(sub)) is not None:  # which submission this round repairs, kept past a kill
+                (self.repair / REPAIRING).write_text(json.dumps({"version": version}) + "\n")
+            sub.unlink(missing_ok=True)
         else:
             root = self.run.dir.workspaces / f"{self.folder}-{self.base + len(self.opened)}"
             items = [TraceItem(t, env.parent_results.get(t.id), _trace(self.run, self.parent, t.id))
