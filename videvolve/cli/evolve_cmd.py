@@ -321,18 +321,9 @@ def _teacher_note(tasks: list[Task], ctx: Context, console: Console) -> None:
 def gate_power(ctx: Context, n_selection: int, videos: int, console: Console) -> None:
     """The gate's rule and what its selection set can detect (a warning when it is coarser than +0.05)."""
     gate = ctx.gate
-    if not gate.paired:
-        eps = gate.eps_for(n_selection)
-        bound = f"<= {gate.cost_ceiling:g}" if gate.cost_ceiling is not None else f"<= (1+{gate.alpha}) C"
-        console.print(f"gate: video-rsi (any gain at {bound}; cost cuts within eps {eps:.3f}): it takes "
-                      "noise for gains; --gate paired tells them apart", highlight=False)
-        return
-    text, warn = gate.power(n_selection, videos)
-    console.print(f"gate: paired, level <= {gate.level:g} ({gate.spending}); "
-                  + (f"[yellow]warning:[/] {text}" if warn else text), highlight=False)
-    if gate.cost_ceiling is not None:
-        console.print(f"gate: a gain may cost up to the ceiling of {gate.cost_ceiling:g} {gate.cost_measure.label} "
-                      "per question (--cost-ceiling), whatever its parent's and the seed's cost", highlight=False)
+    for line in gate.acceptance.announce(gate, n_selection, videos):
+        console.print(f"gate: {line.text}" + (f"[yellow]warning:[/] {line.warning}" if line.warning else ""),
+                      highlight=False)
 
 
 def _ledger(spent: dict[str, float]) -> str:

@@ -20,6 +20,7 @@ from videvolve.usage import CostMeasure, CostMetric
 
 if TYPE_CHECKING:
     from videvolve.editing.base import GateTerms
+    from videvolve.search.services import AcceptanceRule
 
 
 def _flat(name: str) -> dict[str, Any]:
@@ -162,9 +163,15 @@ class GateSettings(BaseModel):
                             "gain, so it is kept small)")
 
     @property
-    def paired(self) -> bool:
-        """Whether candidates are judged by the paired test (each decision then spends the run's alpha-wealth)."""
-        return self.rule == "paired"
+    def acceptance(self) -> AcceptanceRule:
+        """The acceptance rule ``rule`` names, looked up in ``search/rules.py:RULES``.
+
+        The screening, the editor's input and terms, and evolve's first lines ask it rather than compare ``rule`` to
+        a string.
+        """
+        from videvolve.search.rules import rule_named  # SciPy: only when asked
+
+        return rule_named(self.rule)
 
     @property
     def cost_measure(self) -> CostMeasure:
@@ -179,8 +186,9 @@ class GateSettings(BaseModel):
         """The rule as an editor applies it to its own trials, on a selection set of ``n_selection`` questions."""
         from videvolve.editing.base import GateTerms
 
-        return GateTerms(alpha=self.alpha, beta=self.beta, tolerance=self.margin if self.paired else
-                         self.eps_for(n_selection), ceiling=self.cost_ceiling, spends_wealth=self.paired)
+        rule = self.acceptance
+        return GateTerms(alpha=self.alpha, beta=self.beta, tolerance=rule.tolerance(self, n_selection),
+                         ceiling=self.cost_ceiling, spends_wealth=rule.spends_wealth)
 
     def first_level(self) -> float:
         """The level of a run's first decision (what the power notes are computed at)."""

@@ -28,7 +28,6 @@ from videvolve.models.cache import MeteredVLM, ResponseCache
 from videvolve.models.step_cache import step_cache
 from videvolve.nodes.sessions import Sessions
 from videvolve.search.events import EditProposal, EditRefused, NoProposal
-from videvolve.search.gate import rule_text
 from videvolve.search.history import GateEntry, diagnosis_for_editor, entries, for_editor, missed_on_videos
 from videvolve.usage import Spend
 
@@ -73,9 +72,7 @@ def editor_input(run: Run, state: State) -> EditorInput:
     if state.get("feedback"):
         tried += [op for op in state.get("operators", {}).values() if op]
     gate = run.ctx.gate
-    eps = gate.eps_for(len(run.selection))
-    rule = rule_text(gate.alpha, gate.beta, eps, gate.cost_measure, gate.rule, gate.level, gate.margin,
-                     gate.cost_ceiling)
+    rule = gate.acceptance.text(gate, len(run.selection))
     return EditorInput(incumbent=parent, files=read_files(run.harness_dir(parent)), diagnoses=diagnoses,
                        similar=sorted(similar.values(), key=lambda p: (-p.similarity, p.diagnosis.id))[:10],
                        history=history, feedback=state.get("feedback"), tried=sorted(set(tried)), gate_rule=rule,

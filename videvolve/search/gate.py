@@ -22,6 +22,9 @@ takes noise for gains about half the time.
 
 Under either rule ``--cost-ceiling`` (a budget per question) replaces a gain's cost bound: a gain may then cost up to
 the ceiling, whatever its parent's and the seed's cost; cost cuts are judged as without it.
+
+These are the verdicts and their words; the rules the run applies are strategies (:mod:`videvolve.search.rules`),
+which call them.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ from videvolve.search.significance import FEW_VIDEOS, Paired, paired, sign_flip_
 from videvolve.tasks import Task
 from videvolve.usage import VISUAL_TOKENS, CostMeasure
 
-__all__ = ["aggregate", "bound_text", "gain_cost_bound", "gate_rule", "group_of", "guard_groups", "guarded",
-           "mean_frames", "paired_rule", "rule_text"]
+__all__ = ["aggregate", "bound_text", "cost_words", "gain_cost_bound", "gate_rule", "group_of", "guard_groups",
+           "guarded", "mean_frames", "paired_rule", "paired_text", "rsi_text", "rule_text"]
 
 TOL = 1e-12
 
@@ -210,27 +213,49 @@ def paired_rule(tasks: Sequence[Task], parent: Sequence[TaskResult], candidate: 
                                  f"cost {cut_said}; {at}", st, priced)
 
 
-def rule_text(alpha: float, beta: float, eps: float, measure: CostMeasure, rule: str = "paired", level: float = 0.05,
-              margin: float = 0.02, ceiling: float | None = None) -> str:
-    """The rule in words, with a run's own numbers (what an editor is told)."""
-    what = {"frames": "distinct frames shown to the model", "visual_tokens": "visual tokens (image and video "
+def cost_words(measure: CostMeasure) -> str:
+    """What C counts, in words (what an editor is told)."""
+    return {"frames": "distinct frames shown to the model", "visual_tokens": "visual tokens (image and video "
             "tokens) sent to the model", "visual_tokens+text": "visual tokens sent to the model plus the weighted "
             "text tokens of the transcript read"}[measure.metric]
-    if rule == "paired":
-        return (f"A revision is kept only if, question by question on a held-out selection set, it scores better "
-                f"than its parent by more than noise explains (a one-sided paired test at level {level:g} or less, "
-                f"the level shrinking as rejected revisions use up the run's budget of decisions; the gain must hold "
-                f"over the selection videos too, not on one or two of them) while its mean "
-                f"cost per question (C = {what}) "
-                + (f"stays within the budget of {ceiling:g} per question (it may cost more than its parent's, up to "
-                   f"that)" if ceiling is not None else
-                   f"grows by at most {alpha:.0%} over its parent's and stays within {alpha:.0%} of the seed's")
-                + f"; or if its cost falls by at least "
-                f"{beta:.0%} and its score is shown to drop by at most {margin:g}. No kind of question may lose "
-                f"significantly (tested at level {level:g}, however small the gain's level has become). Small "
-                f"changes that only reshuffle guesses are not kept: make changes whose effect is large and clear. "
-                f"Errors score 0 and their cost counts.")
+
+
+def paired_text(alpha: float, beta: float, measure: CostMeasure, level: float = 0.05, margin: float = 0.02,
+                ceiling: float | None = None) -> str:
+    """The paired rule (:func:`paired_rule`) in words, with a run's own numbers (what an editor is told)."""
+    return (f"A revision is kept only if, question by question on a held-out selection set, it scores better "
+            f"than its parent by more than noise explains (a one-sided paired test at level {level:g} or less, "
+            f"the level shrinking as rejected revisions use up the run's budget of decisions; the gain must hold "
+            f"over the selection videos too, not on one or two of them) while its mean "
+            f"cost per question (C = {cost_words(measure)}) "
+            + (f"stays within the budget of {ceiling:g} per question (it may cost more than its parent's, up to "
+               f"that)" if ceiling is not None else
+               f"grows by at most {alpha:.0%} over its parent's and stays within {alpha:.0%} of the seed's")
+            + f"; or if its cost falls by at least "
+            f"{beta:.0%} and its score is shown to drop by at most {margin:g}. No kind of question may lose "
+            f"significantly (tested at level {level:g}, however small the gain's level has become). Small "
+            f"changes that only reshuffle guesses are not kept: make changes whose effect is large and clear. "
+            f"Errors score 0 and their cost counts.")
+
+
+def rsi_text(alpha: float, beta: float, eps: float, measure: CostMeasure, ceiling: float | None = None) -> str:
+    """The paper's rule (:func:`gate_rule`) in words, with a run's own numbers (what an editor is told)."""
     grows = f"stays within the budget of {ceiling:g}" if ceiling is not None else f"grows by at most {alpha:.0%}"
     return (f"A revision is kept only if its mean score on a held-out selection set rises while its mean cost per "
-            f"question (C = {what}) {grows}, or if its cost falls by at least {beta:.0%} while "
+            f"question (C = {cost_words(measure)}) {grows}, or if its cost falls by at least {beta:.0%} while "
             f"its score drops by at most {eps:.3f}. Errors score 0 and their cost counts.")
+
+
+def rule_text(alpha: float, beta: float, eps: float, measure: CostMeasure, rule: str = "paired", level: float = 0.05,
+              margin: float = 0.02, ceiling: float | None = None) -> str:
+    """A built-in rule in words by its name: :func:`paired_text` or :func:`rsi_text`.
+
+    For callers that name one of the two; a run asks its own rule (``AcceptanceRule.text``,
+    ``search/rules.py``), which is how a rule added there is told to the editor.
+    """
+    if rule == "paired":
+        return paired_text(alpha, beta, measure, level, margin, ceiling)
+    if rule == "video-rsi":
+        return rsi_text(alpha, beta, eps, measure, ceiling)
+    raise ValueError(f"rule_text knows the built-in rules (paired, video-rsi), not {rule!r}: ask the rule itself "
+                     "(GateSettings.acceptance.text)")

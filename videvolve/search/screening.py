@@ -12,38 +12,32 @@ predictive chance that its cost on the whole set fits a gain's or a cut's bound 
 best penalized accuracy (accuracy - penalty x 0.5/sqrt(n)) goes on to the next rung's new questions. Under ``--gate
 video-rsi`` the rule is applied at the full rung only, and a candidate stops early when its optimistic paired difference
 (difference + penalty x its standard error) cannot pass it.
+
+The screening never asks which rule it is: the run's rule (``GateSettings.acceptance``, :mod:`videvolve.search.rules`)
+decides each candidate, says whether a partial rung may settle a verdict (``sequential``) and why a candidate is
+accepted or stopped there (:mod:`videvolve.search.partial_rungs` holds the built-in rules' reasons).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from videvolve.evaluation.results import TaskResult
 from videvolve.metrics import mcnemar, paired_bootstrap
-from videvolve.search.cost_bounds import costs, fit_all, gain_limits, path_chances
-from videvolve.search.curtailment import outlook, sign_chance, video_chance
-from videvolve.search.gate import (
-    Decision,
-    PairedDecision,
-    aggregate,
-    bound_text,
-    gain_cost_bound,
-    gate_rule,
-    mean_frames,
-    paired_rule,
-)
+from videvolve.search.cost_bounds import costs, fit_all, gain_limits
+from videvolve.search.curtailment import outlook
+from videvolve.search.gate import Decision, PairedDecision, aggregate, mean_frames
 from videvolve.search.history import GateEntry
-from videvolve.search.kind_guard import may_yet_lose, sure_loss
-from videvolve.search.services import Evaluator, GateRules
+from videvolve.search.partial_rungs import differences, open_paths, paired_se
+from videvolve.search.services import AcceptanceRule, Evaluator, GateRules, Look
 from videvolve.search.spending import next_level
 from videvolve.search.tree import penalized
 from videvolve.tasks import Task
 
-TOL = 1e-9
+__all__ = ["open_paths", "paired_se", "rungs", "screen"]  # open_paths and paired_se: their home is partial_rungs
 
 
 def rungs(selection: list[Task], sizes: list[float], seed: int, mode: str) -> list[list[Task]]:
@@ -63,29 +57,10 @@ def rungs(selection: list[Task], sizes: list[float], seed: int, mode: str) -> li
     return out
 
 
-def paired_se(parent: list[float], candidate: list[float], population: int | None = None) -> float:
-    """Standard error of the mean per-question difference, at least 1/n (one discordant question's worth).
-
-    The floor keeps a candidate that ties its parent on a small rung from looking certain: ties on a few questions
-    say little about the rest of the selection set. With ``population`` (the full rung's size) the finite
-    population correction sqrt(1 - n/N) applies: the gate judges the mean over that finite set, which the questions
-    already answered fix in part (and entirely at the full rung).
-    """
-    n = len(parent)
-    if n == 0:
-        return math.inf
-    d = [y - x for x, y in zip(parent, candidate, strict=True)]
-    mean = sum(d) / n
-    var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 1.0
-    se = max(math.sqrt(var / n), 1 / n)
-    if population is not None:
-        se *= math.sqrt(max(0.0, 1 - n / population))
-    return se
-
-
 def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[str, str | None],
            iteration: int, keep_pending: bool = False, history: Sequence[GateEntry] = (),
-           seed_version: str | None = None) -> tuple[list[GateEntry], list[TaskResult]]:
+           seed_version: str | None = None, rule: AcceptanceRule | None = None
+           ) -> tuple[list[GateEntry], list[TaskResult]]:
     """One aggregate entry per candidate (decision, reason, scores, how far it got) and the new results.
 
     ``keep_pending``: a hopeful candidate that loses the promotion is ``pending`` rather than rejected, so that it
@@ -93,14 +68,16 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
     ``history``: the run's earlier entries, which set the paired gate's level (alpha-investing). ``seed_version``:
     the harness the run started from; under the paired gate a gain may also cost no more than (1 + alpha) x the
     seed's cost (:func:`~videvolve.search.gate.gain_cost_bound`; the seed's selection results are on disk).
+    ``rule``: the acceptance rule (default: the one the settings name, ``GateSettings.acceptance``), which decides
+    each candidate and says what a partial rung may settle; the screening never asks its name.
     """
     ctx = run.ctx
     gate = ctx.gate
     selection = run.selection
     eps = gate.eps_for(len(selection))
-    paired_gate = gate.paired
-    level = next_level(history, gate.level, gate.spending) / max(1, len(candidates)) if paired_gate else None
-    seed_bounds = paired_gate and gate.cost_ceiling is None  # a ceiling replaces the seed's bound: no need to read it
+    rule = rule or gate.acceptance
+    level = next_level(history, gate.level, gate.spending) / max(1, len(candidates)) if rule.spends_wealth else None
+    seed_bounds = rule.seed_bound and gate.cost_ceiling is None  # a ceiling replaces the seed's bound: not read
     seed = seed_version if seed_bounds and seed_version is not None and seed_version != parent else None
     new: list[TaskResult] = []
     entries: dict[str, GateEntry] = {}
@@ -146,29 +123,24 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
                                 "rung": k + 1, "rungs": len(ladder), "eps": eps, "metric": gate.cost_measure.metric,
                                 "frames": mean_frames(p_res), "level": level}
         decided: dict[str, tuple[Decision, dict[str, Any]]] = {}
-        for cand, a2, c2, res in scored:
-            if paired_gate and level is not None:
-                verdict = paired_rule(rung, p_res, res, level, gate.cost_measure, gate.alpha, gate.beta,
-                                      gate.margin, ctx.seed, s_res, gate.cost_ceiling,
-                                      over_videos=by_video, stated_level=gate.level)
-                st = verdict.stats
-                extra = {"p_gain": st.p_gain, "p_videos": st.over_videos.p_gain if st.over_videos else None,
-                         "bound": st.lower_gate} if st else {}
-                if last:
-                    decided[cand] = (verdict, extra)
-                elif verdict.accept and (why := _curtailed(p_res, res, c, c2, selection, level, gate, c_seed,
-                                                           by_video, s_res)):
-                    rivals = [  # full validation keeps the best accepted: it must beat them
-                        v for v in [*([champion] if champion else []), *alive, *(w for _, w, _ in waiting)]
-                        if v != cand and (v not in entries or entries[v].decision == "accepted")]
-                    ahead = min((_beats(read[v], res, len(selection)) for v in rivals), default=1.0)
-                    if ahead < gate.curtail:
-                        continue  # it passes, but another may yet score higher on the whole set: both go on
-                    decided[cand] = (Decision(True, f"{verdict.reason}; {why}" + (
-                        f"; the chance that it scores at least as well as {', '.join(rivals)} is {ahead:.3f}"
-                        if rivals else "")), extra)
-            elif last:
-                decided[cand] = (gate_rule(a, c, a2, c2, gate.alpha, gate.beta, eps, gate.cost_ceiling), {})
+        looks = {cand: Look(rung, p_res, res, selection, gate, a, c, a2, c2, s_res, c_seed, level, by_video, ctx.seed)
+                 for cand, a2, c2, res in scored}
+        for cand, *_, res in scored:
+            if not (last or rule.sequential):
+                continue  # only the full rung decides
+            verdict, extra = rule.decide(looks[cand])
+            if last:
+                decided[cand] = (verdict, extra)
+            elif verdict.accept and (why := rule.accept_early(looks[cand])):
+                rivals = [  # full validation keeps the best accepted: it must beat them
+                    v for v in [*([champion] if champion else []), *alive, *(w for _, w, _ in waiting)]
+                    if v != cand and (v not in entries or entries[v].decision == "accepted")]
+                ahead = min((_beats(read[v], res, len(selection)) for v in rivals), default=1.0)
+                if ahead < gate.curtail:
+                    continue  # it passes, but another may yet score higher on the whole set: both go on
+                decided[cand] = (Decision(True, f"{verdict.reason}; {why}" + (
+                    f"; the chance that it scores at least as well as {', '.join(rivals)} is {ahead:.3f}"
+                    if rivals else "")), extra)
         for cand, a2, c2, res in scored:
             if cand not in decided:
                 continue
@@ -200,17 +172,12 @@ def screen(run: Evaluator, parent: str, candidates: list[str], operators: dict[s
         for cand, a2, c2, res in [] if last else scored:
             if cand in entries:
                 continue
-            on_cost = False  # turned down on its cost alone: no test of its answers was made, no level spent
-            if paired_gate and level is not None:
-                futile = _futile(p_res, res, a, a2, c, c2, selection, level, gate, c_seed, s_res, by_video,
-                                 ctx.seed)
-                why_not, on_cost = futile if futile is not None else (None, False)
-                if why_not is None and champ is not None and (beat := _beats(champ, res, len(selection))) < \
-                        gate.futility:
-                    why_not = (f"{champion} was accepted, and the predictive chance that this one scores higher on "
-                               f"all {len(selection)} questions is {beat:.3f} < {gate.futility:g}")
-            else:
-                why_not = _cannot_pass(p_res, res, a, a2, c, c2, len(selection), eps, gate)
+            # on_cost: turned down on its cost alone, no test of its answers was made, no level spent
+            why_not, on_cost = rule.stop_early(looks[cand]) or (None, False)
+            if why_not is None and rule.sequential and champ is not None and \
+                    (beat := _beats(champ, res, len(selection))) < gate.futility:
+                why_not = (f"{champion} was accepted, and the predictive chance that this one scores higher on "
+                           f"all {len(selection)} questions is {beat:.3f} < {gate.futility:g}")
             if why_not is None:
                 hopeful.append((cand, a2, c2))
             else:
@@ -275,7 +242,7 @@ def _beats(rival: list[TaskResult], candidate: list[TaskResult], population: int
     m = min(len(rival), len(candidate))
     if m == 0:
         return 0.5
-    d = _differences(rival[:m], candidate[:m])
+    d = differences(rival[:m], candidate[:m])
     if len(d) >= population:
         return 1.0 if sum(d) >= 0 else 0.0
     return outlook(d, population, 0.5).predictive
@@ -298,103 +265,3 @@ def _crown(champion: str | None, won: list[str], read: dict[str, list[TaskResult
             entries[v] = entries[v].model_copy(update={"cand_score": figures[v][0], "cand_cost": figures[v][1],
                                                        "score": a, "cost": c, "n": n})
     return best
-
-
-def open_paths(c: float, c2: float, gate: GateRules, c_seed: float | None = None) -> list[tuple[str, float]]:
-    """The paths the candidate's cost leaves open, each with the bound its mean difference must clear."""
-    out = []
-    if c2 <= gain_cost_bound(c, gate.alpha, c_seed, gate.cost_ceiling) + TOL:
-        out.append(("no gain", 0.0))
-    if c > 0 and c2 <= (1 - gate.beta) * c + TOL:
-        out.append((f"a loss of the margin {gate.margin:g}", -gate.margin))
-    return out
-
-
-def _differences(parent: list[TaskResult], candidate: list[TaskResult]) -> list[float]:
-    return [y.score - x.score for x, y in zip(parent, candidate, strict=True)]
-
-
-def _curtailed(parent: list[TaskResult], candidate: list[TaskResult], c: float, c2: float, selection: list[Task],
-               level: float, gate: GateRules, c_seed: float | None = None, by_video: bool = False,
-               seed_res: list[TaskResult] | None = None) -> str | None:
-    """Why an early acceptance is safe (full validation would accept it all but surely), or None.
-
-    Full validation also turns down a candidate under which one kind of question (on a speaking world, one kind of
-    evidence) loses significantly: the predictive chance of that, kind by kind, must be at most 1 - ``--curtail``.
-    With ``by_video`` a gain must hold over the selection videos too: the predictive chance of that, at least
-    ``--curtail``. The whole set's cost must fit the path as surely (over the videos too with ``by_video``:
-    :func:`~videvolve.search.cost_bounds.path_chances`; ``seed_res``: the seed's results on these questions, whose
-    cost bounds a gain's too).
-    """
-    if gate.curtail >= 1:
-        return None
-    population = len(selection)
-    d = _differences(parent, candidate)
-    rest = population - len(d)
-    by_id = {t.id: t for t in selection}
-    if may_yet_lose(parent, candidate, selection, gate.level, gate.curtail):
-        return None  # some kind may yet lose significantly on the whole set
-    videos = [by_id[r.task_id].video_id for r in parent]
-    sizes = Counter(t.video_id for t in selection)
-    passable = [(name, bound) for name, bound, fits in path_chances(
-                    parent, candidate, gate, population, seed_res, videos if by_video else None, sizes)
-                if fits >= gate.curtail and (name, bound) in open_paths(c, c2, gate, c_seed)]
-    for _, bound in passable:
-        chance = outlook(d, population, level, bound).predictive
-        if chance >= gate.curtail and by_video:  # a gain must hold over the videos, a cut's bound there too
-            over = video_chance(d, videos, sizes, level, bound)
-            if over < gate.curtail:
-                continue
-            chance = min(chance, over)
-        if chance >= gate.curtail:
-            return (f"the predictive chance that full validation on all {population} questions accepts it (the other "
-                    f"{rest} alike to these) is {chance:.3f} >= {gate.curtail:g}")
-    return None
-
-
-def _futile(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2: float, c: float, c2: float,
-            selection: list[Task], level: float, gate: GateRules, c_seed: float | None = None,
-            seed_res: list[TaskResult] | None = None, by_video: bool = False, run_seed: int = 0
-            ) -> tuple[str, bool] | None:
-    """Why the paired gate cannot expect to accept the candidate on the whole set, and whether on cost alone; or None.
-
-    A path whose cost misses its bound on this rung stays open while the predictive chance that the whole set's cost
-    fits it is at least ``--futility`` (:func:`~videvolve.search.cost_bounds.path_chances`; over the videos with
-    ``by_video``). A gain's chance where fewer than two answers changed is counted
-    (:func:`~videvolve.search.curtailment.sign_chance`).
-    """
-    population = len(selection)
-    by_id = {t.id: t for t in selection}
-    fits = path_chances(parent, candidate, gate, population, seed_res,
-                        [by_id[r.task_id].video_id for r in parent] if by_video else None,
-                        Counter(t.video_id for t in selection))
-    paths = [(name, bound) for name, bound, chance in fits if chance >= gate.futility]
-    if not paths:
-        of = bound_text(c, gate.alpha, c_seed, gate.cost_ceiling)
-        return (f"cost {c2:.1f} vs {c:.1f} is neither a gain's (<= {of}) nor a cut's (<= (1-{gate.beta}) x {c:.1f}), "
-                f"and the predictive chance that it fits one on all {population} questions"
-                f"{' and over their videos' if by_video else ''} is "
-                f"{max(chance for _, _, chance in fits):.3f} < {gate.futility:g}", True)
-    if (loss := sure_loss(parent, candidate, selection, gate.level, gate.futility, run_seed)) is not None:
-        return f"{loss}, which full validation turns down", False
-    d = _differences(parent, candidate)
-    chance = max(sign_chance(d, population, level) if bound >= 0 else  # a gain: changes counted where few
-                 outlook(d, population, level, bound).predictive for _, bound in paths)
-    if chance >= gate.futility:
-        return None
-    return (f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f}) at cost {c2:.1f} vs {c:.1f}: the "
-            f"predictive chance that full validation on all {population} questions accepts it is {chance:.3f} < "
-            f"{gate.futility:g}", False)
-
-
-def _cannot_pass(parent: list[TaskResult], candidate: list[TaskResult], a: float, a2: float, c: float, c2: float,
-                 population: int, eps: float, gate: GateRules) -> str | None:
-    """``--gate video-rsi``: why even the optimistic end of the paired difference cannot pass its rule, or None."""
-    d_se = paired_se([r.score for r in parent], [r.score for r in candidate], population)
-    ucb = a2 - a + gate.penalty * d_se
-    better = ucb > TOL and c2 <= gain_cost_bound(c, gate.alpha, None, gate.cost_ceiling) + TOL
-    cheaper = ucb >= -eps - TOL and c > 0 and c2 <= (1 - gate.beta) * c + TOL
-    if better or cheaper:
-        return None
-    return (f"score {a2:.3f} vs {a:.3f} (paired difference {a2 - a:+.3f} + {gate.penalty} x SE {d_se:.3f}) at cost "
-            f"{c2:.1f} vs {c:.1f} cannot pass the gate")
