@@ -413,3 +413,26 @@ def test_a_run_stopped_in_a_repair_round_reopens_the_failed_workspace(small_worl
     assert [h["operator"] for h in state["history"]] == ["reopening"]
     submitted = json.loads((tmp_path / "run" / "workspaces" / "1-0" / "submitted.json").read_text())
     assert submitted["version"] == state["history"][0]["candidate"]
+
+
+def test_what_a_command_left_under_the_repair_markers_is_neither_followed_nor_waited_on(tmp_path: Path) -> None:
+    """A command editor may leave a link or a pipe named ``repairing.json`` or ``submitted.json`` in its workspace:
+    reopening it for a repair round writes through no link and waits on no pipe."""
+    import os
+
+    from videvolve.nodes.sessions import REPAIRING, _version_in, reopen
+
+    ws, outside = tmp_path / "1-0", tmp_path / "outside.txt"
+    ws.mkdir()
+    outside.write_text("theirs\n")
+    (ws / "submitted.json").write_text(json.dumps({"version": "v1"}))
+    os.symlink(outside, ws / REPAIRING)
+    reopen(ws)
+    assert outside.read_text() == "theirs\n" and not (ws / REPAIRING).is_symlink()
+    assert _version_in(ws / REPAIRING) == "v1" and not (ws / "submitted.json").exists()
+    os.mkfifo(ws / "submitted.json")
+    assert _version_in(ws / "submitted.json") is None  # a pipe is not read (it would wait for a writer)
+    reopen(ws)
+    assert not (ws / "submitted.json").exists() and _version_in(ws / REPAIRING) == "v1"
+    (ws / "submitted.json").write_text("x" * 10_000)
+    assert _version_in(ws / "submitted.json") is None

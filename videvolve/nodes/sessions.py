@@ -12,6 +12,7 @@ from typing import Any
 
 from videvolve.editing import PastDiagnosis
 from videvolve.editing.base import EditorInput
+from videvolve.editing.safefs import PathRefused, read_bytes, remove_tree, write_bytes
 from videvolve.editing.tools import EditorEnv, EditorTools, tools_doc
 from videvolve.editing.workspace import EditorLimits, TraceItem, build_workspace
 from videvolve.evaluation.results import TaskResult
@@ -30,13 +31,30 @@ REPAIRING = "repairing.json"
 
 
 def _version_in(path: Path) -> str | None:
-    """The ``version`` a workspace's marker names (None: no file, or one that is not such a record)."""
+    """The ``version`` a workspace's marker names (None: no file, or one that is not such a record).
+
+    Read as the editor's files are (:func:`~videvolve.editing.safefs.read_bytes`): a command editor may have left a
+    link, a pipe or a huge file under that name.
+    """
     try:
-        got = json.loads(path.read_text())
-    except (OSError, ValueError):
+        got = json.loads(read_bytes(path.parent, path.name, limit=4096))
+    except (PathRefused, OSError, ValueError):
         return None
     version = got.get("version") if isinstance(got, dict) else None
     return version if isinstance(version, str) else None
+
+
+def reopen(workspace: Path) -> None:
+    """Mark a workspace a repair round reopens, so that a run stopped during the round finds it again.
+
+    The failed version it repairs goes from ``submitted.json`` (removed: the round's own submission is written
+    there) to :data:`REPAIRING`.
+    """
+    sub = workspace / "submitted.json"
+    if (version := _version_in(sub)) is not None:
+        remove_tree(workspace / REPAIRING)  # whatever the editor left under that name (a link, a pipe)
+        write_bytes(workspace, REPAIRING, (json.dumps({"version": version}) + "\n").encode())
+    remove_tree(sub)
 
 
 def limits_of(run: Run) -> EditorLimits:
@@ -110,10 +128,7 @@ class Sessions:
         if resume and self.repair is not None and not self.opened:
             tools = EditorTools(self.repair, env, self.limits, inp)
             tools.resumed = True
-            sub = self.repair / "submitted.json"
-            if (version := _version_in(sub)) is not None:  # which submission this round repairs, kept past a kill
-                (self.repair / REPAIRING).write_text(json.dumps({"version": version}) + "\n")
-            sub.unlink(missing_ok=True)
+            reopen(self.repair)
         else:
             root = self.run.dir.workspaces / f"{self.folder}-{self.base + len(self.opened)}"
             items = [TraceItem(t, env.parent_results.get(t.id), _trace(self.run, self.parent, t.id))
