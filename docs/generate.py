@@ -1,7 +1,7 @@
 """Write the generated reference pages of the docs from the code: the CLI (argparse's own help) and the SDK.
 
-``python docs/generate.py`` rewrites docs/reference/cli.md, sdk.md, operators.md and events.md; ``--check`` exits 1
-and names the stale pages (what tests/test_docs.py checks).
+``python docs/generate.py`` rewrites docs/reference/cli.md, sdk.md, operators.md, events.md and steps.md; ``--check``
+exits 1 and names the stale pages (what tests/test_docs.py checks).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from pydantic import BaseModel
 
 HERE = Path(__file__).resolve().parent
 PAGES = {"cli": HERE / "reference" / "cli.md", "sdk": HERE / "reference" / "sdk.md",
-         "operators": HERE / "reference" / "operators.md", "events": HERE / "reference" / "events.md"}
+         "operators": HERE / "reference" / "operators.md", "events": HERE / "reference" / "events.md",
+         "steps": HERE / "reference" / "steps.md"}
 WIDTH = "100"  # argparse wraps help at $COLUMNS: fixed so the page does not depend on the terminal
 
 
@@ -102,8 +104,15 @@ def operators_page() -> str:
 
 def _type(annotation: object) -> str:
     """A field's type as a table cell shows it (``X | None`` as ``X`` or None: a bar would split the cell)."""
-    parts = [p.strip() for p in str(annotation).replace("typing.", "").split("|")]
-    named = [p.removeprefix("<class '").removesuffix("'>") for p in parts if p != "None"]
+    text = re.sub(r"<(?:class|enum) '([\w.]+)'>", r"\1", str(annotation)).replace("typing.", "")
+    text = re.sub(r"\b(?:[a-z_]\w*\.)+(?=[A-Z])", "", text)  # a class without its module's path
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text + "|"):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "|" and depth == 0:
+            parts.append(text[start:i].strip().replace(" | ", " or "))
+            start = i + 1
+    named = [p for p in parts if p != "None"]
     return " or ".join(f"`{p}`" for p in named) + (" or None" if "None" in parts else "")
 
 
@@ -137,10 +146,40 @@ def events_page() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def steps_page() -> str:
+    """The kinds of a task's trace steps (``skill_library.steps``), each with its keys."""
+    from videvolve.skill_library import steps, trace
+
+    common = {"step", "event"}
+    out = ["# A task's trace steps", "",
+           "Generated from `videvolve/skill_library/steps.py` by `python docs/generate.py`. A task's trace "
+           "(`RUN/evals/<version>/<split>/traces/<task>.jsonl`, `eval --out`'s `traces/`, the editor's "
+           "`traces/<task>/steps.jsonl`) holds one JSON line per step its harness took, in order; each line has these "
+           "keys, then those of its kind (told apart by `event`):", "", *_fields(steps.TraceStep, set()), "",
+           "Read them with `videvolve.skill_library.trace.read_steps(path)` (or `iter_steps`, a stream), which gives "
+           "each line as its kind's model. It reads at most the trace's byte cap and leaves out a line over "
+           f"{trace.MAX_LINE_BYTES:,} bytes, one that is not JSON, and a JSON line that is no step (not an object "
+           "with an `event`); a step of a kind this release does not know, or whose keys do not fit its kind "
+           "(another release's), is kept as an `UnknownStep` with all its keys (the second with a warning in the "
+           "log). A key a later release added is absent from an older trace's lines and reads as None. The writer "
+           f"(`TraceWriter`) writes at most {trace.MAX_TRACE_BYTES:,} bytes of a task's steps (then one "
+           "`trace_capped` line; what ends the task, `final` or `error`, is written all the same) and "
+           f"{trace.MAX_NOTES:,} of its harness's notes (`log`, `tool`; then one `notes_capped` line), each note's "
+           f"values cut to {trace.MAX_NOTE_CHARS:,} characters of their JSON.", ""]
+    for kind in (*steps.KINDS, steps.CutStep):
+        events = " or ".join(f"`{v}`" for v in steps.events_of(kind)) or "any `event`, with a `cut` key"
+        out += [f"## {kind.__name__}: {events}", "", inspect.getdoc(kind) or "", "", *_fields(kind, common), ""]
+    out += ["## Observations", "", "A model call's `observations`: what it showed, each as it was shown (the report "
+            "and the editor's workspace draw them again).", ""]
+    for spec in (steps.FrameSpec, steps.SheetSpec):
+        out += [f"### {spec.__name__}", "", inspect.getdoc(spec) or "", "", *_fields(spec, set()), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
 def render() -> dict[str, str]:
     """Each generated page's text."""
     return {"cli": cli_page().rstrip() + "\n", "sdk": sdk_page(), "operators": operators_page(),
-            "events": events_page()}
+            "events": events_page(), "steps": steps_page()}
 
 
 def stale() -> list[Path]:

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from openai.types.chat import ChatCompletionContentPartParam
 
+from tests.steps_support import model_call
 from videvolve.errors import Cancelled
 from videvolve.serving.agent import AgentAnswer, Cost
 from videvolve.skill_library.harness import seed_path
@@ -146,7 +147,7 @@ class FakeAgent:
             grounding: bool = False, cancel: threading.Event | None = None,
             on_step: Any = None) -> AgentAnswer:
         if on_step is not None:  # as a harness's first look is told to a server narrating it
-            on_step("ask", {"observed_times": [1.5, 30.0], "new_frames": 2, "reply": "a red star at 0:02"})
+            on_step(model_call([1.5, 30.0], event="chat", reply="a red star at 0:02"))
         self.started.release()
         deadline = time.monotonic() + 60
         while not self.release.wait(0.05):  # until released, or stopped as a harness is when its client goes away

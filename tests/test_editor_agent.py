@@ -26,6 +26,8 @@ from videvolve.models.base import Reply, ToolCall
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import load_harness
+from videvolve.skill_library.steps import TraceStep
+from videvolve.skill_library.trace import read_steps
 from videvolve.testing import OneWorkspace, serve_scripted_chat
 from videvolve.usage import CostMeasure
 
@@ -45,9 +47,8 @@ def workspace(world, tmp_path: Path, seed: Path, n: int = 2, limits: EditorLimit
     parent = load_harness(seed)
     results = {r.task_id: r for r in evaluate(parent, train)}
 
-    def trace_of(version: str, task_id: str) -> list[dict[str, Any]]:
-        path = tmp_path / "evals" / version / "traces" / f"{task_id}.jsonl"
-        return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+    def trace_of(version: str, task_id: str) -> list[TraceStep]:
+        return read_steps(tmp_path / "evals" / version / "traces" / f"{task_id}.jsonl")
 
     env = EditorEnv(parent=parent.version_id, parent_dir=seed, tasks={t.id: t for t in train},
                     parent_results=results, evaluate=evaluate, trace_of=trace_of, probe_vlm=vlm, cost=cost)

@@ -17,7 +17,7 @@ import pytest
 
 from videvolve.config import ModelSettings, RuntimeSettings
 from videvolve.datasets.transcripts import Segment, Transcript
-from videvolve.errors import InfraError
+from videvolve.errors import ErrorKind, InfraError
 from videvolve.models.base import VLM
 from videvolve.models.cost import cost_model
 from videvolve.models.openai_backend import openai_vlm
@@ -406,26 +406,27 @@ def test_linear_parsers_still_read_what_models_say() -> None:
 @pytest.mark.slow
 def test_every_event_counts_against_the_trace_cap(tmp_path: Path) -> None:
     """Before: only log and tool notes were capped; a loop of searches wrote 15 MB in 20 s."""
-    from videvolve.skill_library.trace import MAX_TRACE_BYTES, iter_trace
+    from videvolve.skill_library.steps import Failed, TranscriptSearch
+    from videvolve.skill_library.trace import MAX_TRACE_BYTES, iter_steps
 
     trace = TraceWriter(tmp_path / "t.jsonl")
     for _ in range(150_000):
-        trace.write("search_transcript", text="x" * 60, hits=0)
-    trace.write("error", kind="timeout", error="the harness did not finish within 900 s")
+        trace.write(TranscriptSearch(text="x" * 60, hits=0))
+    trace.write(Failed(kind=ErrorKind.TIMEOUT, error="the harness did not finish within 900 s"))
     size = (tmp_path / "t.jsonl").stat().st_size
     assert MAX_TRACE_BYTES - 1000 < size <= MAX_TRACE_BYTES + 1000
-    steps = list(iter_trace(tmp_path / "t.jsonl"))
-    assert [s["event"] for s in steps[-2:]] == ["trace_capped", "error"]  # the task's end is always written
+    steps = list(iter_steps(tmp_path / "t.jsonl"))
+    assert [s.event for s in steps[-2:]] == ["trace_capped", "error"]  # the task's end is always written
 
 
 def test_a_trace_is_read_as_a_stream_whatever_is_in_it(tmp_path: Path) -> None:
-    from videvolve.skill_library.trace import MAX_LINE_BYTES, read_trace
+    from videvolve.skill_library.trace import MAX_LINE_BYTES, read_steps
 
     path = tmp_path / "t.jsonl"
     path.write_bytes(b'{"event": "a"}\n' + b"x" * (3 * MAX_LINE_BYTES) + b"\n[1]\n" + b"[" * 5000
                      + b'\n{"event": "b"}\n')
-    assert [s["event"] for s in read_trace(path)] == ["a", "b"]
-    assert read_trace(tmp_path / "missing.jsonl") == []
+    assert [s.event for s in read_steps(path)] == ["a", "b"]
+    assert read_steps(tmp_path / "missing.jsonl") == []
 
 
 SPEECH = Transcript(segments=[Segment(start=2.0, end=3.0, text="Meet Bruno, our guide."),

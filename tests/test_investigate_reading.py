@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.steps_support import model_call
 from videvolve.editing import EditorInput, HeuristicEditor, read_files
 from videvolve.editing.operators import OPERATORS, config_of
 from videvolve.evaluation.results import TaskResult
@@ -16,6 +16,7 @@ from videvolve.memory.records import CATEGORIES, Diagnosis
 from videvolve.models.cost import cost_model
 from videvolve.models.sim import SimVLM
 from videvolve.skill_library.harness import seed_path
+from videvolve.skill_library.steps import TraceStep, TranscriptRead
 from videvolve.tasks import Prediction, Task
 
 SUBS = """WEBVTT
@@ -44,11 +45,14 @@ def _failed(task: Task) -> TaskResult:
                       prediction=Prediction(task_id=task.id, kind=task.kind, answer=wrong))
 
 
-LOOKED: list[dict[str, Any]] = [{"event": "ask:answer",
-                                 "observations": [{"kind": "frame", "times": [5.0, 15.0], "max_side": None}]}]
+LOOKED: list[TraceStep] = [model_call([5.0, 15.0])]
 
 
-def _diagnose(task: Task, trace: list[dict]) -> tuple[Diagnosis, dict[str, int]]:
+def _read(start: float, end: float) -> TranscriptRead:
+    return TranscriptRead(start=start, end=end, segments=1, transcript_tokens=10)
+
+
+def _diagnose(task: Task, trace: list[TraceStep]) -> tuple[Diagnosis, dict[str, int]]:
     inv = Investigator(SimVLM(), cost_model("qwen2.5-vl"), probe_frames=8)
     return inv.diagnose(task, _failed(task), trace, "run", 0), inv.ledger
 
@@ -59,10 +63,10 @@ def test_an_answer_said_in_the_window_and_not_read_is_transcript_unused(tmp_path
     d, ledger = _diagnose(_task(tmp_path, index_video), LOOKED)
     assert d.category == "transcript_unused" and [e.time for e in d.evidence] == [12.0]
     assert "never read the transcript" in d.hypothesis and ledger["model_calls"] == 0  # no model: plain matching
-    read = [*LOOKED, {"event": "transcript", "start": 10.0, "end": 16.0, "segments": 1}]
+    read = [*LOOKED, _read(10.0, 16.0)]
     d2, _ = _diagnose(_task(tmp_path, index_video), read)  # it read that window: something else went wrong
     assert d2.category != "transcript_unused"
-    elsewhere = [*LOOKED, {"event": "transcript", "start": 0.0, "end": 5.0, "segments": 1}]
+    elsewhere = [*LOOKED, _read(0.0, 5.0)]
     assert _diagnose(_task(tmp_path, index_video), elsewhere)[0].category == "transcript_unused"
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.steps_support import model_call
 from tests.test_loop_graph import context
 from videvolve.config import ModelSettings
 from videvolve.errors import UsageError
@@ -24,19 +25,20 @@ from videvolve.models.cache import MeteredVLM, ResponseCache
 from videvolve.models.cost import cost_model
 from videvolve.models.openai_backend import openai_vlm
 from videvolve.models.sim import SimVLM
+from videvolve.skill_library.steps import ModelCall
 from videvolve.tasks import Prediction, Task
 from videvolve.testing import serve_scripted_chat
 
 
 @pytest.fixture(scope="module")
-def failure(small_world) -> tuple[Task, TaskResult, list[dict[str, Any]]]:
+def failure(small_world) -> tuple[Task, TaskResult, list[ModelCall]]:
     """A grounding task answered 'absent' by a trace that looked only far from the event."""
     task = next(t.with_duration() for t in small_world.tasks if t.kind == "grounding" and t.intervals
                 and t.split == "train")
     result = TaskResult(task_id=task.id, harness_id="h", kind="grounding", outcome="ok", score=0.0,
                         prediction=Prediction(task_id=task.id, kind="grounding", answer=[]), usage={"frames": 2})
     far = [t for t in (task.intervals[0].start - 40, task.intervals[0].end + 40) if 0 < t < (task.duration or 0)]
-    trace = [{"event": "ask:answer", "observations": [{"kind": "frame", "times": far or [0.5], "max_side": 160}]}]
+    trace = [model_call(far or [0.5], max_side=160)]
     return task, result, trace
 
 

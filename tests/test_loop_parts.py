@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.steps_support import model_call
 from videvolve.editing import EditorInput, HeuristicEditor, PastDiagnosis, read_files, write_candidate
 from videvolve.editing.base import Proposal, check_edit
 from videvolve.editing.file_edits import set_key
@@ -88,7 +89,7 @@ def result(task: Task, outcome="ok", answer=None, score=0.0, kind=None, error=No
 
 
 def trace_at(times, max_side=None):
-    return [{"event": "ask:answer", "observations": [{"kind": "frame", "times": list(times), "max_side": max_side}]}]
+    return [model_call(list(times), max_side=max_side)]
 
 
 def diagnose(task, res, trace):

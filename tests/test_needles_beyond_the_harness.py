@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.steps_support import model_call
 from videvolve.datasets.synthworld import generate_world
 from videvolve.editing.probe import ProbeArgs, run_probe
 from videvolve.editing.workspace import _render
@@ -24,6 +25,7 @@ from videvolve.models.sim import SimVLM
 from videvolve.models.sim.perception import perceive
 from videvolve.needles.frames import NeedleFrames, PlainFrames, plan_of
 from videvolve.report.traces import THUMB_SIDE, _thumbs
+from videvolve.skill_library.steps import FrameSpec
 from videvolve.tasks import Task
 
 
@@ -77,9 +79,9 @@ def test_the_workspace_and_the_report_show_the_frames_the_harness_was_shown(need
     plan = plan_of(task)
     assert plan is not None
     painted = NeedleFrames(task.video, plan)
-    (_, image), = _render(task, {"kind": "frames", "times": [mid], "max_side": None})
+    (_, image), = _render(task, FrameSpec(kind="frame", times=[mid], max_side=None))
     assert _same(image, painted.frames([mid], None)[0].image)
-    images, _ = _thumbs(task, {"step": 0, "observations": [{"kind": "frames", "times": [mid]}]}, "t", tmp_path)
+    images, _ = _thumbs(task, model_call([mid]), "t", tmp_path)
     expected = painted.frames([mid], THUMB_SIDE)[0].image.copy()
     expected.thumbnail((THUMB_SIDE, THUMB_SIDE))
     from PIL import Image

@@ -328,7 +328,8 @@ def test_a_reused_result_keeps_its_own_trace_after_another_run_stopped_mid_task(
     and half-written when it started them), shown beside results they did not make."""
     from videvolve.errors import InfraError
     from videvolve.models.sim.mimic import MimicSettings
-    from videvolve.skill_library.trace import read_trace
+    from videvolve.skill_library.steps import Result
+    from videvolve.skill_library.trace import read_steps
 
     tasks = [t for t in small_world.tasks if t.split == "test"][:2]
     out = tmp_path / "e"
@@ -344,7 +345,8 @@ def test_a_reused_result_keeps_its_own_trace_after_another_run_stopped_mid_task(
     for task, result in zip(tasks, again.results, strict=True):
         trace = out / "traces" / f"{task.id}.jsonl"
         assert trace.read_text() == before[task.id]  # main: the stopped run's few steps, no end
-        assert read_trace(trace)[-1]["event"] == "result" and read_trace(trace)[-1]["score"] == result.score
+        end = read_steps(trace)[-1]
+        assert isinstance(end, Result) and end.score == result.score
 
 
 def test_a_result_is_reused_where_its_largest_request_still_fits_whatever_the_context_was_when_it_ended():

@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from tests.serving_support import ServingWorld, env, option_lines, videvolve_server
+from tests.steps_support import model_call
 from videvolve.testing import reserved_port
 
 pytestmark = pytest.mark.slow
@@ -140,7 +141,7 @@ class _Blocking:
         from videvolve.serving.agent import AgentAnswer, Cost
 
         if on_step is not None:  # the harness's first look, as the server is told it
-            on_step("ask:match", {"observed_times": [0.0, 60.0], "new_frames": 2, "reply": "yes"})
+            on_step(model_call([0.0, 60.0], event="ask:match", reply="yes"))
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)

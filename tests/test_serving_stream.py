@@ -253,18 +253,37 @@ def test_a_client_that_hangs_up_while_sending_its_body_leaves_no_traceback(video
 
 
 def test_each_step_of_a_trace_is_told_in_a_line_or_not_at_all():
+    from tests.steps_support import model_call
+    from videvolve.errors import ErrorKind
     from videvolve.serving.steps import clock, step_line
+    from videvolve.skill_library.steps import (
+        Failed,
+        Final,
+        InvalidToolCalls,
+        LogNote,
+        OcrRead,
+        Refused,
+        TranscriptRead,
+        TranscriptSearch,
+    )
 
     assert clock(5) == "0:05" and clock(754.9) == "12:34" and clock(3725) == "1:02:05"
-    assert step_line("ask:answer", {"observed_times": [12.0], "new_frames": 1, "reply": "B", "tool_calls": []}) \
+    assert step_line(model_call([12.0], reply="B")) \
         == "Asked the model (answer) about the moment 0:12 (1 new frame(s)); it said: B."
-    assert step_line("chat", {"observed_times": [], "new_frames": 0, "reply": "", "tool_calls": ["look"]}) \
+    assert step_line(model_call([], event="chat", tool_calls=["look"])) \
         == "Asked the model about no moment of the video (0 new frame(s)); it called look."
-    long = step_line("ask", {"observed_times": [1, 2], "reply": "word " * 200})
+    long = step_line(model_call([1, 2], event="ask:describe", reply="word " * 200))
     assert long is not None and len(long) < 260 and "…" in long and "\n" not in long
-    assert step_line("ocr", {"observed_times": [61.0]}) == "Read the on-screen text at the moment 1:01."
-    assert step_line("transcript", {"start": 0, "end": None}) == "Read the transcript from 0:00 to the end."
-    refused = step_line("budget", {"error": "showing 9 more frame(s) would exceed the budget"})
-    assert refused is not None and refused.startswith("A request was refused (budget)")
-    assert step_line("error", {"kind": "timeout", "error": "3 s"}) == "The harness failed (timeout): 3 s"
-    assert step_line("final", {"answer": "B"}) is None and step_line("log", {}) is None
+    ocr = OcrRead(observed_times=[61.0], new_frames=1, ocr_tokens=9, text=["EXIT"])
+    assert step_line(ocr) == "Read the on-screen text at the moment 1:01."
+    whole = TranscriptRead(start=0, end=None, segments=3, transcript_tokens=40)
+    assert step_line(whole) == "Read the transcript from 0:00 to the end."
+    assert step_line(whole.model_copy(update={"start": 61.0, "end": 75.5})) == "Read the transcript from 1:01 to 1:15."
+    assert step_line(TranscriptSearch(text="goal", hits=2)) == 'Searched the transcript for "goal" (2 hit(s)).'
+    refused = step_line(Refused(event="budget", error="showing 9 more frame(s) would exceed the budget", used=8,
+                                budget=8))
+    assert refused is not None and refused.startswith("A request was refused (budget)") and "9 more" in refused
+    unread = step_line(InvalidToolCalls(calls=[{"name": "look", "args": "{"}], reply="calling look"))
+    assert unread == "A request was refused (invalid_tool_calls): calling look"
+    assert step_line(Failed(kind=ErrorKind.TIMEOUT, error="3 s")) == "The harness failed (timeout): 3 s"
+    assert step_line(Final(answer="B", parsed=True)) is None and step_line(LogNote(message="m", data={})) is None

@@ -8,6 +8,7 @@ from videvolve.media.sheet import contact_sheet
 from videvolve.models.cost import cost_model
 from videvolve.needles.frames import frame_source
 from videvolve.skill_library.services import TaskServices
+from videvolve.skill_library.steps import SheetSpec
 from videvolve.testing import ScriptedReplies
 
 
@@ -20,7 +21,7 @@ def test_a_sheet_of_three_columns_is_drawn_again_with_three(small_world):
     times = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     handle = services.op_sheet(times, cols=3, cell_width=64)["handle"]
     spec = services._spec(handle)
-    assert spec["cols"] == 3 and spec["cell_width"] == 64
+    assert isinstance(spec, SheetSpec) and spec.cols == 3 and spec.cell_width == 64
     [(_, drawn)] = _render(task, spec)
     frames = frame_source(task).frames(times, 64)
     assert drawn.size == contact_sheet(frames, cols=3, cell_width=64).image.size

@@ -130,7 +130,8 @@ def test_a_harness_cannot_make_its_unparsable_answer_unsupported(synth: tuple[Pa
     answer was ``unsupported`` (not its fault: validation passed a candidate that never answers). The parent's own
     request gets no notice on a SynthWorld video, so the answer is the harness's ``parse``."""
     from tests.test_hostile_code import run_source
-    from videvolve.skill_library.trace import read_trace
+    from videvolve.skill_library.steps import ModelCall, NoticeCheck
+    from videvolve.skill_library.trace import read_steps
     from videvolve.tasks import TaskView
 
     video, question = synth
@@ -138,11 +139,11 @@ def test_a_harness_cannot_make_its_unparsable_answer_unsupported(synth: tuple[Pa
     out, trace = run_source(UNPARSABLE.replace("REQUEST", INDUCES_THE_NOTICE[request_]), str(video), tmp_path,
                             view=view)
     assert (out.outcome, out.error_kind) == ("error", "parse"), (out.error_kind, out.error)
-    steps = read_trace(trace)
-    asked = [s for s in steps if s["event"] in ("ask:answer", "chat")]
-    assert len(asked) == 1 and asked[0]["reply"].startswith(SIM_ONLY_NOTICE)  # the harness did get the notice
-    [check] = [s for s in steps if s["event"] == "notice_check"]
-    assert check["observed_times"] == [15.0] and SIM_ONLY_NOTICE not in check["reply"]
+    steps = read_steps(trace)
+    asked = [s for s in steps if isinstance(s, ModelCall)]
+    assert len(asked) == 1 and asked[0].reply.startswith(SIM_ONLY_NOTICE)  # the harness did get the notice
+    [check] = [s for s in steps if isinstance(s, NoticeCheck)]
+    assert check.observed_times == [15.0] and check.reply is not None and SIM_ONLY_NOTICE not in check.reply
     assert out.usage["requests"] == 1  # the parent's request is not the harness's
 
 

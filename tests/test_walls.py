@@ -203,11 +203,12 @@ def test_a_task_holds_a_bounded_number_of_times_and_makes_a_bounded_number_of_re
 
 
 def test_a_harness_cannot_flood_its_trace(tmp_path: Path):
+    from videvolve.skill_library.steps import LogNote
     from videvolve.skill_library.trace import MAX_NOTE_CHARS, MAX_NOTES, TraceWriter
 
     trace = TraceWriter(tmp_path / "t.jsonl")
     for _ in range(MAX_NOTES + 500):
-        trace.note("log", message="x", data={"blob": "y" * 100_000})
+        trace.note(LogNote(message="x", data={"blob": "y" * 100_000}))
     lines = (tmp_path / "t.jsonl").read_text().splitlines()
     assert len(lines) == MAX_NOTES + 1 and "notes_capped" in lines[-1]
     assert max(len(line) for line in lines) < MAX_NOTE_CHARS + 200

@@ -62,8 +62,8 @@ class LoadedHarness:
         """Answer one question (mcq when ``options`` are given, else grounding) about one video.
 
         ``cancel``: set while the harness runs, its process is stopped and :class:`~videvolve.errors.Cancelled`
-        raised (a server whose client went away). ``on_step``: told each step of the trace as it happens (a model
-        call with the moments it showed, an OCR read, ...).
+        raised (a server whose client went away). ``on_step``: told each step of the trace as it happens, as its
+        typed model (``videvolve.skill_library.steps``: a model call with the moments it showed, an OCR read, ...).
         """
         if cancel is not None and cancel.is_set():
             raise Cancelled("the question was cancelled before it started: its client went away")

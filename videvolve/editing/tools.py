@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +37,7 @@ from videvolve.skill_library.harness import (
     load_harness,
     validate_harness,
 )
+from videvolve.skill_library.steps import Observing, TraceStep
 from videvolve.tasks import Task
 from videvolve.usage import VISUAL_TOKENS, CostMeasure
 
@@ -113,7 +114,7 @@ class EditorEnv:
     parent_results: dict[str, TaskResult]
     evaluate: Callable[[Harness, list[Task]], list[TaskResult]]
     """Run a harness on training tasks (results stored where the run keeps training results)."""
-    trace_of: Callable[[str, str], list[dict[str, Any]]]
+    trace_of: Callable[[str, str], Sequence[TraceStep]]
     """(version, task id) -> that result's trace steps."""
     probe_vlm: VLM
     cost: CostModel
@@ -313,9 +314,9 @@ class EditorTools:
         for r in results:
             p = self.env.parent_results.get(r.task_id)
             steps = self.env.trace_of(version, r.task_id)
-            excerpt = [{"event": s.get("event"), "observed": len(s.get("observed_times", [])),
-                        "reply": str(s.get("reply") or s.get("error") or s.get("message") or "")[:200]}
-                       for s in steps[-3:]]
+            excerpt = [{"event": s.event, "observed": len(s.observed_times) if isinstance(s, Observing) else 0,
+                        "reply": str((w := s.record()).get("reply") or w.get("error") or w.get("message")
+                                     or "")[:200]} for s in steps[-3:]]  # its words, whichever it has
             rows.append({"task": r.task_id, "kind": r.kind, "score": round(r.score, 4),
                          "parent_score": None if p is None else round(p.score, 4), "frames": r.frames,
                          "parent_frames": None if p is None else p.frames,

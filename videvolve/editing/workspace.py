@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from videvolve.editing.taskdoc import task_md
 from videvolve.evaluation.results import TaskResult
 from videvolve.media import contact_sheet
 from videvolve.needles.frames import frame_source
+from videvolve.skill_library.steps import FrameSpec, ModelCall, SheetSpec, TraceStep
 from videvolve.tasks import LabelSource, Task
 
 
@@ -51,7 +53,7 @@ class TraceItem:
 
     task: Task
     result: TaskResult | None
-    trace: list[dict[str, Any]]
+    trace: Sequence[TraceStep]
 
 
 ANSWER_ORIGINS: dict[LabelSource, str] = {
@@ -78,18 +80,17 @@ def answer_text(task: Task) -> str:
         else str(task.answer)
 
 
-def _render(task: Task, spec: dict[str, Any]) -> list[tuple[str, Any]]:
+def _render(task: Task, spec: FrameSpec | SheetSpec) -> list[tuple[str, Any]]:
     """(name, image) pairs for one observation spec, as the model was shown it."""
-    kind, times = spec.get("kind"), [float(t) for t in spec.get("times", [])]
+    times = spec.times
     if not times:
         return []
-    if kind == "sheet":
-        cell = int(spec.get("cell_width") or 160)
-        frames = frame_source(task).frames(times, cell)
-        sheet = contact_sheet(frames, cols=int(spec.get("cols") or 6), cell_width=cell).image
+    if isinstance(spec, SheetSpec):
+        frames = frame_source(task).frames(times, spec.cell_width)
+        sheet = contact_sheet(frames, cols=spec.columns, cell_width=spec.cell_width).image
         return [(f"sheet_{times[0]:09.2f}-{times[-1]:09.2f}s.png", sheet)]
-    frames = frame_source(task).frames(times, spec.get("max_side"))
-    return [(f"{kind}_{t:09.2f}s.png", f.image) for t, f in zip(times, frames, strict=True)]
+    frames = frame_source(task).frames(times, spec.max_side)
+    return [(f"{spec.kind}_{t:09.2f}s.png", f.image) for t, f in zip(times, frames, strict=True)]
 
 
 def write_trace(folder: Path, item: TraceItem, max_images: int) -> dict[str, Any]:
@@ -108,26 +109,25 @@ def write_trace(folder: Path, item: TraceItem, max_images: int) -> dict[str, Any
             else None, "frames": result.frames if result else 0,
             "visual_tokens": result.usage.visual_tokens if result else 0}
     (folder / "task.json").write_text(json.dumps(info, indent=1, default=str) + "\n", encoding="utf-8")
-    (folder / "steps.jsonl").write_text("".join(json.dumps(s, default=str) + "\n" for s in item.trace),
-                                        encoding="utf-8")
+    (folder / "steps.jsonl").write_text("".join(s.line() for s in item.trace), encoding="utf-8")
     lines = [f"# {task.id} ({task.kind}), score {info['score']}", "", task.question, "",
              f"{answer_key(task)}: {info[answer_key(task)]} ({ANSWER_ORIGINS[task.label_source]})", ""]
     written = 0
     for step in item.trace:
-        for spec in step.get("observations", []):
+        for spec in step.observations if isinstance(step, ModelCall) else []:
             if written >= max_images:
                 break
             try:
                 images = _render(task, spec)
             except (OSError, ValueError) as exc:
-                lines.append(f"- step {step.get('step')}: could not re-render ({exc})")
+                lines.append(f"- step {step.step}: could not re-render ({exc})")
                 continue
             for name, image in images[: max_images - written]:
-                path = folder / "images" / f"step{step.get('step', 0)}_{name}"
+                path = folder / "images" / f"step{step.step}_{name}"
                 path.parent.mkdir(exist_ok=True)
                 image.save(path)
                 written += 1
-                lines.append(f"- step {step.get('step')}: images/{path.name} ({spec.get('kind')}, "
+                lines.append(f"- step {step.step}: images/{path.name} ({spec.kind}, "
                              f"{image.size[0]}x{image.size[1]})")
     (folder / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return info

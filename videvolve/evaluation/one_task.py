@@ -21,6 +21,7 @@ from videvolve.skill_library.outcome import RunOutcome
 from videvolve.skill_library.pool import WarmPool
 from videvolve.skill_library.runner import run_task
 from videvolve.skill_library.services import TaskServices, TraceWriter
+from videvolve.skill_library.steps import Failed, Result
 from videvolve.tasks import Task
 
 
@@ -46,7 +47,7 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
     try:
         pictures = frame_source(task)
     except MediaError as exc:  # a video its needles splice in is gone or changed: the whole task fails up front,
-        trace.write("error", kind=ErrorKind.MEDIA, error=str(exc))  # never frame by frame (that says where)
+        trace.write(Failed(kind=ErrorKind.MEDIA, error=str(exc)))  # never frame by frame (that says where)
         run = RunOutcome("error", ErrorKind.MEDIA, str(exc), usage=Meter().to_dict())
     else:
         services = TaskServices(view, task.video, vlm, cost, settings, skill=harness.skill, cache=cache,
@@ -63,8 +64,7 @@ def run_one(harness: Harness, task: Task, vlm: VLM, cost: CostModel, settings: R
                         score=score, usage=run.usage, wall_s=run.wall_s, produced_by=produced_by,
                         time_limit_s=settings.wall_seconds, memory_bytes=settings.memory_bytes,
                         served_context=served_context_of(vlm))
-    trace.write("result", outcome=result.outcome, error_kind=result.error_kind, score=score,
-                frames=result.frames)
+    trace.write(Result(outcome=result.outcome, error_kind=result.error_kind, score=score, frames=result.frames))
     try:
         running.replace(final)
     except OSError as exc:

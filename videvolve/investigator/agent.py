@@ -17,6 +17,7 @@ investigator's ledger, never the solver's. Each investigation is kept in ``RUN/i
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from videvolve.models.base import ToolCall
 from videvolve.models.cache import MeteredVLM
 from videvolve.models.toolloop import ToolLoop
 from videvolve.rundir import task_stem
+from videvolve.skill_library.steps import OcrRead, TraceStep, TranscriptRead
 from videvolve.tasks import LETTERS, Task
 
 SYSTEM = """You investigate why an executable harness, which lets a frozen vision-language model answer questions
@@ -84,7 +86,7 @@ def _gold(task: Task) -> str:
     return ", ".join(spans) or "the target is absent from the video"
 
 
-def brief(task: Task, result: TaskResult, trace: list[dict[str, Any]]) -> str:
+def brief(task: Task, result: TaskResult, trace: Sequence[TraceStep]) -> str:
     """The failure as the agent sees it: question, gold, prediction, outcome and what the trace observed."""
     lines = [f"Task {task.id} ({task.kind}), video of {task.duration or 0:.1f} s.", f"Question: {task.question}"]
     if task.options:
@@ -105,10 +107,10 @@ def brief(task: Task, result: TaskResult, trace: list[dict[str, Any]]) -> str:
         lines.append(f"The harness observed {len(set(times))} time(s) as {how}: {shown}")
     if not groups:
         lines.append("The harness observed nothing of the video.")
-    reads = [s for s in trace if s.get("event") in ("transcript", "ocr")]
-    if reads:
+    reads = [s for s in trace if isinstance(s, TranscriptRead | OcrRead)]
+    if reads:  # as the brief said it when steps were dicts: an OCR read names no window
         lines.append("It read: " + "; ".join(
-            f"{s['event']} {s.get('start', '')}-{s.get('end', '')}".strip() for s in reads[:8]))
+            f"transcript {s.start}-{s.end}" if isinstance(s, TranscriptRead) else "ocr -" for s in reads[:8]))
     lines.append(f"Probe this video with task_id {task.id!r}; finish with diagnose.")
     return "\n".join(lines)
 
@@ -179,7 +181,7 @@ class AgentInvestigator:
         self.ledger = procedure.ledger
         """Probe frames, tokens and calls, shared with the procedure (the investigator's one ledger)."""
 
-    def diagnose(self, task: Task, result: TaskResult, trace: list[dict[str, Any]], run_id: str,
+    def diagnose(self, task: Task, result: TaskResult, trace: Sequence[TraceStep], run_id: str,
                  iteration: int, run_uid: str = "") -> Diagnosis:
         """The model's diagnosis, or the procedure's with why in ``fallback`` (``run_uid``: its run's, in its id)."""
         before = {**self.ledger, "agent_calls": int(self.model.ledger["calls"])}

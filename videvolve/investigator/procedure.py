@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ from videvolve.models.cost import CostModel
 from videvolve.models.parsing import parse_match
 from videvolve.needles.frames import frame_source
 from videvolve.skill_library.services import TaskServices
+from videvolve.skill_library.steps import ModelCall, SheetSpec, TraceStep
 from videvolve.tasks import Task
 
 ERROR_CATEGORIES = {ErrorKind.PARSE: "format_error", ErrorKind.BUDGET: "budget_exhausted",
@@ -65,13 +67,14 @@ class Seen:
     size: int | None
 
 
-def trace_observations(trace: list[dict[str, Any]]) -> list[Seen]:
+def trace_observations(trace: Sequence[TraceStep]) -> list[Seen]:
     """Every observation the harness showed the model, from its trace."""
     out: list[Seen] = []
     for step in trace:
-        for spec in step.get("observations", []):
-            size = spec.get("cell_width") if spec.get("kind") == "sheet" else spec.get("max_side")
-            out.extend(Seen(float(t), str(spec.get("kind")), size) for t in spec.get("times", []))
+        if isinstance(step, ModelCall):
+            for spec in step.observations:
+                size = spec.cell_width if isinstance(spec, SheetSpec) else spec.max_side
+                out.extend(Seen(t, spec.kind, size) for t in spec.times)
     return out
 
 
@@ -124,7 +127,7 @@ class Investigator:
         found = parse_match(reply) or {"yes": []}
         return {t for t in times if any(abs(t - y) <= 0.006 for y in found["yes"])}  # captions carry 2 decimals
 
-    def diagnose(self, task: Task, result: TaskResult, trace: list[dict[str, Any]], run_id: str,
+    def diagnose(self, task: Task, result: TaskResult, trace: Sequence[TraceStep], run_id: str,
                  iteration: int, run_uid: str = "") -> Diagnosis:
         """One diagnosis for one failed result (``run_uid``: see :func:`diagnosis_id`)."""
         before = dict(self.ledger)
@@ -135,7 +138,7 @@ class Investigator:
                              hypothesis=hypothesis, applies_when=applies, preserve=preserve, probe_cost=cost)
 
     def _classify(self, task: Task, result: TaskResult,
-                  trace: list[dict[str, Any]]) -> tuple[Any, list[Evidence], dict[str, Any]]:
+                  trace: Sequence[TraceStep]) -> tuple[Any, list[Evidence], dict[str, Any]]:
         if result.outcome == "error":
             kind = ErrorKind(result.error_kind or "crash")
             return ERROR_CATEGORIES.get(kind, "crash"), [], {"error": result.error or ""}
@@ -186,7 +189,7 @@ class Investigator:
         return ("misperception" if sharp else "unresolved"), ev, facts
 
 
-    def _reading(self, task: Task, trace: list[dict[str, Any]]) -> list[Evidence]:
+    def _reading(self, task: Task, trace: Sequence[TraceStep]) -> list[Evidence]:
         """Where the video has a transcript: the answer said (or written) in the window, unread by the harness."""
         transcript = load_transcript(task)
         if transcript is None:

@@ -9,10 +9,11 @@ harness read the window when its trace holds a transcript read (or an OCR read) 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from videvolve.datasets.transcripts import Transcript, normalise
 from videvolve.memory.records import Evidence
+from videvolve.skill_library.steps import OcrRead, TraceStep, TranscriptRead
 from videvolve.tasks import LETTERS, Task
 
 STOP = frozenset({"the", "a", "an", "of", "in", "on", "at", "to", "and", "or", "is", "are", "was", "were", "does",
@@ -43,24 +44,22 @@ def _says_answer(task: Task, text: str) -> bool:
     return bool(wanted) and len(wanted & set(said.split())) >= max(1, (len(wanted) + 1) // 2)
 
 
-def _read(trace: list[dict[str, Any]], windows: list[tuple[float, float]], event: str) -> bool:
-    for step in trace:
-        if step.get("event") != event:
-            continue
-        if event == "transcript":
-            lo, hi = float(step.get("start") or 0.0), step.get("end")
-            hi = float("inf") if hi is None else float(hi)
-            if any(lo <= b and a <= hi for a, b in windows):
-                return True
-        elif any(a <= float(t) <= b for t in step.get("observed_times", []) for a, b in windows):
-            return True
-    return False
+def _read_transcript(trace: Sequence[TraceStep], windows: list[tuple[float, float]]) -> bool:
+    """The trace reads the transcript over one of the windows."""
+    return any(step.start <= b and a <= (float("inf") if step.end is None else step.end)
+               for step in trace if isinstance(step, TranscriptRead) for a, b in windows)
 
 
-def said_unread(task: Task, transcript: Transcript | None, trace: list[dict[str, Any]]) -> list[Evidence]:
+def _read_screen(trace: Sequence[TraceStep], windows: list[tuple[float, float]]) -> bool:
+    """The trace reads the on-screen text (OCR) at a time inside one of the windows."""
+    return any(a <= t <= b for step in trace if isinstance(step, OcrRead) for t in step.observed_times
+               for a, b in windows)
+
+
+def said_unread(task: Task, transcript: Transcript | None, trace: Sequence[TraceStep]) -> list[Evidence]:
     """Segments of the window that say the answer, when the harness did not read the transcript there."""
     windows = _windows(task)
-    if transcript is None or not windows or _read(trace, windows, "transcript"):
+    if transcript is None or not windows or _read_transcript(trace, windows):
         return []
     segments = [s for a, b in windows for s in transcript.window(a, b)]
     if not segments or not _says_answer(task, " ".join(s.text for s in segments)):
@@ -69,13 +68,13 @@ def said_unread(task: Task, transcript: Transcript | None, trace: list[dict[str,
             for s in segments[:8]]
 
 
-def written_unread(task: Task, trace: list[dict[str, Any]]) -> tuple[list[Evidence], int]:
+def written_unread(task: Task, trace: Sequence[TraceStep]) -> tuple[list[Evidence], int]:
     """Frames of the window whose on-screen text gives the answer, when the harness did not OCR there; OCR calls."""
     from videvolve.media import ocr
     from videvolve.needles.frames import frame_source
 
     windows = _windows(task)
-    if not ocr.available() or task.kind != "mcq" or not task.evidence or _read(trace, windows, "ocr"):
+    if not ocr.available() or task.kind != "mcq" or not task.evidence or _read_screen(trace, windows):
         return [], 0
     times = [a + (b - a) * (k + 0.5) / OCR_FRAMES for a, b in windows[:2] for k in range(OCR_FRAMES)]
     found = []

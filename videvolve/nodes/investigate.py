@@ -17,7 +17,7 @@ from videvolve.models import make_vlm
 from videvolve.models.cache import MeteredVLM, ResponseCache
 from videvolve.models.step_cache import step_cache
 from videvolve.search.events import Diagnoses, InvestigateFallback
-from videvolve.skill_library.trace import read_trace
+from videvolve.skill_library.trace import read_steps
 from videvolve.usage import Spend
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def _investigate(run: Run, state: State, cache: ResponseCache | None) -> dict[st
         result = run.stored(state["parent"], task, "train")
         if result is None:
             continue
-        trace = read_trace(evals.trace(task_id))
+        trace = read_steps(evals.trace(task_id))
         if agent is None:
             diagnoses.append(inv.diagnose(task, result, trace, ctx.run_id, it, state.get("run_uid", "")))
             continue

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from videvolve.editing import PastDiagnosis
 from videvolve.editing.base import EditorInput
@@ -22,7 +21,8 @@ from videvolve.loop.state import State
 from videvolve.models.cache import ResponseCache
 from videvolve.search.history import diagnosis_for_editor
 from videvolve.skill_library.harness import MANIFEST, Harness, revision_diff
-from videvolve.skill_library.trace import read_trace
+from videvolve.skill_library.steps import TraceStep
+from videvolve.skill_library.trace import read_steps
 from videvolve.tasks import Task
 from videvolve.usage import Spend
 
@@ -64,8 +64,8 @@ def limits_of(run: Run) -> EditorLimits:
                         timeout_s=e.timeout, images=e.workspace_images)
 
 
-def _trace(run: Run, version: str, task_id: str) -> list[dict[str, Any]]:
-    return read_trace(run.dir.evals(version, "train").trace(task_id))
+def _trace(run: Run, version: str, task_id: str) -> list[TraceStep]:
+    return read_steps(run.dir.evals(version, "train").trace(task_id))
 
 
 def editor_env(run: Run, parent: str, batch: list[Task], cache: ResponseCache | None = None) -> EditorEnv:

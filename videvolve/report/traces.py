@@ -15,6 +15,8 @@ from typing import Any
 from videvolve.media import contact_sheet
 from videvolve.needles.frames import frame_source
 from videvolve.rundir import EvalDir, RunDir
+from videvolve.skill_library.steps import ModelCall, Observing, Result, SheetSpec, TraceStep
+from videvolve.skill_library.trace import read_steps
 from videvolve.tasks import Task, read_tasks
 from videvolve.usage import TaskUsage
 
@@ -66,56 +68,56 @@ def _gold(task: Task) -> str:
     return ", ".join(f"{s}-{e} s" for s, e in intervals) or "[] (the event never happens)"
 
 
-def _thumbs(task: Task, step: dict[str, Any], stem: str, out: Path) -> tuple[list[dict[str, str]], int]:
+def _thumbs(task: Task, step: ModelCall, stem: str, out: Path) -> tuple[list[dict[str, str]], int]:
     """The step's observations as images with captions; and how many observed times were left out."""
     images: list[dict[str, str]] = []
     shown = 0
     total = 0
-    for k, spec in enumerate(step.get("observations", [])):
-        times = [float(t) for t in spec.get("times", [])]
+    for k, spec in enumerate(step.observations):
+        times = spec.times
         total += len(times)
         room = MAX_THUMBS_PER_STEP - shown
         if room <= 0 or not times:
             continue
         try:
-            if spec.get("kind") == "sheet":
-                cell = int(spec.get("cell_width") or 160)
-                frames = frame_source(task).frames(times, cell)
-                sheet = contact_sheet(frames, cols=int(spec.get("cols") or 6), cell_width=cell).image
+            if isinstance(spec, SheetSpec):
+                frames = frame_source(task).frames(times, spec.cell_width)
+                sheet = contact_sheet(frames, cols=spec.columns, cell_width=spec.cell_width).image
                 sheet.thumbnail((6 * THUMB_SIDE, 6 * THUMB_SIDE))
-                name = f"traces/{stem}_{step['step']}_{k}.png"
+                name = f"traces/{stem}_{step.step}_{k}.png"
                 (out / name).parent.mkdir(parents=True, exist_ok=True)
                 sheet.save(out / name)
                 images.append({"src": name, "caption": f"sheet of {len(times)}: " +
                                ", ".join(f"{t:.2f}" for t in times) + " s", "kind": "sheet"})
                 shown += len(times)
                 continue
-            frames = frame_source(task).frames(times[:room], spec.get("max_side") or THUMB_SIDE)
+            frames = frame_source(task).frames(times[:room], spec.max_side or THUMB_SIDE)
         except (OSError, ValueError):
             continue
         for j, (t, frame) in enumerate(zip(times[:room], frames, strict=False)):
-            name = f"traces/{stem}_{step['step']}_{k}_{j}.png"
+            name = f"traces/{stem}_{step.step}_{k}_{j}.png"
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             image = frame.image.copy()
             image.thumbnail((THUMB_SIDE, THUMB_SIDE))
             image.save(out / name)
-            images.append({"src": name, "caption": f"{t:.2f} s", "kind": str(spec.get("kind", "frame"))})
+            images.append({"src": name, "caption": f"{t:.2f} s", "kind": spec.kind})
             shown += 1
     return images, max(0, total - shown)
 
 
-def _step(task: Task, step: dict[str, Any], stem: str, out: Path) -> dict[str, Any]:
-    images, left_out = _thumbs(task, step, stem, out) if step.get("observations") else ([], 0)
-    observed = step.get("observed_times")
-    if observed is not None:
-        note = f"observed {len(observed)} time(s)" + (f"; the first {MAX_THUMBS_PER_STEP} shown" if left_out else "")
-    elif step.get("event") == "result":
-        note = f"outcome {step.get('outcome')}" + (f" ({step['error_kind']})" if step.get("error_kind") else "") + \
-            f", score {float(step.get('score') or 0):.2f}, {step.get('frames', 0)} frames"
+def _step(task: Task, step: TraceStep, stem: str, out: Path) -> dict[str, Any]:
+    images, left_out = _thumbs(task, step, stem, out) if isinstance(step, ModelCall) else ([], 0)
+    words = step.record()  # the reply, error, answer or message of whichever kind has one
+    if isinstance(step, Observing):
+        note = f"observed {len(step.observed_times)} time(s)" + \
+            (f"; the first {MAX_THUMBS_PER_STEP} shown" if left_out else "")
+    elif isinstance(step, Result):
+        note = f"outcome {step.outcome}" + (f" ({step.error_kind})" if step.error_kind else "") + \
+            f", score {step.score:.2f}, {step.frames} frames"
     else:
-        note = _shortened(_readable(step.get("error") or step.get("answer") or step.get("message") or ""))
-    return {"step": step["step"], "event": step["event"], "images": images, "note": note,
-            "reply": _readable(step.get("reply", "")) if step.get("reply") else ""}
+        note = _shortened(_readable(words.get("error") or words.get("answer") or words.get("message") or ""))
+    return {"step": step.step, "event": step.event, "images": images, "note": note,
+            "reply": _readable(words["reply"]) if words.get("reply") else ""}
 
 
 def traces(run: RunDir, settings: dict[str, Any], out: Path, version: str | None = None) -> list[dict[str, Any]]:
@@ -136,7 +138,6 @@ def traces(run: RunDir, settings: dict[str, Any], out: Path, version: str | None
         trace = EvalDir(result_file.parent.parent).trace(result["task_id"])
         if task is None or not trace.exists() or any(s["task_id"] == task.id for s in shown):
             continue
-        lines = [json.loads(x) for x in trace.read_text(encoding="utf-8").splitlines() if x.strip()]
         prediction = (result.get("prediction") or {}).get("answer")
         shown.append({"task_id": task.id, "kind": task.kind, "question": task.question,
                       "version": result_file.parent.parent.parent.name,
@@ -144,7 +145,7 @@ def traces(run: RunDir, settings: dict[str, Any], out: Path, version: str | None
                       "gold": _gold(task), "label_source": task.label_source,
                       "prediction": _readable(prediction) if prediction is not None else "none",
                       "score": result["score"], "frames": TaskUsage.model_validate(result.get("usage", {})).frames,
-                      "steps": [_step(task, s, result_file.stem, out) for s in lines]})
+                      "steps": [_step(task, s, result_file.stem, out) for s in read_steps(trace)]})
         if len(shown) >= MAX_TRACES:
             break
     return shown

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from videvolve.errors import RequestRefused
 from videvolve.media import contact_sheet
 from videvolve.models.cost import text_tokens
+from videvolve.skill_library.steps import OcrRead, TranscriptRead, TranscriptSearch
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -70,8 +71,8 @@ class ReadingServices:
             if seg.end >= lo and seg.start <= hi and len(out) < MAX_SEGMENTS:
                 self._read_segment(k, seg.text)
                 out.append({"start": seg.start, "end": seg.end, "text": seg.text})
-        self.trace.write("transcript", start=lo, end=hi if hi != float("inf") else None, segments=len(out),
-                         transcript_tokens=self.meter.transcript_tokens)
+        self.trace.write(TranscriptRead(start=lo, end=hi if hi != float("inf") else None, segments=len(out),
+                                        transcript_tokens=self.meter.transcript_tokens))
         return out
 
     def op_search_transcript(self, text: str) -> list[list[float]]:
@@ -88,8 +89,8 @@ class ReadingServices:
             if id(seg) in found:
                 self._read_segment(k, seg.text)
                 hits.append([seg.start, seg.end])
-        self.trace.write("search_transcript", text=text[:200], hits=len(hits),
-                         transcript_tokens=self.meter.transcript_tokens)
+        self.trace.write(TranscriptSearch(text=text[:200], hits=len(hits),
+                                          transcript_tokens=self.meter.transcript_tokens))
         return hits
 
     def _read_segment(self, k: int, text: str) -> None:
@@ -125,8 +126,8 @@ class ReadingServices:
         self.meter.ocr_calls += 1
         self.meter.ocr_tokens += tokens
         self.meter.observed_times |= set(obs.times)
-        self.trace.write("ocr", observed_times=sorted(obs.times), new_frames=len(new), ocr_tokens=tokens,
-                         text=[t.text for t in lines][:50])
+        self.trace.write(OcrRead(observed_times=sorted(obs.times), new_frames=len(new), ocr_tokens=tokens,
+                                 text=[t.text for t in lines][:50]))
         return [t.to_dict() for t in lines]
 
     def _image(self, obs: Any) -> tuple[Image.Image, set[float]]:

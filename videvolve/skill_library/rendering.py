@@ -19,6 +19,7 @@ from videvolve.media.captions import frame_caption, sheet_caption, video_caption
 from videvolve.media.data_url import data_url_cache
 from videvolve.media.info import file_key
 from videvolve.skill_library import limits
+from videvolve.skill_library.steps import FrameSpec, SheetSpec
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -57,14 +58,11 @@ class RenderingServices:
     _handles: dict[str, Obs]
     _video_key: Hashable
 
-    def _spec(self, handle: str) -> dict[str, Any]:
+    def _spec(self, handle: str) -> FrameSpec | SheetSpec:
         obs = self._handles[handle]
-        spec: dict[str, Any] = {"kind": obs.kind, "times": obs.times}
         if obs.kind == "sheet":  # as it was laid out: the report and the editor's workspace draw it again so
-            spec["cell_width"], spec["cols"] = obs.cell_width, obs.cols
-        else:
-            spec["max_side"] = obs.max_side
-        return spec
+            return SheetSpec(times=obs.times, cell_width=obs.cell_width, cols=obs.cols)
+        return FrameSpec(kind="clip" if obs.kind == "clip" else "frame", times=obs.times, max_side=obs.max_side)
 
     def _render(self, messages: list[Message]) -> tuple[list[Message], set[float], int, int, set[float]]:
         """Replace observation references by captioned images; return pts keys, tokens and observed times."""

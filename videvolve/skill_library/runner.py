@@ -36,6 +36,7 @@ from videvolve.skill_library.pool import (
 )
 from videvolve.skill_library.services import TaskServices
 from videvolve.skill_library.static_check import check_source
+from videvolve.skill_library.steps import Failed, Final, RequestError
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
     if static_check:
         problems = code_problems(harness)
         if problems:
-            services.trace.write("error", kind="static", error="; ".join(problems))
+            services.trace.write(Failed(kind=ErrorKind.STATIC, error="; ".join(problems)))
             return RunOutcome("error", ErrorKind.STATIC, "refused before running: " + "; ".join(problems),
                               usage=services.meter.to_dict())
     timeout = timeout or services.settings.wall_seconds
@@ -114,7 +115,7 @@ def run_task(harness: Harness, services: TaskServices, timeout: float | None = N
         attempt.expire()
         raise
     if worker.is_alive():  # still serving one of the child's requests: the task ends without it
-        services.trace.write("error", kind=ErrorKind.TIMEOUT, error=attempt.why_late())
+        services.trace.write(Failed(kind=ErrorKind.TIMEOUT, error=attempt.why_late()))
         services.trace.seal()
         outcome = RunOutcome("error", ErrorKind.TIMEOUT, attempt.why_late(), usage=_usage(services))
     elif attempt.raised is not None:
@@ -228,10 +229,10 @@ class _Attempt:
         except BaseException as exc:  # never the run's: the task's crash, with the reason
             log.warning("task %s: %s while serving its harness", self.services.view.id, _short(exc))
             outcome = RunOutcome("error", ErrorKind.CRASH, f"the harness's task failed in the parent: {_short(exc)}")
-            self.services.trace.write("error", kind=ErrorKind.CRASH, error=outcome.error)
+            self.services.trace.write(Failed(kind=ErrorKind.CRASH, error=outcome.error))
         if self._expired and outcome.error_kind != ErrorKind.TIMEOUT:  # what the watchdog's kill caused
             outcome = RunOutcome("error", ErrorKind.TIMEOUT, self.why_late())
-            self.services.trace.write("error", kind=ErrorKind.TIMEOUT, error=outcome.error)
+            self.services.trace.write(Failed(kind=ErrorKind.TIMEOUT, error=outcome.error))
         return outcome
 
     def _run(self) -> RunOutcome:
@@ -277,7 +278,7 @@ class _Attempt:
                 msg, broken = decode_request(line)
                 if msg is None:
                     outcome = RunOutcome("error", ErrorKind.CRASH, broken)
-                    services.trace.write("error", kind=ErrorKind.CRASH, error=broken)
+                    services.trace.write(Failed(kind=ErrorKind.CRASH, error=broken))
                     break
                 op, args = msg["op"], msg.get("args", {})
                 if op == "final":
@@ -285,13 +286,13 @@ class _Attempt:
                         prediction, why = to_prediction(services.view, args.get("result"))
                     except (ValueError, TypeError, OverflowError, AttributeError, RecursionError) as exc:
                         prediction, why = None, f"the answer could not be read: {type(exc).__name__}: {exc}"
-                    services.trace.write("final", answer=str(args.get("result"))[:2000], parsed=why is None)
+                    services.trace.write(Final(answer=str(args.get("result"))[:2000], parsed=why is None))
                     self.off_clock(time.monotonic())  # the parent's own check of a model's notice (SimVLM)
                     outcome = final_outcome(prediction, why, services.confirmed_notice() if why else None)
                     self.off_clock(None)
                 elif op == "fail":
                     kind, error = failure(args.get("kind"), str(args.get("error"))[:3000], refused, last_refused)
-                    services.trace.write("error", kind=kind, error=error)
+                    services.trace.write(Failed(kind=kind, error=error))
                     outcome = RunOutcome("error", kind, error)
                 else:
                     self.serving = str(op)[:100]
@@ -324,7 +325,7 @@ class _Attempt:
             why = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
             kind = ErrorKind.MEMORY if "MemoryError" in tail else ErrorKind.CRASH
             outcome = RunOutcome("error", kind, f"the harness process {why} without an answer. {tail}".strip())
-            services.trace.write("error", kind=kind, error=outcome.error)
+            services.trace.write(Failed(kind=kind, error=outcome.error))
         return outcome
 
 
@@ -359,6 +360,6 @@ def _serve(services: TaskServices, msg: dict[str, Any], op: Any, args: Any) -> d
         return {"id": msg.get("id"), "ok": False, "kind": "invalid", "error": f"bad arguments to {op!r}: {exc}"}
     except Exception as exc:  # a request our code or the model could not serve: the harness's error, not the run's
         _log_failure(str(op)[:100], services.view.id, exc)
-        services.trace.write("request_error", op=str(op)[:100], error=f"{type(exc).__name__}: {exc}"[:2000])
+        services.trace.write(RequestError(op=str(op)[:100], error=f"{type(exc).__name__}: {exc}"[:2000]))
         return {"id": msg.get("id"), "ok": False, "kind": "invalid",
                 "error": f"the request {str(op)[:100]!r} failed: {type(exc).__name__}: {exc}"[:3000]}

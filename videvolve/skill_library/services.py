@@ -12,7 +12,7 @@ import math
 import secrets
 import time
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from videvolve.config import RuntimeSettings
 from videvolve.datasets.transcripts import Transcript
@@ -29,6 +29,16 @@ from videvolve.skill_library import limits, prompts
 from videvolve.skill_library.meter import Meter
 from videvolve.skill_library.reading import ReadingServices
 from videvolve.skill_library.rendering import Obs, RenderingServices
+from videvolve.skill_library.steps import (
+    CallEvent,
+    InvalidToolCalls,
+    LogNote,
+    ModelCall,
+    ModelError,
+    NoticeCheck,
+    Refused,
+    ToolNote,
+)
 from videvolve.skill_library.trace import TraceWriter
 from videvolve.tasks import TaskView
 
@@ -166,7 +176,7 @@ class TaskServices(RenderingServices, ReadingServices):
         if self.skill.strip():
             messages.append({"role": "system", "content": self.skill})
         messages.append({"role": "user", "content": content})
-        return self._call(messages, None, event=f"ask:{mode}", handles=handles)["text"]
+        return self._call(messages, None, event=cast(CallEvent, f"ask:{mode}"), handles=handles)["text"]
 
     def op_chat(self, messages: list[dict[str, Any]], tools: list[Tool] | None = None) -> dict[str, Any]:
         """A raw model call with observation parts and tools."""
@@ -210,12 +220,12 @@ class TaskServices(RenderingServices, ReadingServices):
 
     def op_log(self, message: str, data: dict[str, Any] | None = None) -> None:
         """A note in the trace."""
-        self.trace.note("log", message=str(message)[:2000], data=data or {})
+        self.trace.note(LogNote(message=str(message)[:2000], data=data or {}))
 
     def op_tool(self, name: str, args: dict[str, Any] | None = None) -> None:
         """Count and trace a tool call."""
         self.meter.tool_calls += 1
-        self.trace.note("tool", tool=str(name)[:200], params=args or {})
+        self.trace.note(ToolNote(tool=str(name)[:200], params=args or {}))
 
     # ---- the parent's own request ----
 
@@ -240,9 +250,9 @@ class TaskServices(RenderingServices, ReadingServices):
             reply = complete(self.vlm, [{"role": "user", "content": content}], None, self.cache).text
         except (MediaError, ModelRequestError) as exc:  # unconfirmed: the harness's own unparsable answer
             said = f"{type(exc).__name__}: {exc}".replace(self.video, TASK_VIDEO)  # as the harness's errors
-            self.trace.write("notice_check", observed_times=[middle], error=said[:500])
+            self.trace.write(NoticeCheck(observed_times=[middle], error=said[:500]))
             return None
-        self.trace.write("notice_check", observed_times=[middle], reply=reply[:500])
+        self.trace.write(NoticeCheck(observed_times=[middle], reply=reply[:500]))
         return reply[:500] if SIM_ONLY_NOTICE in reply else None
 
     # ---- rendering and metering ----
@@ -263,7 +273,7 @@ class TaskServices(RenderingServices, ReadingServices):
             raise ServiceError("invalid", f"unknown observation handle {handle[:8]!r} (handles belong to one task)")
         return [{"type": "observation_ref", "handle": handle}]
 
-    def _call(self, messages: list[Message], tools: list[Tool] | None, event: str,
+    def _call(self, messages: list[Message], tools: list[Tool] | None, event: CallEvent,
               handles: list[str]) -> dict[str, Any]:
         started = time.perf_counter()
         if self.meter.requests >= limits.MAX_REQUESTS:
@@ -279,7 +289,8 @@ class TaskServices(RenderingServices, ReadingServices):
             limits.check_request([s for h in refs if (s := self._handles[h].shape) is not None], probe(self.video),
                           self.settings.budget)
         except limits.CapExceeded as exc:
-            self.trace.write(exc.kind, error=str(exc), used=self.meter.frames, budget=self.settings.budget)
+            self.trace.write(Refused(event="budget" if exc.kind == "budget" else "invalid", error=str(exc),
+                                     used=self.meter.frames, budget=self.settings.budget))
             raise ServiceError(exc.kind, str(exc)) from None
         encoding_before = self.meter.seconds.get("encode", 0.0)
         rendering = time.perf_counter()
@@ -289,7 +300,7 @@ class TaskServices(RenderingServices, ReadingServices):
         new = keys - self.meter.frame_keys
         budget = self.settings.budget
         if budget is not None and self.meter.frames + len(new) > budget:
-            self.trace.write("budget", requested=len(new), used=self.meter.frames, budget=budget)
+            self.trace.write(Refused(event="budget", requested=len(new), used=self.meter.frames, budget=budget))
             raise ServiceError("budget", f"showing {len(new)} more frame(s) would exceed the budget of {budget} "
                                          f"(already shown: {self.meter.frames})")
         text = " ".join(str(p.get("text", "")) for m in rendered for p in (
@@ -306,22 +317,22 @@ class TaskServices(RenderingServices, ReadingServices):
             reply = complete(self.vlm, rendered, tools, self.cache)
             self.meter.spend("model_wait", time.perf_counter() - waiting)
         except ModelRequestError as exc:
-            self.trace.write("model_error", error=str(exc))
+            self.trace.write(ModelError(error=str(exc)))
             raise ServiceError(str(getattr(exc, "kind", "bad_request")), str(exc)) from exc
         if reply.invalid_tool_calls:  # a call the model made but nobody can read: the harness's parse error
-            self.trace.write("invalid_tool_calls", calls=reply.invalid_tool_calls, reply=reply.text[:500])
+            self.trace.write(InvalidToolCalls(calls=reply.invalid_tool_calls, reply=reply.text[:500]))
             raise ServiceError("parse", f"the model's tool call could not be read: {reply.invalid_tool_calls[0]}")
         self.meter.cache_hits += int(reply.cached)
         self.meter.notice = reply.text[:500] if SIM_ONLY_NOTICE in reply.text else self.meter.notice
         self.meter.reported_prompt_tokens += reply.usage.prompt_tokens or 0
         self.meter.completion_tokens += reply.usage.completion_tokens or 0
         self.meter.largest_request_tokens = max(self.meter.largest_request_tokens, reply.prompt_estimate or 0)
-        self.trace.write(event, observed_times=sorted(observed), observations=specs, new_frames=len(new),
-                         image_tokens=image_tokens,
-                         video_tokens=video_tokens, prompt_tokens=prompt_tokens,
-                         reported_prompt_tokens=reply.usage.prompt_tokens, cached=reply.cached,
-                         reply=reply.text[:500], tool_calls=[c.name for c in reply.tool_calls],
-                         wall_s=round(time.perf_counter() - started, 4))
+        self.trace.write(ModelCall(event=event, observed_times=sorted(observed), observations=specs,
+                                   new_frames=len(new), image_tokens=image_tokens, video_tokens=video_tokens,
+                                   prompt_tokens=prompt_tokens, reported_prompt_tokens=reply.usage.prompt_tokens,
+                                   cached=reply.cached, reply=reply.text[:500],
+                                   tool_calls=[c.name for c in reply.tool_calls],
+                                   wall_s=round(time.perf_counter() - started, 4)))
         return {"text": reply.text,
                 "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls]}
 

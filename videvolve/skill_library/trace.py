@@ -1,4 +1,8 @@
-"""A task's trace: one JSON line per step, capped in bytes for every event, with the harness's notes capped too."""
+"""A task's trace: one JSON line per step, capped in bytes for every event, with the harness's notes capped too.
+
+The steps are typed (:mod:`videvolve.skill_library.steps`): :class:`TraceWriter` writes them, :func:`read_steps`
+reads them back.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from videvolve.errors import StorageError
+from videvolve.skill_library.steps import CutStep, LogNote, NotesCapped, ToolNote, TraceCapped, TraceStep, parse_step
 
 MAX_NOTES = 1000
 """Log and tool notes a harness may leave per task; later ones are dropped (one line says so)."""
@@ -20,8 +27,8 @@ MAX_LINE_BYTES = 64 * 1024
 """Bytes of one step; a longer one keeps its event and says it was cut."""
 ENDING_EVENTS = frozenset({"final", "error"})
 """Steps written past the cap: what ended the task (each is small: its texts are cut where they are written)."""
-StepListener = Callable[[str, dict[str, Any]], None]
-"""Told every step as it is written (its event and data): a server narrating a question in progress."""
+StepListener = Callable[[TraceStep], None]
+"""Told every step as it is written (numbered): a server narrating a question in progress."""
 log = logging.getLogger(__name__)
 
 
@@ -40,29 +47,29 @@ class TraceWriter:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("")
 
-    def write(self, event: str, **data: Any) -> None:
-        """One step (dropped past the byte cap, unless it ends the task)."""
+    def write(self, step: TraceStep) -> None:
+        """One step, numbered here (dropped past the byte cap, unless it ends the task)."""
         if self.sealed:
             return
         self.step += 1
+        step = step.model_copy(update={"step": self.step})
         if self.listener is not None:
             try:
-                self.listener(event, data)
+                self.listener(step)
             except Exception as exc:  # a listener's failure never ends the task
-                log.warning("a trace listener failed on %r: %s", event, exc)
+                log.warning("a trace listener failed on %r: %s", step.event, exc)
         if self.path is None:
             return
-        line = json.dumps({"step": self.step, "event": event, **data}, default=str) + "\n"
+        line = step.line()
         if len(line) > MAX_LINE_BYTES:
-            line = json.dumps({"step": self.step, "event": event, "cut": f"a step of {len(line):,} bytes (cap "
-                                                                         f"{MAX_LINE_BYTES:,})"}) + "\n"
-        if self.bytes + len(line) > MAX_TRACE_BYTES and event not in ENDING_EVENTS:
+            line = CutStep(step=self.step, event=step.event,
+                           cut=f"a step of {len(line):,} bytes (cap {MAX_LINE_BYTES:,})").line()
+        if self.bytes + len(line) > MAX_TRACE_BYTES and step.event not in ENDING_EVENTS:
             self.dropped += 1
             if self.dropped > 1:
                 return
-            line = json.dumps({"step": self.step, "event": "trace_capped",
-                               "error": f"this task's trace reached {MAX_TRACE_BYTES:,} bytes; later steps "
-                                        "are dropped"}) + "\n"
+            line = TraceCapped(step=self.step, error=f"this task's trace reached {MAX_TRACE_BYTES:,} bytes; later "
+                                                     "steps are dropped").line()
         self.bytes += len(line)
         try:
             with self.path.open("a", encoding="utf-8") as fh:
@@ -74,16 +81,16 @@ class TraceWriter:
         """Write nothing more (the task ended without the thread that was still serving it)."""
         self.sealed = True
 
-    def note(self, event: str, **data: Any) -> None:
+    def note(self, step: LogNote | ToolNote) -> None:
         """A step the harness asked for (``log``, ``tool``): at most :data:`MAX_NOTES`, each size-capped."""
         self.notes += 1
         if self.notes > MAX_NOTES:
             if self.notes == MAX_NOTES + 1:
-                self.write("notes_capped", error=f"more than {MAX_NOTES} log or tool notes; later ones dropped")
+                self.write(NotesCapped(error=f"more than {MAX_NOTES} log or tool notes; later ones dropped"))
             return
         clipped = {k: v if len(text := _dumps(v)) <= MAX_NOTE_CHARS else text[:MAX_NOTE_CHARS]
-                   for k, v in data.items()}
-        self.write(event, **clipped)
+                   for k, v in step.record().items() if k not in ("step", "event")}
+        self.write(step.model_copy(update=clipped))
 
 
 def _dumps(value: Any) -> str:
@@ -93,8 +100,13 @@ def _dumps(value: Any) -> str:
         return "<not JSON>"
 
 
-def iter_trace(path: Path, max_bytes: int = MAX_TRACE_BYTES + MAX_LINE_BYTES) -> Iterator[dict[str, Any]]:
-    """A trace's steps read as a stream: at most ``max_bytes`` of it, lines that are not JSON objects skipped."""
+def iter_steps(path: Path, max_bytes: int = MAX_TRACE_BYTES + MAX_LINE_BYTES) -> Iterator[TraceStep]:
+    """A trace's steps read as a stream: at most ``max_bytes`` of it.
+
+    Left out: an over-long line, one that is not JSON, and a JSON line that is no step (not an object with an
+    ``event``). A step of an unknown kind, or one that does not fit its kind, is an
+    :class:`~videvolve.skill_library.steps.UnknownStep` (:func:`~videvolve.skill_library.steps.parse_step`).
+    """
     if not path.exists():
         return
     read, skipping = 0, False
@@ -109,13 +121,18 @@ def iter_trace(path: Path, max_bytes: int = MAX_TRACE_BYTES + MAX_LINE_BYTES) ->
                 skipping = not whole
                 continue
             try:
-                step = json.loads(raw)
+                data = json.loads(raw)
             except (ValueError, RecursionError):
                 continue
-            if isinstance(step, dict):
-                yield step
+            if not isinstance(data, dict):
+                continue
+            try:
+                step = parse_step(data)
+            except ValidationError:  # an object without an event
+                continue
+            yield step
 
 
-def read_trace(path: Path) -> list[dict[str, Any]]:
-    """A trace's steps (empty when there is none), read as :func:`iter_trace` does."""
-    return list(iter_trace(path))
+def read_steps(path: Path) -> list[TraceStep]:
+    """A trace's steps (empty when there is none), read as :func:`iter_steps` does."""
+    return list(iter_steps(path))
