@@ -283,6 +283,8 @@ def test_each_step_of_a_trace_is_told_in_a_line_or_not_at_all():
     refused = step_line(Refused(event="budget", error="showing 9 more frame(s) would exceed the budget", used=8,
                                 budget=8))
     assert refused is not None and refused.startswith("A request was refused (budget)") and "9 more" in refused
+    over = step_line(Refused(event="budget", requested=3, used=8, budget=8))  # as the frame budget writes it
+    assert over == "A request was refused (budget): 3 new frame(s) after 8 shown, a budget of 8."
     unread = step_line(InvalidToolCalls(calls=[{"name": "look", "args": "{"}], reply="calling look"))
     assert unread == "A request was refused (invalid_tool_calls): calling look"
     assert step_line(Failed(kind=ErrorKind.TIMEOUT, error="3 s")) == "The harness failed (timeout): 3 s"

@@ -64,6 +64,10 @@ def step_line(step: TraceStep) -> str | None:
         return f"Read the transcript from {clock(step.start)} to {end}."
     if isinstance(step, TranscriptSearch):
         return f"Searched the transcript for \"{_short(step.text, 60)}\" ({step.hits} hit(s))."
+    if isinstance(step, Refused) and step.error is None:  # the frame budget's: it says how far past it would go
+        budget = "no budget" if step.budget is None else f"a budget of {step.budget}"
+        return (f"A request was refused ({step.event}): {step.requested or 0} new frame(s) after {step.used} shown, "
+                f"{budget}.")
     if isinstance(step, Refused | ModelError | RequestError):
         return f"A request was refused ({step.event}): {_short(step.error)}"
     if isinstance(step, InvalidToolCalls):
